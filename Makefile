@@ -1,0 +1,40 @@
+# Everything runs inside .venv, created on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: all install demo test lit pytest bench fuzz conformance clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+test: pytest lit
+
+pytest: $(STAMP)
+	$(PY) -m pytest -q
+
+lit: $(STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/lit -sv tests/lit
+
+bench: $(STAMP)
+	$(PY) benchmarks/frontend.py
+
+fuzz: $(STAMP)
+	$(PY) fuzz/fuzz_frontend.py --inputs 100000
+
+conformance: $(STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) ../shared/tools/conformance --ttlc "$(CURDIR)/$(PY) -m ttlc" --only reject,accept,roundtrip
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache

@@ -1,0 +1,55 @@
+"""The Python entry points behind ``ttlc.parse`` and ``ttlc.check``.
+
+They promise that any input text either gives IR or raises CompileError: internal
+limits (recursion, memory for absurd sizes) are turned into diagnostics here.
+"""
+from __future__ import annotations
+
+from typing import Union
+
+from .diagnostics import CompileError, Diagnostic
+from .ir.core import Location, Program
+
+
+def _guard(fn, text, filename):
+    try:
+        return fn()
+    except CompileError:
+        raise
+    except RecursionError:
+        raise CompileError([Diagnostic(Location(1, 1, 1, 1), "program nested too deeply")],
+                           text, filename) from None
+    except MemoryError:
+        raise CompileError([Diagnostic(Location(1, 1, 1, 1), "program too large")],
+                           text, filename) from None
+
+
+def parse(text: Union[str, bytes], filename: str = "<input>") -> Program:
+    from .parse.parser import parse as _parse
+
+    text = _as_text(text, filename)
+    return _guard(lambda: _parse(text, filename), text, filename)
+
+
+def check(text_or_program: Union[str, bytes, Program], filename: str = "<input>") -> Program:
+    from .check.verifier import verify
+
+    if isinstance(text_or_program, Program):
+        program = text_or_program
+    else:
+        program = parse(text_or_program, filename)
+    _guard(lambda: verify(program), program.source, program.filename)
+    return program
+
+
+def _as_text(text, filename) -> str:
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            return bytes(text).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CompileError([Diagnostic(Location(1, 1, 1, 1),
+                                           f"input is not valid UTF-8 (byte {e.start})")],
+                               None, filename) from None
+    if not isinstance(text, str):
+        raise TypeError(f"expected program text (str or bytes) or a Program, got {type(text).__name__}")
+    return text

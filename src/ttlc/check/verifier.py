@@ -1,0 +1,5 @@
+"""Verifier (being written)."""
+
+
+def verify(program):
+    return program

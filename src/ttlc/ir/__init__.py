@@ -1,0 +1,1 @@
+"""The IR: types, values, instructions, the instruction table, printer and builder."""

@@ -1,0 +1,458 @@
+"""Recursive-descent parser: tokens to IR (spec sections "Functions" to "Instructions").
+
+The operand syntax of each instruction comes from the instruction table; this module
+knows only the shared grammar: functions, regions, types, attributes, constants and
+the left-hand side of assignments.  Names are resolved here: a use before its
+definition and a redefinition in the same or an enclosing region are errors.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from ..diagnostics import CompileError, Diagnostic, error
+from ..ir import syntax as S
+from ..ir.constants import canonical, literal_fits
+from ..ir.core import Argument, Function, Instruction, Location, Program, Region, Value
+from ..ir.ops import ALIASES, KNOWN_ATTRIBUTE_NAMES, OPS
+from ..ir.types import (BOOL, DYNAMIC, MATRIX_USES, SCALAR_TYPES, VOID, CoopMatrixType, GroupType,
+                        MemrefType, Type)
+from .lexer import Token, tokenize
+
+INT_MAX = 2**63 - 1
+#: regions and attributes may nest this deep; deeper input is rejected, not a crash
+MAX_NESTING = 100
+
+
+
+class Parser:
+    def __init__(self, text: str):
+        self.tokens = tokenize(text)
+        self.pos = 0
+        self.scopes: List[Dict[str, Value]] = []
+        self.depth = 0
+
+    # ---- token helpers -------------------------------------------------------------
+    @property
+    def tok(self) -> Token:
+        return self.tokens[self.pos]
+
+    def next(self) -> Token:
+        tok = self.tokens[self.pos]
+        if tok.kind != "eof":
+            self.pos += 1
+        return tok
+
+    def last_loc(self) -> Location:
+        return self.tokens[self.pos - 1].loc if self.pos else self.tok.loc
+
+    def peek_is(self, text: Optional[str]) -> bool:
+        return text is not None and self.tok.kind in ("punct", "word") and self.tok.text == text
+
+    def peek_kind(self) -> str:
+        return self.tok.kind
+
+    def accept(self, text: str) -> bool:
+        if self.peek_is(text):
+            self.next()
+            return True
+        return False
+
+    def fail(self, message: str, loc: Optional[Location] = None) -> CompileError:
+        return error(loc or self.tok.loc, message)
+
+    def unexpected(self, expected: str) -> CompileError:
+        return self.fail(f"unexpected {self.tok.describe()}, expected {expected}")
+
+    def expect(self, text: str) -> Token:
+        if not self.peek_is(text):
+            raise self.unexpected(f"'{text}'")
+        return self.next()
+
+    def expect_one(self, texts) -> Token:
+        if not any(self.peek_is(t) for t in texts):
+            raise self.unexpected(" or ".join(f"'{t}'" for t in texts))
+        return self.next()
+
+    def nest(self, loc: Location) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.fail(f"nesting deeper than {MAX_NESTING} levels is not supported", loc)
+
+    # ---- names ---------------------------------------------------------------------
+    def parse_local_name(self) -> Tuple[str, Location]:
+        if self.tok.kind != "local":
+            raise self.unexpected("a local identifier (%name)")
+        tok = self.next()
+        return tok.value, tok.loc
+
+    def lookup(self, name: str) -> Optional[Value]:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return None
+
+    def define(self, name: str, value: Value) -> None:
+        previous = self.lookup(name)
+        if previous is not None:
+            raise CompileError([Diagnostic(value.loc, f"redefinition of %{name}",
+                                           [(previous.loc, f"%{name} is first defined here")])])
+        self.scopes[-1][name] = value
+
+    def parse_value_use(self) -> Value:
+        name, loc = self.parse_local_name()
+        value = self.lookup(name)
+        if value is None:
+            raise self.fail(f"use of undefined value %{name}", loc)
+        return value
+
+    # ---- numbers -------------------------------------------------------------------
+    def parse_integer(self) -> Tuple[int, Location]:
+        if self.tok.kind != "int":
+            raise self.unexpected("an integer constant")
+        tok = self.next()
+        if abs(tok.value) > INT_MAX:
+            raise self.fail("integer constant out of range (-2^63+1 to 2^63-1)", tok.loc)
+        return tok.value, tok.loc
+
+    def parse_float(self) -> float:
+        if self.tok.kind != "float":
+            raise self.unexpected("a floating-point constant")
+        return self.next().value
+
+    def parse_constant_literal(self):
+        start = self.tok.loc
+        if self.peek_is("true") or self.peek_is("false"):
+            return self.next().text == "true", start
+        if self.tok.kind == "int":
+            return self.parse_integer()
+        if self.tok.kind == "float":
+            return self.next().value, start
+        if self.accept("["):
+            re = self.parse_float()
+            self.expect(",")
+            im = self.parse_float()
+            self.expect("]")
+            return complex(re, im), start.span(self.last_loc())
+        raise self.unexpected("a constant (true, false, a number or [re, im])")
+
+    # ---- types ---------------------------------------------------------------------
+    def parse_type_with_loc(self) -> Tuple[Type, Location]:
+        start = self.tok.loc
+        t = self.parse_type()
+        return t, start.span(self.last_loc())
+
+    def parse_type(self) -> Type:
+        tok = self.tok
+        if tok.kind == "word":
+            if tok.text in SCALAR_TYPES:
+                self.next()
+                return SCALAR_TYPES[tok.text]
+            if tok.text == "bool":
+                self.next()
+                return BOOL
+            if tok.text == "void":
+                self.next()
+                return VOID
+            if tok.text == "memref":
+                return self.parse_memref()
+            if tok.text == "group":
+                return self.parse_group()
+            if tok.text == "coopmatrix":
+                return self.parse_coopmatrix()
+        raise self.unexpected("a type")
+
+    def parse_scalar_type(self):
+        if self.tok.kind == "word" and self.tok.text in SCALAR_TYPES:
+            return SCALAR_TYPES[self.next().text]
+        raise self.unexpected("a number type (i8, i16, i32, i64, index, bf16, f16, f32, f64, c32, c64)")
+
+    def parse_dim(self):
+        if self.accept("?"):
+            return DYNAMIC
+        value, loc = self.parse_integer()
+        if value < 0:
+            raise self.fail("sizes, strides and offsets must not be negative", loc)
+        return value
+
+    def parse_memref(self) -> MemrefType:
+        start = self.expect("memref").loc
+        self.expect("<")
+        element = self.parse_scalar_type()
+        shape = []
+        while self.accept("x"):
+            shape.append(self.parse_dim())
+        stride = None
+        space = "global"
+        stride_loc = None
+        while self.accept(","):
+            if self.peek_is("strided") and stride is None and space == "global":
+                stride_loc = self.next().loc
+                self.expect("<")
+                stride = []
+                if not self.peek_is(">"):
+                    stride.append(self.parse_dim())
+                    while self.accept(","):
+                        stride.append(self.parse_dim())
+                self.expect(">")
+                stride_loc = stride_loc.span(self.last_loc())
+            elif self.peek_is("global") or self.peek_is("local"):
+                space = self.next().text
+                break
+            else:
+                raise self.unexpected("'strided<...>', 'global' or 'local'")
+        self.expect(">")
+        loc = start.span(self.last_loc())
+        for s in shape:
+            if s == 0:
+                raise self.fail("memref mode sizes must be positive", loc)
+        if stride is not None:
+            if len(stride) != len(shape):
+                raise self.fail(f"strided layout has {len(stride)} entries but the memref has "
+                                f"order {len(shape)}", stride_loc)
+            check_strides(shape, stride, stride_loc, self)
+        return MemrefType.get(element, shape, stride, space)
+
+    def parse_group(self) -> GroupType:
+        start = self.expect("group").loc
+        self.expect("<")
+        memref = self.parse_memref()
+        self.expect("x")
+        size = self.parse_dim()
+        offset = 0
+        if self.accept(","):
+            self.expect("offset")
+            self.expect(":")
+            offset = self.parse_dim()
+        self.expect(">")
+        if size == 0:
+            raise self.fail("group size must be positive", start.span(self.last_loc()))
+        return GroupType(memref, size, offset)
+
+    def parse_coopmatrix(self) -> CoopMatrixType:
+        start = self.expect("coopmatrix").loc
+        self.expect("<")
+        component = self.parse_scalar_type()
+        self.expect("x")
+        rows, _ = self.parse_integer()
+        self.expect("x")
+        cols, _ = self.parse_integer()
+        self.expect(",")
+        if not (self.tok.kind == "word" and self.tok.text in MATRIX_USES):
+            raise self.unexpected("a matrix use (matrix_a, matrix_b or matrix_acc)")
+        use = self.next().text
+        self.expect(">")
+        if rows <= 0 or cols <= 0:
+            raise self.fail("coopmatrix rows and columns must be positive", start.span(self.last_loc()))
+        return CoopMatrixType(component, rows, cols, use)
+
+    # ---- attributes ----------------------------------------------------------------
+    def parse_dictionary(self) -> Tuple[dict, Location]:
+        start = self.expect("{").loc
+        self.nest(start)
+        result: dict = {}
+        if not self.peek_is("}"):
+            while True:
+                name_tok = self.tok
+                if name_tok.kind == "string":
+                    name = self.next().value
+                elif name_tok.kind == "word" and name_tok.text in KNOWN_ATTRIBUTE_NAMES:
+                    name = self.next().text
+                else:
+                    raise self.unexpected("an attribute name (" + ", ".join(KNOWN_ATTRIBUTE_NAMES)
+                                          + ' or a "string")')
+                if name in result:
+                    raise self.fail(f"duplicate attribute '{name}'", name_tok.loc)
+                self.expect("=")
+                result[name] = self.parse_attribute()
+                if not self.accept(","):
+                    break
+        self.expect("}")
+        self.depth -= 1
+        return result, start.span(self.last_loc())
+
+    def parse_attribute(self):
+        tok = self.tok
+        if tok.kind == "int":
+            return self.parse_integer()[0]
+        if self.peek_is("true") or self.peek_is("false"):
+            return self.next().text == "true"
+        if tok.kind == "string":
+            return self.next().value
+        if self.peek_is("{"):
+            return self.parse_dictionary()[0]
+        if self.peek_is("["):
+            self.nest(tok.loc)
+            self.next()
+            items = []
+            if not self.peek_is("]"):
+                items.append(self.parse_attribute())
+                while self.accept(","):
+                    items.append(self.parse_attribute())
+            self.expect("]")
+            self.depth -= 1
+            return items
+        raise self.unexpected("an attribute (integer, boolean, string, array or dictionary)")
+
+    # ---- program structure ---------------------------------------------------------
+    def parse_program(self) -> Program:
+        program = Program()
+        names = {}
+        while self.tok.kind != "eof":
+            func = self.parse_function()
+            if func.name in names:
+                raise CompileError([Diagnostic(func.loc, f"redefinition of function @{func.name}",
+                                               [(names[func.name], "first defined here")])])
+            names[func.name] = func.loc
+            program.functions.append(func)
+        return program
+
+    def parse_function(self) -> Function:
+        start = self.expect("func").loc
+        if self.tok.kind != "global":
+            raise self.unexpected("a function name (@name)")
+        name = self.next().value
+        self.expect("(")
+        self.scopes.append({})
+        args: List[Argument] = []
+        if not self.peek_is(")"):
+            while True:
+                args.append(self.parse_argument())
+                if not self.accept(","):
+                    break
+        self.expect(")")
+        loc = start.span(self.last_loc())
+        attrs, attrs_loc = {}, loc
+        if self.accept("attributes"):
+            attrs, attrs_loc = self.parse_dictionary()
+        body = self.parse_region([])
+        self.scopes.pop()
+        return Function(name, args, body, attrs, loc, attrs_loc)
+
+    def parse_argument(self) -> Argument:
+        name, loc = self.parse_local_name()
+        self.expect(":")
+        t, type_loc = self.parse_type_with_loc()
+        value = Value(t, name, loc.span(type_loc))
+        self.define(name, value)
+        attrs, attrs_loc = {}, value.loc
+        if self.peek_is("{"):
+            attrs, attrs_loc = self.parse_dictionary()
+        return Argument(value, attrs, attrs_loc)
+
+    def parse_region(self, args: List[Value]) -> Region:
+        start = self.expect("{").loc
+        self.nest(start)
+        self.scopes.append({})
+        for a in args:
+            self.define(a.name, a)
+        region = Region(args=args)
+        while not self.peek_is("}"):
+            if self.tok.kind == "eof":
+                raise self.fail("unexpected end of input, expected '}' to close the region "
+                                f"opened at {start}")
+            region.instructions.append(self.parse_instruction())
+        self.next()
+        self.scopes.pop()
+        self.depth -= 1
+        region.loc = start.span(self.last_loc())
+        return region
+
+    def parse_region_for(self, st: S.ParseState, element: S.RegionEl) -> Region:
+        """Parse a region of the instruction being built, declaring its arguments."""
+        if st.header_end is None:
+            st.header_end = self.last_loc()
+        args: List[Value] = []
+        if element.index == 0 and st.arg_names:
+            types = OPS[st.opcode].region_arg_types(st.slots, st.result_types)
+            args = [Value(t, name, loc) for (name, loc), t in zip(st.arg_names, types)]
+        return self.parse_region(args)
+
+    def parse_instruction(self) -> Instruction:
+        lhs: List[Tuple[str, Location]] = []
+        if self.tok.kind == "local":
+            lhs.append(self.parse_local_name())
+            while self.accept(","):
+                lhs.append(self.parse_local_name())
+            self.expect("=")
+        tok = self.tok
+        if tok.kind != "word":
+            raise self.unexpected("an instruction")
+        if tok.text not in OPS and tok.text not in ALIASES:
+            raise self.fail(f"unknown instruction '{tok.text}'")
+        self.next()
+        modifiers: List[Token] = []
+        while self.peek_is("."):
+            self.next()
+            if self.tok.kind != "word" and self.tok.text != "x":
+                raise self.unexpected("a modifier after '.'")
+            modifiers.append(self.next())
+        opcode = tok.text
+        if opcode in ALIASES:
+            if not modifiers or modifiers[0].text not in ALIASES[opcode]:
+                raise self.fail(f"'{opcode}' must be followed by one of: "
+                                + ", ".join("." + k for k in ALIASES[opcode]), tok.loc)
+            opcode = ALIASES[opcode][modifiers.pop(0).text]
+        opdef = OPS[opcode]
+        st = S.ParseState(opcode)
+        modifier_values = self.bind_modifiers(opdef, modifiers, tok)
+        for element in opdef.syntax:
+            element.parse(self, st)
+        end = st.header_end or self.last_loc()
+        loc = tok.loc.span(end)
+        if lhs and not opdef.has_results:
+            raise self.fail(f"'{opcode}' does not return a value", lhs[0][1].span(lhs[-1][1]))
+        if len(lhs) != len(st.result_types):
+            raise self.fail(f"'{opcode}' returns {len(st.result_types)} value"
+                            f"{'s' if len(st.result_types) != 1 else ''} but {len(lhs)} "
+                            f"name{'s are' if len(lhs) != 1 else ' is'} assigned", loc)
+        results = [Value(t, name, nloc) for (name, nloc), t in zip(lhs, st.result_types)]
+        if opcode == "constant" and results and literal_fits(st.attrs["value"], results[0].type):
+            st.attrs["value"] = canonical(st.attrs["value"], results[0].type)
+        inst = Instruction(opcode, st.slots, results, st.regions, modifier_values, st.attrs, loc)
+        for r in results:
+            self.define(r.name, r)
+        return inst
+
+    def bind_modifiers(self, opdef, words: List[Token], op_tok: Token) -> dict:
+        """Assign dotted words to the modifier slots of the table entry, in order."""
+        bound: dict = {}
+        slot = 0
+        for word in words:
+            while slot < len(opdef.modifiers) and word.text not in opdef.modifiers[slot].choices:
+                slot += 1
+            if slot == len(opdef.modifiers):
+                allowed = [c for m in opdef.modifiers for c in m.choices]
+                hint = (" (allowed, in this order: " + ", ".join("." + c for c in allowed) + ")"
+                        if allowed else " (it takes none)")
+                raise self.fail(f"unexpected modifier '.{word.text}' for '{opdef.name}'{hint}",
+                                word.loc)
+            mod = opdef.modifiers[slot]
+            bound[mod.slot] = True if mod.flag else word.text
+            slot += 1
+        for mod in opdef.modifiers:
+            if mod.required and mod.slot not in bound:
+                raise self.fail(f"'{opdef.name}' needs one of: "
+                                + ", ".join("." + c for c in mod.choices), op_tok.loc)
+        return bound
+
+
+def check_strides(shape, stride, loc, p) -> None:
+    """The strided-layout restrictions: S_1 >= 1 and S_(i-1) s_(i-1) <= S_i."""
+    if stride and stride[0] is not DYNAMIC and stride[0] < 1:
+        raise p.fail("the first stride must be at least 1", loc)
+    for i in range(1, len(stride)):
+        a, s, b = stride[i - 1], shape[i - 1], stride[i]
+        if a is not DYNAMIC and s is not DYNAMIC and b is not DYNAMIC and a * s > b:
+            raise p.fail(f"stride {b} of mode {i} is smaller than stride {a} times size {s} of "
+                         f"mode {i - 1}; modes must not overlap (column-major order)", loc)
+
+
+def parse(text: str, filename: str = "<input>") -> Program:
+    """Parse a program; raises CompileError with diagnostics for invalid text."""
+    try:
+        program = Parser(text).parse_program()
+    except CompileError as e:
+        raise e.with_source(text, filename) from None
+    program.source = text
+    program.filename = filename
+    return program
