@@ -364,6 +364,8 @@ class Parser:
         args: List[Value] = []
         if element.index == 0 and st.arg_names:
             types = OPS[st.opcode].region_arg_types(st.slots, st.result_types)
+            # a count mismatch keeps every name (typed void) for the verifier to report
+            types = list(types) + [VOID] * (len(st.arg_names) - len(types))
             args = [Value(t, name, loc) for (name, loc), t in zip(st.arg_names, types)]
         return self.parse_region(args)
 
