@@ -39,6 +39,9 @@ def cmd_check(args) -> int:
 
 
 def cmd_opt(args) -> int:
+    for name in args.passes:
+        print(f"ttlc: unknown pass '{name}' (no passes are registered yet)", file=sys.stderr)
+        return 2
     program = _load(args.file, verify=True)
     if program is None:
         return 1

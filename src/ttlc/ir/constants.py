@@ -56,16 +56,26 @@ def literal_fits(value: Number, t: Type) -> bool:
 
 
 def canonical(value: Number, t: Type) -> Number:
-    """The value a literal of the right kind has in type t (floats rounded)."""
+    """The value a literal of the right kind has in type t (floats rounded).
+
+    Raises OverflowError when a finite literal is too large for the type.
+    """
     s = scalar_of(t)
     if not isinstance(s, ScalarType) or not literal_fits(value, t):
         return value
     if s.is_float:
-        return round_float(value, s.name)
+        return _round_checked(value, s.name)
     if s.is_complex:
         part = s.component.name
-        return complex(round_float(value.real, part), round_float(value.imag, part))
+        return complex(_round_checked(value.real, part), _round_checked(value.imag, part))
     return value
+
+
+def _round_checked(x: float, type_name: str) -> float:
+    y = round_float(x, type_name)
+    if math.isinf(y) and math.isfinite(x):
+        raise OverflowError(f"{x!r} is too large for {type_name}")
+    return y
 
 
 def format_float(x: float) -> str:

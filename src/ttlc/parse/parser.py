@@ -250,6 +250,7 @@ class Parser:
         start = self.expect("{").loc
         self.nest(start)
         result: dict = {}
+        name_locs: dict = {}
         if not self.peek_is("}"):
             while True:
                 name_tok = self.tok
@@ -261,7 +262,9 @@ class Parser:
                     raise self.unexpected("an attribute name (" + ", ".join(KNOWN_ATTRIBUTE_NAMES)
                                           + ' or a "string")')
                 if name in result:
-                    raise self.fail(f"duplicate attribute '{name}'", name_tok.loc)
+                    raise error(name_tok.loc, f"duplicate attribute '{name}'",
+                                [(name_locs[name], f"'{name}' is first given here")])
+                name_locs[name] = name_tok.loc
                 self.expect("=")
                 result[name] = self.parse_attribute()
                 if not self.accept(","):
@@ -348,8 +351,8 @@ class Parser:
         region = Region(args=args)
         while not self.peek_is("}"):
             if self.tok.kind == "eof":
-                raise self.fail("unexpected end of input, expected '}' to close the region "
-                                f"opened at {start}")
+                raise error(self.tok.loc, "unexpected end of input, expected '}' to close the "
+                            f"region opened at {start}", [(start, "the region opened here")])
             region.instructions.append(self.parse_instruction())
         self.next()
         self.scopes.pop()
@@ -409,7 +412,11 @@ class Parser:
                             f"name{'s are' if len(lhs) != 1 else ' is'} assigned", loc)
         results = [Value(t, name, nloc) for (name, nloc), t in zip(lhs, st.result_types)]
         if opcode == "constant" and results and literal_fits(st.attrs["value"], results[0].type):
-            st.attrs["value"] = canonical(st.attrs["value"], results[0].type)
+            try:
+                st.attrs["value"] = canonical(st.attrs["value"], results[0].type)
+            except OverflowError:
+                raise self.fail(f"constant is out of the range of {results[0].type}",
+                                st.attr_locs["value"]) from None
         inst = Instruction(opcode, st.slots, results, st.regions, modifier_values, st.attrs, loc)
         for r in results:
             self.define(r.name, r)
@@ -423,9 +430,11 @@ class Parser:
             while slot < len(opdef.modifiers) and word.text not in opdef.modifiers[slot].choices:
                 slot += 1
             if slot == len(opdef.modifiers):
-                allowed = [c for m in opdef.modifiers for c in m.choices]
-                hint = (" (allowed, in this order: " + ", ".join("." + c for c in allowed) + ")"
-                        if allowed else " (it takes none)")
+                # one group per modifier slot: [.atomic] [.n|.t] [.n|.t]; required ones bare
+                groups = ["|".join("." + c for c in m.choices) for m in opdef.modifiers]
+                groups = [g if m.required else "[" + g + "]" for g, m in zip(groups, opdef.modifiers)]
+                hint = (" (allowed, in this order: " + " ".join(groups) + ")"
+                        if groups else " (it takes none)")
                 raise self.fail(f"unexpected modifier '.{word.text}' for '{opdef.name}'{hint}",
                                 word.loc)
             mod = opdef.modifiers[slot]
