@@ -74,3 +74,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as e:  # a bug in ttlc: say so plainly instead of a traceback
+        print(f"ttlc: internal error ({type(e).__name__}: {e}); please report this with the "
+              "input that caused it", file=sys.stderr)
+        return 3
