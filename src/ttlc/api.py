@@ -53,3 +53,17 @@ def _as_text(text, filename) -> str:
     if not isinstance(text, str):
         raise TypeError(f"expected program text (str or bytes) or a Program, got {type(text).__name__}")
     return text
+
+
+TARGETS = ("interp",)
+
+
+def compile(text_or_program, target: str = "interp", checked: bool = False,
+            filename: str = "<input>"):
+    """Verify a program and prepare it for a target; errors raise CompileError."""
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r} (available: {', '.join(TARGETS)})")
+    program = check(text_or_program, filename)
+    from .interp import InterpModule
+
+    return InterpModule(program, checked=checked)

@@ -70,3 +70,8 @@ class CompileError(Exception):
 
 def error(loc: Location, message: str, notes: Sequence[Tuple[Location, str]] = ()) -> CompileError:
     return CompileError([Diagnostic(loc, message, notes)])
+
+
+class KernelError(Exception):
+    """A kernel did something the language forbids at run time (found by checked
+    execution, or an access outside the arrays it was given)."""

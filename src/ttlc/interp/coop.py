@@ -1,0 +1,1 @@
+"""Coopmatrix and subgroup semantics (to be completed)."""

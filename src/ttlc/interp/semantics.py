@@ -1,0 +1,514 @@
+"""What each instruction computes: one table from opcode to a NumPy implementation.
+
+Every function takes the work-group state, the instruction and the lane mask
+(None in collective regions) and returns the result value (or None).  Values are
+NumPy scalars (uniform) or arrays over the work-items (varying); integer arithmetic
+wraps at the type's width; division and remainder of integers truncate toward zero
+as in C.  Coopmatrix and subgroup instructions are in ``coop.py``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict, List
+
+import numpy as np
+
+from ..ir.core import Instruction
+from ..ir.types import CoopMatrixType, GroupType, MemrefType
+from .values import Group, MemRef, OutOfBounds, dtype_of
+
+SEMANTICS: Dict[str, Callable] = {}
+
+
+def semantics(*opcodes: str):
+    def register(fn):
+        for op in opcodes:
+            SEMANTICS[op] = fn
+        return fn
+    return register
+
+
+def operand(wg, inst: Instruction, slot: str):
+    return wg.get(inst.slots[slot])
+
+
+def result_dtype(inst: Instruction) -> np.dtype:
+    return dtype_of(inst.results[0].type)
+
+
+def as_type(x, dtype: np.dtype):
+    """Convert to dtype with wrap-around for integers; keeps scalars scalar."""
+    return np.asarray(x).astype(dtype, copy=False)[()]
+
+
+def active_lanes(wg, mask) -> np.ndarray:
+    return np.nonzero(mask)[0]
+
+
+# ---- arithmetic ---------------------------------------------------------------------------
+def _int_div(a, b):
+    """C division (truncation toward zero) and remainder; b == 0 gives 0."""
+    b_safe = np.where(b == 0, 1, b).astype(np.result_type(a, b))
+    q = np.floor_divide(a, b_safe)
+    r = a - q * b_safe
+    fix = (r != 0) & ((r < 0) != (b_safe < 0))
+    q = np.where(fix, q + 1, q)
+    r = np.where(fix, r - b_safe, r)
+    zero = b == 0
+    return np.where(zero, 0, q), np.where(zero, 0, r)
+
+
+def _shift_amount(b, dtype):
+    return np.asarray(b).astype(dtype) & (dtype.itemsize * 8 - 1)
+
+
+def _binary(op: str, a, b, dtype: np.dtype):
+    kind = dtype.kind
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "mul":
+        return a * b
+    if op in ("div", "rem"):
+        if kind in "iu":
+            q, r = _int_div(np.asarray(a), np.asarray(b))
+            return q if op == "div" else r
+        return a / b if op == "div" else np.fmod(a, b)
+    if op == "max":
+        return np.maximum(a, b) if kind in "iu" else np.fmax(a, b)
+    if op == "min":
+        return np.minimum(a, b) if kind in "iu" else np.fmin(a, b)
+    if op == "shl":
+        return np.left_shift(a, _shift_amount(b, dtype))
+    if op == "shr":
+        return np.right_shift(a, _shift_amount(b, dtype))
+    if op == "and":
+        return np.bitwise_and(a, b)
+    if op == "or":
+        return np.bitwise_or(a, b)
+    if op == "xor":
+        return np.bitwise_xor(a, b)
+    raise AssertionError(op)
+
+
+def _compute_dtype(dtype: np.dtype) -> np.dtype:
+    """bf16 arithmetic runs in f32 and is rounded once per instruction."""
+    return np.dtype(np.float32) if dtype.name == "bfloat16" else dtype
+
+
+def _accumulate_dtype(dtype: np.dtype) -> np.dtype:
+    """Collective instructions accumulate 16-bit floats in f32, everything else in its type."""
+    return np.dtype(np.float32) if dtype.name in ("float16", "bfloat16") else dtype
+
+
+@semantics("add", "sub", "mul", "div", "rem", "max", "min", "shl", "shr", "and", "or", "xor")
+def arith_binary(wg, inst, mask):
+    dtype = result_dtype(inst)
+    a, b = operand(wg, inst, "a"), operand(wg, inst, "b")
+    if wg.checked and inst.opcode in ("div", "rem") and dtype.kind in "iu":
+        zero = np.asarray(b) == 0
+        if mask is not None:
+            zero = wg.lanes(zero) & mask
+        if np.any(zero):
+            lane = int(np.argmax(zero)) if np.ndim(zero) else None
+            raise wg.fail(f"integer division by zero in '{inst.opcode}'", lane)
+    cd = _compute_dtype(dtype)
+    return as_type(_binary(inst.opcode, as_type(a, cd), as_type(b, cd), cd), dtype)
+
+
+@semantics("abs", "neg", "not", "conj", "im", "re")
+def arith_unary(wg, inst, mask):
+    a = operand(wg, inst, "a")
+    op = inst.opcode
+    fn = {"abs": np.abs, "neg": np.negative, "conj": np.conj, "im": np.imag, "re": np.real,
+          "not": np.invert}[op]
+    return as_type(fn(a), result_dtype(inst))
+
+
+_COMPARE = {"equal": np.equal, "not_equal": np.not_equal, "greater_than": np.greater,
+            "greater_than_equal": np.greater_equal, "less_than": np.less,
+            "less_than_equal": np.less_equal}
+
+
+@semantics(*_COMPARE)
+def compare(wg, inst, mask):
+    a, b = operand(wg, inst, "a"), operand(wg, inst, "b")
+    cd = _compute_dtype(np.asarray(a).dtype)
+    return np.asarray(_COMPARE[inst.opcode](as_type(a, cd), as_type(b, cd)))[()]
+
+
+def convert(x, src: np.dtype, dst: np.dtype):
+    """The cast table. Float to integer truncates toward zero and saturates (NaN gives 0)."""
+    if dst.kind in "iu" and (src.kind == "f" or src.name == "bfloat16"):
+        info = np.iinfo(dst)
+        f = np.trunc(np.asarray(x, dtype=np.float64))
+        f = np.nan_to_num(f, nan=0.0, posinf=info.max, neginf=info.min)
+        return as_type(np.clip(f, info.min, info.max), dst)
+    return as_type(x, dst)
+
+
+@semantics("cast")
+def cast(wg, inst, mask):
+    a = operand(wg, inst, "a")
+    return convert(a, dtype_of(inst.slots["a"].type), result_dtype(inst))
+
+
+_LN2 = math.log(2.0)
+
+
+def _math(op: str, x):
+    base = op[len("native_"):] if op.startswith("native_") else op
+    if base == "exp2" and np.iscomplexobj(x):
+        return np.exp(x * _LN2)
+    return {"cos": np.cos, "sin": np.sin, "exp": np.exp, "exp2": np.exp2, "log": np.log,
+            "log2": np.log2}[base](x)
+
+
+@semantics("cos", "sin", "exp", "exp2", "log", "log2", "native_cos", "native_sin", "native_exp",
+           "native_exp2", "native_log", "native_log2")
+def math_unary(wg, inst, mask):
+    dtype = result_dtype(inst)
+    x = operand(wg, inst, "a")
+    cd = np.dtype(np.float32) if dtype.itemsize == 2 and dtype.kind != "c" else dtype
+    return as_type(_math(inst.opcode, as_type(x, cd)), dtype)
+
+
+@semantics("constant")
+def constant(wg, inst, mask):
+    t = inst.results[0].type
+    value = inst.attrs["value"]
+    if isinstance(t, CoopMatrixType):
+        return np.full((1, t.rows, t.cols), value, dtype=dtype_of(t))
+    return np.array(value, dtype=dtype_of(t))[()]
+
+
+# ---- builtins -----------------------------------------------------------------------------
+_AXIS = {"x": 0, "y": 1, "z": 2}
+
+
+@semantics("group_id", "num_groups", "num_subgroups", "subgroup_size", "subgroup_id",
+           "subgroup_linear_id", "subgroup_local_id")
+def builtin(wg, inst, mask):
+    op = inst.opcode
+    dtype = result_dtype(inst)
+    if op == "group_id":
+        return dtype.type(wg.group_id[_AXIS[inst.modifier("dim")]])
+    if op == "num_groups":
+        return dtype.type(wg.num_groups[_AXIS[inst.modifier("dim")]])
+    if op == "num_subgroups":
+        wgx, wgy = wg.cfg.work_group_size
+        return dtype.type({"x": wgx // wg.cfg.subgroup_size, "y": wgy, "z": 1}[inst.modifier("dim")])
+    if op == "subgroup_size":
+        return dtype.type(wg.cfg.subgroup_size)
+    if op == "subgroup_id":
+        dim = inst.modifier("dim")
+        return wg.sg_x if dim == "x" else wg.sg_y if dim == "y" else np.zeros_like(wg.sg_x)
+    if op == "subgroup_linear_id":
+        return wg.sg_linear
+    return wg.local_id
+
+
+# ---- memory -------------------------------------------------------------------------------
+def _check_indices(wg, m: MemRef, index: List, lanes):
+    """Checked mode: every index within the memref's shape."""
+    for mode, (i, size) in enumerate(zip(index, m.shape)):
+        i = np.asarray(i) if lanes is None else wg.lanes(i)[lanes]
+        size = np.asarray(size) if lanes is None else wg.lanes(size)[lanes]
+        bad = (i < 0) | (i >= size)
+        if np.any(bad):
+            k = int(np.argmax(bad)) if np.ndim(bad) else 0
+            lane = int(lanes[k]) if lanes is not None else None
+            value = int(i[k]) if np.ndim(i) else int(i)
+            bound = int(size[k]) if np.ndim(size) else int(size)
+            raise wg.fail(f"index {value} of mode {mode} is out of bounds (size {bound})", lane)
+
+
+def _flat_index(m: MemRef, index: List):
+    flat = m.offset
+    for i, s in zip(index, m.stride):
+        flat = flat + np.asarray(i, dtype=np.int64) * s
+    return flat
+
+
+def _buffer(wg, buffer_id: int) -> np.ndarray:
+    if buffer_id < 0:
+        raise wg.fail("access through a null memref")
+    buf = wg.memory.buffers[buffer_id]
+    if buf is None:
+        raise wg.fail("access to local memory after its lifetime ended")
+    return buf
+
+
+def _in_buffer(buf: np.ndarray, flat) -> None:
+    if np.any((flat < 0) | (flat >= len(buf))):
+        raise OutOfBounds(f"element {int(np.min(flat)) if np.any(flat < 0) else int(np.max(flat))}"
+                          f" of a buffer of {len(buf)} elements")
+
+
+def access(wg, m: MemRef, index: List, mask, fn):
+    """Call fn(buffer, flat indices, lanes) per buffer touched by the active lanes.
+
+    In collective regions (mask None) lanes is None and flat is a scalar."""
+    if mask is None:
+        if wg.checked:
+            _check_indices(wg, m, index, None)
+        flat = int(_flat_index(m, index))
+        buf = _buffer(wg, int(m.buffer))
+        _in_buffer(buf, np.asarray(flat))
+        return fn(buf, flat, None)
+    lanes = active_lanes(wg, mask)
+    if wg.checked:
+        _check_indices(wg, m, index, lanes)
+    flat = wg.lanes(_flat_index(m, index))[lanes]
+    ids = wg.lanes(np.asarray(m.buffer))[lanes]
+    for b in np.unique(ids):
+        sel = ids == b
+        buf = _buffer(wg, int(b))
+        _in_buffer(buf, flat[sel])
+        fn(buf, flat[sel], lanes[sel])
+
+
+def _load_element(wg, inst, mask, m: MemRef, index):
+    if mask is None:
+        return access(wg, m, index, None, lambda buf, f, _: buf[f])
+    out = np.zeros(wg.cfg.lanes, dtype=m.dtype)
+
+    def gather(buf, f, lanes):
+        out[lanes] = buf[f]
+    access(wg, m, index, mask, gather)
+    return out
+
+
+@semantics("load", "atomic_load")
+def load(wg, inst, mask):
+    src = operand(wg, inst, "tensor")
+    index = [wg.get(v) for v in inst.slots["index"]]
+    if isinstance(src, Group):
+        return load_group(wg, inst, src, index[0], mask)
+    return _load_element(wg, inst, mask, src, index)
+
+
+def load_group(wg, inst, g: Group, i, mask):
+    n = len(g.members)
+    idx = np.asarray(i) if mask is None or np.ndim(i) == 0 else wg.lanes(i)[mask]
+    if np.any((idx < 0) | (idx >= n)):
+        raise wg.fail(f"group index {int(np.max(idx)) if np.any(idx >= n) else int(np.min(idx))} "
+                      f"is out of bounds (group size {n})")
+    if np.ndim(i) == 0:
+        return g.members[int(i)]
+    lanes_i = np.where(mask, wg.lanes(i), 0) if mask is not None else wg.lanes(i)
+    pick = lambda field: np.array([field(g.members[k]) for k in lanes_i])  # noqa: E731
+    first = g.members[0]
+    return MemRef(pick(lambda m: m.buffer), pick(lambda m: m.offset),
+                  tuple(pick(lambda m, d=d: m.shape[d]) for d in range(len(first.shape))),
+                  tuple(pick(lambda m, d=d: m.stride[d]) for d in range(len(first.stride))),
+                  first.dtype)
+
+
+@semantics("store", "atomic_store")
+def store(wg, inst, mask):
+    m = operand(wg, inst, "tensor")
+    value = operand(wg, inst, "value")
+    index = [wg.get(v) for v in inst.slots["index"]]
+
+    def scatter(buf, f, lanes):
+        buf[f] = value if lanes is None else wg.lanes(value)[lanes]
+    access(wg, m, index, mask, scatter)
+
+
+_UPDATE = {"atomic_add": np.add, "atomic_max": np.maximum, "atomic_min": np.minimum}
+
+
+@semantics("atomic_add", "atomic_max", "atomic_min")
+def atomic_update(wg, inst, mask):
+    """Read-modify-write, one work-item after the other; returns the old values."""
+    m = operand(wg, inst, "tensor")
+    value = operand(wg, inst, "value")
+    index = [wg.get(v) for v in inst.slots["index"]]
+    fn = _UPDATE[inst.opcode]
+    if m.dtype.kind == "f" and inst.opcode != "atomic_add":
+        fn = np.fmax if inst.opcode == "atomic_max" else np.fmin
+    old = np.zeros(wg.cfg.lanes, dtype=m.dtype) if mask is not None else None
+    result = {}
+
+    def update(buf, f, lanes):
+        if lanes is None:
+            result["old"] = buf[f].copy()
+            buf[f] = as_type(fn(buf[f], value), m.dtype)
+            return
+        vals = wg.lanes(value)[lanes]
+        for k, lane in enumerate(lanes):
+            old[lane] = buf[f[k]]
+            buf[f[k]] = as_type(fn(buf[f[k]], vals[k]), m.dtype)
+    access(wg, m, index, mask, update)
+    return result["old"] if mask is None else old
+
+
+@semantics("alloca")
+def alloca(wg, inst, mask):
+    t: MemrefType = inst.results[0].type
+    dtype = dtype_of(t.element)
+    extent = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride))
+    buf = np.zeros(extent, dtype=dtype)
+    bid = wg.memory.add(buf, "local")
+    return MemRef(bid, 0, tuple(t.shape), tuple(t.stride), dtype)
+
+
+@semantics("lifetime_stop")
+def lifetime_stop(wg, inst, mask):
+    wg.memory.free(int(operand(wg, inst, "object").buffer))
+
+
+@semantics("barrier")
+def barrier(wg, inst, mask):
+    if wg.checked and mask is not None and not mask.all():
+        lane = int(np.argmin(mask))
+        raise wg.fail("barrier not reached by all work-items of the work-group", lane)
+
+
+@semantics("associated")
+def associated(wg, inst, mask):
+    x = operand(wg, inst, "tensor")
+    if isinstance(x, Group):
+        return np.bool_(True)
+    return np.asarray(x.buffer >= 0)[()]
+
+
+@semantics("size")
+def size(wg, inst, mask):
+    x = operand(wg, inst, "tensor")
+    if isinstance(x, Group):
+        return np.int64(len(x.members))
+    s = x.shape[inst.attrs["mode"]]
+    return np.asarray(s, dtype=np.int64)[()]
+
+
+def _value_or_int(wg, x):
+    return x if isinstance(x, int) else wg.get(x)
+
+
+@semantics("subview")
+def subview(wg, inst, mask):
+    m: MemRef = operand(wg, inst, "tensor")
+    offset = m.offset
+    shape, stride = [], []
+    for mode, (off, size) in enumerate(inst.slots["slices"]):
+        off = _value_or_int(wg, off)
+        offset = offset + np.asarray(off, dtype=np.int64) * m.stride[mode]
+        if isinstance(size, int) and size == 0:
+            continue
+        shape.append(np.asarray(_value_or_int(wg, size), dtype=np.int64)[()])
+        stride.append(m.stride[mode])
+    return MemRef(m.buffer, np.asarray(offset)[()], tuple(shape), tuple(stride), m.dtype)
+
+
+@semantics("expand")
+def expand(wg, inst, mask):
+    m: MemRef = operand(wg, inst, "tensor")
+    mode = inst.attrs["mode"]
+    dims = [np.asarray(_value_or_int(wg, e), dtype=np.int64)[()] for e in inst.slots["shape"]]
+    strides, s = [], m.stride[mode]
+    for d in dims:
+        strides.append(s)
+        s = s * d
+    if wg.checked:
+        total = np.prod(np.stack(np.broadcast_arrays(*dims)), axis=0)
+        if np.any(total != m.shape[mode]):
+            raise wg.fail(f"expand shape product {total} does not equal the mode size "
+                          f"{m.shape[mode]}")
+    return MemRef(m.buffer, m.offset, m.shape[:mode] + tuple(dims) + m.shape[mode + 1:],
+                  m.stride[:mode] + tuple(strides) + m.stride[mode + 1:], m.dtype)
+
+
+@semantics("fuse")
+def fuse(wg, inst, mask):
+    m: MemRef = operand(wg, inst, "tensor")
+    lo, hi = inst.attrs["from"], inst.attrs["to"]
+    size = 1
+    for d in m.shape[lo:hi + 1]:
+        size = size * d
+    if wg.checked:
+        for k in range(lo, hi):
+            if np.any(np.asarray(m.stride[k]) * m.shape[k] != m.stride[k + 1]):
+                raise wg.fail(f"modes {k} and {k + 1} cannot be fused: their strides do not match")
+    return MemRef(m.buffer, m.offset, m.shape[:lo] + (np.asarray(size)[()],) + m.shape[hi + 1:],
+                  m.stride[:lo + 1] + m.stride[hi + 1:], m.dtype)
+
+
+# ---- collective BLAS ------------------------------------------------------------------------
+def _array(wg, inst, slot):
+    return wg.memory.ndarray(operand(wg, inst, slot))
+
+
+def _op(x: np.ndarray, transpose: str) -> np.ndarray:
+    return x.T if transpose == "t" and x.ndim == 2 else x
+
+
+def _update(wg, inst, out: np.ndarray, value: np.ndarray) -> None:
+    """out := alpha * value + beta * out, accumulated in the output's precision.
+
+    beta = 0 does not read out (BLAS convention: NaN in the output is overwritten)."""
+    alpha, beta = operand(wg, inst, "alpha"), operand(wg, inst, "beta")
+    cd = _accumulate_dtype(out.dtype)
+    result = np.asarray(alpha).astype(cd) * np.asarray(value).astype(cd)
+    if beta != 0:
+        result = result + np.asarray(beta).astype(cd) * out.astype(cd)
+    out[...] = result.astype(out.dtype)
+
+
+def _compute(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """An input converted to the precision the output accumulates in (promotion)."""
+    return x.astype(_accumulate_dtype(out.dtype))
+
+
+@semantics("axpby")
+def axpby(wg, inst, mask):
+    B = _array(wg, inst, "B")
+    A = _op(_array(wg, inst, "A"), inst.modifier("ta"))
+    _update(wg, inst, B, _compute(A, B))
+
+
+@semantics("cumsum")
+def cumsum(wg, inst, mask):
+    B = _array(wg, inst, "B")
+    A = _array(wg, inst, "A")
+    _update(wg, inst, B, np.cumsum(_compute(A, B), axis=inst.attrs["mode"]))
+
+
+@semantics("sum")
+def sum_(wg, inst, mask):
+    B = _array(wg, inst, "B")
+    A = _op(_array(wg, inst, "A"), inst.modifier("ta"))
+    total = _compute(A, B).sum(axis=1) if B.ndim == 1 else _compute(A, B).sum()
+    _update(wg, inst, B, total)
+
+
+@semantics("gemm")
+def gemm(wg, inst, mask):
+    C = _array(wg, inst, "C")
+    A = _op(_array(wg, inst, "A"), inst.modifier("ta"))
+    B = _op(_array(wg, inst, "B"), inst.modifier("tb"))
+    _update(wg, inst, C, _compute(A, C) @ _compute(B, C))
+
+
+@semantics("gemv")
+def gemv(wg, inst, mask):
+    C = _array(wg, inst, "C")
+    A = _op(_array(wg, inst, "A"), inst.modifier("ta"))
+    _update(wg, inst, C, _compute(A, C) @ _compute(_array(wg, inst, "B"), C))
+
+
+@semantics("ger")
+def ger(wg, inst, mask):
+    C = _array(wg, inst, "C")
+    _update(wg, inst, C, np.outer(_compute(_array(wg, inst, "A"), C), _compute(_array(wg, inst, "B"), C)))
+
+
+@semantics("hadamard")
+def hadamard(wg, inst, mask):
+    C = _array(wg, inst, "C")
+    _update(wg, inst, C, _compute(_array(wg, inst, "A"), C) * _compute(_array(wg, inst, "B"), C))
+
+
+from . import coop  # noqa: E402,F401  (registers coopmatrix and subgroup semantics)

@@ -1,0 +1,57 @@
+"""Compiled modules and kernel launches (DESIGN.md, "Python")."""
+from __future__ import annotations
+
+from typing import Any, Dict, Sequence, Tuple
+
+from ..ir.core import Function, Program
+
+
+class Kernel:
+    """One function of a compiled module; call it with the kernel's arguments and a grid."""
+
+    def __init__(self, module: "Module", func: Function):
+        self.module = module
+        self.func = func
+        self.name = func.name
+
+    def __call__(self, *args: Any, grid: Sequence[int] = (1, 1, 1)) -> None:
+        grid = _grid(grid)
+        self.module.launch(self, args, grid)
+
+    def __repr__(self) -> str:
+        return f"<ttlc kernel @{self.name} ({self.module.target})>"
+
+
+class Module:
+    """A verified program prepared for a target; ``module["name"]`` gives a Kernel."""
+
+    target = "none"
+
+    def __init__(self, program: Program, checked: bool = False):
+        self.program = program
+        self.checked = checked
+        self.kernels: Dict[str, Kernel] = {f.name: Kernel(self, f) for f in program.functions}
+
+    def __getitem__(self, name: str) -> Kernel:
+        name = name[1:] if name.startswith("@") else name
+        try:
+            return self.kernels[name]
+        except KeyError:
+            known = ", ".join("@" + k for k in self.kernels) or "none"
+            raise KeyError(f"no kernel @{name} in this module (kernels: {known})") from None
+
+    def __iter__(self):
+        return iter(self.kernels)
+
+    def launch(self, kernel: Kernel, args, grid) -> None:
+        raise NotImplementedError
+
+
+def _grid(grid) -> Tuple[int, int, int]:
+    try:
+        g = tuple(int(x) for x in grid)
+    except TypeError:
+        g = (int(grid),)
+    if not 1 <= len(g) <= 3 or any(x < 0 for x in g):
+        raise ValueError(f"grid must be 1 to 3 non-negative sizes, got {grid!r}")
+    return g + (1,) * (3 - len(g))
