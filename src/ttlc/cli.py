@@ -49,6 +49,90 @@ def cmd_opt(args) -> int:
     return 0
 
 
+def _generated_inputs(func, dim: int, group_size: int, seed: int):
+    """Deterministic inputs for a kernel: random arrays, dynamic sizes set to dim."""
+    import numpy as np
+
+    from .interp.values import DTYPES
+    from .ir.types import BoolType, GroupType, MemrefType
+
+    rng = np.random.default_rng(seed)
+
+    def array(t: MemrefType):
+        shape = tuple(dim if s is None else s for s in t.shape)
+        dtype = DTYPES[t.element.name]
+        if dtype.kind in "iu":
+            data = rng.integers(-8, 8, size=shape)
+        elif dtype.kind == "c":
+            data = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+        else:
+            data = rng.standard_normal(shape)
+        return np.asfortranarray(np.asarray(data).astype(dtype))
+
+    args = []
+    for a in func.args:
+        t = a.value.type
+        if isinstance(t, MemrefType):
+            args.append(array(t))
+        elif isinstance(t, GroupType):
+            n = group_size if t.size is None else t.size
+            args.append([array(t.memref) for _ in range(n)])
+        elif isinstance(t, BoolType):
+            args.append(True)
+        else:
+            args.append(1 if t.is_int else 1.0)
+    return args
+
+
+def cmd_run(args) -> int:
+    """Run one kernel on generated inputs and print a summary of every array argument."""
+    import time
+
+    import numpy as np
+
+    from . import api
+    from .diagnostics import CompileError, KernelError
+
+    program = _load(args.file, verify=True)
+    if program is None:
+        return 1
+    try:
+        module = api.compile(program, target=args.target, checked=args.checked)
+        names = list(module)
+        name = args.kernel or (names[0] if len(names) == 1 else None)
+        if name is None:
+            print("ttlc: the program has several kernels; choose one with --kernel "
+                  f"({', '.join(names)})", file=sys.stderr)
+            return 2
+        kernel = module[name]
+        inputs = _generated_inputs(kernel.func, args.dim, args.group_size, args.seed)
+        start = time.perf_counter()
+        kernel(*inputs, grid=args.grid)
+        elapsed = time.perf_counter() - start
+    except (CompileError, KernelError, KeyError, ValueError, TypeError) as e:
+        print(f"ttlc: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
+        return 1
+    print(f"@{name} on {args.target}, grid {tuple(args.grid)}: {elapsed * 1e3:.3f} ms")
+    for a, x in zip(kernel.func.args, inputs):
+        arrays = x if isinstance(x, list) else [x]
+        for i, arr in enumerate(arrays):
+            if isinstance(arr, np.ndarray):
+                label = f"%{a.value.name}" + (f"[{i}]" if isinstance(x, list) else "")
+                total = np.asarray(arr, dtype=np.complex128 if arr.dtype.kind == "c" else np.float64).sum()
+                print(f"  {label}: shape {arr.shape}, sum {total:.6g}")
+    return 0
+
+
+def _grid_arg(text: str):
+    try:
+        g = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"grid must be integers separated by commas, not {text!r}")
+    if not 1 <= len(g) <= 3 or any(x < 0 for x in g):
+        raise argparse.ArgumentTypeError("grid takes 1 to 3 non-negative sizes, e.g. 8,1,1")
+    return tuple(g) + (1,) * (3 - len(g))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -63,6 +147,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--pass", dest="passes", action="append", default=[], metavar="PASS",
                    help="run a pass (may be repeated)")
     p.set_defaults(run=cmd_opt)
+    p = sub.add_parser("run", help="run a kernel on generated inputs and print a summary")
+    p.add_argument("file", help="program file, or - for standard input")
+    p.add_argument("--kernel", "-k", help="kernel name (needed when the program has several)")
+    p.add_argument("--target", default="interp", choices=["interp"], help="where to run")
+    p.add_argument("--grid", type=_grid_arg, default=(1, 1, 1), help="work-groups, e.g. 8,1,1")
+    p.add_argument("--dim", type=int, default=16, help="size used for every dynamic mode")
+    p.add_argument("--group-size", type=int, default=4, help="members of dynamic-size groups")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
+    p.add_argument("--checked", action="store_true",
+                   help="check bounds, uniformity, barriers, races and division by zero")
+    p.set_defaults(run=cmd_run)
     return parser
 
 
