@@ -1,6 +1,12 @@
 """ttlc: a compiler and runtime for the Tiny Tensor Language."""
-from .diagnostics import CompileError, Diagnostic
+from .diagnostics import CompileError, Diagnostic, KernelError
 from .ir.core import Program
+
+# The subpackages ttlc.parse and ttlc.check share their names with the functions below.
+# Importing a subpackage for the first time binds it as an attribute of this package, which
+# would replace the function (ttlc.check(...) working once, then "'module' object is not
+# callable").  Import them now, so that the definitions below are the final bindings.
+from . import parse as _parse_package, check as _check_package  # noqa: E402,F401
 
 __version__ = "0.1.0"
 
@@ -19,4 +25,32 @@ def check(text_or_program, filename: str = "<input>") -> Program:
     return _check(text_or_program, filename)
 
 
-__all__ = ["CompileError", "Diagnostic", "Program", "parse", "check", "__version__"]
+def __getattr__(name):
+    """The builder (``ttlc.ProgramBuilder``) and ``ttlc.types`` load on first use."""
+    if name in ("ProgramBuilder", "Builder", "RegionOp"):
+        from .ir import builder
+
+        return getattr(builder, name)
+    if name == "Group":  # ttlc.Group(arrays, offset=k, shapes=[...]): see ttlc.runtime.args.Group
+        from .runtime.args import Group
+
+        return Group
+    if name == "types":
+        import importlib
+
+        return importlib.import_module(".types", __name__)
+    raise AttributeError(f"module 'ttlc' has no attribute {name!r}")
+
+
+def compile(text_or_program, target: str = "interp", checked: bool = False,
+            filename: str = "<input>"):
+    """Compile for a target ("interp"); ``module["kernel"](*args, grid=...)`` runs it."""
+    from .api import compile as _compile
+
+    return _compile(text_or_program, target, checked, filename)
+
+
+
+
+__all__ = ["KernelError", "compile", "Group", "CompileError", "Diagnostic", "Program", "parse", "check", "__version__",
+           "ProgramBuilder", "Builder", "RegionOp", "types"]

@@ -1,0 +1,61 @@
+"""Shared fixtures and the ``needs_verifier`` marker.
+
+Tests that need the verifier to reject invalid-but-parseable programs are marked
+``@pytest.mark.needs_verifier``; they are skipped (with the reason) while ``ttlc.check``
+still accepts a collective instruction inside an SPMD region, i.e. before the verifier
+lands, so the suite stays green during that window and switches them on by itself.
+"""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+import ttlc
+
+#: parseable but invalid: gemm is collective and must not appear in a parallel region
+VERIFIER_PROBE = """func @probe(%A: memref<f32x4x4>) {
+    parallel {
+        %one = constant 1.0 : f32
+        gemm %one, %A, %A, %one, %A
+    }
+}
+"""
+
+#: a small valid program used by the API and CLI tests
+VALID_PROGRAM = """; scale a batch of matrices
+func @scale(%alpha: f32, %A: group<memref<f32x16x?>x?> {alignment=64}) attributes {subgroup_size=16} {
+    %gid = group_id.x : index
+    %a = load %A[%gid] : memref<f32x16x?>
+    %zero = constant 0.0 : f32
+    axpby.atomic %alpha, %a, %zero, %a
+}
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def verifier_ready() -> bool:
+    try:
+        ttlc.check(VERIFIER_PROBE)
+    except ttlc.CompileError:
+        return True
+    return False
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "needs_verifier: the test needs ttlc.check to reject invalid programs")
+
+
+def pytest_collection_modifyitems(config, items):
+    marked = [item for item in items if item.get_closest_marker("needs_verifier")]
+    if marked and not verifier_ready():
+        skip = pytest.mark.skip(reason="the verifier does not reject a gemm inside a parallel "
+                                       "region yet (ttlc.check is still a stub)")
+        for item in marked:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def valid_program() -> str:
+    return VALID_PROGRAM

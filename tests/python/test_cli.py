@@ -1,0 +1,160 @@
+"""The command line contract of DESIGN.md, run as ``python -m ttlc`` in subprocesses.
+
+``ttlc check`` exits 0 for a valid program and 1 otherwise, with diagnostics in the
+``FILE:LINE.COL-ENDCOL: error: MESSAGE`` form and never a Python traceback; ``ttlc opt``
+prints the canonical text; the front end does not import NumPy or llvmlite.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+CANONICAL = """\
+func @scale(%alpha: f32, %A: group<memref<f32x16x?>x?> {alignment=64}) attributes{subgroup_size=16} {
+    %gid = group_id.x : index
+    %a = load %A[%gid] : memref<f32x16x?>
+    %zero = constant 0x0p+0 : f32
+    axpby.atomic %alpha, %a, %zero, %a
+}
+"""
+
+INVALID = "func @k(%A: memref<f32x4>) {\n    %x = load %A[%i] : f32\n}\n"
+
+
+def ttlc(*args, stdin: bytes = b"", cwd=None):
+    """Run ``python -m ttlc``; returns (exit code, stdout, stderr)."""
+    proc = subprocess.run([sys.executable, "-m", "ttlc", *args], input=stdin, cwd=cwd,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    out, err = proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in out + err, out + err
+    return proc.returncode, out, err
+
+
+@pytest.fixture
+def files(tmp_path, valid_program):
+    paths = {}
+    for name, data in {
+        "valid.ir": valid_program.encode(),
+        "invalid.ir": INVALID.encode(),
+        "empty.ir": b"",
+        "garbage.ir": bytes(range(256)) * 4,
+        "latin1.ir": "func @k() { ; caf\u00e9\n}\n".encode("latin-1"),
+        "nul.ir": b"func @k() {\x00}\n",
+        "truncated.ir": valid_program.encode()[:-20],
+        "deep.ir": b"func @k() " + b"{ parallel " * 5000 + b"{}" + b" }" * 5000,
+        "huge_int.ir": b"func @k() { %0 = constant " + b"9" * 10**6 + b" : i32 }",
+    }.items():
+        (tmp_path / name).write_bytes(data)
+        paths[name] = str(tmp_path / name)
+    (tmp_path / "a_directory.ir").mkdir()
+    paths["a_directory.ir"] = str(tmp_path / "a_directory.ir")
+    paths["missing.ir"] = str(tmp_path / "missing.ir")
+    return paths
+
+
+def test_check_valid_program(files):
+    code, out, err = ttlc("check", files["valid.ir"])
+    assert (code, out, err) == (0, "", "")
+
+
+def test_check_invalid_program_prints_diagnostics(files):
+    code, out, err = ttlc("check", files["invalid.ir"])
+    assert code == 1 and out == ""
+    path = files["invalid.ir"]
+    assert err.splitlines()[:3] == [f"{path}:2.18-19: error: use of undefined value %i",
+                                    "    %x = load %A[%i] : f32",
+                                    "                 ~~"]
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("empty.ir", 0), ("garbage.ir", 1), ("latin1.ir", 1), ("nul.ir", 1), ("truncated.ir", 1),
+    ("deep.ir", 1), ("huge_int.ir", 1), ("a_directory.ir", 1), ("missing.ir", 1),
+])
+def test_nasty_inputs(files, name, expected):
+    for command in ("check", "opt"):
+        code, out, err = ttlc(command, files[name])
+        assert code == expected, (command, name, err)
+        if expected:
+            assert err.strip() and out == ""
+
+
+def test_error_messages_name_the_file(files):
+    for name in ("missing.ir", "a_directory.ir", "nul.ir"):
+        _, _, err = ttlc("check", files[name])
+        assert files[name] in err
+
+
+def test_stdin(valid_program):
+    assert ttlc("check", "-", stdin=valid_program.encode()) == (0, "", "")
+    code, _, err = ttlc("check", "-", stdin=INVALID.encode())
+    assert code == 1 and err.startswith("<stdin>:2.18-19: error: use of undefined value %i")
+    code, _, err = ttlc("check", "-", stdin=b"\xff\xfe garbage")
+    assert code == 1 and "UTF-8" in err
+    assert ttlc("check", "-", stdin=b"")[0] == 0
+
+
+def test_opt_prints_canonical_text(files):
+    code, out, err = ttlc("opt", files["valid.ir"])
+    assert (code, out, err) == (0, CANONICAL, "")
+
+
+def test_opt_roundtrip_through_stdin(files):
+    _, first, _ = ttlc("opt", files["valid.ir"])
+    code, second, err = ttlc("opt", "-", stdin=first.encode())
+    assert (code, second, err) == (0, first, "")
+
+
+def test_usage_errors_do_not_trace(files):
+    for args in ([], ["frobnicate"], ["check"], ["check", files["valid.ir"], "extra"],
+                 ["opt", "--no-such-flag", files["valid.ir"]]):
+        code, _, err = ttlc(*args)
+        assert code != 0 and err
+    code, out, _ = ttlc("--version")
+    assert code == 0 and out.startswith("ttlc ")
+
+
+def test_closed_stdout_does_not_trace(tmp_path, files):
+    """``ttlc opt big.ir | head -1``: a closed pipe ends the program quietly."""
+    big = tmp_path / "big.ir"
+    body = "".join(f"    %c{i} = constant {i} : i32\n" for i in range(5000))
+    big.write_text("func @k() {\n" + body + "}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "ttlc", "opt", str(big)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.read(100)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    code = proc.wait(timeout=120)
+    assert "Traceback" not in err and "Error" not in err, err
+    assert code in (0, 1, 120, -13)
+
+
+def test_check_does_not_import_numpy_or_llvmlite(files):
+    script = (
+        "import sys, ttlc.cli\n"
+        f"rc = ttlc.cli.main(['check', {files['valid.ir']!r}])\n"
+        "assert rc == 0, rc\n"
+        "heavy = sorted(m for m in ('numpy', 'llvmlite', 'ml_dtypes') if m in sys.modules)\n"
+        "assert not heavy, heavy\n"
+        "print('light')\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "light", proc.stderr
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "ttlc", "check",
+                           files["valid.ir"]], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "ttlc.cli" in imported
+    assert not {m for m in imported if m.split(".")[0] in ("numpy", "llvmlite")}
+
+
+def test_console_script_matches_module(files):
+    script = os.path.join(os.path.dirname(sys.executable), "ttlc")
+    if not os.access(script, os.X_OK):
+        pytest.skip("the ttlc console script is not installed next to this interpreter")
+    proc = subprocess.run([script, "opt", files["valid.ir"]], capture_output=True, text=True,
+                          timeout=120)
+    assert (proc.returncode, proc.stdout) == (0, CANONICAL)
