@@ -55,6 +55,23 @@ def _is_int_attr(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+def _plural(n: int, word: str, plural: Optional[str] = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def _attr(x) -> str:
+    """An attribute value as written in the program text."""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, str):
+        return f'"{x}"'
+    if isinstance(x, list):
+        return "[" + ",".join(_attr(y) for y in x) + "]"
+    if isinstance(x, dict):
+        return "{" + ",".join(f"{k}={_attr(v)}" for k, v in x.items()) + "}"
+    return str(x)
+
+
 # ---- type helpers used by the family checks ---------------------------------------------
 def scalar(v: Value, what: str) -> ScalarType:
     if not isinstance(v.type, ScalarType):
@@ -95,7 +112,8 @@ def expect_type(inst: Instruction, expected: Type, what: str = "the result type"
 
 def require_order(t: MemrefType, orders, what: str) -> None:
     if t.order not in orders:
-        want = " or ".join(str(o) for o in orders)
+        want = ", ".join(str(o) for o in orders[:-1]) + (" or " if len(orders) > 1 else "") \
+            + str(orders[-1])
         raise Invalid(f"{what} must have order {want}, but has order {t.order} ({t})")
 
 
@@ -163,11 +181,13 @@ class Verifier:
         for key, value in func.attrs.items():
             if key == "subgroup_size":
                 if not _is_int_attr(value) or not _is_pow2(value):
-                    raise Invalid(f"subgroup_size must be a positive power of two, not {value!r}")
+                    raise Invalid("subgroup_size must be a positive power of two, not "
+                                  f"{_attr(value)}")
             elif key == "work_group_size":
                 if not (isinstance(value, list) and len(value) == 2
                         and all(_is_int_attr(x) and x > 0 for x in value)):
-                    raise Invalid("work_group_size must be an array of two positive integers")
+                    raise Invalid("work_group_size must be an array of two positive integers, not "
+                                  f"{_attr(value)}")
             elif key in KNOWN_ATTRIBUTE_NAMES:
                 raise Invalid(f"attribute '{key}' is not valid on a function "
                               "(allowed: subgroup_size, work_group_size)")
@@ -189,9 +209,11 @@ class Verifier:
                 dims = mt.shape if key == "shape_gcd" else mt.stride
                 what = "mode sizes" if key == "shape_gcd" else "strides"
                 if not (isinstance(value, list) and all(_is_int_attr(x) and x > 0 for x in value)):
-                    raise Invalid(f"{key} must be an array of positive integers")
+                    raise Invalid(f"{key} must be an array of positive integers, not "
+                                  f"{_attr(value)}")
                 if len(value) > len(dims):
-                    raise Invalid(f"{key} has {len(value)} entries but the memref has order {len(dims)}")
+                    raise Invalid(f"{key} has {_plural(len(value), 'entry', 'entries')} but the "
+                                  f"memref has order {len(dims)}")
                 for i, (d, g) in enumerate(zip(dims, value)):
                     if d is not DYNAMIC and d % g:
                         raise Invalid(f"{key}[{i}] = {g} does not divide the static {what[:-1]} {d}")
@@ -202,7 +224,7 @@ class Verifier:
     @staticmethod
     def check_alignment(value, element: ScalarType) -> None:
         if not _is_int_attr(value) or not _is_pow2(value):
-            raise Invalid(f"alignment must be a positive power of two, not {value!r}")
+            raise Invalid(f"alignment must be a positive power of two, not {_attr(value)}")
         if value % element.size:
             raise Invalid(f"alignment {value} must be a multiple of the size of {element} "
                           f"({element.size} bytes)")
@@ -242,9 +264,9 @@ class Verifier:
         for i, inst in enumerate(region.instructions):
             if inst.opcode == "yield" and (i != last or parent is None
                                            or parent.opcode not in YIELDING):
-                where = "the last instruction of" if parent is not None and parent.opcode in YIELDING \
-                    else "inside"
-                self.report(inst.loc, f"yield is only allowed as {where} the region of for, if or "
+                where = "as the last instruction of" if parent is not None \
+                    and parent.opcode in YIELDING else "inside"
+                self.report(inst.loc, f"yield is only allowed {where} the region of for, if or "
                             "cooperative_matrix_apply")
             self.verify_instruction(inst, kind, inner)
             inner.update(inst.results)
@@ -320,18 +342,29 @@ def _check_atomic_beta(inst: Instruction) -> None:
     if inst.modifier("atomic"):
         beta = inst.slots["beta"]
         value = _constant_value(beta)
-        if value is None or isinstance(value, bool) or value not in (0, 1):
-            raise Invalid(f"with .atomic, beta must be a constant 0 or 1 ({_name(beta)} is not)", beta)
+        if value is None or isinstance(value, bool):
+            raise Invalid(f"with .atomic, beta must be a constant 0 or 1, but {_name(beta)} is "
+                          "not a constant", beta)
+        if value not in (0, 1):
+            shown = f"[{value.real},{value.imag}]" if isinstance(value, complex) else str(value)
+            raise Invalid(f"with .atomic, beta must be a constant 0 or 1, but {_name(beta)} is "
+                          f"{shown}", beta)
+
+
+#: the spec's names of the memref operands (slots A, B, C) of each BLAS instruction
+_BLAS_NAMES = {"axpby": ("A", "B"), "cumsum": ("A", "B"), "sum": ("A", "b"),
+               "gemm": ("A", "B", "C"), "gemv": ("A", "b", "c"), "ger": ("a", "b", "C"),
+               "hadamard": ("A", "B", "C")}
 
 
 def check_blas(vf: Verifier, inst: Instruction) -> None:
     op = inst.opcode
+    names = _BLAS_NAMES[op]
     alpha = scalar(inst.slots["alpha"], "alpha")
     beta = scalar(inst.slots["beta"], "beta")
-    A = memref(inst.slots["A"], "A")
+    A = memref(inst.slots["A"], names[0])
     out_slot = "C" if "C" in inst.slots else "B"
-    out = memref(inst.slots[out_slot], out_slot if op in ("axpby", "cumsum", "sum") else
-                 ("c" if op == "gemv" else "C"))
+    out = memref(inst.slots[out_slot], names[-1])
     ta = inst.modifier("ta") if any(m.slot == "ta" for m in inst.opdef.modifiers) else "n"
     if op in ("axpby", "cumsum", "sum"):
         if op == "axpby":
@@ -341,7 +374,7 @@ def check_blas(vf: Verifier, inst: Instruction) -> None:
                               f"({_dims(_transposed(A, ta))})")
         elif op == "cumsum":
             if A.order < 1:
-                raise Invalid("A must have order 1 or more")
+                raise Invalid(f"A must have order 1 or more, but has order 0 ({A})")
             mode = inst.attrs["mode"]
             if not 0 <= mode < A.order:
                 raise Invalid(f"summation mode {mode} is out of range for A of order {A.order}")
@@ -356,11 +389,11 @@ def check_blas(vf: Verifier, inst: Instruction) -> None:
                 raise Invalid(f"rows of b ({_dims(out.shape)}) do not match rows of op(A) "
                               f"({_dims(_transposed(A, ta))})")
         require_promotable(alpha, A.element, "alpha", "A")
-        require_promotable(A.element, out.element, "A", "B")
-        require_promotable(beta, out.element, "beta", "B")
+        require_promotable(A.element, out.element, "A", names[1])
+        require_promotable(beta, out.element, "beta", names[1])
         _check_atomic_beta(inst)
         return
-    B = memref(inst.slots["B"], "B")
+    B = memref(inst.slots["B"], names[1])
     if op == "gemm":
         for t, name in ((A, "A"), (B, "B"), (out, "C")):
             require_order(t, (2,), name)
@@ -393,13 +426,14 @@ def check_blas(vf: Verifier, inst: Instruction) -> None:
         if not (_same_shape(A.shape, B.shape) and _same_shape(A.shape, out.shape)):
             raise Invalid(f"shapes of A ({_dims(A.shape)}), B ({_dims(B.shape)}) and C "
                           f"({_dims(out.shape)}) must match")
+    a, b, c = names
     ab = promote(A.element, B.element)
     if ab is None:
-        raise Invalid(f"element types {A.element} of A and {B.element} of B cannot be promoted "
-                      "to a common type")
-    require_promotable(alpha, ab, "alpha", "promote(A, B)")
-    require_promotable(ab, out.element, "promote(A, B)", "C")
-    require_promotable(beta, out.element, "beta", "C")
+        raise Invalid(f"element types {A.element} of {a} and {B.element} of {b} cannot be "
+                      "promoted to a common type")
+    require_promotable(alpha, ab, "alpha", f"promote({a}, {b})")
+    require_promotable(ab, out.element, f"promote({a}, {b})", c)
+    require_promotable(beta, out.element, "beta", c)
     _check_atomic_beta(inst)
 
 
@@ -424,7 +458,8 @@ def check_foreach(vf: Verifier, inst: Instruction) -> None:
     if tiled:
         shape = inst.attrs["tile_shape"]
         if len(shape) != n:
-            raise Invalid(f"the tile shape has {len(shape)} entries but the loop has {n} modes")
+            raise Invalid(f"the tile shape has {_plural(len(shape), 'entry', 'entries')} but the "
+                          f"loop has {_plural(n, 'mode')}")
         if any(s <= 0 for s in shape):
             raise Invalid("tile shape entries must be positive")
         sgs = vf.subgroup_size
@@ -463,7 +498,7 @@ def _allowed_for_arith(op: str, e: Type, is_matrix: bool) -> None:
         return
     assert isinstance(e, ScalarType)
     if op in _BOOL_OPS + _INT_ONLY and not e.is_int:
-        raise Invalid(f"{_dtype_name(e)} type is not supported by '{op}' (integers only"
+        raise Invalid(f"{_dtype_name(e)} type is not supported by '{op}' (only integer types"
                       f"{' or bool' if op in _BOOL_OPS else ''})")
     if op in _NO_COMPLEX + ("conj", "im", "re") and e.is_complex != (op in ("conj", "im", "re")):
         if op in _NO_COMPLEX:
@@ -507,15 +542,20 @@ def _check_indexed(inst: Instruction, allow_group: bool) -> Type:
         if len(idx) != 1:
             raise Invalid(f"a group is indexed by one index, not {len(idx)}")
         return v.type.memref
+    if allow_group and not isinstance(v.type, MemrefType):
+        raise Invalid(f"the tensor operand must be a memref or group, but {_name(v)} has type "
+                      f"{v.type}", v)
     t = memref(v, "the tensor operand")
     if len(idx) != t.order:
-        raise Invalid(f"{len(idx)} indices given for a memref of order {t.order} ({t})")
+        raise Invalid(f"{_plural(len(idx), 'index', 'indices')} given for a memref of order "
+                      f"{t.order} ({t})")
     return t.element
 
 
 def check_load(vf: Verifier, inst: Instruction) -> None:
     expected = _check_indexed(inst, allow_group=inst.opcode == "load")
-    expect_type(inst, expected, "the result type (the element type)")
+    what = "the group's memref type" if isinstance(expected, MemrefType) else "the element type"
+    expect_type(inst, expected, f"the result type ({what})")
 
 
 def check_store(vf: Verifier, inst: Instruction) -> None:
@@ -653,7 +693,8 @@ def check_for(vf: Verifier, inst: Instruction) -> None:
     for key, value in inst.attrs.get("attributes", {}).items():
         if key == "unroll":
             if not (isinstance(value, bool) or (_is_int_attr(value) and value > 0)):
-                raise Invalid("unroll must be true, false or a positive unroll count")
+                raise Invalid("unroll must be true, false or a positive unroll count, not "
+                              f"{_attr(value)}")
         elif key in KNOWN_ATTRIBUTE_NAMES:
             raise Invalid(f"attribute '{key}' is not valid on for (allowed: unroll)")
     vf.check_yield(inst, inst.regions[0], types, "the loop body")
@@ -709,7 +750,10 @@ def check_size(vf: Verifier, inst: Instruction) -> None:
         if mode != 0:
             raise Invalid(f"the size of a group is mode 0, not {mode}")
     else:
-        t = memref(v, "the operand of size")
+        if not isinstance(v.type, MemrefType):
+            raise Invalid(f"the operand of size must be a memref or group, but {_name(v)} has "
+                          f"type {v.type}", v)
+        t = v.type
         if not 0 <= mode < t.order:
             raise Invalid(f"mode {mode} is out of range for a memref of order {t.order}")
     expect_type(inst, INDEX)
@@ -719,7 +763,8 @@ def check_subview(vf: Verifier, inst: Instruction) -> None:
     t = memref(inst.slots["tensor"], "the operand of subview")
     slices = inst.slots["slices"]
     if len(slices) != t.order:
-        raise Invalid(f"{len(slices)} indices or slices given for a memref of order {t.order}")
+        raise Invalid(f"{_plural(len(slices), 'index or slice', 'indices or slices')} given for "
+                      f"a memref of order {t.order}")
     shape, stride = [], []
     for mode, (offset, size) in enumerate(slices):
         for x, what in ((offset, "offset"), (size, "size")):
@@ -744,7 +789,8 @@ def check_coop_apply(vf: Verifier, inst: Instruction) -> None:
     expect_type(inst, t, "the result type (the operand's type)")
     args = inst.regions[0].args
     if [x.type for x in args] != [I32, I32, t.component]:
-        raise Invalid(f"the region arguments are (row: i32, column: i32, value: {t.component})")
+        raise Invalid(f"the region must declare 3 arguments (row: i32, column: i32, value: "
+                      f"{t.component}), not {len(args)}")
     vf.check_yield(inst, inst.regions[0], [t.component], "the region")
 
 
@@ -797,7 +843,7 @@ def _check_work_item_index(vf: Verifier, inst: Instruction, t: CoopMatrixType) -
     index = inst.attrs["index"]
     length = _work_item_length(vf, t)
     if index < 0 or (length is not None and index >= length):
-        bound = f"0 to {length - 1}" if length is not None else "non-negative"
+        bound = f"0 to {length - 1}" if length is not None else "indices are non-negative"
         raise Invalid(f"index {index} is outside the work-item's part of {t} ({bound})")
 
 
@@ -837,9 +883,10 @@ def check_coop_mul_add(vf: Verifier, inst: Instruction) -> None:
         raise Invalid(f"rows of A, C and the result ({A.rows}) must be a multiple of the subgroup "
                       f"size {sgs}")
     ab = promote(A.component, B.component)
-    if ab is None or not promotable(ab, Cm.component):
-        raise Invalid(f"component types {A.component} (A) and {B.component} (B) must promote to "
-                      f"{Cm.component} (C)")
+    if ab is None:
+        raise Invalid(f"component types {A.component} of A and {B.component} of B cannot be "
+                      "promoted to a common type")
+    require_promotable(ab, Cm.component, "promote(A, B)", "C")
     if not cast_allowed(Cm.component, D.component):
         raise Invalid(f"the result component type {D.component} cannot be cast from {Cm.component}")
 

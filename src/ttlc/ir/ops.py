@@ -64,6 +64,8 @@ class OpDef:
     def __post_init__(self):
         self.elements = tuple(S.flatten(self.syntax))
         self.regions = tuple(e for e in self.elements if isinstance(e, S.RegionEl))
+        #: the elements that declare region arguments, in order
+        self.arg_elements = tuple(e for e in self.elements if isinstance(e, (S.Args, S.InitList)))
         self.slots = tuple(e.slot for e in self.elements
                            if isinstance(e, (S.Opnd, S.OpndList, S.Slices, S.ExpandShape, S.InitList)))
         self.has_results = any(isinstance(e, (S.Result, S.ResultTypes)) for e in self.elements)

@@ -22,18 +22,24 @@ class Printer:
         self.scopes: List[set] = [set()]
         self.counter = 0
         self.indent = 0
+        #: names of the region arguments declared so far in the header being printed
+        self.header: set = set()
 
     # ---- names -----------------------------------------------------------------------
-    def _fresh(self, value: Value) -> str:
+    def _fresh(self, value: Value, taken=()) -> str:
+        """A name for value: its hint unless visible here or in ``taken``, else numbered."""
         name = value.name
         if name is None or name.isdigit():
             name = str(self.counter)
             self.counter += 1
             return name
-        visible = set().union(*self.scopes)
-        if name in visible:
+        # membership per scope: building the union for every value would be quadratic
+        def visible(n: str) -> bool:
+            return n in taken or any(n in scope for scope in self.scopes)
+
+        if visible(name):
             k = 1
-            while f"{name}_{k}" in visible:
+            while visible(f"{name}_{k}"):
                 k += 1
             name = f"{name}_{k}"
         return name
@@ -47,7 +53,11 @@ class Printer:
         return "%" + name
 
     def define_region_arg(self, value: Value) -> str:
-        return self.define(value, visible_here=False)
+        # the arguments of one header share a scope: hints must not repeat among them
+        name = self._fresh(value, self.header)
+        self.names[value] = name
+        self.header.add(name)
+        return "%" + name
 
     def value(self, value: Value) -> str:
         name = self.names.get(value)
@@ -76,15 +86,17 @@ class Printer:
     def instruction(self, inst: Instruction) -> str:
         opdef = OPS[inst.opcode]
         # results come first in the text, but are visible only after the instruction
-        result_names = []
+        result_names: List[str] = []
         for r in inst.results:
-            result_names.append(self._fresh(r))
+            result_names.append(self._fresh(r, result_names))
             self.names[r] = result_names[-1]
+        outer_header, self.header = self.header, set()
         text = ""
         if result_names:
             text = ", ".join("%" + n for n in result_names) + " = "
         text += inst.opcode + opdef.print_modifiers(inst.modifiers)
         body = "".join(e.print(self, inst) for e in opdef.syntax)
+        self.header = outer_header
         if body:
             text += body if body.startswith(" ") else " " + body
         for n in result_names:

@@ -191,8 +191,11 @@ class Args(Element):
 
     def print(self, pr, inst):
         start = inst.opdef.arg_offset(inst, self.group)
-        args = inst.regions[0].args[start:start + self.size(inst)]
-        return ",".join(pr.define_region_arg(a) for a in args)
+        args = inst.regions[0].args
+        # the last name list also prints any surplus arguments (invalid IR, which the
+        # verifier reports), so that every argument used in the region has its name
+        end = len(args) if inst.opdef.arg_elements[-1] is self else start + self.size(inst)
+        return ",".join(pr.define_region_arg(a) for a in args[start:end])
 
 
 @dataclass

@@ -7,6 +7,7 @@ definition and a redefinition in the same or an enclosing region are errors.
 """
 from __future__ import annotations
 
+import gc
 from typing import Dict, List, Optional, Tuple
 
 from ..diagnostics import CompileError, Diagnostic, error
@@ -19,6 +20,7 @@ from ..ir.types import (BOOL, DYNAMIC, MATRIX_USES, SCALAR_TYPES, VOID, CoopMatr
 from .lexer import Token, tokenize
 
 INT_MAX = 2**63 - 1
+_PUNCT_OR_WORD = ("punct", "word")
 #: regions and attributes may nest this deep; deeper input is rejected, not a crash
 MAX_NESTING = 100
 
@@ -28,7 +30,11 @@ class Parser:
     def __init__(self, text: str):
         self.tokens = tokenize(text)
         self.pos = 0
-        self.scopes: List[Dict[str, Value]] = []
+        #: every value visible here, by name: a name may not be redefined while it is
+        #: visible, so one dictionary serves all enclosing scopes
+        self.visible: Dict[str, Value] = {}
+        #: the names defined in each open scope, innermost last (removed when it closes)
+        self.scopes: List[List[str]] = []
         self.depth = 0
 
     # ---- token helpers -------------------------------------------------------------
@@ -46,14 +52,16 @@ class Parser:
         return self.tokens[self.pos - 1].loc if self.pos else self.tok.loc
 
     def peek_is(self, text: Optional[str]) -> bool:
-        return text is not None and self.tok.kind in ("punct", "word") and self.tok.text == text
+        tok = self.tokens[self.pos]
+        return tok.text == text and tok.kind in _PUNCT_OR_WORD
 
     def peek_kind(self) -> str:
         return self.tok.kind
 
     def accept(self, text: str) -> bool:
-        if self.peek_is(text):
-            self.next()
+        tok = self.tokens[self.pos]
+        if tok.text == text and tok.kind in _PUNCT_OR_WORD:
+            self.pos += 1  # never eof: its text is empty
             return True
         return False
 
@@ -64,14 +72,18 @@ class Parser:
         return self.fail(f"unexpected {self.tok.describe()}, expected {expected}")
 
     def expect(self, text: str) -> Token:
-        if not self.peek_is(text):
-            raise self.unexpected(f"'{text}'")
-        return self.next()
+        tok = self.tokens[self.pos]
+        if tok.text == text and tok.kind in _PUNCT_OR_WORD:
+            self.pos += 1
+            return tok
+        raise self.unexpected(f"'{text}'")
 
     def expect_one(self, texts) -> Token:
-        if not any(self.peek_is(t) for t in texts):
-            raise self.unexpected(" or ".join(f"'{t}'" for t in texts))
-        return self.next()
+        tok = self.tokens[self.pos]
+        if tok.text in texts and tok.kind in _PUNCT_OR_WORD:
+            self.pos += 1
+            return tok
+        raise self.unexpected(" or ".join(f"'{t}'" for t in texts))
 
     def nest(self, loc: Location) -> None:
         self.depth += 1
@@ -80,29 +92,39 @@ class Parser:
 
     # ---- names ---------------------------------------------------------------------
     def parse_local_name(self) -> Tuple[str, Location]:
-        if self.tok.kind != "local":
+        tok = self.tokens[self.pos]
+        if tok.kind != "local":
             raise self.unexpected("a local identifier (%name)")
-        tok = self.next()
+        self.pos += 1
         return tok.value, tok.loc
 
     def lookup(self, name: str) -> Optional[Value]:
-        for scope in reversed(self.scopes):
-            if name in scope:
-                return scope[name]
-        return None
+        return self.visible.get(name)
 
     def define(self, name: str, value: Value) -> None:
-        previous = self.lookup(name)
+        previous = self.visible.get(name)
         if previous is not None:
             raise CompileError([Diagnostic(value.loc, f"redefinition of %{name}",
                                            [(previous.loc, f"%{name} is first defined here")])])
-        self.scopes[-1][name] = value
+        self.visible[name] = value
+        self.scopes[-1].append(name)
+
+    def open_scope(self) -> None:
+        self.scopes.append([])
+
+    def close_scope(self) -> None:
+        visible = self.visible
+        for name in self.scopes.pop():
+            del visible[name]
 
     def parse_value_use(self) -> Value:
-        name, loc = self.parse_local_name()
-        value = self.lookup(name)
+        tok = self.tokens[self.pos]
+        if tok.kind != "local":
+            raise self.unexpected("a local identifier (%name)")
+        self.pos += 1
+        value = self.visible.get(tok.value)
         if value is None:
-            raise self.fail(f"use of undefined value %{name}", loc)
+            raise self.fail(f"use of undefined value %{tok.value}", tok.loc)
         return value
 
     # ---- numbers -------------------------------------------------------------------
@@ -315,7 +337,7 @@ class Parser:
             raise self.unexpected("a function name (@name)")
         name = self.next().value
         self.expect("(")
-        self.scopes.append({})
+        self.open_scope()
         args: List[Argument] = []
         if not self.peek_is(")"):
             while True:
@@ -328,7 +350,7 @@ class Parser:
         if self.accept("attributes"):
             attrs, attrs_loc = self.parse_dictionary()
         body = self.parse_region([])
-        self.scopes.pop()
+        self.close_scope()
         return Function(name, args, body, attrs, loc, attrs_loc)
 
     def parse_argument(self) -> Argument:
@@ -345,7 +367,7 @@ class Parser:
     def parse_region(self, args: List[Value]) -> Region:
         start = self.expect("{").loc
         self.nest(start)
-        self.scopes.append({})
+        self.open_scope()
         for a in args:
             self.define(a.name, a)
         region = Region(args=args)
@@ -355,7 +377,7 @@ class Parser:
                             f"region opened at {start}", [(start, "the region opened here")])
             region.instructions.append(self.parse_instruction())
         self.next()
-        self.scopes.pop()
+        self.close_scope()
         self.depth -= 1
         region.loc = start.span(self.last_loc())
         return region
@@ -366,11 +388,29 @@ class Parser:
             st.header_end = self.last_loc()
         args: List[Value] = []
         if element.index == 0 and st.arg_names:
+            self.check_arg_counts(st)
             types = OPS[st.opcode].region_arg_types(st.slots, st.result_types)
             # a count mismatch keeps every name (typed void) for the verifier to report
             types = list(types) + [VOID] * (len(st.arg_names) - len(types))
             args = [Value(t, name, loc) for (name, loc), t in zip(st.arg_names, types)]
         return self.parse_region(args)
+
+    def check_arg_counts(self, st: S.ParseState) -> None:
+        """One name per loop mode in each name list of foreach and foreach_tile.
+
+        The region arguments are stored as one list, so a name list of the wrong length
+        would shift names into the next list (tile offsets becoming tile sizes); the
+        verifier could not tell, so it is reported here."""
+        for e in OPS[st.opcode].elements:
+            if isinstance(e, S.Args) and isinstance(e.count, str) and e.group in st.arg_groups:
+                start, count = st.arg_groups[e.group]
+                expected = len(st.slots.get(e.count, ()))
+                if count != expected:
+                    names = st.arg_names[start:start + count]
+                    what = "tile size" if e.group == "sizes" else "loop variable"
+                    raise self.fail(f"{count} {what}{'s' if count != 1 else ''} declared but the loop has {expected} "
+                                    f"mode{'s' if expected != 1 else ''} (one per entry of the "
+                                    f"{e.count} list)", names[0][1].span(names[-1][1]))
 
     def parse_instruction(self) -> Instruction:
         lhs: List[Tuple[str, Location]] = []
@@ -460,10 +500,18 @@ def check_strides(shape, stride, loc, p) -> None:
 
 def parse(text: str, filename: str = "<input>") -> Program:
     """Parse a program; raises CompileError with diagnostics for invalid text."""
+    # Parsing allocates a token and a location per word of the text, none of them garbage;
+    # the cyclic collector would scan this growing heap again and again (half the time
+    # of a large file), so it pauses until the program is built.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         program = Parser(text).parse_program()
     except CompileError as e:
         raise e.with_source(text, filename) from None
+    finally:
+        if collecting:
+            gc.enable()
     program.source = text
     program.filename = filename
     return program
