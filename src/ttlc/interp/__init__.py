@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..runtime import Module
-from ..runtime.args import marshal
 from .machine import Config, WorkGroup
 from .values import Memory
 
@@ -13,6 +12,8 @@ class InterpModule(Module):
     target = "interp"
 
     def launch(self, kernel, args, grid) -> None:
+        from ..runtime.args import marshal  # here: runtime.args imports interp.values
+
         func = kernel.func
         memory = Memory()
         values = marshal(args, func.args, memory, func.name)

@@ -21,6 +21,7 @@ import numpy as np
 from ..diagnostics import KernelError
 from ..ir.core import Function, Instruction, Region, Value
 from ..ir.types import CoopMatrixType, MemrefType
+from . import checks
 from .values import Group, Memory, MemRef, OutOfBounds, dtype_of
 
 #: subgroup size and work-group size used when the function does not set them
@@ -76,6 +77,11 @@ class WorkGroup:
         self.sg_linear = (lane // S).astype(np.int32)
         self.all_lanes = np.ones(W, dtype=bool)
         self.current: Optional[Instruction] = None
+        # checked mode: local-memory race tracking (checks.py), names and ends of allocas
+        self.races = checks.RaceTracker() if checked else None
+        self.actor_base = 0  # foreach: chunk * lanes, so chunks count as other work-items
+        self.local_names: Dict[int, str] = {}
+        self.ended: Dict[int, str] = {}
 
     # ---- errors ----------------------------------------------------------------------
     def fail(self, message: str, lane: Optional[int] = None) -> KernelError:
@@ -99,9 +105,12 @@ class WorkGroup:
         return mask.reshape(self.cfg.subgroups, self.cfg.subgroup_size).any(axis=1)
 
     def select(self, t, mask: np.ndarray, a, b):
-        """Per work-item choice between two values of type t (coopmatrix: per subgroup)."""
+        """Per work-item choice between two values of type t (coopmatrix: per entry, by
+        the work-item holding it in the layout of DESIGN.md)."""
         if isinstance(t, CoopMatrixType):
-            m = self.subgroup_mask(mask)[:, None, None]
+            from .coop import owner_mask
+
+            m = owner_mask(self, t, mask)
             shape = (self.cfg.subgroups, t.rows, t.cols)
             return np.where(m, np.broadcast_to(a, shape), np.broadcast_to(b, shape))
         if isinstance(a, (MemRef, Group)) or isinstance(b, (MemRef, Group)):
@@ -130,8 +139,17 @@ class WorkGroup:
                 out = handler(self, inst, mask)
             except OutOfBounds as e:
                 raise self.fail(f"out-of-bounds memory access: {e}") from None
+            except ValueError as e:  # NumPy refuses to write a read-only argument array
+                if "read-only" not in str(e):
+                    raise
+                raise self.fail("write to a read-only array (the argument's memory is not "
+                                "writeable)") from None
             if inst.opcode == "alloca":
                 allocas.append(out)
+                if inst.results[0].name is not None:
+                    self.local_names[int(out.buffer)] = f"%{inst.results[0].name}"
+            elif self.checked and mask is not None:
+                checks.after(self, inst, mask)
             if inst.results:
                 if len(inst.results) == 1 and inst.opcode not in ("for", "if"):
                     out = [out]
@@ -171,7 +189,8 @@ def _for(wg: WorkGroup, inst: Instruction, mask):
         if not active.any():
             return values
         if wg.checked and (step[active] <= 0).any():
-            raise wg.fail("for loop with a non-positive step never ends")
+            lane = int(np.argmax(active & (step <= 0)))
+            raise wg.fail(f"for loop with step {step[lane]} never ends", lane)
         wg.env[loop_var] = i
         for a, v in zip(iter_args, values):
             wg.env[a] = v
@@ -205,7 +224,9 @@ def _if(wg: WorkGroup, inst: Instruction, mask):
 
 
 def _parallel(wg: WorkGroup, inst: Instruction, mask):
+    checks.region_boundary(wg)
     wg.exec_region(inst.regions[0], wg.all_lanes.copy())
+    checks.region_boundary(wg)
 
 
 def _foreach(wg: WorkGroup, inst: Instruction, mask):
@@ -214,6 +235,15 @@ def _foreach(wg: WorkGroup, inst: Instruction, mask):
     highs = [int(wg.get(v)) for v in inst.slots["to"]]
     types = [dtype_of(v.type) for v in inst.slots["from"]]
     n = len(lows)
+    checks.region_boundary(wg)
+    try:
+        _foreach_chunks(wg, inst, body, lows, highs, types, n)
+    finally:
+        wg.actor_base = 0
+    checks.region_boundary(wg)
+
+
+def _foreach_chunks(wg: WorkGroup, inst: Instruction, body, lows, highs, types, n):
     if inst.opcode == "foreach":
         extents = [max(0, h - lo) for lo, h in zip(lows, highs)]
         total = math.prod(extents)
@@ -222,6 +252,7 @@ def _foreach(wg: WorkGroup, inst: Instruction, mask):
             point = np.arange(start, start + W)
             active = point < total
             rest = np.where(active, point, 0)
+            wg.actor_base = start
             for k in range(n):
                 wg.env[body.args[k]] = (lows[k] + rest % extents[k]).astype(types[k])
                 rest = rest // extents[k]
@@ -234,6 +265,7 @@ def _foreach(wg: WorkGroup, inst: Instruction, mask):
     sub = wg.sg_linear.astype(np.int64)
     for start in range(0, total, G):
         tile = start + sub
+        wg.actor_base = start // G * wg.cfg.lanes
         active = tile < total
         rest = np.where(active, tile, 0)
         for k in range(n):

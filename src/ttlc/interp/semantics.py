@@ -15,6 +15,7 @@ import numpy as np
 
 from ..ir.core import Instruction
 from ..ir.types import CoopMatrixType, GroupType, MemrefType
+from . import checks
 from .values import Group, MemRef, OutOfBounds, dtype_of
 
 SEMANTICS: Dict[str, Callable] = {}
@@ -51,7 +52,10 @@ def _int_div(a, b):
     b_safe = np.where(b == 0, 1, b).astype(np.result_type(a, b))
     q = np.floor_divide(a, b_safe)
     r = a - q * b_safe
-    fix = (r != 0) & ((r < 0) != (b_safe < 0))
+    # floor division rounds toward -inf; truncation differs exactly when the division is
+    # inexact and the operands' signs differ (the old test compared r's sign with b's,
+    # which floor division always makes equal, so 1 / -100 gave -1 and -7 / 2 gave -4)
+    fix = (r != 0) & ((a < 0) != (b_safe < 0))
     q = np.where(fix, q + 1, q)
     r = np.where(fix, r - b_safe, r)
     zero = b == 0
@@ -107,14 +111,37 @@ def arith_binary(wg, inst, mask):
     dtype = result_dtype(inst)
     a, b = operand(wg, inst, "a"), operand(wg, inst, "b")
     if wg.checked and inst.opcode in ("div", "rem") and dtype.kind in "iu":
-        zero = np.asarray(b) == 0
-        if mask is not None:
-            zero = wg.lanes(zero) & mask
-        if np.any(zero):
-            lane = int(np.argmax(zero)) if np.ndim(zero) else None
-            raise wg.fail(f"integer division by zero in '{inst.opcode}'", lane)
+        _check_division(wg, inst, mask, a, b)
     cd = _compute_dtype(dtype)
     return as_type(_binary(inst.opcode, as_type(a, cd), as_type(b, cd), cd), dtype)
+
+
+def _check_division(wg, inst, mask, a, b) -> None:
+    """Checked mode: an integer divisor of zero, reported with the work-item and dividend."""
+    zero = np.asarray(b) == 0
+    if not zero.any():
+        return
+    t = inst.results[0].type
+    if isinstance(t, CoopMatrixType):  # per entry, held by a work-item (DESIGN.md layout)
+        from .coop import coop_owner
+
+        G, S = wg.cfg.subgroups, wg.cfg.subgroup_size
+        owner = np.arange(G)[:, None, None] * S + coop_owner(S, t.rows, t.cols)
+        zero = np.broadcast_to(zero, owner.shape)
+        if mask is not None:
+            zero = zero & mask[owner]
+        if zero.any():
+            g, r, c = np.unravel_index(int(np.argmax(zero)), zero.shape)
+            num = np.broadcast_to(a, zero.shape)[g, r, c]
+            raise wg.fail(f"integer division by zero in '{inst.opcode}': entry ({r}, {c}) "
+                          f"divides {num} by 0", int(owner[g, r, c]))
+        return
+    if mask is not None:
+        zero = wg.lanes(zero) & mask
+    if np.any(zero):
+        lane = int(np.argmax(zero)) if np.ndim(zero) else None
+        num = np.asarray(a) if np.ndim(a) == 0 else np.asarray(a)[lane]
+        raise wg.fail(f"integer division by zero in '{inst.opcode}': {num} divided by 0", lane)
 
 
 @semantics("abs", "neg", "not", "conj", "im", "re")
@@ -144,7 +171,11 @@ def convert(x, src: np.dtype, dst: np.dtype):
         info = np.iinfo(dst)
         f = np.trunc(np.asarray(x, dtype=np.float64))
         f = np.nan_to_num(f, nan=0.0, posinf=info.max, neginf=info.min)
-        return as_type(np.clip(f, info.min, info.max), dst)
+        # saturate by comparison: info.max of a 64-bit type is not a float64 (it rounds
+        # to 2^63), so clipping in float64 and converting overflowed to INT64_MIN
+        big, small = f >= float(info.max), f <= float(info.min)
+        out = np.where(big | small, 0.0, f).astype(dst)
+        return as_type(np.where(big, info.max, np.where(small, info.min, out)), dst)
     return as_type(x, dst)
 
 
@@ -221,7 +252,10 @@ def _check_indices(wg, m: MemRef, index: List, lanes):
             lane = int(lanes[k]) if lanes is not None else None
             value = int(i[k]) if np.ndim(i) else int(i)
             bound = int(size[k]) if np.ndim(size) else int(size)
-            raise wg.fail(f"index {value} of mode {mode} is out of bounds (size {bound})", lane)
+            full = ", ".join(str(int(np.asarray(x)[()] if np.ndim(x) == 0 or lane is None
+                                         else x[lane])) for x in index)
+            raise wg.fail(f"index {value} of mode {mode} is out of bounds (size {bound}); "
+                          f"the index is [{full}]", lane)
 
 
 def _flat_index(m: MemRef, index: List):
@@ -231,13 +265,17 @@ def _flat_index(m: MemRef, index: List):
     return flat
 
 
-def _buffer(wg, buffer_id: int) -> np.ndarray:
+def _buffer(wg, buffer_id: int, lanes=None) -> np.ndarray:
+    """The buffer of a memref; ``lanes`` (optional) are the work-items accessing it."""
+    buf = wg.memory.buffers[buffer_id] if buffer_id >= 0 else None
+    if buf is not None:
+        return buf
+    lane = int(lanes[0]) if lanes is not None and len(lanes) else None
     if buffer_id < 0:
-        raise wg.fail("access through a null memref")
-    buf = wg.memory.buffers[buffer_id]
-    if buf is None:
-        raise wg.fail("access to local memory after its lifetime ended")
-    return buf
+        raise wg.fail("access through a null memref", lane)
+    name = wg.local_names.get(buffer_id)
+    raise wg.fail(f"access to local memory{' ' + name if name else ''} after its lifetime "
+                  f"ended{wg.ended.get(buffer_id, '')}", lane)
 
 
 def _in_buffer(buf: np.ndarray, flat) -> None:
@@ -264,8 +302,10 @@ def access(wg, m: MemRef, index: List, mask, fn):
     ids = wg.lanes(np.asarray(m.buffer))[lanes]
     for b in np.unique(ids):
         sel = ids == b
-        buf = _buffer(wg, int(b))
+        buf = _buffer(wg, int(b), lanes[sel])
         _in_buffer(buf, flat[sel])
+        if wg.checked:  # data races on local memory
+            checks.track_scalar(wg, wg.current, int(b), flat[sel], lanes[sel], index)
         fn(buf, flat[sel], lanes[sel])
 
 
@@ -292,9 +332,12 @@ def load(wg, inst, mask):
 def load_group(wg, inst, g: Group, i, mask):
     n = len(g.members)
     idx = np.asarray(i) if mask is None or np.ndim(i) == 0 else wg.lanes(i)[mask]
-    if np.any((idx < 0) | (idx >= n)):
-        raise wg.fail(f"group index {int(np.max(idx)) if np.any(idx >= n) else int(np.min(idx))} "
-                      f"is out of bounds (group size {n})")
+    bad = (idx < 0) | (idx >= n)
+    if np.any(bad):
+        k = int(np.argmax(bad)) if np.ndim(bad) else 0
+        lane = int(np.nonzero(mask)[0][k]) if np.ndim(bad) else None
+        raise wg.fail(f"group index {int(idx[k]) if np.ndim(idx) else int(idx)} is out of "
+                      f"bounds (group size {n})", lane)
     if np.ndim(i) == 0:
         return g.members[int(i)]
     lanes_i = np.where(mask, wg.lanes(i), 0) if mask is not None else wg.lanes(i)
@@ -357,21 +400,28 @@ def alloca(wg, inst, mask):
 
 @semantics("lifetime_stop")
 def lifetime_stop(wg, inst, mask):
-    wg.memory.free(int(operand(wg, inst, "object").buffer))
+    bid = int(operand(wg, inst, "object").buffer)
+    wg.memory.free(bid)
+    wg.ended[bid] = f" (lifetime_stop at {inst.loc})"
 
 
 @semantics("barrier")
 def barrier(wg, inst, mask):
-    if wg.checked and mask is not None and not mask.all():
-        lane = int(np.argmin(mask))
-        raise wg.fail("barrier not reached by all work-items of the work-group", lane)
+    if wg.checked and mask is not None:
+        # no active work-item: a branch run only for its (ignored) results
+        if mask.any() and not mask.all():
+            lane, arrived = int(np.argmin(mask)), int(np.argmax(mask))
+            raise wg.fail(f"barrier not reached by all work-items of the work-group: work-item "
+                          f"({int(wg.lane_x[arrived])}, {int(wg.lane_y[arrived])}) waits here "
+                          f"but this work-item does not arrive", lane)
+        checks.barrier(wg, inst)  # barrier.local ends the race-tracking interval
 
 
 @semantics("associated")
 def associated(wg, inst, mask):
     x = operand(wg, inst, "tensor")
     if isinstance(x, Group):
-        return np.bool_(True)
+        return np.bool_(x.associated)
     return np.asarray(x.buffer >= 0)[()]
 
 
@@ -438,7 +488,9 @@ def fuse(wg, inst, mask):
 
 # ---- collective BLAS ------------------------------------------------------------------------
 def _array(wg, inst, slot):
-    return wg.memory.ndarray(operand(wg, inst, slot))
+    m = operand(wg, inst, slot)
+    _buffer(wg, int(m.buffer))
+    return wg.memory.ndarray(m)
 
 
 def _op(x: np.ndarray, transpose: str) -> np.ndarray:

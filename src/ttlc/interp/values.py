@@ -60,6 +60,8 @@ class Group:
     """Pointers to memrefs: one MemRef per member (offset already applied)."""
 
     members: List[MemRef]
+    #: False for a null group (``None`` passed for the argument): associated gives false
+    associated: bool = True
 
 
 class Memory:
