@@ -48,10 +48,15 @@ class Module:
 
 
 def _grid(grid) -> Tuple[int, int, int]:
+    """(gx, gy, gz) from an integer or a 1-, 2- or 3-tuple of non-negative integers."""
+    import operator
+
     try:
-        g = tuple(int(x) for x in grid)
+        items = [grid] if not hasattr(grid, "__iter__") else list(grid)
+        g = tuple(operator.index(x) for x in items)
     except TypeError:
-        g = (int(grid),)
+        raise TypeError(f"grid must be an integer or a tuple of 1 to 3 integers, got "
+                        f"{grid!r}") from None
     if not 1 <= len(g) <= 3 or any(x < 0 for x in g):
         raise ValueError(f"grid must be 1 to 3 non-negative sizes, got {grid!r}")
     return g + (1,) * (3 - len(g))

@@ -4,15 +4,18 @@ Shared by every target.  A memref takes a NumPy array (or any DLPack or buffer-p
 exporter, viewed without a copy) whose dtype is the element type; static sizes and
 strides of the memref type must match the array; dynamic ones are taken from it.
 Strides are in elements and must be positive and non-overlapping in column-major
-order (``np.asfortranarray`` gives the packed layout).  A group takes a sequence of
-such arrays, or a ``ttlc.Group`` (see ``Group``) when it needs an offset.  Scalars are
-checked for kind and range.  Every mismatch raises TypeError or ValueError naming the
-argument.
+order (``np.asfortranarray`` gives the packed layout; slices such as ``F[::2]`` of a
+Fortran-ordered ``F`` are fine for memrefs with dynamic strides).  ``None`` passes a null
+memref (``associated`` gives false).  A group takes a sequence of such arrays, or a
+``ttlc.Group`` (see ``Group``) when it needs an offset.  Scalars are checked for kind
+and range.  Every mismatch raises TypeError or ValueError naming the argument (its
+position, its name and the kernel) and what differs.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+import operator
+import warnings
+from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -24,16 +27,40 @@ from ..interp.values import DTYPES, Group as GroupValue, Memory, MemRef
 
 @dataclass
 class Group:
-    """A group argument: member arrays plus the group's element offset.
+    """A group argument given with an element offset (``ttlc.Group``).
 
-    Member ``i`` of the kernel is the memref that starts ``offset`` elements after the
-    first element of ``arrays[i]``; its dynamic sizes come from ``shapes[i]`` (or from
-    the array itself when the offset is 0 and no shapes are given).  The memref must lie
-    inside the array's memory: this is checked for every member before the kernel runs.
+    ``Group(arrays, offset=k, shapes=[s0, s1, ...])`` passes the group whose member
+    ``i`` is the memref starting ``k`` elements after the first element of
+    ``arrays[i]`` (the C analogue: ``float** g`` with ``g[i] + k``), exactly as the
+    language defines ``group<memref<...> x n, offset: k>``:
+
+    * ``arrays`` -- one array per member (NumPy, DLPack or buffer protocol), of the
+      memref's element type.  With an offset or explicit shapes an array is only the
+      memory the member points into: it must be contiguous (any order) and is
+      addressed as flat memory from its first element.  ``None`` is a null member.
+    * ``offset`` -- the element offset, a non-negative integer.  Required for a
+      dynamic offset (``offset: ?``; ``None`` there means 0).  For a static offset it
+      may be omitted (``None``) or must equal the type's offset.  A plain list of
+      arrays is ``Group(arrays)``: offset as the type says, each member's shape
+      and strides from its array when the offset is 0.
+    * ``shapes`` -- the shape of each member's memref (one tuple per member).  Needed
+      whenever the offset is non-zero and the memref type has dynamic sizes; optional
+      when all sizes are static (the type's shape).  The member's layout is the
+      type's static strides, and the packed column-major layout for dynamic ones.
+
+    Every member is checked before the kernel runs: element type, static sizes, the
+    argument's alignment/shape_gcd/stride_gcd attributes, and that the memref fits in
+    the member's array after the offset (``offset + extent <= array.size``).
+
+    Example: ``group<memref<f32x4x?>x?, offset: ?>`` with members of shape 4x3 and
+    4x5 stored 8 elements into two buffers::
+
+        bufs = [np.zeros(8 + 12, np.float32), np.zeros(8 + 20, np.float32)]
+        kernel(ttlc.Group(bufs, offset=8, shapes=[(4, 3), (4, 5)]), grid=(2,))
     """
 
     arrays: Sequence[Any]
-    offset: int = 0
+    offset: Optional[int] = None
     shapes: Optional[Sequence[Tuple[int, ...]]] = None
 
 
@@ -43,15 +70,23 @@ def as_array(x: Any, what: str) -> np.ndarray:
         return x
     if hasattr(x, "__dlpack__"):
         try:
-            return np.from_dlpack(x)
+            arr = np.from_dlpack(x)
         except Exception as e:  # exporter-specific failures (device arrays, ...)
-            raise TypeError(f"{what}: cannot view the DLPack array on the CPU without a copy ({e})") from None
+            raise TypeError(f"{what}: cannot view the DLPack array on the CPU without a copy "
+                            f"({e})") from None
+        if not isinstance(arr, np.ndarray):  # pragma: no cover - defensive
+            raise TypeError(f"{what}: DLPack export of {type(x).__name__} is not an array")
+        return arr
     try:
-        memoryview(x)
+        view = memoryview(x)
     except TypeError:
         raise TypeError(f"{what}: expected an array (NumPy, DLPack or buffer protocol), got "
                         f"{type(x).__name__}") from None
-    return np.asarray(memoryview(x))
+    try:
+        return np.asarray(view)
+    except Exception as e:
+        raise TypeError(f"{what}: cannot view the {type(x).__name__} buffer as an array "
+                        f"({e})") from None
 
 
 def _extent(shape, stride) -> int:
@@ -60,68 +95,97 @@ def _extent(shape, stride) -> int:
     return 1 + sum((s - 1) * st for s, st in zip(shape, stride))
 
 
-def _flat_view(arr: np.ndarray, start: int, extent: int) -> np.ndarray:
+def _flat_view(arr: np.ndarray, extent: int) -> np.ndarray:
     """The 1-D memory of an array from its first element on (a view, no copy)."""
-    item = arr.itemsize
     if extent == 0:
         return np.empty(0, dtype=arr.dtype)
-    return np.lib.stride_tricks.as_strided(arr, shape=(start + extent,), strides=(item,),
-                                           writeable=arr.flags.writeable)[start:]
+    return np.lib.stride_tricks.as_strided(arr, shape=(extent,), strides=(arr.itemsize,),
+                                           writeable=arr.flags.writeable)
 
 
 def _element_strides(arr: np.ndarray, what: str) -> Tuple[int, ...]:
+    """The array's strides in elements, checked to be positive and column-major.
+
+    Modes of size 1 get the packed stride (any stride addresses the same element); an
+    empty array gets the packed strides (no element is ever addressed)."""
     item = arr.itemsize
-    strides = []
-    packed = 1
-    for size, st in zip(arr.shape, arr.strides):
+    if arr.size == 0:
+        return tuple(MemrefType.packed_stride(tuple(max(s, 1) for s in arr.shape)))
+    strides: List[int] = []
+    packed = 1  # smallest stride the next mode may have
+    for i, (size, st) in enumerate(zip(arr.shape, arr.strides)):
         if size == 1:
-            strides.append(packed)  # any stride addresses the same element
+            strides.append(packed)
         else:
-            if st % item or st <= 0:
+            if st <= 0 or st % item:
                 raise ValueError(f"{what}: strides must be positive multiples of the element size "
-                                 f"(got {arr.strides} bytes for {item}-byte elements)")
+                                 f"(got {arr.strides} bytes for {item}-byte elements and shape "
+                                 f"{arr.shape}); pass a copy made with np.asfortranarray(x)")
+            if st // item < packed:
+                raise ValueError(f"{what}: the array is not in column-major order (strides "
+                                 f"{tuple(s // item for s in arr.strides)} elements for shape "
+                                 f"{arr.shape}); pass np.asfortranarray(x) or a "
+                                 "Fortran-ordered array")
             strides.append(st // item)
         packed = strides[-1] * size
-    for i in range(1, len(strides)):
-        if arr.shape[i - 1] > 1 and arr.shape[i] > 1 and strides[i - 1] * arr.shape[i - 1] > strides[i]:
-            raise ValueError(f"{what}: the array is not in column-major order (strides "
-                             f"{tuple(strides)} elements for shape {arr.shape}); pass "
-                             "np.asfortranarray(x) or a Fortran-ordered array")
     return tuple(strides)
 
 
-def _check_attrs(arr_ptr: int, shape, stride, attrs: dict, element: ScalarType, what: str) -> None:
+def _check_attrs(address: int, shape, stride, attrs: dict, what: str) -> None:
     alignment = attrs.get("alignment")
-    if alignment and arr_ptr % alignment:
-        raise ValueError(f"{what}: base address is not aligned to {alignment} bytes as the "
-                         "alignment attribute promises")
+    if alignment and address % alignment:
+        raise ValueError(f"{what}: base address {address:#x} is not aligned to {alignment} bytes "
+                         "as the alignment attribute promises")
     for key, dims in (("shape_gcd", shape), ("stride_gcd", stride)):
         for i, (d, g) in enumerate(zip(dims, attrs.get(key, []))):
             if d % g:
-                raise ValueError(f"{what}: {key}[{i}] = {g} does not divide {d}")
+                name = "size" if key == "shape_gcd" else "stride"
+                raise ValueError(f"{what}: {key}[{i}] = {g} does not divide the {name} {d} of "
+                                 f"mode {i}")
+
+
+def _null_memref(t: MemrefType) -> MemRef:
+    return MemRef(-1, 0, tuple(s or 0 for s in t.shape), tuple(s or 0 for s in t.stride),
+                  DTYPES[t.element.name])
 
 
 def memref_arg(x: Any, t: MemrefType, attrs: dict, memory: Memory, what: str,
                offset: int = 0, shape: Optional[Tuple[int, ...]] = None) -> MemRef:
+    """A memref argument; with ``offset``/``shape`` (group members) the array is memory."""
     if x is None:
-        return MemRef(-1, 0, tuple(s or 0 for s in t.shape), tuple(s or 0 for s in t.stride),
-                      DTYPES[t.element.name])
+        return _null_memref(t)
     arr = as_array(x, what)
     want = DTYPES[t.element.name]
     if arr.dtype != want:
-        raise TypeError(f"{what}: expected dtype {want} for {t}, got {arr.dtype}")
-    if shape is None:
+        raise TypeError(f"{what}: expected an array of dtype {want} for {t}, got dtype {arr.dtype}")
+    if shape is None and offset == 0:
         if arr.ndim != t.order:
-            raise ValueError(f"{what}: expected an array of order {t.order} for {t}, got shape "
-                             f"{arr.shape}")
+            raise ValueError(f"{what}: expected an array of order {t.order} for {t}, got an array "
+                             f"of order {arr.ndim} (shape {arr.shape})")
         shape = tuple(arr.shape)
         stride = _element_strides(arr, what)
+        available = _extent(shape, stride) if arr.ndim else 1
+        flat = arr.reshape(-1) if arr.ndim == 0 else arr
     else:
-        shape = tuple(int(s) for s in shape)
+        if shape is None:
+            raise ValueError(f"{what}: the shape of the memref is needed: {t} has dynamic sizes "
+                             "(give shapes=[...] in ttlc.Group)")
+        try:
+            shape = tuple(operator.index(s) for s in shape)
+        except TypeError:
+            raise TypeError(f"{what}: shape {shape!r} must be a tuple of integers") from None
         if len(shape) != t.order:
-            raise ValueError(f"{what}: shape {shape} has order {len(shape)}, expected {t.order}")
-        stride = tuple(MemrefType.packed_stride(shape))
-        stride = tuple(s if s is not DYNAMIC else p for s, p in zip(t.stride, stride))
+            raise ValueError(f"{what}: shape {shape} has order {len(shape)}, expected {t.order} "
+                             f"for {t}")
+        if any(s < 0 for s in shape):
+            raise ValueError(f"{what}: shape {shape} has a negative size")
+        if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
+            raise ValueError(f"{what}: a group member with an offset or an explicit shape is "
+                             "addressed as flat memory and must be a contiguous array")
+        packed = MemrefType.packed_stride(shape)
+        stride = tuple(p if s is DYNAMIC else s for s, p in zip(t.stride, packed))
+        available = arr.size
+        flat = arr.reshape(-1) if arr.ndim == 0 else arr.ravel(order="K")
     for i, (want_s, got) in enumerate(zip(t.shape, shape)):
         if want_s is not DYNAMIC and want_s != got:
             raise ValueError(f"{what}: mode {i} must have size {want_s} for {t}, got {got} "
@@ -129,42 +193,76 @@ def memref_arg(x: Any, t: MemrefType, attrs: dict, memory: Memory, what: str,
     for i, (want_s, got) in enumerate(zip(t.stride, stride)):
         if want_s is not DYNAMIC and want_s != got and shape[i] > 1:
             raise ValueError(f"{what}: mode {i} must have stride {want_s} elements for {t}, got "
-                             f"{got}")
+                             f"stride {got} (strides {stride}); dynamic strides need "
+                             "strided<...,?> in the type")
     stride = tuple(got if want_s is DYNAMIC else want_s for want_s, got in zip(t.stride, stride))
-    _check_attrs(arr.ctypes.data + offset * arr.itemsize, shape, stride, attrs, t.element, what)
+    _check_attrs(arr.ctypes.data + offset * arr.itemsize, shape, stride, attrs, what)
     extent = _extent(shape, stride)
-    available = _extent(arr.shape, _element_strides(arr, what)) if arr.ndim else 1
     if offset < 0 or offset + extent > available:
         raise ValueError(f"{what}: the memref ({extent} elements from offset {offset}) does not "
                          f"fit in the array's {available} elements")
-    buffer_id = memory.add(_flat_view(arr.reshape(-1) if arr.ndim == 0 else arr, 0, available))
+    buffer_id = memory.add(_flat_view(flat, available))
     return MemRef(buffer_id, offset, shape, stride, want)
 
 
 def group_arg(x: Any, t: GroupType, attrs: dict, memory: Memory, what: str) -> GroupValue:
-    offset, shapes = 0, None
+    if x is None:
+        return GroupValue([], associated=False)
+    offset, shapes = None, None
     if isinstance(x, Group):
-        offset, shapes, arrays = int(x.offset), x.shapes, list(x.arrays)
+        offset, shapes, arrays = x.offset, x.shapes, x.arrays
     elif isinstance(x, (list, tuple)):
-        arrays = list(x)
+        arrays = x
     else:
-        raise TypeError(f"{what}: expected a sequence of arrays or ttlc.Group for {t}, got "
+        raise TypeError(f"{what}: expected a list of arrays or a ttlc.Group for {t}, got "
                         f"{type(x).__name__}")
-    if t.offset is not DYNAMIC and offset not in (0, t.offset):
-        raise ValueError(f"{what}: the group type has static offset {t.offset}, got offset {offset}")
+    if isinstance(arrays, np.ndarray) or not isinstance(arrays, Sequence):
+        raise TypeError(f"{what}: the members of {t} must be given as a list of arrays, got "
+                        f"{type(arrays).__name__}")
+    arrays = list(arrays)
+    if offset is not None:
+        try:
+            offset = operator.index(offset)
+        except TypeError:
+            raise TypeError(f"{what}: the group offset must be an integer, got "
+                            f"{type(offset).__name__}") from None
+        if offset < 0:
+            raise ValueError(f"{what}: the group offset must not be negative, got {offset}")
     if t.offset is not DYNAMIC:
+        if offset is not None and offset != t.offset:
+            raise ValueError(f"{what}: {t} has the static offset {t.offset}, got offset {offset}")
         offset = t.offset
+    elif offset is None:
+        offset = 0
     if t.size is not DYNAMIC and len(arrays) != t.size:
         raise ValueError(f"{what}: expected {t.size} members for {t}, got {len(arrays)}")
-    if shapes is not None and len(shapes) != len(arrays):
-        raise ValueError(f"{what}: {len(shapes)} shapes given for {len(arrays)} members")
-    members = [memref_arg(a, t.memref, attrs, memory, f"{what}[{i}]", offset,
-                          shapes[i] if shapes is not None else (None if offset == 0 else t.memref.shape))
-               for i, a in enumerate(arrays)]
+    if shapes is not None:
+        if (isinstance(shapes, np.ndarray) or not isinstance(shapes, Sequence)
+                or len(shapes) != len(arrays)):
+            raise ValueError(f"{what}: shapes must give one shape per member ({len(arrays)} "
+                             f"members), got {shapes!r}")
+    members = []
+    for i, a in enumerate(arrays):
+        shape = shapes[i] if shapes is not None else None
+        if shape is None and offset != 0 and DYNAMIC not in t.memref.shape:
+            shape = t.memref.shape
+        members.append(memref_arg(a, t.memref, attrs, memory, f"{what}, member {i}", offset, shape))
     return GroupValue(members)
 
 
+def _plain_number(x: Any) -> Any:
+    """NumPy 0-d arrays and scalars (incl. ml_dtypes) as Python or NumPy numbers."""
+    if isinstance(x, np.ndarray) and x.ndim == 0:
+        x = x[()]
+    if isinstance(x, np.generic) and not isinstance(x, (np.number, np.bool_)):
+        kind = x.dtype.kind  # ml_dtypes floats report kind 'V'; convert through float64
+        if x.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2") or kind == "f":
+            return float(x)
+    return x
+
+
 def scalar_arg(x: Any, t: Type, what: str):
+    x = _plain_number(x)
     if isinstance(t, BoolType):
         if not isinstance(x, (bool, np.bool_)):
             raise TypeError(f"{what}: expected a bool, got {type(x).__name__}")
@@ -174,7 +272,7 @@ def scalar_arg(x: Any, t: Type, what: str):
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, complex, np.number)):
         raise TypeError(f"{what}: expected a number for {t}, got {type(x).__name__}")
     if t.is_int:
-        if not (isinstance(x, (int, np.integer))):
+        if not isinstance(x, (int, np.integer)):
             raise TypeError(f"{what}: expected an integer for {t}, got {type(x).__name__}")
         info = np.iinfo(dtype)
         if not info.min <= int(x) <= info.max:
@@ -182,16 +280,25 @@ def scalar_arg(x: Any, t: Type, what: str):
         return dtype.type(int(x))
     if t.is_float and isinstance(x, (complex, np.complexfloating)):
         raise TypeError(f"{what}: expected a real number for {t}, got a complex number")
-    value = np.asarray(x).astype(dtype)[()]
-    if np.isfinite(x) and not np.all(np.isfinite(value)):
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            value = np.asarray(x).astype(dtype)[()]
+            finite_in = np.isfinite(complex(x)) if isinstance(x, (complex, np.complexfloating)) \
+                else np.isfinite(float(x))
+    except OverflowError:
+        raise ValueError(f"{what}: {x} is out of range for {t}") from None
+    if finite_in and not np.all(np.isfinite(value)):
         raise ValueError(f"{what}: {x} is out of range for {t}")
     return value
 
 
 def marshal(args: Sequence[Any], params: List[Argument], memory: Memory, kernel: str) -> list:
+    """Check and convert every argument; raises before anything runs."""
     if len(args) != len(params):
+        names = ", ".join(f"%{p.value.name}" for p in params)
         raise TypeError(f"kernel @{kernel} takes {len(params)} argument"
-                        f"{'s' if len(params) != 1 else ''}, got {len(args)}")
+                        f"{'s' if len(params) != 1 else ''} ({names}), got {len(args)}")
     out = []
     for i, (x, p) in enumerate(zip(args, params)):
         what = f"argument {i} (%{p.value.name}) of @{kernel}"

@@ -1,0 +1,127 @@
+"""The random program generator (ttlc.testing.generator) against the front end and interpreter.
+
+For a few hundred seeds: the program passes ttlc.check, printing is a fixed point, and it
+runs on the interpreter without any error, unchecked and checked, with bit-identical
+results.  The seeds run in two worker processes.  ``TTLC_GENERATOR_SEEDS=N`` and
+``TTLC_GENERATOR_FIRST_SEED=S`` choose other seeds (e.g. for a long run); a failing seed
+is reproduced with ``ttlc.testing.generate(seed)``.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import traceback
+
+import numpy as np
+import pytest
+
+import ttlc
+from ttlc.testing import GeneratedCase, generate
+from ttlc.testing.generator import _coop_supported
+
+N_SEEDS = int(os.environ.get("TTLC_GENERATOR_SEEDS", "300"))
+FIRST_SEED = int(os.environ.get("TTLC_GENERATOR_FIRST_SEED", "0"))
+
+
+def _arrays(args) -> list:
+    """Every array an argument list refers to (members of groups too)."""
+    out = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out += [x for x in a if isinstance(x, np.ndarray)]
+        elif isinstance(a, ttlc.Group):
+            out += [x for x in a.arrays if isinstance(x, np.ndarray)]
+    return out
+
+
+def run_seed(seed: int):
+    """(seed, failure or None, features)."""
+    stage = "generate"
+    try:
+        case = generate(seed)
+        stage = "check"
+        program = ttlc.check(case.text)
+        stage = "print"
+        first = str(program)
+        second = str(ttlc.parse(first))
+        if first != second:
+            return seed, "printing is not a fixed point", case.features
+        results = []
+        for checked in (False, True):
+            stage = f"run (checked={checked})"
+            module = ttlc.compile(program, checked=checked)
+            args = case.make_args()
+            module[case.kernel_name](*args, grid=case.grid)
+            results.append([a.tobytes() for a in _arrays(args)])
+        if results[0] != results[1]:
+            return seed, "checked and unchecked runs give different results", case.features
+        return seed, None, case.features
+    except Exception as e:  # any error is a failure: the programs are valid and race-free
+        detail = "".join(traceback.format_exception_only(type(e), e)).strip()
+        return seed, f"{stage}: {detail[:2000]}", set()
+
+
+@pytest.fixture(scope="module")
+def results():
+    seeds = range(FIRST_SEED, FIRST_SEED + N_SEEDS)
+    try:
+        ctx = multiprocessing.get_context("fork")
+    except ValueError:  # no fork on this platform
+        return [run_seed(s) for s in seeds]
+    with ctx.Pool(min(2, os.cpu_count() or 1)) as pool:
+        return pool.map(run_seed, seeds, chunksize=5)
+
+
+def test_generated_programs_check_print_and_run(results):
+    failures = [(seed, why) for seed, why, _ in results if why]
+    report = "\n".join(f"seed {seed}: {why}" for seed, why in failures[:10])
+    assert not failures, f"{len(failures)} of {len(results)} seeds failed:\n{report}"
+
+
+def test_feature_coverage(results):
+    seen = set().union(*(features for _, _, features in results))
+    wanted = {"gemm", "gemv", "ger", "axpby", "hadamard", "sum", "cumsum", "parallel", "foreach",
+              "foreach_tile", "barrier", "atomic", "if", "for", "compare", "arith", "math",
+              "int_division", "shift", "subview", "expand", "fuse", "group", "group_load_varying",
+              "group_offset_dynamic", "group_offset_static", "alloca", "null_memref",
+              "divergent_store", "varying_loop", "varying_subview", "dynamic_shape",
+              "strided_arg", "scalar_arg", "subgroup_ops", "arg_attributes"}
+    if _coop_supported():
+        wanted |= {"coopmatrix", "coop_apply", "coop_scale"}
+    if N_SEEDS >= 200:
+        assert wanted <= seen, f"never generated: {sorted(wanted - seen)}"
+
+
+def test_generation_is_deterministic():
+    for seed in (0, 1, 17, 123456):
+        a, b = generate(seed), generate(seed)
+        assert isinstance(a, GeneratedCase)
+        assert a.text == b.text and a.grid == b.grid and a.kernel_name == b.kernel_name
+        args1, args2 = a.make_args(), b.make_args()
+        arrays1, arrays2 = _arrays(args1), _arrays(args2)
+        assert [x.tobytes() for x in arrays1] == [x.tobytes() for x in arrays2]
+        assert all(x is not y for x, y in zip(arrays1, arrays2)), "make_args must build fresh arrays"
+        assert a.make_args is not None and len(a.grid) == 3
+
+
+def test_coop_can_be_forced():
+    if not _coop_supported():
+        pytest.skip("the interpreter does not implement coopmatrix instructions yet")
+    case = generate(5, coop=True)
+    assert "cooperative_matrix_mul_add" in case.text and "subgroup_size=16" in case.text
+    ttlc.compile(case.text, checked=True)[case.kernel_name](*case.make_args(), grid=case.grid)
+    assert "cooperative_matrix" not in generate(5, coop=False).text
+
+
+def test_hypothesis_strategy():
+    hypothesis = pytest.importorskip("hypothesis")
+    from ttlc.testing.generator import cases
+
+    @hypothesis.settings(max_examples=5, deadline=None, database=None)
+    @hypothesis.given(cases())
+    def check(case):
+        ttlc.check(case.text)
+
+    check()
