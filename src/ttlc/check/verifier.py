@@ -657,7 +657,7 @@ def check_expand(vf: Verifier, inst: Instruction) -> None:
     _check_view_type(inst, expected)
 
 
-def _check_view_type(inst: Instruction, expected: MemrefType) -> None:
+def _check_view_type(inst: Instruction, expected: MemrefType, hint: str = "") -> None:
     """Result of subview/expand/fuse: shape as computed; each stride as computed or '?'."""
     got = inst.results[0].type
     if not isinstance(got, MemrefType):
@@ -666,7 +666,9 @@ def _check_view_type(inst: Instruction, expected: MemrefType) -> None:
           and got.shape == expected.shape and len(got.stride) == len(expected.stride)
           and all(g is DYNAMIC or g == e for g, e in zip(got.stride, expected.stride)))
     if not ok:
-        raise Invalid(f"the result type must be {expected} (strides may be replaced by ?), not {got}")
+        hint = hint if got.order != expected.order else ""
+        raise Invalid(f"the result type must be {expected} (strides may be replaced by ?), "
+                      f"not {got}{hint}")
 
 
 def check_for(vf: Verifier, inst: Instruction) -> None:
@@ -776,7 +778,11 @@ def check_subview(vf: Verifier, inst: Instruction) -> None:
             continue  # rank reduction
         shape.append(DYNAMIC if isinstance(size, Value) else size)
         stride.append(t.stride[mode])
-    _check_view_type(inst, MemrefType.get(t.element, shape, stride, t.space))
+    reduced = [m for m, (_, size) in enumerate(slices) if isinstance(size, int) and size == 0]
+    hint = (f"; a single index (offset without ':size') removes its mode, as in mode"
+            f"{'s' if len(reduced) > 1 else ''} {', '.join(map(str, reduced))} here: write "
+            "offset:size to keep a mode") if reduced else ""
+    _check_view_type(inst, MemrefType.get(t.element, shape, stride, t.space), hint)
 
 
 def check_yield(vf: Verifier, inst: Instruction) -> None:
