@@ -39,14 +39,41 @@ def cmd_check(args) -> int:
 
 
 def cmd_opt(args) -> int:
-    for name in args.passes:
-        print(f"ttlc: unknown pass '{name}' (no passes are registered yet)", file=sys.stderr)
+    """Verify, run the passes in order and print the program (dump passes print first)."""
+    from .diagnostics import CompileError
+    from .passes import PassContext, expand, get_pass, run_passes
+    from .target import get_target
+
+    try:
+        names = expand(args.passes)
+        for name in names:
+            get_pass(name)
+        target = get_target(args.device)
+    except (KeyError, ValueError) as e:
+        print(f"ttlc: {e.args[0]}", file=sys.stderr)
         return 2
     program = _load(args.file, verify=True)
     if program is None:
         return 1
+    ctx = PassContext(target=target, unsafe_fp_math=args.unsafe_fp_math,
+                      verify_each=args.verify_each,
+                      print_after_all=sys.stderr if args.print_after_all else None)
+    try:
+        run_passes(program, names, ctx)
+    except CompileError as e:
+        sys.stdout.write(ctx.out.getvalue())
+        print(e.with_source(program.source, program.filename).format(), file=sys.stderr)
+        return 1
+    sys.stdout.write(ctx.out.getvalue())
     sys.stdout.write(str(program))
     return 0
+
+
+def _fp_option(text: str) -> bool:
+    if text in ("unsafe-fp-math", "no-unsafe-fp-math"):
+        return text == "unsafe-fp-math"
+    raise argparse.ArgumentTypeError(f"unknown option -f{text} (known: -funsafe-fp-math, "
+                                     "-fno-unsafe-fp-math)")
 
 
 def _generated_inputs(func, dim: int, group_size: int, seed: int):
@@ -145,7 +172,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("opt", help="verify, run passes and print the program")
     p.add_argument("file", help="program file, or - for standard input")
     p.add_argument("-p", "--pass", dest="passes", action="append", default=[], metavar="PASS",
-                   help="run a pass (may be repeated)")
+                   help="run a pass or pipeline (may be repeated; -pNAME also works)")
+    p.add_argument("-f", dest="unsafe_fp_math", type=_fp_option, default=False,
+                   metavar="[no-]unsafe-fp-math",
+                   help="allow floating-point folds that are not exact (x*0 -> 0, x+0 -> x)")
+    p.add_argument("-d", "--device", default="interp", metavar="TARGET",
+                   help="target description for passes (interp, cpu, pvc, nvidia)")
+    p.add_argument("--print-after-all", action="store_true",
+                   help="print the IR to stderr after every pass")
+    p.add_argument("--verify-each", action="store_true", help="verify the IR after every pass")
     p.set_defaults(run=cmd_opt)
     p = sub.add_parser("run", help="run a kernel on generated inputs and print a summary")
     p.add_argument("file", help="program file, or - for standard input")

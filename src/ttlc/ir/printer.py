@@ -22,6 +22,8 @@ class Printer:
         self.scopes: List[set] = [set()]
         self.counter = 0
         self.indent = 0
+        #: when a dict, one-line texts of every printed instruction (regions as {...})
+        self.headers = None
         #: names of the region arguments declared so far in the header being printed
         self.header: set = set()
 
@@ -101,6 +103,9 @@ class Printer:
             text += body if body.startswith(" ") else " " + body
         for n in result_names:
             self.scopes[-1].add(n)
+        if self.headers is not None:
+            first = text.split("\n", 1)[0]
+            self.headers[inst] = first[:-1] + "{...}" if inst.regions and first.endswith("{") else first
         return text
 
     def function(self, func: Function) -> str:

@@ -1,0 +1,135 @@
+"""The rewriting API: the one way passes change IR.
+
+Passes find instructions by walking regions, build new instructions with the Builder
+into a scratch ``Region``, and use these functions to splice them in, redirect uses
+and erase what is dead.  Keeping mutation here means the invariants (results know
+their instruction, regions own their instructions) are kept in one place.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from .core import Function, Instruction, Region, Value
+
+
+def map_values(x: Any, fn: Callable[[Value], Value]) -> Any:
+    """Apply fn to every Value inside an operand slot (Value, list, or tuple)."""
+    if isinstance(x, Value):
+        return fn(x)
+    if isinstance(x, list):
+        return [map_values(y, fn) for y in x]
+    if isinstance(x, tuple):
+        return tuple(map_values(y, fn) for y in x)
+    return x
+
+
+def walk_with_parent(region: Region) -> Iterator[Tuple[Region, Instruction]]:
+    """Every instruction (pre-order) with the region that holds it."""
+    for inst in list(region.instructions):
+        yield region, inst
+        for r in inst.regions:
+            yield from walk_with_parent(r)
+
+
+def uses(root: Region) -> Dict[Value, List[Instruction]]:
+    """For every value used in root (and nested regions), the instructions using it."""
+    out: Dict[Value, List[Instruction]] = {}
+    for inst in root.walk():
+        for v in inst.operands:
+            out.setdefault(v, []).append(inst)
+    return out
+
+
+def replace_all_uses(root: Region, old: Value, new: Value) -> int:
+    """Make every use of ``old`` in root use ``new``; returns how many slots changed."""
+    count = 0
+
+    def swap(v: Value) -> Value:
+        nonlocal count
+        if v is old:
+            count += 1
+            return new
+        return v
+
+    for inst in root.walk():
+        for slot, x in list(inst.slots.items()):
+            inst.slots[slot] = map_values(x, swap)
+    return count
+
+
+def replace_uses(root: Region, mapping: Dict[Value, Value]) -> None:
+    """Replace many values at once (old -> new)."""
+    if not mapping:
+        return
+    for inst in root.walk():
+        for slot, x in list(inst.slots.items()):
+            inst.slots[slot] = map_values(x, lambda v: mapping.get(v, v))
+
+
+def insert_before(region: Region, anchor: Optional[Instruction], new: Sequence[Instruction]) -> None:
+    """Insert instructions before anchor (at the end when anchor is None)."""
+    index = len(region.instructions) if anchor is None else _index(region, anchor)
+    region.instructions[index:index] = list(new)
+
+
+def insert_after(region: Region, anchor: Instruction, new: Sequence[Instruction]) -> None:
+    index = _index(region, anchor) + 1
+    region.instructions[index:index] = list(new)
+
+
+def replace(region: Region, old: Instruction, new: Sequence[Instruction]) -> None:
+    """Put new instructions where old was (old's results must be redirected first)."""
+    index = _index(region, old)
+    region.instructions[index:index + 1] = list(new)
+
+
+def erase(region: Region, inst: Instruction) -> None:
+    region.instructions.pop(_index(region, inst))
+
+
+def _index(region: Region, inst: Instruction) -> int:
+    for i, x in enumerate(region.instructions):
+        if x is inst:
+            return i
+    raise ValueError(f"{inst!r} is not in this region")
+
+
+def clone_instruction(inst: Instruction, mapping: Dict[Value, Value]) -> Instruction:
+    """A deep copy of inst with operands remapped; new results and region arguments are
+    added to mapping so that later clones refer to them."""
+    regions = [clone_region(r, mapping) for r in inst.regions]
+    results = [_clone_value(r, mapping) for r in inst.results]
+    slots = {k: map_values(v, lambda x: mapping.get(x, x)) for k, v in inst.slots.items()}
+    attrs = {k: _copy_attr(v) for k, v in inst.attrs.items()}
+    return Instruction(inst.opcode, slots, results, regions, dict(inst.modifiers), attrs, inst.loc)
+
+
+def clone_region(region: Region, mapping: Dict[Value, Value]) -> Region:
+    args = [_clone_value(a, mapping) for a in region.args]
+    insts = [clone_instruction(i, mapping) for i in region.instructions]
+    return Region(insts, args, region.loc)
+
+
+def clone_instructions(insts: Iterable[Instruction], mapping: Dict[Value, Value]) -> List[Instruction]:
+    return [clone_instruction(i, mapping) for i in insts]
+
+
+def _clone_value(v: Value, mapping: Dict[Value, Value]) -> Value:
+    new = Value(v.type, v.name, v.loc)
+    mapping[v] = new
+    return new
+
+
+def _copy_attr(x: Any) -> Any:
+    if isinstance(x, list):
+        return [_copy_attr(y) for y in x]
+    if isinstance(x, dict):
+        return {k: _copy_attr(v) for k, v in x.items()}
+    return x
+
+
+def functions_regions(func: Function) -> Iterator[Region]:
+    """The body and every nested region of a function."""
+    yield func.body
+    for inst in func.body.walk():
+        yield from inst.regions

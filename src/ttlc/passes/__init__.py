@@ -1,0 +1,129 @@
+"""Pass registry, pass manager and named pipelines.
+
+A pass is a function ``run(program, ctx)`` registered under a kebab-case name (the
+reference implementation's name where it has the pass), one module per pass.  Passes
+change IR only through ``ttlc.ir.rewrite``.  ``run_passes`` runs names in order; a name
+may also be a pipeline (a named list of passes).  With ``verify_each`` the verifier
+runs after every pass; with ``print_after_all`` the IR is printed after every pass.
+"""
+from __future__ import annotations
+
+import importlib
+import io
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, TextIO
+
+from ..diagnostics import CompileError
+from ..ir.core import Program
+from ..target import Target, get_target
+
+
+@dataclass
+class PassContext:
+    """Options every pass may read, and where dump passes write."""
+
+    target: Target = field(default_factory=lambda: get_target("interp"))
+    unsafe_fp_math: bool = False
+    verify_each: bool = False
+    print_after_all: Optional[TextIO] = None
+    out: TextIO = field(default_factory=io.StringIO)
+    #: passes that ran so far (a pass needing another can run it if missing)
+    done: List[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PassInfo:
+    name: str
+    run: Callable[[Program, PassContext], None]
+    doc: str
+
+
+PASSES: Dict[str, PassInfo] = {}
+
+#: module that registers each pass (imported on first use, so start-up stays light)
+PASS_MODULES = {
+    "check-ir": "check_ir",
+    "dump-ir": "dump",
+    "dump-def-use": "dump",
+    "dump-gcd": "gcd",
+    "set-stack-ptr": "gcd",
+    "constant-propagation": "constant_propagation",
+    "dead-code-elimination": "dead_code_elimination",
+    "insert-barrier": "insert_barrier",
+    "insert-lifetime-stop": "insert_lifetime_stop",
+    "work-group-size": "work_group_size",
+    "lower-linalg": "lower_linalg",
+    "lower-foreach": "lower_foreach",
+    "lower-coopmatrix": "lower_coopmatrix",
+}
+
+#: named pass lists; "lower" is the target-independent lowering every backend runs
+PIPELINES: Dict[str, List[str]] = {
+    "lower": ["check-ir", "work-group-size", "insert-lifetime-stop", "lower-linalg",
+              "lower-foreach", "insert-barrier", "constant-propagation", "dead-code-elimination"],
+    "lower-simt": ["lower", "lower-coopmatrix", "constant-propagation", "dead-code-elimination"],
+}
+
+
+def register(name: str):
+    """Decorator: register ``run(program, ctx)`` as pass ``name``."""
+    def wrap(fn):
+        PASSES[name] = PassInfo(name, fn, (fn.__doc__ or "").strip().split("\n")[0])
+        return fn
+    return wrap
+
+
+def get_pass(name: str) -> PassInfo:
+    if name not in PASSES:
+        module = PASS_MODULES.get(name)
+        if module is None:
+            known = ", ".join(sorted(set(PASS_MODULES) | set(PIPELINES)))
+            raise KeyError(f"unknown pass '{name}' (known passes and pipelines: {known})")
+        importlib.import_module(f"{__name__}.{module}")
+    return PASSES[name]
+
+
+def expand(names: Sequence[str]) -> List[str]:
+    """Pipeline names replaced by their passes, recursively."""
+    out: List[str] = []
+    for n in names:
+        if n in PIPELINES:
+            out.extend(expand(PIPELINES[n]))
+        else:
+            out.append(n)
+    return out
+
+
+def run_pass(program: Program, name: str, ctx: PassContext) -> None:
+    info = get_pass(name)
+    info.run(program, ctx)
+    ctx.done.append(name)
+    if ctx.verify_each:
+        from ..check.verifier import verify
+
+        try:
+            verify(program)
+        except CompileError as e:
+            raise CompileError([_after(d, name) for d in e.diagnostics], e.source,
+                               e.filename) from None
+    if ctx.print_after_all is not None:
+        ctx.print_after_all.write(f"; -- IR after {name} --\n{program}")
+
+
+def ensure(program: Program, name: str, ctx: PassContext) -> None:
+    """Run a pass this pass depends on, unless it already ran."""
+    if name not in ctx.done:
+        run_pass(program, name, ctx)
+
+
+def run_passes(program: Program, names: Sequence[str], ctx: Optional[PassContext] = None) -> PassContext:
+    ctx = ctx or PassContext()
+    for name in expand(names):
+        run_pass(program, name, ctx)
+    return ctx
+
+
+def _after(d, name):
+    from ..diagnostics import Diagnostic
+
+    return Diagnostic(d.loc, f"{d.message} (IR invalid after pass {name})", d.notes)
