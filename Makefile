@@ -22,13 +22,14 @@ demo: $(STAMP)
 test: pytest lit
 
 pytest: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 lit: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/lit -sv tests/lit
 
 bench: $(STAMP)
 	$(PY) benchmarks/frontend.py
+	$(PY) benchmarks/interp.py
 
 fuzz: $(STAMP)
 	$(PY) fuzz/fuzz_frontend.py --inputs 100000
