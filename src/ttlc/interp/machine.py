@@ -12,6 +12,7 @@ keyed by opcode; this module holds control flow, memory and the launch.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -48,8 +49,17 @@ class Config:
         return Config(sgs, wgs)
 
 
-class Yielded(Exception):
-    pass
+@functools.lru_cache(maxsize=64)
+def _lane_ids(subgroup_size: int, work_group_size: Tuple[int, int]):
+    """Per-lane ids of a work-group shape, computed once per shape (read-only arrays)."""
+    W, S = work_group_size[0] * work_group_size[1], subgroup_size
+    lane = np.arange(W)
+    lane_x, lane_y = lane % work_group_size[0], lane // work_group_size[0]
+    ids = (lane_x, lane_y, (lane_x % S).astype(np.int32), (lane_x // S).astype(np.int32),
+           lane_y.astype(np.int32), (lane // S).astype(np.int32), np.ones(W, dtype=bool))
+    for a in ids:
+        a.flags.writeable = False
+    return ids
 
 
 class WorkGroup:
@@ -66,16 +76,8 @@ class WorkGroup:
         self.kernel_name = kernel_name
         self.source_name = source_name
         self.env: Dict[Value, Any] = {}
-        W, S = config.lanes, config.subgroup_size
-        lane = np.arange(W)
-        wgx = config.work_group_size[0]
-        self.lane_x = lane % wgx
-        self.lane_y = lane // wgx
-        self.local_id = (self.lane_x % S).astype(np.int32)
-        self.sg_x = (self.lane_x // S).astype(np.int32)
-        self.sg_y = self.lane_y.astype(np.int32)
-        self.sg_linear = (lane // S).astype(np.int32)
-        self.all_lanes = np.ones(W, dtype=bool)
+        (self.lane_x, self.lane_y, self.local_id, self.sg_x, self.sg_y, self.sg_linear,
+         self.all_lanes) = _lane_ids(config.subgroup_size, config.work_group_size)
         self.current: Optional[Instruction] = None
         # checked mode: local-memory race tracking (checks.py), names and ends of allocas
         self.races = checks.RaceTracker() if checked else None

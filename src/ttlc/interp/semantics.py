@@ -444,13 +444,21 @@ def subview(wg, inst, mask):
     offset = m.offset
     shape, stride = [], []
     for mode, (off, size) in enumerate(inst.slots["slices"]):
-        off = _value_or_int(wg, off)
-        offset = offset + np.asarray(off, dtype=np.int64) * m.stride[mode]
+        off = _index_value(wg, off)
+        offset = offset + off * m.stride[mode]
         if isinstance(size, int) and size == 0:
             continue
-        shape.append(np.asarray(_value_or_int(wg, size), dtype=np.int64)[()])
+        shape.append(_index_value(wg, size))
         stride.append(m.stride[mode])
-    return MemRef(m.buffer, np.asarray(offset)[()], tuple(shape), tuple(stride), m.dtype)
+    return MemRef(m.buffer, offset, tuple(shape), tuple(stride), m.dtype)
+
+
+def _index_value(wg, x):
+    """An int attribute or index value: a Python int when uniform, an int64 array if varying."""
+    if isinstance(x, int):
+        return x
+    v = wg.get(x)
+    return int(v) if np.ndim(v) == 0 else v.astype(np.int64, copy=False)
 
 
 @semantics("expand")
