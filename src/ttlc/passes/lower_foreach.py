@@ -1,0 +1,234 @@
+"""lower-foreach: map foreach and foreach_tile onto the work-group.
+
+Every ``foreach`` / ``foreach_tile`` (collective instructions whose region is SPMD) is
+replaced by a ``parallel`` region holding loops that distribute the iteration space
+over the work-items or subgroups of the work-group.  Both instructions promise no
+order, so any distribution that visits every point (tile) exactly once is correct; the
+one chosen here follows the reference implementation:
+
+``foreach_tile`` (one tile per subgroup at a time; tile offsets stay uniform)
+    one mode: tiles over ``subgroup_linear_id`` (stride: all subgroups x tile);
+    more modes: mode 1 over ``subgroup_id.x`` (stride ``num_subgroups.x * tile_1``),
+    mode 2 over ``subgroup_id.y`` (stride ``num_subgroups.y * tile_2``), modes 3.. as
+    plain loops inside (every subgroup runs them whole).  The loop nest is mode 2
+    (outermost), mode 1, mode 3, ..., mode N.
+    A distributed mode is split into full tiles and the remainder tile: the loop runs
+    over the full tiles, where the size is the constant tile shape (so constant
+    propagation can fold tests such as ``less_than %size, 32``); the remainder tile, if
+    any, is run by the subgroup the round-robin would give it to (tile number
+    ``full mod workers``), with size ``to - offset``.  The region is therefore cloned up
+    to twice per distributed mode.  Plain loops compute ``size = min(tile, to - var)``.
+
+``foreach`` (one point per work-item at a time)
+    one mode: points over the work-item's linear id in the work-group
+    (``subgroup_linear_id * subgroup_size + subgroup_local_id``, stride: the work-group
+    size); more modes: mode 1 over the x index
+    (``subgroup_id.x * subgroup_size + subgroup_local_id``, stride
+    ``work_group_size[0]``), mode 2 over ``subgroup_id.y`` (stride
+    ``work_group_size[1]``), modes 3.. as plain loops inside.
+
+Sizes come from the function attributes (run work-group-size first; without it the
+attributes are required).  Known quantities are folded while lowering (``index_math``),
+so static bounds give loops with constant bounds and no remainder code when the tiles
+divide the range.  Builtins are ``i32`` and are cast to the loop type; the loops run in
+the type of the bounds, except for ``i8``/``i16`` bounds, which loop in ``i32`` (so
+offset arithmetic cannot wrap) and cast the variables back for the body.  Bounds within
+one stride of the largest value of their type may wrap in the loop increment, as in the
+reference implementation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Tuple
+
+from ..ir.builder import Builder
+from ..ir.core import Instruction, Program, Region, Value
+from ..ir.rewrite import clone_instructions, replace, walk_with_parent
+from ..ir.types import I32, ScalarType
+from . import PassContext, register
+from .index_math import Bool, Int, IndexMath, known, require_sizes, set_locations
+
+FOREACH_OPS = ("foreach", "foreach_tile")
+
+
+@register("lower-foreach")
+def lower_foreach(program: Program, ctx: PassContext) -> None:
+    """Replace foreach and foreach_tile by parallel regions with distributed loops."""
+    for func in program.functions:
+        found = [(region, inst) for region, inst in walk_with_parent(func.body)
+                 if inst.opcode in FOREACH_OPS]
+        if not found:
+            continue
+        sgs, wgs = require_sizes(program, func, found[0][1].loc, "lower-foreach", ctx)
+        for region, inst in found:
+            _Lowering(inst, sgs, wgs).replace_in(region)
+
+
+@dataclass
+class _Mode:
+    """How one mode of the iteration space is traversed."""
+
+    index: int
+    type: ScalarType  # type of the loop variable in the region (the bounds' type)
+    loop_type: ScalarType  # type the loop runs in
+    lo: Int
+    hi: Int
+    tile: int = 1
+    distributed: bool = False
+    start: Int = 0  # distributed: first offset of this worker
+    step: Int = 1  # distributed: workers * tile
+    main_end: Int = 0  # foreach_tile: end of the full tiles
+    remainder: Bool = False  # foreach_tile: does this worker run the remainder tile?
+    remainder_size: Int = 0
+
+
+class _Lowering:
+    def __init__(self, inst: Instruction, sgs: int, wgs: Tuple[int, int]):
+        self.inst = inst
+        self.tiled = inst.opcode == "foreach_tile"
+        self.sgs, self.wgs = sgs, wgs
+        self.body = inst.regions[0]
+        #: region arguments the body uses (only those are bound in each copy)
+        self.used = {v for i in self.body.walk() for v in i.operands}
+        self.scratch = Region()
+        self.b = Builder(self.scratch)
+        self.m = IndexMath(self.b)
+
+    def replace_in(self, region: Region) -> None:
+        par = self.b.parallel()
+        with par:
+            modes, order = self._plan()
+            self._emit(modes, order, 0, {})
+        set_locations(self.scratch, self.inst.loc)
+        replace(region, self.inst, self.scratch.instructions)
+
+    # ---- the distribution --------------------------------------------------------------
+    def _plan(self) -> Tuple[List[_Mode], List[int]]:
+        b, m, sgs = self.b, self.m, self.sgs
+        wx, wy = self.wgs
+        nsg_x, nsg_y = wx // sgs, wy
+        lows, highs = self.inst.slots["from"], self.inst.slots["to"]
+        n = len(lows)
+
+        # worker ids (i32), only the builtins that are needed; known when a single worker
+        def local_id() -> Int:
+            return 0 if sgs == 1 else b.subgroup_local_id()
+
+        ids: List[Tuple[Int, int]] = []  # (id, number of workers) for modes 1 and 2
+        if n == 1:
+            workers = nsg_x * nsg_y
+            sg: Int = 0 if workers == 1 else b.subgroup_linear_id()
+            if self.tiled:
+                ids.append((sg, workers))
+            else:
+                ids.append((m.add(m.mul(sg, sgs, I32), local_id(), I32), wx * wy))
+        else:
+            sg_x: Int = 0 if nsg_x == 1 else b.subgroup_id("x")
+            sg_y: Int = 0 if nsg_y == 1 else b.subgroup_id("y")
+            if self.tiled:
+                ids += [(sg_x, nsg_x), (sg_y, nsg_y)]
+            else:
+                ids += [(m.add(m.mul(sg_x, sgs, I32), local_id(), I32), wx), (sg_y, wy)]
+
+        tiles = self.inst.attrs["tile_shape"] if self.tiled else [1] * n
+        modes: List[_Mode] = []
+        for k in range(n):
+            ty = lows[k].type
+            lt = I32 if ty.bits < 32 else ty
+            lo = m.cast(_known_or(lows[k]), ty, lt)
+            hi = m.cast(_known_or(highs[k]), ty, lt)
+            mode = _Mode(k, ty, lt, lo, hi, tiles[k])
+            if k < len(ids):
+                worker, workers = ids[k]
+                worker = m.cast(worker, I32, lt)
+                mode.distributed = True
+                mode.start = m.add(lo, m.mul(worker, mode.tile, lt), lt)
+                mode.step = workers * mode.tile
+                if self.tiled:
+                    full = m.div(m.sub(hi, lo, lt), mode.tile, lt)
+                    mode.main_end = m.add(lo, m.mul(full, mode.tile, lt), lt)
+                    left = m.less_than(mode.main_end, hi, lt)
+                    if left is not False:
+                        owner = m.rem(full, workers, lt)
+                        mode.remainder = m.and_(left, m.equal(worker, owner, lt))
+                    if mode.remainder is not False:
+                        mode.remainder_size = m.sub(hi, mode.main_end, lt)
+            modes.append(mode)
+        # loop bounds once, before the loop nest (they are invariant)
+        for mode in modes:
+            lt = mode.loop_type
+            if mode.distributed:
+                end = mode.main_end if self.tiled else mode.hi
+                if _statically_empty(mode.start, end):
+                    continue
+                mode.start, mode.step = m.value(mode.start, lt), m.value(mode.step, lt)
+                if self.tiled:
+                    mode.main_end = m.value(mode.main_end, lt)
+                else:
+                    mode.hi = m.value(mode.hi, lt)
+            else:
+                mode.lo, mode.hi = m.value(mode.lo, lt), m.value(mode.hi, lt)
+                if self.tiled:
+                    mode.step = m.value(mode.tile, lt)
+        order = [0] if n == 1 else [1, 0] + list(range(2, n))
+        return modes, order
+
+    # ---- the loop nest ---------------------------------------------------------------------
+    def _emit(self, modes: List[_Mode], order: List[int], level: int,
+              binds: Dict[int, Tuple[Int, Int]]) -> None:
+        if level == len(order):
+            self._clone_body(modes, binds)
+            return
+        b, m = self.b, self.m
+        mode = modes[order[level]]
+        lt = mode.loop_type
+
+        def inner(var: Int, size: Int) -> None:
+            self._emit(modes, order, level + 1, {**binds, mode.index: (var, size)})
+
+        if not mode.distributed:
+            loop = b.for_(mode.lo, mode.hi, mode.step if self.tiled else None)
+            with loop as (var, *_):
+                inner(var, m.min(mode.step, m.sub(mode.hi, var, lt), lt) if self.tiled else 0)
+            return
+        end = mode.main_end if self.tiled else mode.hi
+        if not _statically_empty(mode.start, end):
+            with b.for_(mode.start, end, mode.step) as (var, *_):
+                inner(var, mode.tile)
+        if not self.tiled or mode.remainder is False:
+            return
+        if mode.remainder is True:
+            inner(mode.main_end, mode.remainder_size)
+        else:
+            with b.if_(mode.remainder):
+                inner(mode.main_end, mode.remainder_size)
+
+    def _clone_body(self, modes: List[_Mode], binds: Dict[int, Tuple[Int, Int]]) -> None:
+        """A copy of the foreach region with its arguments bound, at the insertion point."""
+        m = self.m
+        args = self.body.args
+        n = len(modes)
+        mapping: Dict[Value, Value] = {}
+        for mode in modes:
+            var, size = binds[mode.index]
+            if args[mode.index] in self.used:
+                mapping[args[mode.index]] = self._bind(var, mode)
+            if self.tiled and args[n + mode.index] in self.used:
+                mapping[args[n + mode.index]] = self._bind(size, mode)
+        region = self.b.insertion_region
+        for inst in clone_instructions(self.body.instructions, mapping):
+            region.append(inst)
+
+    def _bind(self, x: Int, mode: _Mode) -> Value:
+        m = self.m
+        return m.value(m.cast(x, mode.loop_type, mode.type), mode.type)
+
+
+def _known_or(v: Value) -> Int:
+    k = known(v)
+    return v if k is None else k
+
+
+def _statically_empty(start: Int, end: Int) -> bool:
+    ks, ke = known(start), known(end)
+    return ks is not None and ke is not None and ks >= ke
