@@ -23,6 +23,9 @@ class Target:
     simt: bool
     #: cache line size in bytes (alignment of local memory, prefetch granularity)
     cache_line: int = 64
+    #: bytes of one vector register where a subgroup is a set of SIMD lanes (CPUs; 0 for
+    #: SIMT machines and the interpreter): work-group-size fits subgroups to it
+    vector_bytes: int = 0
 
     @property
     def default_subgroup_size(self) -> int:
@@ -33,7 +36,7 @@ TARGETS: Dict[str, Target] = {
     # the reference interpreter: any power-of-two subgroup; work-items are NumPy lanes
     "interp": Target("interp", (16, 8, 32, 1, 2, 4, 64), 1024, 64 * 1024, simt=False),
     # the CPU: a subgroup is one or more AVX-512 registers; 32 zmm registers of 64 bytes
-    "cpu": Target("cpu", (16, 8, 32), 1024, 32 * 64, simt=False),
+    "cpu": Target("cpu", (16, 8, 32), 1024, 32 * 64, simt=False, vector_bytes=64),
     # Intel Data Center GPU Max (Ponte Vecchio): 64 KiB GRF per thread in large-GRF mode
     "pvc": Target("pvc", (16, 32), 1024, 64 * 1024, simt=True),
     # NVIDIA GPUs: warps of 32

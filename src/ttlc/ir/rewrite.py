@@ -87,6 +87,63 @@ def erase(region: Region, inst: Instruction) -> None:
     region.instructions.pop(_index(region, inst))
 
 
+def insert_before_each(region: Region, new: Dict[Instruction, Sequence[Instruction]]) -> None:
+    """Insert, for every anchor of region in ``new``, its instructions before it: many
+    insertions in one pass over the region (a fold that adds constants everywhere)."""
+    if not new:
+        return
+    out: List[Instruction] = []
+    for inst in region.instructions:
+        out.extend(new.get(inst, ()))
+        out.append(inst)
+    region.instructions[:] = out
+
+
+def insert_after_each(region: Region, new: Dict[Instruction, Sequence[Instruction]]) -> None:
+    """Insert, for every anchor of region in ``new``, its instructions after it."""
+    if not new:
+        return
+    out: List[Instruction] = []
+    for inst in region.instructions:
+        out.append(inst)
+        out.extend(new.get(inst, ()))
+    region.instructions[:] = out
+
+
+def replace_each(region: Region, new: Dict[Instruction, Sequence[Instruction]]) -> None:
+    """Put, for every instruction of region in ``new``, its instructions where it was (an
+    empty list erases it): many replacements in one pass (results redirected first)."""
+    if not new:
+        return
+    out: List[Instruction] = []
+    for inst in region.instructions:
+        if inst in new:
+            out.extend(new[inst])
+        else:
+            out.append(inst)
+    region.instructions[:] = out
+
+
+def erase_each(region: Region, dead: Iterable[Instruction]) -> None:
+    """Erase many instructions of region at once (identity, not equality, decides)."""
+    dead_ids = {id(i) for i in dead}
+    if dead_ids:
+        region.instructions[:] = [i for i in region.instructions if id(i) not in dead_ids]
+
+
+def resolve(mapping: Dict[Value, Value]) -> Dict[Value, Value]:
+    """A replacement map with chains followed (a -> b, b -> c gives a -> c, b -> c), for
+    ``replace_uses`` when replacements were recorded one after the other."""
+    out: Dict[Value, Value] = {}
+    for old in mapping:
+        new, seen = mapping[old], {old}
+        while new in mapping and new not in seen:
+            seen.add(new)
+            new = mapping[new]
+        out[old] = new
+    return out
+
+
 def _index(region: Region, inst: Instruction) -> int:
     for i, x in enumerate(region.instructions):
         if x is inst:
@@ -133,3 +190,19 @@ def functions_regions(func: Function) -> Iterator[Region]:
     yield func.body
     for inst in func.body.walk():
         yield from inst.regions
+
+
+def set_function_attributes(func: Function, attrs: Dict[str, Any], first: Sequence[str] = ()) -> None:
+    """Set function attributes (``subgroup_size``, ``work_group_size``, ...); the names in
+    ``first`` are put at the front of the dictionary in that order (the printed order)."""
+    merged = dict(func.attrs)
+    merged.update(attrs)
+    ordered = {k: merged[k] for k in first if k in merged}
+    ordered.update((k, v) for k, v in merged.items() if k not in ordered)
+    func.attrs = ordered
+
+
+def set_attribute(inst: Instruction, name: str, value: Any) -> None:
+    """Attach an analysis result to an instruction (e.g. ``stack_ptr`` of alloca).  Only
+    names of syntax elements are printed, so such attributes stay out of the text."""
+    inst.attrs[name] = value
