@@ -1,0 +1,279 @@
+"""What every BLAS lowering shares: where code goes, sizes, constants, alpha, beta, update.
+
+An ``Emitter`` builds the replacement of one BLAS instruction into two scratch regions:
+``pre`` (constants, ``size`` queries, views, the casts of alpha and beta: collective
+code run once, before the rest) and ``body`` (the SPMD regions doing the work).  The
+pass splices ``pre + body`` where the instruction was.  Known sizes stay Python ints
+through ``IndexMath`` (``..index_math``), so static shapes give constant bounds, and
+each constant is made once (in ``pre``) however often it is used.
+
+The BLAS update follows the interpreter (``ttlc.interp.semantics._update``): the product
+accumulates in the output's element type (16-bit floats in f32, ``accumulator_type``),
+then ``alpha * value``, then ``+ beta * out`` unless beta is zero (the output is not read:
+NaN in it is overwritten), then one cast to the output's type.  With ``.atomic`` (beta is
+a constant 0 or 1) the update is an atomic store (beta 0) or an atomic add (beta 1).
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from ...ir.builder import Builder, _constant_value
+from ...ir.core import Instruction, Region, Value
+from ...ir.types import F32, I32, INDEX, CoopMatrixType, MemrefType, ScalarType, Type
+from ...target import Target
+from ..index_math import IndexMath, Int, wrap
+
+Number = Union[int, float, complex]
+
+
+def accumulator_type(out: ScalarType) -> ScalarType:
+    """Where a BLAS instruction writing ``out`` accumulates (docs/language-notes.md)."""
+    return F32 if out.name in ("f16", "bf16") else out
+
+
+def constant_number(v: Value) -> Optional[Number]:
+    """The value of a scalar defined by a ``constant`` instruction, else None."""
+    if v.owner is not None and v.owner.opcode == "constant" and isinstance(v.type, ScalarType):
+        value = v.owner.attrs.get("value")
+        if not isinstance(value, bool):
+            return value
+    return None
+
+
+def checked_flag(rows: bool, cols: bool) -> Optional[str]:
+    """The checked modifier guarding coopmatrix rows and/or columns (None: unchecked)."""
+    if rows and cols:
+        return "both_checked"
+    if rows:
+        return "rows_checked"
+    if cols:
+        return "cols_checked"
+    return None
+
+
+class _Math(IndexMath):
+    """IndexMath whose constants come from the emitter's cache (made once, in ``pre``)."""
+
+    def __init__(self, b: Builder, em: "Emitter"):
+        super().__init__(b)
+        self.em = em
+
+    def value(self, x: Int, t: ScalarType) -> Value:
+        if isinstance(x, Value):
+            return x
+        return self.em.const(wrap(x, t), t)
+
+
+class Emitter:
+    """Builds the lowering of one BLAS instruction ``inst``.
+
+    ``sgs`` is the subgroup size the code is specialised for, ``subgroups`` the number
+    of subgroups of the work-group; ``sgs_fixed`` says whether the function fixes the
+    subgroup size (else code that strides by the subgroup size asks the builtin).
+    """
+
+    def __init__(self, inst: Instruction, target: Target, sgs: int, subgroups: int,
+                 sgs_fixed: bool):
+        self.inst = inst
+        self.target = target
+        self.sgs = sgs
+        self.subgroups = subgroups
+        self.sgs_fixed = sgs_fixed
+        self.pre = Region()
+        self.body = Region()
+        self.pb = Builder(self.pre)
+        self.b = Builder(self.body)
+        self.pm = _Math(self.pb, self)   # index arithmetic in pre (uniform, run once)
+        self.m = _Math(self.b, self)     # index arithmetic at the insertion point
+        self._consts: Dict[Tuple[str, str, str], Value] = {}
+        self._sizes: Dict[Tuple[int, int], Value] = {}
+        self.atomic = bool(inst.modifier("atomic"))
+        self._alpha: Dict[ScalarType, Value] = {}
+        self._beta: Dict[ScalarType, Value] = {}
+        self._beta_zero: Optional[Value] = None
+        self._builtins: Dict[str, Value] = {}
+
+    # ---- constants, sizes, casts ---------------------------------------------------------
+    def const(self, value: Number, t: Type) -> Value:
+        """A constant (a scalar or coopmatrix type), made once in ``pre``."""
+        value = _constant_value(value, t)
+        key = (str(t), type(value).__name__, repr(value))
+        v = self._consts.get(key)
+        if v is None:
+            v = self._consts[key] = self.pb.constant(value, t)
+        return v
+
+    def index(self, x: Int) -> Value:
+        """An index as a value (constants from the cache)."""
+        return self.pm.value(x, INDEX)
+
+    def dim(self, m: Value, mode: int) -> Int:
+        """Size of a mode of a memref: an int when static, else a ``size`` made once."""
+        t: MemrefType = m.type
+        if t.shape[mode] is not None:
+            return t.shape[mode]
+        key = (id(m), mode)
+        v = self._sizes.get(key)
+        if v is None:
+            v = self._sizes[key] = self.pb.size(m, mode)
+        return v
+
+    def pick_dim(self, *candidates: Tuple[Value, int]) -> Int:
+        """The size of one problem dimension that several operands share: a static size
+        if any operand knows it (dynamic sizes match anything at compile time), else the
+        first operand's ``size``."""
+        for m, mode in candidates:
+            if m.type.shape[mode] is not None:
+                return m.type.shape[mode]
+        return self.dim(*candidates[0])
+
+    def scalar_to(self, v: Value, t: ScalarType) -> Value:
+        """A scalar operand converted (exactly: promotion) to t, in ``pre``; constants fold."""
+        if v.type == t:
+            return v
+        c = constant_number(v)
+        if c is not None:
+            if t.is_complex:
+                c = complex(c)
+            elif t.is_float:
+                c = float(c)
+            return self.const(c, t)
+        return self.pb.cast(v, t)
+
+    def cast(self, v: Value, t: Type) -> Value:
+        """v converted to t (scalar or coopmatrix) at the insertion point, if it differs."""
+        return v if v.type == t else self.b.cast(v, t)
+
+    def subgroup_size_index(self) -> Value:
+        """The subgroup size as an index: a constant when the function fixes it, else the
+        ``subgroup_size`` builtin (code striding by it then runs with any size)."""
+        if self.sgs_fixed:
+            return self.index(self.sgs)
+        if "sgs_index" not in self._builtins:
+            self._builtins["sgs_index"] = self.pb.cast(self._sgs_i32(), INDEX)
+        return self._builtins["sgs_index"]
+
+    def last_lane(self) -> Value:
+        """The subgroup-local id of the last work-item of a subgroup (i32)."""
+        if self.sgs_fixed:
+            return self.const(self.sgs - 1, I32)
+        if "last_lane" not in self._builtins:
+            self._builtins["last_lane"] = self.pb.sub(self._sgs_i32(), self.const(1, I32))
+        return self._builtins["last_lane"]
+
+    def _sgs_i32(self) -> Value:
+        if "sgs" not in self._builtins:
+            self._builtins["sgs"] = self.pb.subgroup_size()
+        return self._builtins["sgs"]
+
+    def view_as_column(self, vec: Value) -> Value:
+        """An n x 1 matrix view of a vector (``expand``), made in ``pre``."""
+        return self.pb.expand(vec, 0, [self.dim(vec, 0), 1])
+
+    # ---- alpha and beta ------------------------------------------------------------------
+    @property
+    def alpha(self) -> Value:
+        return self.inst.slots["alpha"]
+
+    @property
+    def beta(self) -> Value:
+        return self.inst.slots["beta"]
+
+    def alpha_in(self, t: ScalarType) -> Value:
+        if t not in self._alpha:
+            self._alpha[t] = self.scalar_to(self.alpha, t)
+        return self._alpha[t]
+
+    def beta_in(self, t: ScalarType) -> Value:
+        if t not in self._beta:
+            self._beta[t] = self.scalar_to(self.beta, t)
+        return self._beta[t]
+
+    @staticmethod
+    def _is_real_one(v: Value) -> bool:
+        """A real constant 1 (multiplying by it changes nothing, even for inf and NaN;
+        complex 1 is still multiplied: (1+0j) * inf is not inf in complex arithmetic)."""
+        c = constant_number(v)
+        return c is not None and not v.type.is_complex and c == 1
+
+    @property
+    def alpha_is_one(self) -> bool:
+        return self._is_real_one(self.alpha)
+
+    @property
+    def beta_is_one(self) -> bool:
+        return self._is_real_one(self.beta)
+
+    def beta_cases(self, emit: Callable[[bool], None]) -> None:
+        """Emit ``emit(read)`` for the beta of the instruction: ``read`` is whether the
+        output is read (beta != 0).  A constant beta gives one case; otherwise both,
+        under ``if beta == 0`` (BLAS convention: beta 0 never reads the output)."""
+        c = constant_number(self.beta)
+        if c is not None:
+            emit(c != 0)
+            return
+        if self._beta_zero is None:
+            self._beta_zero = self.pb.equal(self.beta, self.const(0, self.beta.type))
+        branch = self.b.if_(self._beta_zero)
+        with branch:
+            emit(False)
+        with branch.else_():
+            emit(True)
+
+    # ---- the update out := alpha value + beta out --------------------------------------
+    def update_scalar(self, value: Value, out: Value, index: Sequence[Value], read: bool) -> None:
+        """One element: ``out[index] := alpha value + beta out[index]`` (value in the
+        accumulator type; the beta term only when ``read``)."""
+        b = self.b
+        acc = value.type
+        oe: ScalarType = out.type.element
+        v = value if self.alpha_is_one else b.mul(self.alpha_in(acc), value)
+        index = list(index)
+        if self.atomic:
+            o = self.cast(v, oe)
+            if read:
+                b.atomic_add(o, out, index, result=oe)
+            else:
+                b.atomic_store(o, out, index)
+            return
+        if read:
+            c = self.cast(b.load(out, index), acc)
+            if not self.beta_is_one:
+                c = b.mul(self.beta_in(acc), c)
+            v = b.add(v, c)
+        b.store(self.cast(v, oe), out, index)
+
+    def scale_tile(self, value: Value) -> Value:
+        """alpha value for a coopmatrix (nothing to do for a real alpha of 1)."""
+        if self.alpha_is_one:
+            return value
+        return self.b.cooperative_matrix_scale(self.alpha_in(value.type.component), value,
+                                               name="alpha_ab")
+
+    def update_tile(self, value: Value, out: Value, x: Value, y: Value, flag: Optional[str],
+                    read: bool, scaled: bool = False) -> None:
+        """A coopmatrix tile: ``out[x:, y:] := alpha value + beta out[x:, y:]`` (``scaled``:
+        value already holds alpha value)."""
+        b = self.b
+        t: CoopMatrixType = value.type
+        acc = t.component
+        ot = t.with_component(out.type.element)
+        v = value if scaled else self.scale_tile(value)
+        if self.atomic:
+            o = self.cast(v, ot)
+            if read:
+                b.cooperative_matrix_atomic_add(o, out, x, y, checked=flag, result=ot)
+            else:
+                b.cooperative_matrix_atomic_store(o, out, x, y, checked=flag)
+            return
+        if read:
+            c = self.cast(b.cooperative_matrix_load(out, x, y, ot, checked=flag, name="c"), t)
+            if not self.beta_is_one:
+                c = b.cooperative_matrix_scale(self.beta_in(acc), c)
+            v = b.add(v, c)
+        b.cooperative_matrix_store(self.cast(v, ot), out, x, y, checked=flag)
+
+    # ---- the result ------------------------------------------------------------------------
+    def instructions(self) -> List[Instruction]:
+        return self.pre.instructions + self.body.instructions
+

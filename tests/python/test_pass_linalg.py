@@ -1,0 +1,566 @@
+"""lower-linalg: every BLAS instruction lowered to foreach_tile/foreach/parallel code gives
+the interpreter's results for the original instruction.
+
+Each case runs the original program on the interpreter (the reference semantics of the
+collective instruction), then the program after lower-linalg (and after lower-linalg +
+lower-foreach when that pass exists), unchecked and checked (checked mode reports
+out-of-bounds accesses, races on local memory, non-uniform coopmatrix operands), and
+compares the outputs with tolerances that allow reassociation only.  Inputs are small
+multiples of 1/8 (or small integers), so most sums are exact anyway.
+
+Covered: gemm (every transpose pair), gemv (both), ger, hadamard (vectors, matrices),
+axpby (orders 0-2, both transposes), sum (vector and scalar results, both transposes),
+cumsum (orders 1-3, every mode); static and dynamic shapes including sizes that are not
+multiples of the tiles (5x7x3, 17x33x9, 1x1x1); f32, f64, c64, i32 and the mixed
+f16/bf16 -> f32, i8 -> i32; alpha and beta constant or arguments (beta 0 with NaN in
+the output); .atomic over several work-groups; work-groups [16,1] and [32,2] with
+subgroup size 16.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable, List, Sequence
+
+import numpy as np
+import pytest
+
+import ttlc
+from ttlc.passes import PassContext, get_pass, run_passes
+from ttlc.passes.linalg import choose_tiles
+from ttlc.ir.types import SCALAR_TYPES
+from ttlc.target import TARGETS, get_target
+
+from interp_testing import DTYPES, EPS, farray
+
+# ---- configurations -------------------------------------------------------------------------
+#: (element type of the inputs, element type of the output)
+TYPES = [("f32", "f32"), ("f64", "f64"), ("c64", "c64"), ("i32", "i32"),
+         ("f16", "f32"), ("bf16", "f32"), ("i8", "i32")]
+TYPE_IDS = [a if a == c else f"{a}-{c}" for a, c in TYPES]
+ALPHA = {"f32": 1.5, "f64": -0.75, "c64": 1 + 2j, "i32": 3, "f16": 1.5, "bf16": 0.5, "i8": 2}
+BETA = {"f32": -0.5, "f64": 2.0, "c64": 0.5 - 1j, "i32": -2}
+WORK_GROUPS = [(16, 1), (32, 2)]
+WG_IDS = ["wg16x1", "wg32x2"]
+GEMM_SHAPES = [(5, 7, 3), (17, 33, 9), (1, 1, 1)]
+#: the tile shapes of gemm, gemv and ger depend on the target: the interpreter's large
+#: register budget gives one tile and no K loop for most sizes here, the CPU's small one
+#: several tiles and K loops with remainders
+MATMUL_TARGETS = ("interp", "cpu")
+TRANSPOSES = [("n", "n"), ("n", "t"), ("t", "n"), ("t", "t")]
+
+
+def _has_pass(name: str) -> bool:
+    try:
+        get_pass(name)
+    except (KeyError, ImportError):
+        return False
+    return True
+
+
+PIPELINES = [("lower-linalg",)]
+if _has_pass("lower-foreach"):
+    PIPELINES.append(("lower-linalg", "lower-foreach"))
+
+
+# ---- helpers --------------------------------------------------------------------------------
+def rand(shape, ty: str, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if ty.startswith("i"):
+        x = rng.integers(-9, 10, shape)
+    elif ty.startswith("c"):
+        x = rng.integers(-8, 9, shape) / 4 + 1j * rng.integers(-8, 9, shape) / 4
+    else:
+        x = rng.integers(-16, 17, shape) / 8
+    return farray(x, DTYPES[ty])
+
+
+def poison(x: np.ndarray) -> None:
+    """Fill an output that must not be read: NaN (integers: a value that would show)."""
+    x[...] = 12345 if x.dtype.kind in "iu" else np.nan
+
+
+def mtype(ty: str, shape: Sequence[int], dynamic: bool) -> str:
+    return f"memref<{ty}" + "".join("x?" if dynamic else f"x{s}" for s in shape) + ">"
+
+
+def literal(value, ty: str) -> str:
+    if ty.startswith("c"):
+        value = complex(value)
+        return f"[{value.real!r}, {value.imag!r}]"
+    if ty.startswith("i"):
+        return str(int(value))
+    return repr(float(value))
+
+
+def attributes(wg, sgs: int = 16) -> str:
+    return f"attributes {{subgroup_size={sgs}, work_group_size=[{wg[0]},{wg[1]}]}}"
+
+
+class Scalars:
+    """alpha and beta of a kernel: function arguments or constants in the body.
+
+    ``params`` are the parameter declarations, ``body`` defines the constants and
+    ``args`` are the values passed at launch (for the arguments)."""
+
+    def __init__(self, alpha, alpha_ty: str, beta, beta_ty: str, alpha_const: bool,
+                 beta_const: bool):
+        self.alpha, self.beta = alpha, beta
+        self.params, self.body, self.args = [], [], []
+        for name, value, ty, const in (("alpha", alpha, alpha_ty, alpha_const),
+                                       ("beta", beta, beta_ty, beta_const)):
+            if const:
+                self.body.append(f"%{name} = constant {literal(value, ty)} : {ty}")
+            else:
+                self.params.append(f"%{name}: {ty}")
+                self.args.append(value)
+
+
+@functools.lru_cache(maxsize=None)
+def lowered(src: str, pipeline: Sequence[str], target: str = "interp"):
+    """The program after the passes, printed and parsed again (the text verifies)."""
+    program = ttlc.check(src)
+    run_passes(program, list(pipeline), PassContext(target=get_target(target)))
+    return ttlc.check(str(program))
+
+
+_COMPILED: dict = {}
+
+
+def compiled(src, checked: bool):
+    """A module for program text or a Program (kept alive by ``lowered``'s cache)."""
+    key = (src if isinstance(src, str) else id(src), checked)
+    if key not in _COMPILED:
+        _COMPILED[key] = ttlc.compile(src, target="interp", checked=checked)
+    return _COMPILED[key]
+
+
+def close(got, expected, ty: str) -> None:
+    got, expected = np.asarray(got), np.asarray(expected)
+    if ty.startswith("i"):
+        np.testing.assert_array_equal(got, expected)
+        return
+    wide = np.complex128 if ty.startswith("c") else np.float64
+    g, e = got.astype(wide), expected.astype(wide)
+    tol = 16 * EPS[ty]
+    np.testing.assert_allclose(g, e, rtol=tol, atol=tol * max(1.0, np.abs(e).max(initial=0)),
+                               equal_nan=True)
+
+
+def compare(src: str, make_args: Callable[[], List], outs: Sequence[int], ty: str,
+            grid=(1, 1, 1), targets: Sequence[str] = ("interp",)) -> None:
+    """Run src and its lowerings (for each target's tile shapes) on fresh arguments; the
+    outputs args[k] for k in outs agree."""
+    expected = make_args()
+    compiled(src, False)["k"](*expected, grid=grid)
+    for pipeline, target in [(p, t) for p in PIPELINES for t in targets]:
+        program = lowered(src, tuple(pipeline), target)
+        for checked in (False, True):
+            got = make_args()
+            compiled(program, checked)["k"](*got, grid=grid)
+            for k in outs:
+                close(got[k], expected[k], ty)
+
+
+def kernel(params: Sequence[str], body: Sequence[str], wg=(16, 1), sgs: int = 16) -> str:
+    lines = "\n".join("    " + x for x in body)
+    return f"func @k({', '.join(params)}) {attributes(wg, sgs)} {{\n{lines}\n}}\n"
+
+
+# ---- gemm -----------------------------------------------------------------------------------
+def gemm_case(ta, tb, shape, ab, c, dynamic, wg, scalars: Scalars, atomic=False, nan=False,
+              grid=(1, 1, 1)):
+    M, N, K = shape
+    ashape = (M, K) if ta == "n" else (K, M)
+    bshape = (K, N) if tb == "n" else (N, K)
+    params = [f"%A: {mtype(ab, ashape, dynamic)}", f"%B: {mtype(ab, bshape, dynamic)}",
+              f"%C: {mtype(c, (M, N), dynamic)}"] + scalars.params
+    mod = ".atomic" if atomic else ""
+    src = kernel(params, scalars.body + [f"gemm{mod}.{ta}.{tb} %alpha, %A, %B, %beta, %C"], wg)
+
+    def args():
+        C = rand((M, N), c, 3)
+        if nan:
+            poison(C)
+        return [rand(ashape, ab, 1), rand(bshape, ab, 2), C] + list(scalars.args)
+    compare(src, args, [2], c, grid, MATMUL_TARGETS)
+
+
+@pytest.mark.parametrize("wg", WORK_GROUPS, ids=WG_IDS)
+@pytest.mark.parametrize("ab,c", TYPES, ids=TYPE_IDS)
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("shape", GEMM_SHAPES, ids=["x".join(map(str, s)) for s in GEMM_SHAPES])
+@pytest.mark.parametrize("ta,tb", TRANSPOSES, ids=["".join(t) for t in TRANSPOSES])
+def test_gemm(ta, tb, shape, dynamic, ab, c, wg):
+    gemm_case(ta, tb, shape, ab, c, dynamic, wg,
+              Scalars(ALPHA[ab], ab, BETA[c], c, alpha_const=False, beta_const=False))
+
+
+#: (alpha, beta, alpha constant, beta constant, NaN in the output)
+SCALAR_CASES = {
+    "args": (None, None, False, False, False),
+    "beta0-arg-nan": (None, 0, False, False, True),
+    "beta0-const-nan": (None, 0, False, True, True),
+    "beta1-const": (None, 1, False, True, False),
+    "alpha1-beta-const": (1, None, True, True, False),
+    "both-const": (None, None, True, True, False),
+}
+
+
+def scalars_for(case: str, ab: str, c: str) -> tuple:
+    alpha, beta, alpha_const, beta_const, nan = SCALAR_CASES[case]
+    alpha = ALPHA[ab] if alpha is None else alpha
+    beta = BETA[c] if beta is None else beta
+    return Scalars(alpha, ab, beta, c, alpha_const, beta_const), nan
+
+
+@pytest.mark.parametrize("case", list(SCALAR_CASES))
+@pytest.mark.parametrize("ab,c", [("f32", "f32"), ("c64", "c64"), ("i32", "i32"),
+                                  ("f16", "f32")], ids=["f32", "c64", "i32", "f16-f32"])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_gemm_alpha_beta(case, ab, c, dynamic):
+    scalars, nan = scalars_for(case, ab, c)
+    gemm_case("n", "t", (17, 33, 9), ab, c, dynamic, (32, 2), scalars, nan=nan)
+
+
+@pytest.mark.parametrize("beta", [0, 1])
+@pytest.mark.parametrize("ab,c", [("f32", "f32"), ("c64", "c64"), ("i32", "i32"),
+                                  ("f16", "f32")], ids=["f32", "c64", "i32", "f16-f32"])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("ta,tb", [("n", "n"), ("t", "t")], ids=["nn", "tt"])
+def test_gemm_atomic(ta, tb, dynamic, ab, c, beta):
+    """Several work-groups update C atomically (beta 1: the updates add up)."""
+    gemm_case(ta, tb, (17, 33, 9), ab, c, dynamic, (32, 2),
+              Scalars(ALPHA[ab], ab, beta, c, alpha_const=False, beta_const=True),
+              atomic=True, grid=(3, 2, 1))
+
+
+@pytest.mark.parametrize("M,N,K", [(0, 5, 3), (4, 9, 0), (40, 3, 70), (64, 32, 32)])
+def test_gemm_more_dynamic_shapes(M, N, K):
+    """Empty C, K = 0 (C := beta C), several K steps, shapes that are multiples of tiles."""
+    for dynamic in (False, True):
+        if dynamic is False and 0 in (M, N, K):
+            continue
+        gemm_case("t", "n", (M, N, K), "f64", "f64", dynamic, (32, 2),
+                  Scalars(2.0, "f64", 0.5, "f64", False, False))
+
+
+def test_gemm_static_and_dynamic_operands():
+    """A dimension is static when any operand knows it (dynamic sizes match anything)."""
+    src = kernel(["%alpha: c32", "%A: memref<c32x17x?>", "%B: memref<c32x?x33>",
+                  "%beta: c32", "%C: memref<c32x?x?>"], ["gemm %alpha, %A, %B, %beta, %C"],
+                 (32, 2))
+    compare(src, lambda: [1 - 1j, rand((17, 9), "c32", 1), rand((9, 33), "c32", 2), 0.5j,
+                          rand((17, 33), "c32", 3)], [4], "c32", targets=MATMUL_TARGETS)
+
+
+def test_gemm_mixed_input_types():
+    """promote(f32, f64) = f64 and promote(i8, f16) = f16 -> f32: mul_add promotes."""
+    src = kernel(["%alpha: f32", "%A: memref<f32x3x4>", "%B: memref<f64x4x2>", "%beta: f64",
+                  "%C: memref<f64x3x2>"], ["gemm %alpha, %A, %B, %beta, %C"])
+    compare(src, lambda: [0.5, rand((3, 4), "f32", 1), rand((4, 2), "f64", 2), 3.0,
+                          rand((3, 2), "f64", 3)], [4], "f64")
+    src = kernel(["%alpha: i8", "%A: memref<i8x?x?>", "%B: memref<f16x?x?>", "%beta: f32",
+                  "%C: memref<f32x?x?>"], ["gemm.t.t %alpha, %A, %B, %beta, %C"])
+    compare(src, lambda: [2, rand((4, 3), "i8", 1), rand((2, 4), "f16", 2), 0.25,
+                          rand((3, 2), "f32", 3)], [4], "f32")
+
+
+@pytest.mark.parametrize("ty", ["f16", "bf16"])
+def test_gemm_16bit_output(ty):
+    """16-bit outputs accumulate in f32 and round once."""
+    src = kernel([f"%alpha: {ty}", f"%A: memref<{ty}x?x?>", f"%B: memref<{ty}x?x?>",
+                  f"%beta: {ty}", f"%C: memref<{ty}x?x?>"], ["gemm %alpha, %A, %B, %beta, %C"],
+                 (32, 2))
+    compare(src, lambda: [0.5, rand((18, 12), ty, 1), rand((12, 5), ty, 2), 1.5,
+                          rand((18, 5), ty, 3)], [4], ty)
+
+
+def test_gemm_strided_subviews():
+    src = kernel(["%A: memref<f32x8x8>", "%B: memref<f32x8x8>", "%C: memref<f32x10x10>"], [
+        "%a = subview %A[1:4, 2:5] : memref<f32x4x5,strided<1,8>>",
+        "%b = subview %B[0:4, 3:4] : memref<f32x4x4,strided<1,8>>",
+        "%c = subview %C[5:5, 6:4] : memref<f32x5x4,strided<1,10>>",
+        "%alpha = constant 1.0 : f32", "%beta = constant 1.0 : f32",
+        "gemm.t.n %alpha, %a, %b, %beta, %c"])
+    compare(src, lambda: [rand((8, 8), "f32", 1), rand((8, 8), "f32", 2),
+                          rand((10, 10), "f32", 3)], [2], "f32")
+
+
+# ---- gemv and ger ---------------------------------------------------------------------------
+@pytest.mark.parametrize("wg", WORK_GROUPS, ids=WG_IDS)
+@pytest.mark.parametrize("ab,c", TYPES, ids=TYPE_IDS)
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("M,K", [(5, 3), (17, 33), (1, 1)])
+@pytest.mark.parametrize("ta", ["n", "t"])
+def test_gemv(ta, M, K, dynamic, ab, c, wg):
+    ashape = (M, K) if ta == "n" else (K, M)
+    s = Scalars(ALPHA[ab], ab, BETA[c], c, False, False)
+    src = kernel([f"%A: {mtype(ab, ashape, dynamic)}", f"%b: {mtype(ab, (K,), dynamic)}",
+                  f"%c: {mtype(c, (M,), dynamic)}"] + s.params,
+                 [f"gemv.{ta} %alpha, %A, %b, %beta, %c"], wg)
+    compare(src, lambda: [rand(ashape, ab, 1), rand((K,), ab, 2), rand((M,), c, 3)] + s.args,
+            [2], c, targets=MATMUL_TARGETS)
+
+
+@pytest.mark.parametrize("wg", WORK_GROUPS, ids=WG_IDS)
+@pytest.mark.parametrize("ab,c", TYPES, ids=TYPE_IDS)
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("M,N", [(5, 7), (17, 33), (1, 1)])
+def test_ger(M, N, dynamic, ab, c, wg):
+    s = Scalars(ALPHA[ab], ab, BETA[c], c, False, False)
+    src = kernel([f"%a: {mtype(ab, (M,), dynamic)}", f"%b: {mtype(ab, (N,), dynamic)}",
+                  f"%C: {mtype(c, (M, N), dynamic)}"] + s.params,
+                 ["ger %alpha, %a, %b, %beta, %C"], wg)
+    compare(src, lambda: [rand((M,), ab, 1), rand((N,), ab, 2), rand((M, N), c, 3)] + s.args,
+            [2], c, targets=MATMUL_TARGETS)
+
+
+# ---- hadamard and axpby ---------------------------------------------------------------------
+@pytest.mark.parametrize("wg", WORK_GROUPS, ids=WG_IDS)
+@pytest.mark.parametrize("ab,c", TYPES, ids=TYPE_IDS)
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("shape", [(1,), (37,), (5, 7), (17, 33), (1, 1)])
+def test_hadamard(shape, dynamic, ab, c, wg):
+    s = Scalars(ALPHA[ab], ab, BETA[c], c, False, False)
+    src = kernel([f"%A: {mtype(ab, shape, dynamic)}", f"%B: {mtype(ab, shape, dynamic)}",
+                  f"%C: {mtype(c, shape, dynamic)}"] + s.params,
+                 ["hadamard %alpha, %A, %B, %beta, %C"], wg)
+    compare(src, lambda: [rand(shape, ab, 1), rand(shape, ab, 2), rand(shape, c, 3)] + s.args,
+            [2], c)
+
+
+@pytest.mark.parametrize("wg", WORK_GROUPS, ids=WG_IDS)
+@pytest.mark.parametrize("ab,c", TYPES, ids=TYPE_IDS)
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("shape", [(), (1,), (37,), (5, 7), (17, 33), (1, 1)])
+@pytest.mark.parametrize("ta", ["n", "t"])
+def test_axpby(ta, shape, dynamic, ab, c, wg):
+    ashape = tuple(reversed(shape)) if ta == "t" else shape
+    s = Scalars(ALPHA[ab], ab, BETA[c], c, False, False)
+    src = kernel([f"%A: {mtype(ab, ashape, dynamic)}", f"%B: {mtype(c, shape, dynamic)}"]
+                 + s.params, [f"axpby.{ta} %alpha, %A, %beta, %B"], wg)
+    compare(src, lambda: [rand(ashape, ab, 1), rand(shape, c, 3)] + s.args, [1], c)
+
+
+# ---- sum and cumsum -------------------------------------------------------------------------
+@pytest.mark.parametrize("wg", WORK_GROUPS, ids=WG_IDS)
+@pytest.mark.parametrize("ab,c", TYPES, ids=TYPE_IDS)
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("shape", [(1,), (15,), (37,), (5, 7), (17, 33), (1, 1)])
+@pytest.mark.parametrize("ta", ["n", "t"])
+def test_sum(ta, shape, dynamic, ab, c, wg):
+    if len(shape) == 2:
+        bshape = (shape[1],) if ta == "t" else (shape[0],)
+    else:
+        bshape = ()
+    s = Scalars(ALPHA[ab], ab, BETA[c], c, False, False)
+    src = kernel([f"%A: {mtype(ab, shape, dynamic)}", f"%B: {mtype(c, bshape, dynamic)}"]
+                 + s.params, [f"sum.{ta} %alpha, %A, %beta, %B"], wg)
+    compare(src, lambda: [rand(shape, ab, 1), rand(bshape, c, 3)] + s.args, [1], c)
+
+
+CUMSUM_CASES = [((1,), 0), ((37,), 0), ((5, 7), 0), ((5, 7), 1), ((17, 3, 4), 0),
+                ((17, 3, 4), 1), ((17, 3, 4), 2)]
+
+
+@pytest.mark.parametrize("wg", WORK_GROUPS, ids=WG_IDS)
+@pytest.mark.parametrize("ab,c", TYPES, ids=TYPE_IDS)
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("shape,mode", CUMSUM_CASES,
+                         ids=[f"{'x'.join(map(str, s))}-mode{m}" for s, m in CUMSUM_CASES])
+def test_cumsum(shape, mode, dynamic, ab, c, wg):
+    s = Scalars(ALPHA[ab], ab, BETA[c], c, False, False)
+    src = kernel([f"%A: {mtype(ab, shape, dynamic)}", f"%B: {mtype(c, shape, dynamic)}"]
+                 + s.params, [f"cumsum %alpha, %A, {mode}, %beta, %B"], wg)
+    compare(src, lambda: [rand(shape, ab, 1), rand(shape, c, 3)] + s.args, [1], c)
+
+
+# ---- alpha/beta cases and .atomic for the scalar lowerings ----------------------------------
+def _elementwise_src(op: str, ab: str, c: str, dynamic: bool, s: Scalars, atomic: bool, wg):
+    mod = ".atomic" if atomic else ""
+    if op == "axpby":
+        shapes, call = [(17, 5), (5, 17)], f"axpby{mod}.t %alpha, %A, %beta, %B"
+    elif op == "hadamard":
+        shapes, call = [(17, 5), (17, 5), (17, 5)], f"hadamard{mod} %alpha, %A, %X, %beta, %B"
+    elif op == "sum":
+        shapes, call = [(17, 5), (17,)], f"sum{mod} %alpha, %A, %beta, %B"
+    elif op == "sum0":
+        shapes, call = [(37,), ()], f"sum{mod} %alpha, %A, %beta, %B"
+    elif op == "cumsum":
+        shapes, call = [(17, 5), (17, 5)], f"cumsum{mod} %alpha, %A, 1, %beta, %B"
+    elif op == "cumsum1":
+        shapes, call = [(37,), (37,)], f"cumsum{mod} %alpha, %A, 0, %beta, %B"
+    elif op == "gemv":
+        shapes, call = [(17, 9), (9,), (17,)], f"gemv{mod} %alpha, %A, %X, %beta, %B"
+    else:  # ger
+        shapes, call = [(17,), (9,), (17, 9)], f"ger{mod} %alpha, %A, %X, %beta, %B"
+    names = ["A", "X", "B"] if len(shapes) == 3 else ["A", "B"]
+    types = [ab] * (len(shapes) - 1) + [c]
+    params = [f"%{n}: {mtype(t, sh, dynamic)}" for n, t, sh in zip(names, types, shapes)]
+    return kernel(params + s.params, s.body + [call], wg), shapes, types
+
+
+SCALAR_OPS = ["axpby", "hadamard", "sum", "sum0", "cumsum", "cumsum1", "gemv", "ger"]
+
+
+@pytest.mark.parametrize("case", list(SCALAR_CASES))
+@pytest.mark.parametrize("ab,c", [("f32", "f32"), ("c64", "c64"), ("i32", "i32")],
+                         ids=["f32", "c64", "i32"])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("op", SCALAR_OPS)
+def test_alpha_beta(op, dynamic, ab, c, case):
+    s, nan = scalars_for(case, ab, c)
+    src, shapes, types = _elementwise_src(op, ab, c, dynamic, s, False, (32, 2))
+
+    def args():
+        arrays = [rand(sh, t, k + 1) for k, (sh, t) in enumerate(zip(shapes, types))]
+        if nan:
+            poison(arrays[-1])
+        return arrays + list(s.args)
+    compare(src, args, [len(shapes) - 1], c)
+
+
+@pytest.mark.parametrize("beta", [0, 1])
+@pytest.mark.parametrize("ab,c", [("f32", "f32"), ("c64", "c64"), ("i32", "i32"),
+                                  ("bf16", "f32")], ids=["f32", "c64", "i32", "bf16-f32"])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("op", SCALAR_OPS)
+def test_atomic(op, dynamic, ab, c, beta):
+    s = Scalars(ALPHA[ab], ab, beta, c, alpha_const=False, beta_const=True)
+    src, shapes, types = _elementwise_src(op, ab, c, dynamic, s, True, (32, 2))
+    compare(src, lambda: [rand(sh, t, k + 1) for k, (sh, t) in enumerate(zip(shapes, types))]
+            + list(s.args), [len(shapes) - 1], c, grid=(2, 2, 1))
+
+
+# ---- local memory: races between subgroups are reported in checked mode -------------------------
+def test_local_memory_is_race_free():
+    """gemm, gemv, ger, axpby, hadamard, sum and cumsum on local memory with 4 subgroups:
+    checked mode tracks every access to local memory, so a race in the lowered code (two
+    subgroups or work-items touching one element between barriers) would raise."""
+    src = kernel(["%A: memref<f64x17x9>", "%B: memref<f64x9x33>", "%C: memref<f64x17x33>",
+                  "%s: memref<f64x33>", "%t: memref<f64>"], [
+        "%one = constant 1.0 : f64", "%zero = constant 0.0 : f64",
+        "%two = constant 2.0 : f64",
+        "%T = alloca : memref<f64x17x33,local>",
+        "%U = alloca : memref<f64x17x33,local>",
+        "%v = alloca : memref<f64x17,local>",
+        "%q = alloca : memref<f64x33,local>",
+        "%w = alloca : memref<f64,local>",
+        "%V = alloca : memref<f64x33x17,local>",
+        "axpby %one, %C, %zero, %T",
+        "gemm %two, %A, %B, %one, %T",
+        "hadamard %one, %T, %T, %zero, %U",
+        "cumsum %one, %U, 1, %one, %T",
+        "cumsum %one, %U, 0, %one, %T",
+        "sum %one, %T, %zero, %v",
+        "sum.t %one, %T, %zero, %q",
+        "ger %one, %v, %q, %zero, %U",
+        "gemv.t %one, %U, %v, %two, %q",
+        "sum %one, %q, %zero, %w",
+        "axpby.t %one, %T, %zero, %V",
+        "axpby.t %one, %V, %one, %C",
+        "axpby %one, %q, %zero, %s",
+        "axpby %one, %w, %zero, %t"], (32, 2))
+    compare(src, lambda: [rand((17, 9), "f64", 1), rand((9, 33), "f64", 2),
+                          rand((17, 33), "f64", 3), rand((33,), "f64", 4),
+                          rand((), "f64", 5)], [2, 3, 4], "f64")
+
+
+# ---- the shape of the lowered code ------------------------------------------------------------
+def _lower(src: str, target: str = "interp") -> str:
+    program = ttlc.check(src)
+    run_passes(program, ["lower-linalg"], PassContext(target=get_target(target)))
+    text = str(program)
+    ttlc.check(text)
+    return text
+
+
+def blas_src(sgs: int) -> str:
+    return kernel(
+        ["%A: memref<f32x17x9>", "%B: memref<f32x9x33>", "%C: memref<f32x17x33>",
+         "%x: memref<f32x9>", "%y: memref<f32x17>", "%z: memref<f32>",
+         "%D: memref<f32x17x17>", "%E: memref<f32x9x17>"],
+        ["%alpha = constant 1.5 : f32", "%beta = constant 0.0 : f32",
+         "gemm %alpha, %A, %B, %beta, %C", "gemv %alpha, %A, %x, %beta, %y",
+         "ger %alpha, %y, %y, %beta, %D", "hadamard %alpha, %C, %C, %beta, %C",
+         "axpby.t %alpha, %A, %beta, %E", "sum %alpha, %C, %beta, %y",
+         "sum %alpha, %x, %beta, %z", "cumsum %alpha, %C, 1, %beta, %C"],
+        (2 * sgs, 2), sgs)
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_static_shapes_give_static_code(target):
+    """No BLAS instruction is left, nothing asks for a size, nothing reads C when beta is
+    the constant 0, and every tile fits the target's rules."""
+    text = _lower(blas_src(TARGETS[target].default_subgroup_size), target)
+    for op in ("gemm ", "gemv", "ger ", "hadamard", "axpby", "sum ", "cumsum", "size "):
+        assert op not in text, op
+    assert "%C[" in text
+    assert "cooperative_matrix_load %C" not in text  # beta = 0: C not read
+
+
+def test_dynamic_shapes_ask_for_sizes():
+    src = kernel(["%A: memref<f32x?x?>", "%B: memref<f32x?x?>", "%C: memref<f32x?x?>"], [
+        "%alpha = constant 1.5 : f32", "%beta = constant 1.0 : f32",
+        "gemm %alpha, %A, %B, %beta, %C"])
+    text = _lower(src)
+    assert "size %C[0]" in text and "size %C[1]" in text and "size %A[1]" in text
+    assert "rows_checked" in text and "cols_checked" in text  # remainder tiles
+    assert "cooperative_matrix_scale %beta" not in text  # beta = 1: added without scaling
+
+
+def test_beta_argument_branches_on_zero():
+    src = kernel(["%alpha: f32", "%beta: f32", "%A: memref<f32x8x8>", "%C: memref<f32x8x8>"],
+                 ["gemm %alpha, %A, %A, %beta, %C", "axpby %alpha, %A, %beta, %C"])
+    text = _lower(src)
+    assert text.count("equal %beta") == 2
+
+
+def test_missing_subgroup_size_uses_target_default_or_fails():
+    src = """func @k(%A: memref<f32x8x8>) attributes {work_group_size=[16,1]} {
+        %one = constant 1.0 : f32
+        gemm %one, %A, %A, %one, %A
+    }"""
+    _lower(src, "interp")
+    with pytest.raises(ttlc.CompileError, match="subgroup"):
+        _lower(src, "nvidia")  # warps of 32 do not divide 16 work-items
+
+
+# ---- choose_tiles -----------------------------------------------------------------------------
+@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize("sgs", [8, 16, 32])
+@pytest.mark.parametrize("acc,ab", [("f32", "f32"), ("f32", "f16"), ("c64", "c64"),
+                                    ("i32", "i8"), ("f64", "f64")])
+@pytest.mark.parametrize("size", [None, 1, 5, 17, 64, 1000])
+def test_choose_tiles_rules(target, sgs, acc, ab, size):
+    t = TARGETS[target]
+    acc_t, ab_t = SCALAR_TYPES[acc], SCALAR_TYPES[ab]
+    tiles = choose_tiles(t, sgs, 4, size, size, size, acc_t, ab_t, ab_t)
+    assert tiles.m % sgs == 0 and tiles.m & (tiles.m - 1) == 0
+    assert tiles.k >= 1 and tiles.k & (tiles.k - 1) == 0
+    assert tiles.n >= 1
+    if size is not None:
+        assert tiles.n <= size and tiles.k <= max(1, 2 * size)
+        assert tiles.m <= max(sgs, 2 * size)
+    half = t.register_budget // 2
+    if tiles.m * tiles.n > sgs:  # beyond the minimum tile, the accumulator fits
+        assert tiles.m * tiles.n * acc_t.size <= half
+    if tiles.k > 1:
+        assert tiles.k * (tiles.m * ab_t.size + tiles.n * ab_t.size) <= half
+
+
+def test_choose_tiles_cpu_microkernel():
+    """AVX-512: 16 f32 lanes; the accumulator takes half of the 32 zmm registers."""
+    f32 = SCALAR_TYPES["f32"]
+    tiles = choose_tiles(TARGETS["cpu"], 16, 1, None, None, None, f32, f32, f32)
+    assert tiles.m * tiles.n * 4 == 32 * 64 // 2
+    small = choose_tiles(TARGETS["cpu"], 16, 1, 5, 7, 3, f32, f32, f32)
+    assert (small.m, small.n, small.k) == (16, 7, 4)
+
+
+def test_choose_tiles_spreads_over_subgroups():
+    f32 = SCALAR_TYPES["f32"]
+    one = choose_tiles(TARGETS["interp"], 16, 1, 64, 64, 64, f32, f32, f32)
+    four = choose_tiles(TARGETS["interp"], 16, 4, 64, 64, 64, f32, f32, f32)
+    tiles = lambda t: -(-64 // t.m) * -(-64 // t.n)  # noqa: E731
+    assert tiles(one) == 1 and tiles(four) >= 4
