@@ -125,3 +125,25 @@ def test_hypothesis_strategy():
         ttlc.check(case.text)
 
     check()
+
+
+@pytest.mark.parametrize("seed", [9, 17, 40, 94, 161, 181])
+def test_result_does_not_depend_on_sizes_left_open(seed):
+    """Without attributes, subgroup and work-group sizes are the implementation's choice
+    (interpreter default [16,1]; work-group-size picks e.g. [1024,1]), so builtins that
+    depend on them must not reach memory.  Seed 9 stored values computed from
+    num_subgroups.x and the work-item id; lower-foreach (which runs work-group-size) then
+    seemed to change argument 3."""
+    from ttlc.passes import PassContext, run_passes
+
+    case = generate(seed)
+    assert "work_group_size" not in case.text.splitlines()[0]
+    program = ttlc.check(case.text)
+    run_passes(program, ["work-group-size"], PassContext())
+    assert "work_group_size" in str(program).splitlines()[0]
+    results = []
+    for text in (case.text, str(program)):
+        args = case.make_args()
+        ttlc.compile(text)[case.kernel_name](*args, grid=case.grid)
+        results.append([a.tobytes() for a in _arrays(args)])
+    assert results[0] == results[1]

@@ -17,6 +17,9 @@ differential testing of passes and backends:
   read; all arguments are initialised by ``make_args``;
 * every index is in bounds for the generated inputs (dynamic sizes are read with ``size``
   and index arithmetic wraps with ``rem`` by a size that is at least 1).
+* no dependence on sizes the attributes leave to the implementation: builtins derived
+  from an unset subgroup or work-group size (ids, ``num_subgroups``, ``subgroup_size``)
+  only steer loops, they are never used as data.
 
 Floating-point results may still differ in the last bits between implementations
 (accumulation order of gemm, math functions); integer results must be bit-identical.
@@ -149,6 +152,15 @@ class _Generator:
                 wgx = self.sgs * r.choice((1, 2)) if self.sgs < 32 else 32
                 wgy = r.choice((1, 2)) if wgx * 2 <= 64 else 1
                 self.attrs = f"subgroup_size={self.sgs}, work_group_size=[{wgx},{wgy}]"
+        # Sizes the attributes leave open are chosen by the implementation (interpreter
+        # default, work-group-size pass, per target), so builtins that depend on them
+        # (num_subgroups, subgroup_size, work-item and subgroup ids, the work-group size)
+        # must not become leaves of values that reach memory: the program would have no
+        # single result (seed 9 stored num_subgroups.x-dependent values and differed after
+        # work-group-size / lower-foreach).  Such builtins are still emitted where needed
+        # (loop starts and strides), just never used as data.
+        self.sgs_fixed = self.attrs is not None
+        self.wgs_fixed = self.attrs is not None and "work_group_size" in self.attrs
         self.kernel_name = f"k{seed % 100000}"
 
     # ---- emission -------------------------------------------------------------------------
@@ -794,12 +806,14 @@ class _Generator:
 
     # ---- phases ----------------------------------------------------------------------------
     def spmd_ids(self) -> Tuple[str, str]:
-        lid = self.define("i32", "subgroup_local_id")
-        sg = self.define("i32", "subgroup_linear_id")
-        sgs = self.define("i32", "subgroup_size")
-        base = self.define("i32", f"mul {sg}, {sgs}")
-        id32 = self.define("i32", f"add {base}, {lid}")
-        return id32, self.define("index", f"cast {id32}")
+        # which work-item runs element k of ``for k = id, n, W`` depends on the work-group
+        # size; its local id (k mod subgroup size) only on the subgroup size
+        lid = self.define("i32", "subgroup_local_id", leaf=self.sgs_fixed)
+        sg = self.define("i32", "subgroup_linear_id", leaf=self.wgs_fixed)
+        sgs = self.define("i32", "subgroup_size", leaf=self.sgs_fixed)
+        base = self.define("i32", f"mul {sg}, {sgs}", leaf=self.wgs_fixed)
+        id32 = self.define("i32", f"add {base}, {lid}", leaf=self.wgs_fixed)
+        return id32, self.define("index", f"cast {id32}", leaf=self.wgs_fixed)
 
     def load_inputs(self, inputs: List[Tensor], idx_of: Callable[[Tensor], List[str]],
                     k: str) -> None:
@@ -870,14 +884,18 @@ class _Generator:
         if r.random() < 0.5 or not _subgroup_supported():
             return
         ty = r.choice(("i32", "i64", "i32"))
-        x = self.convert(id32, "i32", ty) if r.random() < 0.5 else self.expr(ty, 1)
+        # the subgroup a lane belongs to (and, for reductions, its size) depends on the
+        # work-group size: without it fixed, neither the id (nor a cast of it, which would
+        # be a leaf) nor the results may reach memory
+        use_id = r.random() < 0.5 and self.wgs_fixed
+        x = self.convert(id32, "i32", ty) if use_id else self.expr(ty, 1)
         op = r.choice(("subgroup_reduce_add", "subgroup_reduce_max", "subgroup_reduce_min",
                        "subgroup_inclusive_scan_add", "subgroup_exclusive_scan_add",
                        "subgroup_inclusive_scan_max", "subgroup_exclusive_scan_min"))
-        self.define(ty, f"{op} {x}")
+        self.define(ty, f"{op} {x}", leaf=self.wgs_fixed)
         if r.random() < 0.5:
             lane = self.const("i32", r.randrange(self.sgs))
-            self.define(ty, f"subgroup_broadcast {x}, {lane}")
+            self.define(ty, f"subgroup_broadcast {x}, {lane}", leaf=self.wgs_fixed)
         self.features.add("subgroup_ops")
 
     def phase_elementwise(self, out: Optional[Tensor] = None, own_read: Optional[bool] = None,
@@ -935,8 +953,12 @@ class _Generator:
                   f"<= ({', '.join(map(str, tiles))})")
         own_read = r.random() < 0.5
         with self.region(header, [(v, "index") for v in vars_ + sizes], spmd=True):
-            lid = self.define("index", f"cast {self.define('i32', 'subgroup_local_id')}")
-            sgs = self.define("index", f"cast {self.define('i32', 'subgroup_size')}")
+            # row mod subgroup size: fixed only with the subgroup size (see __init__)
+            fixed = self.sgs_fixed
+            lid = self.define("index", f"cast {self.define('i32', 'subgroup_local_id', leaf=fixed)}",
+                              leaf=fixed)
+            sgs = self.define("index", f"cast {self.define('i32', 'subgroup_size', leaf=fixed)}",
+                              leaf=fixed)
             row = self.fresh("r")
             with self.region(f"for {row} = {lid}, {sizes[0]}, {sgs}", [(row, "index")]):
                 idx = [self.define("index", f"add {vars_[0]}, {row}")]
@@ -1190,11 +1212,14 @@ class _Generator:
         ngx = self.define("index", "num_groups.x", "ng")
         self.member_index = self.define("index", f"add {self.gid[0]}, "
                                                  f"{self.define('index', f'mul {self.gid[1]}, {ngx}')}")
-        nsx = self.define("i32", "num_subgroups.x")
-        nsy = self.define("i32", "num_subgroups.y")
-        sgs = self.define("i32", "subgroup_size")
-        w32 = self.define("i32", f"mul {self.define('i32', f'mul {nsx}, {nsy}')}, {sgs}")
-        self.W = self.define("index", f"cast {w32}", "W")
+        # implementation-defined unless the attributes fix them (see __init__)
+        fixed = self.wgs_fixed
+        nsx = self.define("i32", "num_subgroups.x", leaf=fixed)
+        nsy = self.define("i32", "num_subgroups.y", leaf=fixed)
+        sgs = self.define("i32", "subgroup_size", leaf=self.sgs_fixed)
+        w32 = self.define("i32", f"mul {self.define('i32', f'mul {nsx}, {nsy}', leaf=fixed)}, {sgs}",
+                          leaf=fixed)
+        self.W = self.define("index", f"cast {w32}", "W", leaf=fixed)
         self.out = self.body
         for _ in range(r.randint(0, 3)):
             self.new_scalar_arg()
