@@ -56,7 +56,10 @@ class Lit(Element):
     aliases: Tuple[str, ...] = ()
 
     def parse(self, p, st):
-        p.expect_one((self.text,) + self.aliases)
+        if self.aliases:
+            p.expect_one((self.text,) + self.aliases)
+        else:
+            p.expect(self.text)
 
     def print(self, pr, inst):
         return self.spelling if self.spelling is not None else self.text

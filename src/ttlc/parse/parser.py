@@ -17,7 +17,7 @@ from ..ir.core import Argument, Function, Instruction, Location, Program, Region
 from ..ir.ops import ALIASES, KNOWN_ATTRIBUTE_NAMES, OPS
 from ..ir.types import (BOOL, DYNAMIC, MATRIX_USES, SCALAR_TYPES, VOID, CoopMatrixType, GroupType,
                         MemrefType, Type)
-from .lexer import Token, tokenize
+from .lexer import Token, location, scan
 
 INT_MAX = 2**63 - 1
 _PUNCT_OR_WORD = ("punct", "word")
@@ -28,7 +28,9 @@ MAX_NESTING = 100
 
 class Parser:
     def __init__(self, text: str):
-        self.tokens = tokenize(text)
+        tokens, self.line_starts, eof = scan(text)
+        tokens.append(("eof", "", None, eof))
+        self.tokens = tokens
         self.pos = 0
         #: every value visible here, by name: a name may not be redefined while it is
         #: visible, so one dictionary serves all enclosing scopes
@@ -38,51 +40,66 @@ class Parser:
         self.depth = 0
 
     # ---- token helpers -------------------------------------------------------------
+    # The tokens are the lexer's tuples (kind, text, value, where); a Token object is made
+    # only where one is asked for (tok, next()), which is mostly on error paths.
+    def loc_at(self, pos: int) -> Location:
+        return location(self.tokens[pos], self.line_starts)
+
+    def token(self, pos: int) -> Token:
+        kind, text, value, _ = self.tokens[pos]
+        return Token(kind, text, self.loc_at(pos), value)
+
     @property
     def tok(self) -> Token:
-        return self.tokens[self.pos]
+        return self.token(self.pos)
 
     def next(self) -> Token:
-        tok = self.tokens[self.pos]
-        if tok.kind != "eof":
-            self.pos += 1
-        return tok
+        pos = self.pos
+        if self.tokens[pos][0] != "eof":
+            self.pos = pos + 1
+        return self.token(pos)
 
     def last_loc(self) -> Location:
-        return self.tokens[self.pos - 1].loc if self.pos else self.tok.loc
+        return self.loc_at(self.pos - 1 if self.pos else 0)
 
     def peek_is(self, text: Optional[str]) -> bool:
         tok = self.tokens[self.pos]
-        return tok.text == text and tok.kind in _PUNCT_OR_WORD
+        return tok[1] == text and tok[0] in _PUNCT_OR_WORD
 
     def peek_kind(self) -> str:
-        return self.tok.kind
+        return self.tokens[self.pos][0]
 
     def accept(self, text: str) -> bool:
         tok = self.tokens[self.pos]
-        if tok.text == text and tok.kind in _PUNCT_OR_WORD:
+        if tok[1] == text and tok[0] in _PUNCT_OR_WORD:
             self.pos += 1  # never eof: its text is empty
             return True
         return False
 
     def fail(self, message: str, loc: Optional[Location] = None) -> CompileError:
-        return error(loc or self.tok.loc, message)
+        return error(loc or self.loc_at(self.pos), message)
 
     def unexpected(self, expected: str) -> CompileError:
         return self.fail(f"unexpected {self.tok.describe()}, expected {expected}")
 
-    def expect(self, text: str) -> Token:
+    def expect(self, text: str) -> None:
         tok = self.tokens[self.pos]
-        if tok.text == text and tok.kind in _PUNCT_OR_WORD:
+        if tok[1] == text and tok[0] in _PUNCT_OR_WORD:
             self.pos += 1
-            return tok
+            return
         raise self.unexpected(f"'{text}'")
 
-    def expect_one(self, texts) -> Token:
+    def expect_loc(self, text: str) -> Location:
+        """Like expect; returns the location of the token."""
+        pos = self.pos
+        self.expect(text)
+        return self.loc_at(pos)
+
+    def expect_one(self, texts) -> None:
         tok = self.tokens[self.pos]
-        if tok.text in texts and tok.kind in _PUNCT_OR_WORD:
+        if tok[1] in texts and tok[0] in _PUNCT_OR_WORD:
             self.pos += 1
-            return tok
+            return
         raise self.unexpected(" or ".join(f"'{t}'" for t in texts))
 
     def nest(self, loc: Location) -> None:
@@ -92,11 +109,12 @@ class Parser:
 
     # ---- names ---------------------------------------------------------------------
     def parse_local_name(self) -> Tuple[str, Location]:
-        tok = self.tokens[self.pos]
-        if tok.kind != "local":
+        pos = self.pos
+        tok = self.tokens[pos]
+        if tok[0] != "local":
             raise self.unexpected("a local identifier (%name)")
-        self.pos += 1
-        return tok.value, tok.loc
+        self.pos = pos + 1
+        return tok[2], self.loc_at(pos)
 
     def lookup(self, name: str) -> Optional[Value]:
         return self.visible.get(name)
@@ -119,36 +137,43 @@ class Parser:
 
     def parse_value_use(self) -> Value:
         tok = self.tokens[self.pos]
-        if tok.kind != "local":
+        if tok[0] != "local":
             raise self.unexpected("a local identifier (%name)")
         self.pos += 1
-        value = self.visible.get(tok.value)
+        value = self.visible.get(tok[2])
         if value is None:
-            raise self.fail(f"use of undefined value %{tok.value}", tok.loc)
+            raise self.fail(f"use of undefined value %{tok[2]}", self.loc_at(self.pos - 1))
         return value
 
     # ---- numbers -------------------------------------------------------------------
     def parse_integer(self) -> Tuple[int, Location]:
-        if self.tok.kind != "int":
+        pos = self.pos
+        tok = self.tokens[pos]
+        if tok[0] != "int":
             raise self.unexpected("an integer constant")
-        tok = self.next()
-        if abs(tok.value) > INT_MAX:
-            raise self.fail("integer constant out of range (-2^63+1 to 2^63-1)", tok.loc)
-        return tok.value, tok.loc
+        self.pos = pos + 1
+        if abs(tok[2]) > INT_MAX:
+            raise self.fail("integer constant out of range (-2^63+1 to 2^63-1)", self.loc_at(pos))
+        return tok[2], self.loc_at(pos)
 
     def parse_float(self) -> float:
-        if self.tok.kind != "float":
+        tok = self.tokens[self.pos]
+        if tok[0] != "float":
             raise self.unexpected("a floating-point constant")
-        return self.next().value
+        self.pos += 1
+        return tok[2]
 
     def parse_constant_literal(self):
-        start = self.tok.loc
+        start = self.loc_at(self.pos)
+        kind, text, value, _ = self.tokens[self.pos]
         if self.peek_is("true") or self.peek_is("false"):
-            return self.next().text == "true", start
-        if self.tok.kind == "int":
+            self.pos += 1
+            return text == "true", start
+        if kind == "int":
             return self.parse_integer()
-        if self.tok.kind == "float":
-            return self.next().value, start
+        if kind == "float":
+            self.pos += 1
+            return value, start
         if self.accept("["):
             re = self.parse_float()
             self.expect(",")
@@ -159,33 +184,40 @@ class Parser:
 
     # ---- types ---------------------------------------------------------------------
     def parse_type_with_loc(self) -> Tuple[Type, Location]:
-        start = self.tok.loc
+        pos = self.pos
+        kind, text, _, _ = self.tokens[pos]
+        if kind == "word" and text in SCALAR_TYPES:  # the common case, one token
+            self.pos = pos + 1
+            return SCALAR_TYPES[text], self.loc_at(pos)
+        start = self.loc_at(pos)
         t = self.parse_type()
         return t, start.span(self.last_loc())
 
     def parse_type(self) -> Type:
-        tok = self.tok
-        if tok.kind == "word":
-            if tok.text in SCALAR_TYPES:
-                self.next()
-                return SCALAR_TYPES[tok.text]
-            if tok.text == "bool":
-                self.next()
+        kind, text, _, _ = self.tokens[self.pos]
+        if kind == "word":
+            if text in SCALAR_TYPES:
+                self.pos += 1
+                return SCALAR_TYPES[text]
+            if text == "bool":
+                self.pos += 1
                 return BOOL
-            if tok.text == "void":
-                self.next()
+            if text == "void":
+                self.pos += 1
                 return VOID
-            if tok.text == "memref":
+            if text == "memref":
                 return self.parse_memref()
-            if tok.text == "group":
+            if text == "group":
                 return self.parse_group()
-            if tok.text == "coopmatrix":
+            if text == "coopmatrix":
                 return self.parse_coopmatrix()
         raise self.unexpected("a type")
 
     def parse_scalar_type(self):
-        if self.tok.kind == "word" and self.tok.text in SCALAR_TYPES:
-            return SCALAR_TYPES[self.next().text]
+        kind, text, _, _ = self.tokens[self.pos]
+        if kind == "word" and text in SCALAR_TYPES:
+            self.pos += 1
+            return SCALAR_TYPES[text]
         raise self.unexpected("a number type (i8, i16, i32, i64, index, bf16, f16, f32, f64, c32, c64)")
 
     def parse_dim(self):
@@ -197,7 +229,7 @@ class Parser:
         return value
 
     def parse_memref(self) -> MemrefType:
-        start = self.expect("memref").loc
+        start = self.expect_loc("memref")
         self.expect("<")
         element = self.parse_scalar_type()
         shape = []
@@ -208,7 +240,8 @@ class Parser:
         stride_loc = None
         while self.accept(","):
             if self.peek_is("strided") and stride is None and space == "global":
-                stride_loc = self.next().loc
+                stride_loc = self.loc_at(self.pos)
+                self.pos += 1
                 self.expect("<")
                 stride = []
                 if not self.peek_is(">"):
@@ -235,7 +268,7 @@ class Parser:
         return MemrefType.get(element, shape, stride, space)
 
     def parse_group(self) -> GroupType:
-        start = self.expect("group").loc
+        start = self.expect_loc("group")
         self.expect("<")
         memref = self.parse_memref()
         self.expect("x")
@@ -251,7 +284,7 @@ class Parser:
         return GroupType(memref, size, offset)
 
     def parse_coopmatrix(self) -> CoopMatrixType:
-        start = self.expect("coopmatrix").loc
+        start = self.expect_loc("coopmatrix")
         self.expect("<")
         component = self.parse_scalar_type()
         self.expect("x")
@@ -259,9 +292,10 @@ class Parser:
         self.expect("x")
         cols, _ = self.parse_integer()
         self.expect(",")
-        if not (self.tok.kind == "word" and self.tok.text in MATRIX_USES):
+        kind, use, _, _ = self.tokens[self.pos]
+        if not (kind == "word" and use in MATRIX_USES):
             raise self.unexpected("a matrix use (matrix_a, matrix_b or matrix_acc)")
-        use = self.next().text
+        self.pos += 1
         self.expect(">")
         if rows <= 0 or cols <= 0:
             raise self.fail("coopmatrix rows and columns must be positive", start.span(self.last_loc()))
@@ -269,7 +303,7 @@ class Parser:
 
     # ---- attributes ----------------------------------------------------------------
     def parse_dictionary(self) -> Tuple[dict, Location]:
-        start = self.expect("{").loc
+        start = self.expect_loc("{")
         self.nest(start)
         result: dict = {}
         name_locs: dict = {}
@@ -322,7 +356,7 @@ class Parser:
     def parse_program(self) -> Program:
         program = Program()
         names = {}
-        while self.tok.kind != "eof":
+        while self.tokens[self.pos][0] != "eof":
             func = self.parse_function()
             if func.name in names:
                 raise CompileError([Diagnostic(func.loc, f"redefinition of function @{func.name}",
@@ -332,7 +366,7 @@ class Parser:
         return program
 
     def parse_function(self) -> Function:
-        start = self.expect("func").loc
+        start = self.expect_loc("func")
         if self.tok.kind != "global":
             raise self.unexpected("a function name (@name)")
         name = self.next().value
@@ -365,18 +399,18 @@ class Parser:
         return Argument(value, attrs, attrs_loc)
 
     def parse_region(self, args: List[Value]) -> Region:
-        start = self.expect("{").loc
+        start = self.expect_loc("{")
         self.nest(start)
         self.open_scope()
         for a in args:
             self.define(a.name, a)
         region = Region(args=args)
         while not self.peek_is("}"):
-            if self.tok.kind == "eof":
+            if self.tokens[self.pos][0] == "eof":
                 raise error(self.tok.loc, "unexpected end of input, expected '}' to close the "
                             f"region opened at {start}", [(start, "the region opened here")])
             region.instructions.append(self.parse_instruction())
-        self.next()
+        self.pos += 1  # the closing brace
         self.close_scope()
         self.depth -= 1
         region.loc = start.span(self.last_loc())
@@ -414,17 +448,17 @@ class Parser:
 
     def parse_instruction(self) -> Instruction:
         lhs: List[Tuple[str, Location]] = []
-        if self.tok.kind == "local":
+        if self.tokens[self.pos][0] == "local":
             lhs.append(self.parse_local_name())
             while self.accept(","):
                 lhs.append(self.parse_local_name())
             self.expect("=")
-        tok = self.tok
-        if tok.kind != "word":
+        kind, text, _, _ = self.tokens[self.pos]
+        if kind != "word":
             raise self.unexpected("an instruction")
-        if tok.text not in OPS and tok.text not in ALIASES:
-            raise self.fail(f"unknown instruction '{tok.text}'")
-        self.next()
+        if text not in OPS and text not in ALIASES:
+            raise self.fail(f"unknown instruction '{text}'")
+        tok = self.next()
         modifiers: List[Token] = []
         while self.peek_is("."):
             self.next()
