@@ -30,7 +30,8 @@ class Diagnostic(tuple):
         return self[3]
 
     def format(self, source: Optional[str] = None, filename: str = "<input>") -> str:
-        lines = source.splitlines() if source is not None else None
+        # split on \n only, as the lexer counts lines (splitlines also breaks at \f, \x85, ...)
+        lines = source.split("\n") if source is not None else None
         out = [_format_one(self.loc, "error", self.message, lines, filename)]
         out += [_format_one(loc, "note", msg, lines, filename) for loc, msg in self.notes]
         return "\n".join(out)

@@ -383,3 +383,11 @@ def test_verifier_rejects_a_built_program():
             b.gemm(one, A, A, one, A)
     with pytest.raises(ttlc.CompileError):
         ttlc.check(pb.program)
+
+
+def test_diagnostic_shows_the_right_line_after_form_feed_in_comment():
+    # the lexer counts lines by \n only; the source line shown must agree with it
+    text = "func @f() {\n  ; a\x0c b\n  %x = foo\n}"
+    with pytest.raises(ttlc.CompileError) as info:
+        ttlc.check(text)
+    assert "\n  %x = foo\n" in str(info.value)
