@@ -30,6 +30,7 @@ lit: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/frontend.py
 	$(PY) benchmarks/interp.py
+	$(PY) benchmarks/cpu.py
 
 fuzz: $(STAMP)
 	$(PY) fuzz/fuzz_frontend.py --inputs 100000

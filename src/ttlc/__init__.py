@@ -44,7 +44,8 @@ def __getattr__(name):
 
 def compile(text_or_program, target: str = "interp", checked: bool = False,
             filename: str = "<input>"):
-    """Compile for a target ("interp"); ``module["kernel"](*args, grid=...)`` runs it."""
+    """Compile for a target ("interp", or "cpu": LLVM machine code for this CPU);
+    ``module["kernel"](*args, grid=...)`` runs it."""
     from .api import compile as _compile
 
     return _compile(text_or_program, target, checked, filename)

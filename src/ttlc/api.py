@@ -55,7 +55,7 @@ def _as_text(text, filename) -> str:
     return text
 
 
-TARGETS = ("interp",)
+TARGETS = ("interp", "cpu")
 
 
 def compile(text_or_program, target: str = "interp", checked: bool = False,
@@ -64,6 +64,15 @@ def compile(text_or_program, target: str = "interp", checked: bool = False,
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r} (available: {', '.join(TARGETS)})")
     program = check(text_or_program, filename)
+    if target == "cpu":
+        try:
+            from .backends.cpu.module import CpuModule
+        except ImportError as e:  # llvmlite missing: say what to install
+            raise CompileError([Diagnostic(Location(1, 1, 1, 1), f"target cpu needs llvmlite "
+                                           f"({e}); install it with pip install llvmlite")],
+                               program.source, program.filename) from None
+        return _guard(lambda: CpuModule(program, checked=checked), program.source,
+                      program.filename)
     from .interp import InterpModule
 
     return InterpModule(program, checked=checked)

@@ -150,6 +150,42 @@ def cmd_run(args) -> int:
     return 0
 
 
+#: artefacts of ``ttlc compile --target T``: what each target writes
+COMPILE_TARGETS = {"llvm": "LLVM IR text of target cpu (after O3)",
+                   "cpu": "an object file with the machine code of target cpu"}
+
+
+def cmd_compile(args) -> int:
+    """Write a target's artefact for a program."""
+    from .diagnostics import CompileError
+
+    program = _load(args.file, verify=True)
+    if program is None:
+        return 1
+    try:
+        from .backends.cpu.module import Artifacts
+    except ImportError as e:
+        print(f"ttlc: target {args.target} needs llvmlite ({e})", file=sys.stderr)
+        return 1
+    try:
+        artifacts = Artifacts(program, checked=args.checked)
+        data = (artifacts.optimized_ir().encode() if args.target == "llvm"
+                else artifacts.object_code())
+    except CompileError as e:
+        print(e.format(), file=sys.stderr)
+        return 1
+    try:
+        if args.output == "-":
+            sys.stdout.buffer.write(data)
+        else:
+            with open(args.output, "wb") as f:
+                f.write(data)
+    except OSError as e:
+        print(f"ttlc: cannot write {args.output}: {e.strerror}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _grid_arg(text: str):
     try:
         g = [int(x) for x in text.split(",")]
@@ -182,10 +218,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the IR to stderr after every pass")
     p.add_argument("--verify-each", action="store_true", help="verify the IR after every pass")
     p.set_defaults(run=cmd_opt)
+    p = sub.add_parser("compile", help="write a target's artefact (LLVM IR, object file)")
+    p.add_argument("file", help="program file, or - for standard input")
+    p.add_argument("--target", "-t", required=True, choices=sorted(COMPILE_TARGETS),
+                   help="; ".join(f"{k}: {v}" for k, v in COMPILE_TARGETS.items()))
+    p.add_argument("-o", "--output", required=True, help="output file, or - for standard output")
+    p.add_argument("--checked", action="store_true", help="compile with run-time checks")
+    p.set_defaults(run=cmd_compile)
     p = sub.add_parser("run", help="run a kernel on generated inputs and print a summary")
     p.add_argument("file", help="program file, or - for standard input")
     p.add_argument("--kernel", "-k", help="kernel name (needed when the program has several)")
-    p.add_argument("--target", default="interp", choices=["interp"], help="where to run")
+    p.add_argument("--target", default="interp", choices=["interp", "cpu"], help="where to run")
     p.add_argument("--grid", type=_grid_arg, default=(1, 1, 1), help="work-groups, e.g. 8,1,1")
     p.add_argument("--dim", type=int, default=16, help="size used for every dynamic mode")
     p.add_argument("--group-size", type=int, default=4, help="members of dynamic-size groups")

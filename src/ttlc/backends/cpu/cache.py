@@ -1,0 +1,92 @@
+"""The disk cache of compiled code.
+
+Entries live in ``$TTLC_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/ttlc`` (default
+``~/.cache/ttlc``), one file per key under a folder per target (``cpu/<key>.o``).
+``TTLC_CACHE=0`` disables the cache (nothing is read or written).
+
+A key is the SHA-256 of everything the code depends on (``key(...)``): the program, the
+target, the options, the CPU name and features, and the ttlc and llvmlite versions.
+An entry is ``MAGIC``, the SHA-256 of the payload, a newline and the payload; an entry
+whose checksum does not match (a damaged file) is deleted and reported as a miss, so
+the caller rebuilds it.  Entries are written to a temporary file in the same folder and
+moved into place with ``os.replace``: concurrent processes never see half a file, and the
+last writer wins with identical contents.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+MAGIC = b"TTLC-CACHE-1\n"
+
+
+def enabled() -> bool:
+    return os.environ.get("TTLC_CACHE", "1").strip().lower() not in ("0", "no", "off", "false")
+
+
+def directory() -> Path:
+    """The cache root (it may not exist yet)."""
+    explicit = os.environ.get("TTLC_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ttlc"
+
+
+def key(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        data = p.encode("utf-8") if isinstance(p, str) else bytes(p)
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def path(target: str, k: str) -> Path:
+    return directory() / target / f"{k}.o"
+
+
+def load(target: str, k: str) -> Optional[bytes]:
+    """The payload stored under the key, or None (missing, disabled or damaged)."""
+    if not enabled():
+        return None
+    p = path(target, k)
+    try:
+        data = p.read_bytes()
+    except OSError:
+        return None
+    head = len(MAGIC) + 64 + 1
+    if (len(data) >= head and data.startswith(MAGIC) and data[head - 1:head] == b"\n"
+            and hashlib.sha256(data[head:]).hexdigest().encode() == data[len(MAGIC):head - 1]):
+        return data[head:]
+    try:  # damaged: remove it so that the rebuilt entry replaces it
+        p.unlink()
+    except OSError:
+        pass
+    return None
+
+
+def store(target: str, k: str, payload: bytes) -> bool:
+    """Write an entry atomically; False when the cache is disabled or not writable."""
+    if not enabled():
+        return False
+    p = path(target, k)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{k[:16]}.", suffix=".tmp", dir=p.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+            os.replace(tmp, p)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    except OSError:
+        return False
+    return True

@@ -1,0 +1,572 @@
+"""Coopmatrix instructions on the CPU.
+
+A coopmatrix value (``CoopVal``) holds, for each of the G subgroups of the work-group, the
+whole M x N matrix as one LLVM vector of M*N components in column-major order (entry
+``c * M + r``; complex matrices as a (re, im) pair of such vectors).  A matrix made in
+uniform code (a constant, a construct from a uniform number) holds G equal copies.
+
+* Load, store and the atomics are executed per subgroup when any of its work-items is
+  active, at the position and through the memref of the subgroup's first active
+  work-item (the operands must be dynamically uniform).  A column-major memref with unit
+  stride is read and written column by column (masked vector loads/stores); other
+  layouts and transposed accesses use masked gathers/scatters.  ``rows_checked`` /
+  ``cols_checked`` mask the components outside the memref (they read as 0).
+* mul_add is an outer-product loop over columns: ``D[:, j] = sum_k A[:, k] B[k, j] + C[:, j]``
+  on M-lane vectors, in C's type (16-bit floats in f32), then cast to D's type.
+* Work-item views (extract, insert, apply) and the merging of divergent control flow go
+  through the layout of DESIGN.md ("Coopmatrix distribution"): each is a shuffle with a
+  constant mask between the W-lane vectors of work-items and the matrices.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, List, Optional
+
+from llvmlite import ir
+
+from ...interp.coop import coop_layout, coop_owner
+from ...ir.core import Instruction
+from ...ir.types import SCALAR_TYPES, CoopMatrixType, ScalarType
+from .codegen import (I1, I32, I64, LLTYPE, Cplx, FunctionCodegen, InstRef, Lanes,
+                      MemVal, _align, _masked_load, _masked_store,
+                      atomic_update, binary, convert, elem_type, emits, is_vec, lane_loop, parts)
+
+E_COOP_BOUNDS = 9
+
+
+@dataclass
+class CoopVal:
+    """Per subgroup, the matrix as a vector of M*N components (column-major)."""
+
+    mats: List[Any]  # G entries: ir vector or Cplx of vectors
+    type: CoopMatrixType
+
+
+def _vt(t: CoopMatrixType) -> ir.VectorType:
+    return ir.VectorType(LLTYPE[t.component.name], t.rows * t.cols)
+
+
+def _consts(values, t: ir.Type = I32) -> ir.Constant:
+    return ir.Constant(ir.VectorType(t, len(values)), [int(v) for v in values])
+
+
+def _map(fn, *xs):
+    """fn on every part (re/im) of the given per-subgroup matrices."""
+    if isinstance(xs[0], Cplx):
+        return Cplx(fn(*[x.re for x in xs]), fn(*[x.im for x in xs]))
+    return fn(*xs)
+
+
+def shuffle(cg: FunctionCodegen, x, y, indices) -> Any:
+    """shufflevector on plain or complex vectors."""
+    mask = _consts(indices)
+    if isinstance(x, Cplx):
+        return Cplx(cg.b.shuffle_vector(x.re, y.re, mask), cg.b.shuffle_vector(x.im, y.im, mask))
+    return cg.b.shuffle_vector(x, y, mask)
+
+
+def concat(cg: FunctionCodegen, pieces: list) -> Any:
+    """Vectors of equal length joined in order (plain or complex)."""
+    if isinstance(pieces[0], Cplx):
+        return Cplx(concat(cg, [p.re for p in pieces]), concat(cg, [p.im for p in pieces]))
+    n = pieces[0].type.count
+    total = n * len(pieces)
+    vecs = list(pieces)
+    while len(vecs) > 1:
+        m = vecs[0].type.count
+        if len(vecs) % 2:
+            vecs.append(vecs[-1])  # padding, cut off below
+        cat = _consts(range(2 * m))
+        vecs = [cg.b.shuffle_vector(vecs[i], vecs[i + 1], cat) for i in range(0, len(vecs), 2)]
+    out = vecs[0]
+    if out.type.count != total:
+        out = cg.b.shuffle_vector(out, out, _consts(range(total)))
+    return out
+
+
+def splat_n(cg: FunctionCodegen, x, n: int):
+    """A scalar (or complex scalar) repeated n times."""
+    if isinstance(x, Cplx):
+        return Cplx(splat_n(cg, x.re, n), splat_n(cg, x.im, n))
+    vt = ir.VectorType(x.type, n)
+    if isinstance(x, ir.Constant):
+        return ir.Constant(vt, [x.constant] * n)
+    v = cg.b.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(I32, 0))
+    return cg.b.shuffle_vector(v, ir.Constant(vt, ir.Undefined), _consts([0] * n))
+
+
+def zero_mat(t: CoopMatrixType):
+    z = ir.Constant(_vt(t), None)
+    return Cplx(z, z) if t.component.is_complex else z
+
+
+# ---- per-subgroup operands --------------------------------------------------------------------
+def subgroups(cg: FunctionCodegen) -> int:
+    return cg.W // cg.S
+
+
+def first_lane(cg: FunctionCodegen, g: int) -> ir.Value:
+    """Lane (i32) of the first active work-item of subgroup g (its first one if none is)."""
+    S = cg.S
+    if cg.mask is None:
+        return ir.Constant(I32, g * S)
+    b = cg.b
+    sub = b.shuffle_vector(cg.mask, cg.mask, _consts(range(g * S, g * S + S)))
+    first = cg.first_lane(sub)
+    first = b.select(b.icmp_unsigned("==", first, ir.Constant(I32, S)), ir.Constant(I32, 0), first)
+    return b.add(first, ir.Constant(I32, g * S))
+
+
+def subgroup_active(cg: FunctionCodegen, g: int) -> Optional[ir.Value]:
+    """i1: does any work-item of subgroup g execute (None: all do)."""
+    if cg.mask is None:
+        return None
+    sub = cg.b.shuffle_vector(cg.mask, cg.mask, _consts(range(g * cg.S, g * cg.S + cg.S)))
+    return cg.reduce_or(sub)
+
+
+def uniform_in(cg: FunctionCodegen, x, lane: Optional[ir.Value]):
+    """The value of a (dynamically uniform) operand for one subgroup."""
+    if isinstance(x, Lanes):
+        x = cg.vector(x)
+    if isinstance(x, Cplx):
+        return Cplx(uniform_in(cg, x.re, lane), uniform_in(cg, x.im, lane))
+    if is_vec(x):
+        return cg.b.extract_element(x, lane)
+    return x
+
+
+def memref_in(cg: FunctionCodegen, m: MemVal, lane) -> MemVal:
+    pick = lambda v: v if isinstance(v, int) else uniform_in(cg, v, lane)  # noqa: E731
+    return MemVal(uniform_in(cg, m.ptr, lane), [pick(s) for s in m.shape],
+                  [pick(s) for s in m.stride], m.type)
+
+
+def owner_mask(cg: FunctionCodegen, t: CoopMatrixType, lane_mask: ir.Value, g: int) -> ir.Value:
+    """Per component of subgroup g's matrix: is the work-item holding it in lane_mask?"""
+    owner = coop_owner(cg.S, t.rows, t.cols)  # rows x cols
+    idx = [g * cg.S + int(owner[r, c]) for c in range(t.cols) for r in range(t.rows)]
+    if not is_vec(lane_mask):
+        return splat_n(cg, lane_mask, t.rows * t.cols)
+    return cg.b.shuffle_vector(lane_mask, lane_mask, _consts(idx))
+
+
+def select(cg: FunctionCodegen, cond, a: CoopVal, c: CoopVal) -> CoopVal:
+    out = []
+    for g, (x, y) in enumerate(zip(a.mats, c.mats)):
+        m = owner_mask(cg, a.type, cond, g)
+        out.append(_map(lambda p, q: cg.b.select(m, p, q), x, y))
+    return CoopVal(out, a.type)
+
+
+# ---- values ---------------------------------------------------------------------------------------
+def constant(cg: FunctionCodegen, t: CoopMatrixType, value) -> CoopVal:
+    from .codegen import constant as scalar_constant
+
+    x = scalar_constant(t.component, value)
+    mat = splat_n(cg, x, t.rows * t.cols)
+    return CoopVal([mat] * subgroups(cg), t)
+
+
+@emits("cooperative_matrix_construct")
+def emit_construct(cg: FunctionCodegen, inst: Instruction):
+    t: CoopMatrixType = inst.results[0].type
+    a = cg.get(inst.slots["a"])
+    mats = [splat_n(cg, uniform_in(cg, a, first_lane(cg, g) if cg.varying_repr(a) else None),
+                    t.rows * t.cols) for g in range(subgroups(cg))]
+    return CoopVal(mats, t)
+
+
+@emits("cooperative_matrix_scale")
+def emit_scale(cg: FunctionCodegen, inst: Instruction):
+    t: CoopMatrixType = inst.results[0].type
+    a = cg.get(inst.slots["a"])
+    m: CoopVal = cg.get(inst.slots["b"])
+    out = []
+    for g, mat in enumerate(m.mats):
+        s = uniform_in(cg, a, first_lane(cg, g) if cg.varying_repr(a) else None)
+        out.append(binary(cg, "mul", t.component, splat_n(cg, s, t.rows * t.cols), mat))
+    return CoopVal(out, t)
+
+
+def elementwise_binary(cg: FunctionCodegen, op: str, t: CoopMatrixType, a: CoopVal, c: CoopVal):
+    return CoopVal([binary(cg, op, t.component, x, y) for x, y in zip(a.mats, c.mats)], t)
+
+
+def cast(cg: FunctionCodegen, x: CoopVal, dst: CoopMatrixType) -> CoopVal:
+    return CoopVal([convert(cg, m, x.type.component, dst.component) for m in x.mats], dst)
+
+
+# ---- memory -----------------------------------------------------------------------------------------
+def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, fn) -> None:
+    """Call fn(m, offsets, valid, contiguous_columns) for subgroup g, under its activity.
+
+    offsets (i64 x M*N): element offsets of the components from m.ptr; valid (i1 x M*N):
+    the components accessed (the checked flags and the subgroup's activity)."""
+    b = cg.b
+    lane = first_lane(cg, g) if cg.mask is not None else ir.Constant(I32, g * cg.S)
+    m = memref_in(cg, cg.get(inst.slots["tensor"]), lane)
+    x = uniform_in(cg, cg.get(inst.slots["x"]), lane)
+    y = uniform_in(cg, cg.get(inst.slots["y"]), lane)
+    transpose = inst.modifier("ta") == "t"
+    checked = inst.modifier("checked")
+    M, N = t.rows, t.cols
+    n = M * N
+    rows = [e % M for e in range(n)]
+    cols = [e // M for e in range(n)]
+    i_vec, j_vec = _consts(rows, I64), _consts(cols, I64)
+    xs, ys = splat_n(cg, x, n), splat_n(cg, y, n)
+    if transpose:
+        ri, ci = b.add(xs, j_vec), b.add(ys, i_vec)
+    else:
+        ri, ci = b.add(xs, i_vec), b.add(ys, j_vec)
+    s0, s1 = (cg.ival(s) for s in m.shape)
+    zero = ir.Constant(ir.VectorType(I64, n), None)
+    in_rows = b.and_(b.icmp_signed(">=", ri, zero), b.icmp_signed("<", ri, splat_n(cg, s0, n)))
+    in_cols = b.and_(b.icmp_signed(">=", ci, zero), b.icmp_signed("<", ci, splat_n(cg, s1, n)))
+    row_guard, col_guard = (in_cols, in_rows) if transpose else (in_rows, in_cols)
+    valid = ir.Constant(ir.VectorType(I1, n), [1] * n)
+    if checked in ("rows_checked", "both_checked"):
+        valid = b.and_(valid, row_guard)
+    if checked in ("cols_checked", "both_checked"):
+        valid = b.and_(valid, col_guard)
+    active = subgroup_active(cg, g)
+    if cg.checked:
+        bad = b.and_(valid, b.xor(b.and_(in_rows, in_cols), ir.Constant(valid.type, [1] * n)))
+        bad = cg.reduce_or(bad)
+        if active is not None:
+            bad = b.and_(bad, active)
+        saved, cg.mask = cg.mask, None
+        cg.fail_if(bad, E_COOP_BOUNDS, [ir.Constant(I64, g)])
+        cg.mask = saved
+    if active is not None:
+        valid = b.and_(valid, splat_n(cg, active, n))
+    st0, st1 = (cg.ival(s) for s in m.stride)
+    off = b.add(b.mul(ri, splat_n(cg, st0, n)), b.mul(ci, splat_n(cg, st1, n)))
+    unit = (not transpose) and isinstance(m.stride[0], int) and m.stride[0] == 1
+    fn(m, off, valid, unit)
+
+
+def _column(cg: FunctionCodegen, v, c: int, M: int):
+    return shuffle(cg, v, v, range(c * M, c * M + M))
+
+
+def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> CoopVal:
+    b = cg.b
+    comp = t.component
+    lt = LLTYPE[comp.name]
+    M, N = t.rows, t.cols
+    mats = []
+    for g in range(subgroups(cg)):
+        result = {}
+
+        def load(m: MemVal, off, valid, unit):
+            if unit and not comp.is_complex:
+                cols = []
+                for c in range(N):
+                    p = b.gep(m.ptr, [b.extract_element(off, ir.Constant(I32, c * M))],
+                              source_etype=lt)
+                    cols.append(_masked_load(cg, lt, p, _column(cg, valid, c, M), M))
+                result["v"] = concat(cg, cols)
+                return
+            ptrs = b.gep(splat_n(cg, m.ptr, M * N), [off], source_etype=elem_type(comp))
+            if comp.is_complex:
+                pi = b.gep(ptrs, [_consts([1] * (M * N), I64)], source_etype=lt)
+                result["v"] = Cplx(_gather_n(cg, lt, ptrs, valid), _gather_n(cg, lt, pi, valid))
+            else:
+                result["v"] = _gather_n(cg, lt, ptrs, valid)
+        _access(cg, inst, t, g, load)
+        mats.append(result["v"])
+    return CoopVal(mats, t)
+
+
+def _gather_n(cg: FunctionCodegen, lt: ir.Type, ptrs, mask):
+    vt = ir.VectorType(lt, ptrs.type.count)
+    from .codegen import lt_size
+
+    return cg.intrinsic("llvm.masked.gather", vt, [ptrs, ir.Constant(I32, lt_size(lt)), mask,
+                                                   ir.Constant(vt, None)], [vt, ptrs.type])
+
+
+def _scatter_n(cg: FunctionCodegen, v, ptrs, mask) -> None:
+    from .codegen import lt_size
+
+    cg.intrinsic("llvm.masked.scatter", ir.VoidType(),
+                 [v, ptrs, ir.Constant(I32, lt_size(v.type.element)), mask], [v.type, ptrs.type])
+
+
+@emits("cooperative_matrix_load", "cooperative_matrix_atomic_load")
+def emit_load(cg: FunctionCodegen, inst: Instruction):
+    return load_matrix(cg, inst, inst.results[0].type)
+
+
+@emits("cooperative_matrix_store")
+def emit_store(cg: FunctionCodegen, inst: Instruction):
+    b = cg.b
+    value: CoopVal = cg.get(inst.slots["value"])
+    t = value.type
+    comp = t.component
+    lt = LLTYPE[comp.name]
+    M, N = t.rows, t.cols
+    _note_write(cg, inst)
+    for g in range(subgroups(cg)):
+        mat = value.mats[g]
+
+        def store(m: MemVal, off, valid, unit):
+            if unit and not comp.is_complex:
+                for c in range(N):
+                    p = b.gep(m.ptr, [b.extract_element(off, ir.Constant(I32, c * M))],
+                              source_etype=lt)
+                    _masked_store(cg, _column(cg, mat, c, M), p, _column(cg, valid, c, M))
+                return
+            ptrs = b.gep(splat_n(cg, m.ptr, M * N), [off], source_etype=elem_type(comp))
+            if comp.is_complex:
+                pi = b.gep(ptrs, [_consts([1] * (M * N), I64)], source_etype=lt)
+                _scatter_n(cg, mat.re, ptrs, valid)
+                _scatter_n(cg, mat.im, pi, valid)
+            else:
+                _scatter_n(cg, mat, ptrs, valid)
+        _access(cg, inst, t, g, store)
+
+
+def _note_write(cg: FunctionCodegen, inst: Instruction) -> None:
+    root = cg.roots.get(inst.slots["tensor"])
+    if root is not None and root not in cg.writes:
+        cg.writes[root] = InstRef.of(inst)
+
+
+def _entry_loop(cg: FunctionCodegen, n: int, valid, fn, result_types) -> list:
+    """for e in 0..n-1 where valid[e]: results[e] = fn(e) (an LLVM loop, in order)."""
+    saved_W = cg.W
+    cg.W = n  # lane_loop works on vectors of cg.W lanes
+    try:
+        return lane_loop(cg, valid, fn, result_types)
+    finally:
+        cg.W = saved_W
+
+
+@emits("cooperative_matrix_atomic_store", "cooperative_matrix_atomic_add",
+       "cooperative_matrix_atomic_max", "cooperative_matrix_atomic_min")
+def emit_atomic(cg: FunctionCodegen, inst: Instruction):
+    """Component by component, each a real atomic instruction (other work-groups run
+    concurrently); the update variants return the previous values (0 where not accessed)."""
+    b = cg.b
+    value: CoopVal = cg.get(inst.slots["value"])
+    t = value.type
+    comp = t.component
+    M, N = t.rows, t.cols
+    ordering = "monotonic" if inst.modifier("semantics") == "relaxed" else "seq_cst"
+    op = inst.opcode.rsplit("_", 1)[1]
+    _note_write(cg, inst)
+    olds = []
+    for g in range(subgroups(cg)):
+        mat = value.mats[g]
+        out = {}
+
+        def update(m: MemVal, off, valid, unit):
+            ptrs = b.gep(splat_n(cg, m.ptr, M * N), [off], source_etype=elem_type(comp))
+
+            def one(e):
+                p = b.extract_element(ptrs, e)
+                v = _map(lambda x: b.extract_element(x, e), mat)
+                if op == "store":
+                    from .codegen import _component_ptrs, _store_atomic
+
+                    if comp.is_complex:
+                        pr, pi = _component_ptrs(cg, comp, p)
+                        _store_atomic(b, v.re, pr, ordering, _align(comp))
+                        _store_atomic(b, v.im, pi, ordering, _align(comp))
+                    else:
+                        _store_atomic(b, v, p, ordering, _align(comp))
+                    return []
+                return parts(atomic_update(cg, op, comp, p, v, ordering))
+            types = [] if op == "store" else [LLTYPE[comp.name]] * (2 if comp.is_complex else 1)
+            res = _entry_loop(cg, M * N, valid, one, types)
+            if op != "store":
+                # components not accessed give 0
+                res = [b.select(valid, r, ir.Constant(r.type, None)) for r in res]
+                out["v"] = Cplx(*res) if comp.is_complex else res[0]
+        _access(cg, inst, t, g, update)
+        olds.append(out.get("v"))
+    if op == "store":
+        return None
+    return CoopVal(olds, t)
+
+
+@emits("cooperative_matrix_prefetch")
+def emit_prefetch(cg: FunctionCodegen, inst: Instruction):
+    return None  # a hint
+
+
+# ---- arithmetic -----------------------------------------------------------------------------------
+def _accumulate_type(t: ScalarType) -> ScalarType:
+    return SCALAR_TYPES["f32"] if t.name in ("f16", "bf16") else t
+
+
+@emits("cooperative_matrix_mul_add")
+def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
+    """D = A B + C per subgroup, in C's type (16-bit floats in f32), then cast to D's."""
+    A: CoopVal = cg.get(inst.slots["a"])
+    B: CoopVal = cg.get(inst.slots["b"])
+    C: CoopVal = cg.get(inst.slots["c"])
+    D: CoopMatrixType = inst.results[0].type
+    ct = C.type.component
+    cd = _accumulate_type(ct)
+    M, K, N = A.type.rows, A.type.cols, B.type.cols
+    out = []
+    for g in range(subgroups(cg)):
+        a = convert(cg, A.mats[g], A.type.component, cd)
+        bm = convert(cg, B.mats[g], B.type.component, cd)
+        c = convert(cg, C.mats[g], ct, cd)
+        a_cols = [_column(cg, a, k, M) for k in range(K)]
+        cols = []
+        for j in range(N):
+            acc = None
+            for k in range(K):
+                bkj = _map(lambda v: cg.b.extract_element(v, ir.Constant(I32, j * K + k)), bm)
+                prod = binary(cg, "mul", cd, a_cols[k], splat_n(cg, bkj, M))
+                acc = prod if acc is None else binary(cg, "add", cd, acc, prod)
+            cols.append(binary(cg, "add", cd, acc, _column(cg, c, j, M)))
+        d = concat(cg, cols)
+        if cd != ct:
+            d = convert(cg, d, cd, ct)
+        out.append(convert(cg, d, ct, D.component))
+    return CoopVal(out, D)
+
+
+@emits("cooperative_matrix_reduce_add", "cooperative_matrix_reduce_max",
+       "cooperative_matrix_reduce_min")
+def emit_reduce(cg: FunctionCodegen, inst: Instruction):
+    """Rows (mode row: an M x 1 result) or columns (1 x N) combined in order."""
+    a: CoopVal = cg.get(inst.slots["a"])
+    t: CoopMatrixType = inst.results[0].type
+    comp = a.type.component
+    cd = _accumulate_type(comp)
+    op = inst.opcode.rsplit("_", 1)[1]
+    M, N = a.type.rows, a.type.cols
+    out = []
+    for mat in a.mats:
+        x = convert(cg, mat, comp, cd)
+        if inst.modifier("mode") == "row":
+            acc = _column(cg, x, 0, M)
+            for c in range(1, N):
+                acc = binary(cg, op, cd, acc, _column(cg, x, c, M))
+        else:
+            vals = []
+            for c in range(N):
+                acc = None
+                for r in range(M):
+                    e = _map(lambda v: cg.b.extract_element(v, ir.Constant(I32, c * M + r)), x)
+                    acc = e if acc is None else binary(cg, op, cd, acc, e)
+                vals.append(acc)
+            lt = LLTYPE[cd.name]
+            acc = _map(lambda *vs: _build(cg, list(vs), lt), *vals) if not isinstance(vals[0], Cplx) \
+                else Cplx(_build(cg, [v.re for v in vals], lt), _build(cg, [v.im for v in vals], lt))
+        if cd != comp:
+            acc = convert(cg, acc, cd, comp)
+        out.append(acc)
+    return CoopVal(out, t)
+
+
+def _build(cg: FunctionCodegen, scalars: list, lt: ir.Type) -> ir.Value:
+    v = ir.Constant(ir.VectorType(lt, len(scalars)), ir.Undefined)
+    for k, s in enumerate(scalars):
+        v = cg.b.insert_element(v, s, ir.Constant(I32, k))
+    return v
+
+
+# ---- work-item views ----------------------------------------------------------------------------
+def _layout(cg: FunctionCodegen, t: CoopMatrixType):
+    return coop_layout(cg.S, t.rows, t.cols)
+
+
+def extract(cg: FunctionCodegen, m: CoopVal, v: int):
+    """Entry v of every work-item's part (W lanes; padding reads as 0)."""
+    lay = _layout(cg, m.type)
+    M = m.type.rows
+    n = M * m.type.cols
+    pieces = []
+    for mat in m.mats:
+        idx = [int(lay.col[p, v]) * M + int(lay.row[p, v]) if lay.valid[p, v] else n
+               for p in range(cg.S)]
+        zero = _map(lambda x: ir.Constant(x.type, None), mat)
+        pieces.append(shuffle(cg, mat, zero, idx))
+    return concat(cg, pieces)
+
+
+def insert(cg: FunctionCodegen, m: CoopVal, value, v: int, mask) -> CoopVal:
+    """The matrix with entry v of every active work-item's part replaced by its value."""
+    b = cg.b
+    t = m.type
+    lay = _layout(cg, t)
+    M, N = t.rows, t.cols
+    value = cg.splat(value)
+    # entry (r, c) is held by work-item p at index w: L = i + I c + I J k
+    I, J = lay.I, lay.J
+    out = []
+    for g, mat in enumerate(m.mats):
+        src, here = [], []
+        for c in range(N):
+            for r in range(M):
+                L = r % I + I * c + I * J * (r // I)
+                p, w = L % cg.S, L // cg.S
+                src.append(g * cg.S + p)
+                here.append(w == v)
+        picked = shuffle(cg, value, value, src)
+        sel = _consts([1 if h else 0 for h in here], I1)
+        if mask is not None:
+            sel = b.and_(sel, b.shuffle_vector(mask, mask, _consts(src)))
+        out.append(_map(lambda new, old: b.select(sel, new, old), picked, mat))
+    return CoopVal(out, t)
+
+
+@emits("cooperative_matrix_extract")
+def emit_extract(cg: FunctionCodegen, inst: Instruction):
+    return extract(cg, cg.get(inst.slots["matrix"]), inst.attrs["index"])
+
+
+@emits("cooperative_matrix_insert")
+def emit_insert(cg: FunctionCodegen, inst: Instruction):
+    return insert(cg, cg.get(inst.slots["matrix"]), cg.get(inst.slots["value"]),
+                  inst.attrs["index"], cg.mask)
+
+
+@emits("cooperative_matrix_apply")
+def emit_apply(cg: FunctionCodegen, inst: Instruction):
+    """The region once per entry index v of the work-items' parts, under the mask of the
+    work-items whose entry v is not padding; the yielded values are inserted."""
+    b = cg.b
+    t: CoopMatrixType = inst.results[0].type
+    m: CoopVal = cg.get(inst.slots["a"])
+    body = inst.regions[0]
+    arg_i, arg_j, arg_v = body.args
+    lay = _layout(cg, t)
+    G, S = subgroups(cg), cg.S
+    for v in range(lay.V):
+        valid = [bool(lay.valid[p, v]) for _ in range(G) for p in range(S)]
+        if not any(valid):
+            continue
+        rows = tuple(int(lay.row[p, v]) for _ in range(G) for p in range(S))
+        cols = tuple(int(lay.col[p, v]) for _ in range(G) for p in range(S))
+        run_mask = _consts([1 if x else 0 for x in valid], I1)
+        if cg.mask is not None:
+            run_mask = b.and_(run_mask, cg.mask)
+        current = extract(cg, m, v)
+        pre = b.block
+        run, after = cg.block("apply"), cg.block("apply.end")
+        b.cbranch(cg.reduce_or(run_mask), run, after)
+        b.position_at_end(run)
+        cg.env[arg_i] = Lanes(None, rows, I32)
+        cg.env[arg_j] = Lanes(None, cols, I32)
+        cg.env[arg_v] = current
+        (y,) = cg.emit_region(body, run_mask)
+        cg.current = inst
+        new = insert(cg, m, y, v, run_mask)
+        end = b.block
+        b.branch(after)
+        b.position_at_end(after)
+        merged = cg.phi(t, True)
+        cg.add_incoming(merged, new, end)
+        cg.add_incoming(merged, m, pre)
+        m = merged
+    return CoopVal(list(m.mats), t)

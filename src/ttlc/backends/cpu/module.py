@@ -1,0 +1,398 @@
+"""Target "cpu": compile a program to machine code and run work-groups on a thread pool.
+
+``CpuModule(program)`` lowers a copy of the program (the "lower" pipeline for target
+cpu), generates LLVM IR (``codegen``), and loads the object code -- from the disk cache
+(``cache``) when it holds it, else optimised (O3) and compiled by LLVM (``jit``).
+
+A launch marshals the arguments with ``ttlc.runtime.args`` (the same checks and errors as
+every target), packs them into the slot array of the kernel ABI (see ``codegen``), and
+splits the grid's work-groups into contiguous chunks, one per thread: the calling thread
+runs the first chunk, a shared thread pool the others.  Kernels are called through
+``ctypes.CFUNCTYPE``, which releases the GIL.  The pool has as many threads as the process
+may use CPUs; ``TTLC_NUM_THREADS`` overrides it (read at every launch).
+
+Checked mode (``checked=True``) compiles bounds checks (every index within its mode, group
+indices within the group, no access through a null memref), integer division by zero,
+``for`` steps that never end, barriers in divergent code, and expand/fuse consistency into
+the code; the first error (lowest work-group) is raised as ``ttlc.KernelError``.  Data
+races and accesses after ``lifetime_stop`` are only found by target "interp".  Without
+checks, an out-of-bounds index is undefined behaviour, as in C.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import hashlib
+import json
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+
+from ...diagnostics import CompileError, Diagnostic, KernelError
+from ...ir.core import Argument, Function, Program
+from ...ir.types import GroupType
+from ...runtime import Module
+from . import cache, codegen, jit
+
+_KERNEL_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                ctypes.c_void_p, ctypes.c_void_p)
+
+#: a non-null, 64-byte aligned address for arrays with no elements (never accessed)
+_EMPTY = np.zeros(16, dtype=np.uint64)
+_EMPTY_ADDRESS = (_EMPTY.ctypes.data + 63) // 64 * 64 if _EMPTY.ctypes.data % 64 else _EMPTY.ctypes.data
+
+
+def _compiler_version() -> str:
+    """A hash of ttlc's sources (passes, code generator, ...): code compiled by an older
+    compiler is never reused, even when the version number did not change."""
+    h = hashlib.sha256()
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for folder, dirs, files in sorted(os.walk(root)):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                h.update(os.path.relpath(path, root).encode())
+                with open(path, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()
+
+
+_VERSION: Optional[str] = None
+
+
+def compiler_version() -> str:
+    global _VERSION
+    if _VERSION is None:
+        _VERSION = _compiler_version()
+    return _VERSION
+
+
+def cache_key(program: Program, checked: bool) -> str:
+    """The program text, the target and options, the machine and the compiler versions."""
+    from ... import __version__
+    import llvmlite
+
+    return cache.key("ttlc", __version__, compiler_version(), "llvmlite", llvmlite.__version__,
+                     "target cpu", f"checked={checked}", jit.versions(), str(program))
+
+
+def clone_program(program: Program) -> Program:
+    """A copy of a program that passes may change (locations and source kept)."""
+    from ...ir.core import Value
+    from ...ir.rewrite import _copy_attr, clone_region
+
+    functions = []
+    for f in program.functions:
+        mapping: Dict[Value, Value] = {}
+        args = []
+        for a in f.args:
+            v = Value(a.value.type, a.value.name, a.value.loc)
+            mapping[a.value] = v
+            args.append(Argument(v, _copy_attr(a.attrs), a.attrs_loc))
+        body = clone_region(f.body, mapping)
+        functions.append(Function(f.name, args, body, _copy_attr(f.attrs), f.loc, f.attrs_loc))
+    return Program(functions, program.source, program.filename)
+
+
+#: the largest work-group chosen for a function that does not set work_group_size: the
+#: work-items of a work-group are SIMD lanes of one thread, so more lanes give longer
+#: vectors (more registers, more code: every subgroup's coopmatrix code is emitted once
+#: per subgroup), not more parallelism, which comes from work-groups on other threads.
+#: 16 lanes is one subgroup of 16 (f32: one AVX-512 register) or two of 8 (f64)
+AUTO_MAX_WORK_GROUP = 16
+
+
+def lower(program: Program, checked: bool = False) -> Program:
+    """The program after the target-independent lowering for the CPU (a copy).
+
+    Checked code keeps instructions whose results are unused (no dead-code elimination):
+    an unused load out of bounds is still reported, as the interpreter does."""
+    from ...passes import PassContext, expand, run_passes
+    from ...target import get_target
+
+    lowered = clone_program(program)
+    try:
+        # sizes the function leaves to the compiler: at most AUTO_MAX_WORK_GROUP lanes
+        # (every varying value is a vector of that many lanes); given sizes are kept
+        auto = [f for f in lowered.functions if f.work_group_size is None]
+        if auto:
+            capped = dataclasses.replace(get_target("cpu"), max_work_group_size=AUTO_MAX_WORK_GROUP)
+            run_passes(Program(auto, program.source, program.filename), ["work-group-size"],
+                       PassContext(target=capped))
+        names = [n for n in expand(["lower"]) if not (checked and n == "dead-code-elimination")]
+        run_passes(lowered, names, PassContext(target=get_target("cpu")))
+    except CompileError as e:
+        raise e.with_source(program.source, program.filename) from None
+    return lowered
+
+
+def _internal(program: Program, what: str, e: BaseException) -> CompileError:
+    loc = program.functions[0].loc if program.functions else None
+    from ...ir.core import Location
+
+    return CompileError([Diagnostic(loc or Location(1, 1, 1, 1),
+                                    f"internal compiler error on target cpu ({what}: "
+                                    f"{type(e).__name__}: {e})")], program.source, program.filename)
+
+
+class Artifacts:
+    """Everything compiling a program for the CPU produces (computed on demand)."""
+
+    def __init__(self, program: Program, checked: bool):
+        self.program = program
+        self.checked = checked
+        self._lowered = None
+        self._generated = None
+        self._optimized = None
+
+    @property
+    def lowered(self) -> Program:
+        if self._lowered is None:
+            try:
+                self._lowered = lower(self.program, self.checked)
+            except (CompileError, RecursionError):
+                raise
+            except Exception as e:  # a bug in a pass: never a raw exception from compile()
+                raise _internal(self.program, "lowering", e) from e
+        return self._lowered
+
+    @property
+    def ir(self) -> str:
+        """LLVM IR text before optimisation."""
+        return self._generate()[0]
+
+    @property
+    def kernels(self) -> Dict[str, "codegen.KernelInfo"]:
+        return self._generate()[1]
+
+    def _generate(self):
+        if self._generated is None:
+            try:
+                self._generated = codegen.generate(self.lowered, self.checked)
+            except CompileError:
+                raise
+            except Exception as e:
+                raise _internal(self.program, "code generation", e) from e
+        return self._generated
+
+    def optimized(self):
+        if self._optimized is None:
+            try:
+                mod = jit.parse(self.ir)
+                jit.optimize(mod)
+            except RuntimeError as e:
+                raise _internal(self.program, "LLVM", e) from e
+            self._optimized = mod
+        return self._optimized
+
+    def optimized_ir(self) -> str:
+        return str(self.optimized())
+
+    def object_code(self) -> bytes:
+        return jit.emit_object(self.optimized())
+
+    def load_or_build(self) -> Tuple[bytes, Dict[str, "codegen.KernelInfo"], bool]:
+        """(object code, kernels, cache hit): from the disk cache when it has them."""
+        key = cache_key(self.program, self.checked)
+        entry = cache.load("cpu", key)
+        if entry is not None:
+            try:
+                size = int.from_bytes(entry[:8], "little")
+                meta = json.loads(entry[8:8 + size].decode())
+                funcs = {f.name: f for f in self.program.functions}
+                kernels = {name: codegen.KernelInfo.from_json(d, funcs[name])
+                           for name, d in meta.items()}
+                if set(kernels) == set(funcs):
+                    return entry[8 + size:], kernels, True
+            except (ValueError, KeyError, TypeError, IndexError):
+                pass  # not an entry of this format: rebuild it
+        obj = self.object_code()
+        meta = json.dumps({name: k.to_json() for name, k in self.kernels.items()}).encode()
+        cache.store("cpu", key, len(meta).to_bytes(8, "little") + meta + obj)
+        return obj, self.kernels, False
+
+
+def num_threads() -> int:
+    text = os.environ.get("TTLC_NUM_THREADS", "").strip()
+    if text:
+        try:
+            n = int(text)
+        except ValueError:
+            raise ValueError(f"TTLC_NUM_THREADS must be a positive integer, not {text!r}") from None
+        if n < 1:
+            raise ValueError(f"TTLC_NUM_THREADS must be a positive integer, not {text!r}")
+        return n
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+_POOL: Optional[ThreadPoolExecutor] = None
+_POOL_SIZE = 0
+_POOL_LOCK = threading.Lock()
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    global _POOL, _POOL_SIZE
+    with _POOL_LOCK:
+        if _POOL is None or _POOL_SIZE < workers:
+            old = _POOL
+            _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ttlc-cpu")
+            _POOL_SIZE = workers
+            if old is not None:
+                old.shutdown(wait=False)
+        return _POOL
+
+
+class CpuModule(Module):
+    target = "cpu"
+
+    def __init__(self, program: Program, checked: bool = False):
+        super().__init__(program, checked)
+        self.artifacts = Artifacts(program, checked)
+        obj, self.infos, self.cache_hit = self.artifacts.load_or_build()
+        try:
+            self._library = jit.Library(obj)
+        except RuntimeError as e:
+            raise _internal(program, "loading machine code", e) from e
+        self._functions = {}
+        for name, info in self.infos.items():
+            addr = self._library.address(info.symbol)
+            if addr is None:
+                raise _internal(program, "loading machine code", LookupError(info.symbol))
+            self._functions[name] = _KERNEL_TYPE(addr)
+
+    # ---- launch ----------------------------------------------------------------------------
+    def launch(self, kernel, args, grid) -> None:
+        from ...interp.values import Memory
+        from ...runtime.args import marshal
+
+        func = kernel.func
+        info = self.infos[func.name]
+        memory = Memory()
+        values = marshal(args, func.args, memory, func.name)
+        total = grid[0] * grid[1] * grid[2]
+        keep: list = []
+        slots = self._pack(info, func, values, memory, grid, keep)
+        self._check_writable(info, func, values, memory)
+        if total == 0:
+            return
+        fn = self._functions[func.name]
+        chunks = min(num_threads(), total)
+        bounds = [total * k // chunks for k in range(chunks + 1)]
+        address = ctypes.addressof(slots)
+
+        def run(k: int):
+            start, end = bounds[k], bounds[k + 1]
+            local_addr = 0
+            if info.local_bytes:
+                local = ctypes.create_string_buffer(info.local_bytes + 64)
+                local_addr = (ctypes.addressof(local) + 63) // 64 * 64
+            err = (ctypes.c_int64 * codegen.ERR_SLOTS)()
+            rc = fn(address, start, end, local_addr, ctypes.addressof(err))
+            return rc, err
+
+        if chunks == 1:
+            results = [run(0)]
+        else:
+            pool = _pool(chunks - 1)
+            futures = [pool.submit(run, k) for k in range(1, chunks)]
+            first = run(0)
+            results = [first] + [f.result() for f in futures]
+        for rc, err in results:  # chunks are in group order: the first error is the lowest
+            if rc:
+                raise self._error(info, err)
+
+    def _pack(self, info, func: Function, values, memory, grid, keep: list):
+        """The slot array of the kernel ABI (a ctypes array; `keep` holds what it points to)."""
+        slots = (ctypes.c_int64 * info.num_slots)()
+        slots[0], slots[1], slots[2] = grid
+        for a, lay, v in zip(func.args, info.slots, values):
+            k = lay.first
+            if lay.kind == "memref":
+                n = len(v.shape)
+                slots[k] = self._address(v, memory)
+                for i in range(n):
+                    slots[k + 1 + i] = int(v.shape[i])
+                    slots[k + 1 + n + i] = int(v.stride[i])
+            elif lay.kind == "group":
+                n = a.value.type.memref.order
+                members = v.members
+                ptrs = np.array([self._address(m, memory) for m in members] or [0], dtype=np.int64)
+                dopes = np.array([[int(s) for s in m.shape] + [int(s) for s in m.stride]
+                                  for m in members] or [[0] * (2 * n)], dtype=np.int64)
+                keep += [ptrs, dopes]
+                if v.associated:
+                    slots[k] = ptrs.__array_interface__["data"][0]
+                    slots[k + 1] = dopes.__array_interface__["data"][0]
+                slots[k + 2] = len(members)
+                slots[k + 3] = 1 if v.associated else 0
+            else:
+                data = np.asarray(v).tobytes().ljust(8 * lay.count, b"\0")
+                for i in range(lay.count):
+                    slots[k + i] = int.from_bytes(data[8 * i:8 * i + 8], "little", signed=True)
+        return slots
+
+    @staticmethod
+    def _address(m, memory) -> int:
+        if int(m.buffer) < 0:
+            return 0
+        buf = memory.buffers[int(m.buffer)]
+        if buf.size == 0:
+            return _EMPTY_ADDRESS
+        return buf.__array_interface__["data"][0] + int(m.offset) * buf.itemsize
+
+    def _check_writable(self, info, func: Function, values, memory) -> None:
+        """A kernel that writes an argument needs writeable arrays (checked before running)."""
+        for index, inst in info.writes.items():
+            v = values[index]
+            members = v.members if isinstance(func.args[index].value.type, GroupType) else [v]
+            for m in members:
+                if int(m.buffer) >= 0 and not memory.buffers[int(m.buffer)].flags.writeable:
+                    where = f"{self.program.filename}:{inst.loc}"
+                    raise KernelError(f"{where}: kernel @{func.name}: write to a read-only array "
+                                      f"(argument {index}, %{func.args[index].value.name}, is not "
+                                      "writeable)")
+
+    def _error(self, info, err) -> KernelError:
+        code, gx, gy, gz, inst_id, lane = (int(x) for x in err[:6])
+        d = [int(x) for x in err[6:]]
+        inst = info.instructions[inst_id]
+        wgx = info.config.work_group_size[0]
+        where = f"{self.program.filename}:{inst.loc}"
+        item = f", work-item ({lane % wgx}, {lane // wgx})" if lane >= 0 else ""
+        if code == codegen.E_INDEX:
+            mode, value, bound, order = d[:4]
+            full = ", ".join(str(x) for x in d[4:4 + min(order, 6)])
+            if order > 6:
+                full += ", ..."
+            msg = (f"index {value} of mode {mode} is out of bounds (size {bound}); the index is "
+                   f"[{full}]")
+        elif code == codegen.E_GROUP_INDEX:
+            msg = f"group index {d[0]} is out of bounds (group size {d[1]})"
+        elif code == codegen.E_NULL:
+            msg = "access through a null memref"
+        elif code == codegen.E_DIV_ZERO:
+            msg = f"integer division by zero in '{inst.opcode}': {d[0]} divided by 0"
+        elif code == codegen.E_STEP:
+            msg = f"for loop with step {d[0]} never ends"
+        elif code == codegen.E_BARRIER:
+            arrived = d[0]
+            msg = (f"barrier not reached by all work-items of the work-group: work-item "
+                   f"({arrived % wgx}, {arrived // wgx}) waits here but this work-item does not "
+                   "arrive")
+        elif code == codegen.E_EXPAND:
+            msg = f"expand shape product {d[0]} does not equal the mode size {d[1]}"
+        elif code == 9:  # coop.E_COOP_BOUNDS
+            msg = (f"a component of the coopmatrix of subgroup {d[0]} lies outside the memref "
+                   "(use rows_checked/cols_checked for partial tiles)")
+        elif code == codegen.E_FUSE:
+            msg = f"modes {d[0]} and {d[0] + 1} cannot be fused: their strides do not match"
+        else:  # pragma: no cover - defensive
+            msg = f"error {code}"
+        return KernelError(f"{where}: kernel @{info.name}, group {(gx, gy, gz)}{item}: {msg}")
