@@ -1800,7 +1800,6 @@ def emit_subview(cg: FunctionCodegen, inst: Instruction):
 @emits("expand")
 def emit_expand(cg: FunctionCodegen, inst: Instruction):
     m: MemVal = cg.get(inst.slots["tensor"])
-    rt: MemrefType = inst.results[0].type
     mode = inst.attrs["mode"]
     dims = [e if isinstance(e, int) else cg.get(e) for e in inst.slots["shape"]]
     strides, s = [], m.stride[mode]
@@ -1816,16 +1815,21 @@ def emit_expand(cg: FunctionCodegen, inst: Instruction):
             cg.fail_if(cg.b.icmp_signed("!=", tv, sv), E_EXPAND, [tv, sv])
     shape = m.shape[:mode] + dims + m.shape[mode + 1:]
     stride = m.stride[:mode] + strides + m.stride[mode + 1:]
+    return _view(cg, inst, m.ptr, shape, stride)
+
+
+def _view(cg: FunctionCodegen, inst: Instruction, ptr, shape, stride) -> MemVal:
+    """The result of expand/fuse: static entries of the result type win over computed ones."""
+    rt: MemrefType = inst.results[0].type
     shape = [_static_or(d, x) for d, x in zip(rt.shape, shape)]
     stride = [_static_or(d, x) for d, x in zip(rt.stride, stride)]
     _derive(cg, inst, inst.slots["tensor"])
-    return MemVal(m.ptr, shape, stride, rt)
+    return MemVal(ptr, shape, stride, rt)
 
 
 @emits("fuse")
 def emit_fuse(cg: FunctionCodegen, inst: Instruction):
     m: MemVal = cg.get(inst.slots["tensor"])
-    rt: MemrefType = inst.results[0].type
     lo, hi = inst.attrs["from"], inst.attrs["to"]
     size: IndexLike = 1
     for d in m.shape[lo:hi + 1]:
@@ -1839,10 +1843,7 @@ def emit_fuse(cg: FunctionCodegen, inst: Instruction):
             cg.fail_if(cg.b.icmp_signed("!=", pv, sv), E_FUSE, [ir.Constant(I64, k)])
     shape = m.shape[:lo] + [size] + m.shape[hi + 1:]
     stride = m.stride[:lo + 1] + m.stride[hi + 1:]
-    shape = [_static_or(d, x) for d, x in zip(rt.shape, shape)]
-    stride = [_static_or(d, x) for d, x in zip(rt.stride, stride)]
-    _derive(cg, inst, inst.slots["tensor"])
-    return MemVal(m.ptr, shape, stride, rt)
+    return _view(cg, inst, m.ptr, shape, stride)
 
 
 # ==== control flow ============================================================================
