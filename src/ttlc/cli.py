@@ -76,41 +76,6 @@ def _fp_option(text: str) -> bool:
                                      "-fno-unsafe-fp-math)")
 
 
-def _generated_inputs(func, dim: int, group_size: int, seed: int):
-    """Deterministic inputs for a kernel: random arrays, dynamic sizes set to dim."""
-    import numpy as np
-
-    from .interp.values import DTYPES
-    from .ir.types import BoolType, GroupType, MemrefType
-
-    rng = np.random.default_rng(seed)
-
-    def array(t: MemrefType):
-        shape = tuple(dim if s is None else s for s in t.shape)
-        dtype = DTYPES[t.element.name]
-        if dtype.kind in "iu":
-            data = rng.integers(-8, 8, size=shape)
-        elif dtype.kind == "c":
-            data = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
-        else:
-            data = rng.standard_normal(shape)
-        return np.asfortranarray(np.asarray(data).astype(dtype))
-
-    args = []
-    for a in func.args:
-        t = a.value.type
-        if isinstance(t, MemrefType):
-            args.append(array(t))
-        elif isinstance(t, GroupType):
-            n = group_size if t.size is None else t.size
-            args.append([array(t.memref) for _ in range(n)])
-        elif isinstance(t, BoolType):
-            args.append(True)
-        else:
-            args.append(1 if t.is_int else 1.0)
-    return args
-
-
 def cmd_run(args) -> int:
     """Run one kernel on generated inputs and print a summary of every array argument."""
     import time
@@ -119,6 +84,8 @@ def cmd_run(args) -> int:
 
     from . import api
     from .diagnostics import CompileError, KernelError
+    from .runtime.args import Group
+    from .testing.inputs import generated_inputs
 
     program = _load(args.file, verify=True)
     if program is None:
@@ -132,7 +99,7 @@ def cmd_run(args) -> int:
                   f"({', '.join(names)})", file=sys.stderr)
             return 2
         kernel = module[name]
-        inputs = _generated_inputs(kernel.func, args.dim, args.group_size, args.seed)
+        inputs, _ = generated_inputs(kernel.func, args.dim, args.group_size, args.seed)
         start = time.perf_counter()
         kernel(*inputs, grid=args.grid)
         elapsed = time.perf_counter() - start
@@ -141,12 +108,17 @@ def cmd_run(args) -> int:
         return 1
     print(f"@{name} on {args.target}, grid {tuple(args.grid)}: {elapsed * 1e3:.3f} ms")
     for a, x in zip(kernel.func.args, inputs):
-        arrays = x if isinstance(x, list) else [x]
-        for i, arr in enumerate(arrays):
+        members = list(getattr(x, "arrays", x)) if isinstance(x, (list, Group)) else None
+        offset = x.offset if isinstance(x, Group) else 0
+        for i, arr in enumerate([x] if members is None else members):
             if isinstance(arr, np.ndarray):
-                label = f"%{a.value.name}" + (f"[{i}]" if isinstance(x, list) else "")
-                total = np.asarray(arr, dtype=np.complex128 if arr.dtype.kind == "c" else np.float64).sum()
-                print(f"  {label}: shape {arr.shape}, sum {total:.6g}")
+                label = f"%{a.value.name}" + ("" if members is None else f"[{i}]")
+                where = (f"buffer of {arr.size}, sum from element {offset}" if offset
+                         else f"shape {arr.shape}, sum")
+                wide = np.complex128 if arr.dtype.kind == "c" else np.float64
+                total = np.asarray(arr.reshape(-1, order="A")[offset:] if offset else arr,
+                                   dtype=wide).sum()
+                print(f"  {label}: {where} {total:.6g}")
     return 0
 
 

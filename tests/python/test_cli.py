@@ -158,3 +158,34 @@ def test_console_script_matches_module(files):
     proc = subprocess.run([script, "opt", files["valid.ir"]], capture_output=True, text=True,
                           timeout=120)
     assert (proc.returncode, proc.stdout) == (0, CANONICAL)
+
+
+#: a kernel with every argument shape `ttlc run` must build inputs for: an order-0 memref,
+#: static non-packed strides and a group with a dynamic offset (language reference,
+#: "Memref type" and "Group type").  It writes known values, so the printed sums are known.
+RUN_KERNEL = """func @k(%s: memref<f32>, %A: memref<f32x4x2,strided<2,10>>,
+         %G: group<memref<f32x4>x?, offset: ?>) {
+    %v = constant 2.5 : f32
+    store %v, %s[]
+    %z = constant 0.0 : f32
+    axpby %z, %A, %z, %A
+    %c0 = constant 0 : index
+    %g = load %G[%c0] : memref<f32x4>
+    axpby %z, %g, %z, %g
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["interp", "cpu"])
+def test_run_builds_inputs_for_every_argument_kind(tmp_path, target):
+    path = tmp_path / "run.ir"
+    path.write_text(RUN_KERNEL)
+    code, out, err = ttlc("run", "--target", target, str(path))
+    assert code == 0, err
+    lines = [line.strip() for line in out.splitlines()]
+    assert "%s: shape (), sum 2.5" in lines
+    assert "%A: shape (4, 2), sum 0" in lines
+    # four members (--group-size default), each a buffer of offset 2 + 4 elements; the
+    # kernel zeroed member 0 after the offset
+    assert "%G[0]: buffer of 6, sum from element 2 0" in lines
+    assert sum(line.startswith("%G[") for line in lines) == 4
