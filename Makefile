@@ -27,10 +27,19 @@ pytest: $(STAMP)
 lit: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/lit -sv tests/lit
 
-bench: $(STAMP)
+# PyTorch and matplotlib for the benchmark suite (the `bench` extra); LIBXSMM comes from the
+# system (apt-get install libxsmm-dev) and is skipped with a reason when absent
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(PY) benchmarks/frontend.py
 	$(PY) benchmarks/interp.py
 	$(PY) benchmarks/cpu.py
+	$(PY) benchmarks/suite.py $(BENCH_ARGS)
 
 fuzz: $(STAMP)
 	$(PY) fuzz/fuzz_frontend.py --inputs 100000

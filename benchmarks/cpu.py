@@ -1,9 +1,11 @@
-"""Target cpu against the interpreter and NumPy on simple kernels.
+"""Target cpu against the interpreter and NumPy on simple element-wise kernels.
 
     .venv/bin/python benchmarks/cpu.py [--n 16777216]
 
 Prints the time per launch (best of several) and the effective bandwidth.  The first
-launch of each kernel is not timed (JIT compilation and the cache are measured apart).
+launch of each kernel is not timed.  Batched GEMM, the fused and bf16 kernels, compile
+time and call overhead are measured by benchmarks/suite.py against NumPy, PyTorch and
+LIBXSMM.
 """
 from __future__ import annotations
 
@@ -80,18 +82,6 @@ func @sincos(%X: memref<f32x?>, %Y: memref<f32x?>) attributes {subgroup_size=16,
 """
 
 
-GEMM = """
-func @gemm(%A: group<memref<f32x128x128>x?>, %B: group<memref<f32x128x128>x?>, %C: group<memref<f32x128x128>x?>) {
-    %g = group_id.x : index
-    %a = load %A[%g] : memref<f32x128x128>
-    %b = load %B[%g] : memref<f32x128x128>
-    %c = load %C[%g] : memref<f32x128x128>
-    %one = constant 1.0 : f32
-    %zero = constant 0.0 : f32
-    gemm %one, %a, %b, %zero, %c
-}
-"""
-
 
 def best(fn, repeat=5):
     times = []
@@ -113,15 +103,7 @@ def main() -> None:
     y = rng.standard_normal(n).astype(np.float32)
     print(f"n = {n} f32, {groups} work-groups, {os.cpu_count()} CPUs")
 
-    t = time.perf_counter()
-    os.environ["TTLC_CACHE"] = "0"
     cpu = ttlc.compile(AXPY, target="cpu")
-    print(f"compile axpy for cpu (no cache): {1e3 * (time.perf_counter() - t):.1f} ms")
-    del os.environ["TTLC_CACHE"]
-    ttlc.compile(AXPY, target="cpu")
-    t = time.perf_counter()
-    ttlc.compile(AXPY, target="cpu")
-    print(f"compile axpy for cpu (cache hit): {1e3 * (time.perf_counter() - t):.1f} ms")
     interp = ttlc.compile(AXPY, target="interp")
 
     def report(name, seconds, nbytes):
@@ -158,30 +140,6 @@ def main() -> None:
     cpu_s["sincos"](x, yy, grid=(groups,))
     report("cpu", best(lambda: cpu_s["sincos"](x, yy, grid=(groups,))), 8 * n)
     report("numpy", best(lambda: np.multiply(np.sin(x), np.cos(x), out=yy)), 8 * n)
-
-    print("batched gemm, 64 x (128 x 128 x 128) f32 (lowered to coopmatrix code):")
-    batch = 64
-    As = [np.asfortranarray(rng.standard_normal((128, 128)).astype(np.float32)) for _ in range(batch)]
-    Bs = [np.asfortranarray(rng.standard_normal((128, 128)).astype(np.float32)) for _ in range(batch)]
-    Cs = [np.zeros((128, 128), np.float32, order="F") for _ in range(batch)]
-    t = time.perf_counter()
-    cpu_g = ttlc.compile(GEMM, target="cpu")
-    print(f"  compile: {1e3 * (time.perf_counter() - t):.1f} ms")
-    cpu_g["gemm"](As, Bs, Cs, grid=(batch,))
-    flops = 2 * 128 ** 3 * batch
-    tg = best(lambda: cpu_g["gemm"](As, Bs, Cs, grid=(batch,)))
-    print(f"  {'cpu':28s} {1e3 * tg:9.3f} ms  {flops / tg / 1e9:7.2f} GFLOP/s")
-    A3, B3 = np.stack(As), np.stack(Bs)
-    tn = best(lambda: np.matmul(A3, B3))
-    print(f"  {'numpy matmul (BLAS)':28s} {1e3 * tn:9.3f} ms  {flops / tn / 1e9:7.2f} GFLOP/s")
-    ref = np.matmul(A3, B3)
-    print(f"  max difference to numpy: {max(float(np.abs(c - r).max()) for c, r in zip(Cs, ref)):.2e}")
-
-    print("launch overhead (1 work-group):")
-    one = x[:4096].copy()
-    cpu["axpy"](2.0, one, one, grid=(1,))
-    t = best(lambda: cpu["axpy"](2.0, one, one, grid=(1,)), 50)
-    print(f"  cpu: {1e6 * t:.1f} us per launch")
 
 
 if __name__ == "__main__":

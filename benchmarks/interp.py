@@ -96,7 +96,7 @@ def main() -> int:
     n = 1000
     A, B = (fortran(rng.standard_normal((16, 16, n)).astype(np.float32)) for _ in range(2))
     C = fortran(np.zeros((16, 16, n), np.float32))
-    k = ttlc.compile(BATCHED_GEMM)["bgemm"]
+    k = ttlc.compile(BATCHED_GEMM, target="interp")["bgemm"]
     t = median_time(lambda: k(A, B, C, grid=(n, 1, 1)), 3)
     ref_t = median_time(lambda: np.einsum("ikb,kjb->ijb", A, B), 5)
     assert np.allclose(C, np.einsum("ikb,kjb->ijb", A, B), rtol=1e-4, atol=1e-4)
@@ -106,7 +106,7 @@ def main() -> int:
     x = rng.standard_normal(64 * n).astype(np.float32)
     y0 = rng.standard_normal(64 * n).astype(np.float32)
     y = y0.copy()
-    k = ttlc.compile(SPMD_AXPY)["axpy"]
+    k = ttlc.compile(SPMD_AXPY, target="interp")["axpy"]
     k(x, y, grid=(n, 1, 1))
     assert np.allclose(y, 2 * x + y0, rtol=1e-6)
     t = median_time(lambda: k(x, y, grid=(n, 1, 1)), 3)
@@ -116,7 +116,7 @@ def main() -> int:
     n = 200
     A, B = (fortran(rng.standard_normal((32, 32, n)).astype(np.float32)) for _ in range(2))
     C = fortran(np.zeros((32, 32, n), np.float32))
-    k = ttlc.compile(COOP_GEMM)["cgemm"]
+    k = ttlc.compile(COOP_GEMM, target="interp")["cgemm"]
     t = median_time(lambda: k(A, B, C, grid=(n, 1, 1)), 3)
     ref_t = median_time(lambda: np.einsum("ikb,kjb->ijb", A, B), 5)
     assert np.allclose(C, np.einsum("ikb,kjb->ijb", A, B), rtol=1e-4, atol=1e-3)

@@ -4,13 +4,20 @@
 For each ``examples/*.ir``: ``ttlc.check(text)`` parses and verifies the program, the
 canonical print (``str(program)``) is shown with the time taken, and the print is parsed
 again to confirm it is a fixed point.  Then each kernel with a NumPy reference below runs
-on the reference interpreter over a batch of work-groups; its results are compared with
-NumPy and the times of both are shown.
 
-    python examples/demo.py [FILE.ir ...]
+- on the reference interpreter over a small batch (the interpreter is slow), and
+- compiled for target cpu over a realistic batch, timed (median of several launches, the
+  first launch excluded) next to the same computation written with NumPy;
+
+every result is compared with NumPy.  ``make bench`` (benchmarks/suite.py) measures more
+kernels against NumPy, PyTorch and LIBXSMM.
+
+    python examples/demo.py [--repeat N] [--scale S] [FILE.ir ...]
 """
 from __future__ import annotations
 
+import argparse
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -28,14 +35,6 @@ def fortran(rng, shape, dtype):
     return np.asfortranarray(rng.standard_normal(shape).astype(dtype))
 
 
-def case_gemm_batched(rng, batch):
-    A, B = fortran(rng, (64, 32, batch), np.float32), fortran(rng, (32, 48, batch), np.float32)
-    C = fortran(rng, (64, 48, batch), np.float32)
-    alpha, beta = np.float32(1.5), np.float32(0.5)
-    ref = alpha * np.einsum("ikb,kjb->ijb", A, B) + beta * C
-    return [alpha, A, B, beta, C], {4: ref}, 2 * 64 * 48 * 32 * batch
-
-
 def aligned(rng, shape, dtype, alignment=64):
     """A random Fortran-ordered array whose base address is a multiple of alignment."""
     dtype = np.dtype(dtype)
@@ -47,32 +46,59 @@ def aligned(rng, shape, dtype, alignment=64):
     return out
 
 
+def batched(x):
+    """A column-major (m, n, batch) array as NumPy's (batch, m, n) stack (a view)."""
+    return np.moveaxis(x, -1, 0)
+
+
+# Each case builds the arguments of one kernel for a batch and says how NumPy computes the
+# same thing: ``numpy(args)`` returns {argument index: expected value} from the inputs
+# (called before the kernel changes its outputs, and timed as NumPy's time).
+
+def case_gemm_batched(rng, batch):
+    A, B = fortran(rng, (64, 32, batch), np.float32), fortran(rng, (32, 48, batch), np.float32)
+    C = fortran(rng, (64, 48, batch), np.float32)
+
+    def numpy(args):
+        alpha, A, B, beta, C = args
+        return {4: alpha * np.matmul(batched(A), batched(B)) + beta * batched(C)}
+    return [np.float32(1.5), A, B, np.float32(0.5), C], numpy, 2 * 64 * 48 * 32 * batch
+
+
 def case_gemm_batched_group(rng, batch):
     # the group arguments promise alignment=64
     sizes = [(8 + k % 5, 4 + k % 3, 6 + k % 4) for k in range(batch)]  # m, k, n per entry
     A = [aligned(rng, (m, k), np.float64) for m, k, n in sizes]
     B = [aligned(rng, (n, k), np.float64) for m, k, n in sizes]
     C = [aligned(rng, (m, n), np.float64) for m, k, n in sizes]
-    ref = [2.0 * a @ b.T - c for a, b, c in zip(A, B, C)]
-    return [2.0, A, B, -1.0, C], {4: ref}, sum(2 * m * k * n for m, k, n in sizes)
+
+    def numpy(args):
+        alpha, A, B, beta, C = args
+        return {4: [alpha * a @ b.T + beta * c for a, b, c in zip(A, B, C)]}
+    return [2.0, A, B, -1.0, C], numpy, sum(2 * m * k * n for m, k, n in sizes)
 
 
 def case_fused(rng, batch):
     A, B = fortran(rng, (32, 16, batch), np.float32), fortran(rng, (8, 16, batch), np.float32)
     C, D = fortran(rng, (8, 24, batch), np.float32), fortran(rng, (32, 24, batch), np.float32)
-    alpha = np.float32(0.5)
-    ref = D + alpha * np.einsum("ikb,jkb,jlb->ilb", A, B, C)
-    return [alpha, A, B, C, D], {4: ref}, 2 * (32 * 8 * 16 + 32 * 24 * 8) * batch
+
+    def numpy(args):
+        alpha, A, B, C, D = args
+        T = np.matmul(batched(A), batched(B).transpose(0, 2, 1))
+        return {4: batched(D) + alpha * np.matmul(T, batched(C))}
+    return [np.float32(0.5), A, B, C, D], numpy, 2 * (32 * 8 * 16 + 32 * 24 * 8) * batch
 
 
 def case_attention(rng, batch):
     Q, K, V = (fortran(rng, (n, 16, batch), np.float16) for n in (16, 64, 64))
     O = np.asfortranarray(np.zeros((16, 16, batch), np.float32))
-    q, k, v = (x.astype(np.float32) for x in (Q, K, V))
-    s = np.einsum("idb,jdb->ijb", q, k) / 4.0
-    p = np.exp(s - s.max(axis=1, keepdims=True))
-    ref = np.einsum("ijb,jdb->idb", p, v) / p.sum(axis=1, keepdims=True)
-    return [Q, K, V, O], {3: ref}, 4 * 16 * 64 * 16 * batch
+
+    def numpy(args):
+        q, k, v = (batched(x).astype(np.float32) for x in args[:3])
+        s = np.matmul(q, k.transpose(0, 2, 1)) / 4.0
+        p = np.exp(s - s.max(axis=2, keepdims=True))
+        return {3: np.matmul(p, v) / p.sum(axis=2, keepdims=True)}
+    return [Q, K, V, O], numpy, 4 * 16 * 64 * 16 * batch
 
 
 def case_axpby_sum(rng, batch):
@@ -80,46 +106,87 @@ def case_axpby_sum(rng, batch):
     b = fortran(rng, (32,), np.float64)
     y, s, t = (np.asfortranarray(np.zeros(shape)) for shape in ((32, batch), (batch,), (16, batch)))
     total = np.zeros(())
-    y_ref = np.einsum("ijb,jb->ib", A, x) + 0.25 * b[:, None]
-    refs = {4: y_ref, 5: y_ref.sum(axis=0), 6: A.sum(axis=0), 7: y_ref.sum()}
-    return [0.25, A, x, b, y, s, t, total], refs, 2 * 32 * 16 * batch
+
+    def numpy(args):
+        alpha, A, x, b, y, s, t, total = args
+        y_ref = np.einsum("ijb,jb->ib", A, x) + alpha * b[:, None]
+        return {4: y_ref, 5: y_ref.sum(axis=0), 6: A.sum(axis=0), 7: total + y_ref.sum()}
+    return [0.25, A, x, b, y, s, t, total], numpy, 2 * 32 * 16 * batch
 
 
-#: kernel name -> input builder returning (arguments, {argument index: expected}, flops)
-CASES = {"gemm_batched": case_gemm_batched, "gemm_batched_group": case_gemm_batched_group,
-         "fused": case_fused, "attention": case_attention, "axpby_sum": case_axpby_sum}
-BATCH = 64
+#: kernel name -> (input builder returning (arguments, NumPy reference, flops),
+#:                 batch on the interpreter, batch on target cpu, tolerance)
+CASES = {
+    "gemm_batched": (case_gemm_batched, 16, 8192, 1e-4),
+    "gemm_batched_group": (case_gemm_batched_group, 16, 2000, 1e-4),
+    "fused": (case_fused, 16, 20000, 1e-4),
+    "attention": (case_attention, 8, 20000, 2e-2),
+    "axpby_sum": (case_axpby_sum, 16, 100000, 1e-4),
+}
 
 
-def execute(program) -> bool:
+def median_time(fn, repeat: int) -> float:
+    """Median seconds of `repeat` calls after one untimed call."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def max_error(args, expected) -> float:
+    """The largest difference to NumPy, relative to the largest expected magnitude."""
+    worst = 0.0
+    for index, ref in expected.items():
+        got = args[index]
+        pairs = zip(got, ref) if isinstance(got, list) else [(got, ref)]
+        for g, r in pairs:
+            g = np.asarray(g, np.float64)
+            g = batched(g) if g.ndim == np.ndim(r) and g.shape != np.shape(r) else g
+            scale = max(1.0, float(np.abs(r).max()))
+            worst = max(worst, float(np.abs(g - r).max()) / scale)
+    return worst
+
+
+def execute(program, repeat: int, scale: float) -> bool:
     """Run the kernels of a program that have a reference; compare and time them."""
     ok = True
-    module = ttlc.compile(program, target="interp")
-    for name in module:
+    modules = {"interp": ttlc.compile(program, target="interp")}
+    start = time.perf_counter()
+    modules["cpu"] = ttlc.compile(program, target="cpu")
+    compile_ms = 1e3 * (time.perf_counter() - start)
+    hit = " (cache hit)" if getattr(modules["cpu"], "cache_hit", False) else ""
+    print(f"-- compiled for cpu in {compile_ms:.0f} ms{hit}")
+    for name in modules["cpu"]:
         if name not in CASES:
             continue
-        rng = np.random.default_rng(0)
-        args, expected, flops = CASES[name](rng, BATCH)
-        start = time.perf_counter()
-        module[name](*args, grid=(BATCH, 1, 1))
-        elapsed = time.perf_counter() - start
-        worst = 0.0
-        for index, ref in expected.items():
-            got = args[index]
-            pairs = zip(got, ref) if isinstance(got, list) else [(got, ref)]
-            for g, r in pairs:
-                scale = max(1.0, float(np.abs(r).max()))
-                worst = max(worst, float(np.abs(np.asarray(g, np.float64) - r).max()) / scale)
-        tolerance = 2e-2 if name == "attention" else 1e-4
-        status = "ok" if worst <= tolerance else "MISMATCH"
-        ok = ok and status == "ok"
-        print(f"-- run @{name} on interp, {BATCH} work-groups: {1e3 * elapsed:.1f} ms, "
-              f"{flops / elapsed / 1e9:.3f} GFLOP/s; max relative error vs NumPy {worst:.1e} "
-              f"({status})")
+        build, interp_batch, cpu_batch, tolerance = CASES[name]
+        for target, batch in (("interp", interp_batch), ("cpu", max(1, int(cpu_batch * scale)))):
+            args, numpy, flops = build(np.random.default_rng(0), batch)
+            expected = numpy(args)
+            kernel = modules[target][name]
+            start = time.perf_counter()
+            kernel(*args, grid=(batch, 1, 1))
+            first = time.perf_counter() - start
+            worst = max_error(args, expected)
+            status = "ok" if worst <= tolerance else "MISMATCH"
+            ok = ok and status == "ok"
+            line = f"-- @{name} on {target:6s} {batch:6d} work-groups: "
+            if target == "interp":
+                line += f"{1e3 * first:9.1f} ms, {flops / first / 1e9:7.3f} GFLOP/s"
+            else:
+                t_ttlc = median_time(lambda: kernel(*args, grid=(batch, 1, 1)), repeat)
+                t_numpy = median_time(lambda: numpy(args), repeat)
+                line += (f"{1e3 * t_ttlc:9.3f} ms, {flops / t_ttlc / 1e9:7.2f} GFLOP/s | NumPy "
+                         f"{1e3 * t_numpy:9.3f} ms, {flops / t_numpy / 1e9:7.2f} GFLOP/s | "
+                         f"{t_numpy / t_ttlc:5.2f}x NumPy")
+            print(f"{line}; max relative error vs NumPy {worst:.1e} ({status})")
     return ok
 
 
-def run(path: Path) -> bool:
+def run(path: Path, repeat: int, scale: float) -> bool:
     text = path.read_text(encoding="utf-8")
     start = time.perf_counter()
     try:
@@ -140,18 +207,28 @@ def run(path: Path) -> bool:
     print(canonical, end="")
     print(f"-- parse+check {1e3 * (checked - start):.2f} ms, "
           f"print {1e3 * (printed - checked):.2f} ms")
-    ok = execute(program)
+    try:
+        ok = execute(program, repeat, scale)
+    except ttlc.CompileError as e:
+        print(f"== {path.name}: FAILED to compile for cpu", file=sys.stderr)
+        print(e, file=sys.stderr)
+        ok = False
     print()
     return ok
 
 
 def main(argv) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="*", type=Path, help="programs to run (default: examples/*.ir)")
+    ap.add_argument("--repeat", type=int, default=7, help="timed launches per kernel (median)")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply the cpu batch sizes")
+    opts = ap.parse_args(argv)
     here = Path(__file__).resolve().parent
-    paths = [Path(a) for a in argv] or sorted(here.glob("*.ir"))
+    paths = opts.files or sorted(here.glob("*.ir"))
     if not paths:
         print("no examples found", file=sys.stderr)
         return 1
-    failed = [p.name for p in paths if not run(p)]
+    failed = [p.name for p in paths if not run(p, max(1, opts.repeat), opts.scale)]
     print(f"{len(paths) - len(failed)} of {len(paths)} examples passed")
     if failed:
         print("failed: " + ", ".join(failed), file=sys.stderr)

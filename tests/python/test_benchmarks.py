@@ -1,0 +1,61 @@
+"""Smoke test of the benchmark suite (benchmarks/suite.py --quick) on a tiny size.
+
+PyTorch, LIBXSMM and matplotlib are optional: when one is absent the suite must skip it
+with a reason (recorded in the JSON summary) and still check and time everything else.
+No timing is asserted.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = ROOT / "benchmarks" / "suite.py"
+
+
+def test_quick_suite_checks_times_and_writes_json(tmp_path):
+    out = tmp_path / "results"
+    env = dict(os.environ, TTLC_CACHE_DIR=str(tmp_path / "cache"), TTLC_NUM_THREADS="2")
+    env.pop("TTLC_CACHE", None)
+    proc = subprocess.run([sys.executable, str(SUITE), "--quick", "--shapes", "8x8x8", "--dtypes",
+                           "f32", "--repeat", "1", "--out", str(out)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads((out / "latest.json").read_text())
+    assert {"meta", "limits", "results", "compile_ms", "overhead_us", "targets", "skipped",
+            "checks"} <= set(data)
+    # every timed row was compared with NumPy first
+    assert data["checks"]["count"] == len(data["results"]) > 0
+    assert data["checks"]["failed"] == 0
+    impls = {(r["section"], r["impl"]) for r in data["results"]}
+    for section in ("gemm", "fused", "mix", "overhead"):
+        assert {(section, "ttlc"), (section, "numpy")} <= impls, section
+    assert {("gemm", "ttlc group"), ("bf16", "ttlc")} <= impls
+    assert set(data["compile_ms"]) and all({"cold", "warm"} <= set(v)
+                                           for v in data["compile_ms"].values())
+    assert {"bandwidth_gbs", "peak_f32_gflops", "peak_f64_gflops"} <= set(data["limits"])
+    assert data["targets"] and all({"name", "value", "threshold", "passed"} <= set(t)
+                                   for t in data["targets"])
+    for row in data["results"]:
+        assert row["seconds"] > 0 and row["error"] >= 0
+    # optional implementations: measured when present, skipped with a reason when absent
+    optional = {"torch": importlib.util.find_spec("torch") is not None,
+                "plot": importlib.util.find_spec("matplotlib") is not None}
+    for name, present in optional.items():
+        if present:
+            assert name not in data["skipped"]
+        else:
+            assert data["skipped"][name], f"{name} absent but no reason given"
+    if optional["torch"]:
+        assert ("gemm", "torch") in impls and ("bf16", "torch") in impls
+    if "libxsmm" in data["skipped"]:
+        assert data["skipped"]["libxsmm"]
+    else:
+        assert ("gemm", "libxsmm") in impls
+    if optional["plot"]:
+        assert list(out.glob("suite-*.png"))
+    assert "results checked against NumPy" in proc.stdout
