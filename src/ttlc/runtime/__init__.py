@@ -1,6 +1,7 @@
 """Compiled modules and kernel launches (DESIGN.md, "Python")."""
 from __future__ import annotations
 
+import operator
 from typing import Any, Dict, Sequence, Tuple
 
 from ..ir.core import Function, Program
@@ -47,10 +48,17 @@ class Module:
         raise NotImplementedError
 
 
+_ONES = {1: (1, 1), 2: (1,), 3: ()}
+
+
 def _grid(grid) -> Tuple[int, int, int]:
     """(gx, gy, gz) from an integer or a 1-, 2- or 3-tuple of non-negative integers."""
-    import operator
-
+    if type(grid) is tuple and 0 < len(grid) <= 3:  # the common case, quickly
+        for x in grid:
+            if type(x) is not int or x < 0:
+                break
+        else:
+            return grid + _ONES[len(grid)]
     try:
         items = [grid] if not hasattr(grid, "__iter__") else list(grid)
         g = tuple(operator.index(x) for x in items)

@@ -13,7 +13,9 @@ position, its name and the kernel) and what differs.
 """
 from __future__ import annotations
 
+import ctypes
 import operator
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple
@@ -310,3 +312,184 @@ def marshal(args: Sequence[Any], params: List[Argument], memory: Memory, kernel:
         else:
             out.append(scalar_arg(x, t, what))
     return out
+
+
+# ---- quick path -------------------------------------------------------------------------------
+# Launch overhead matters for small kernels, and ``marshal`` builds views and Memory entries
+# that a compiled target does not need.  ``quick`` specialises the checks of the common
+# arguments to a kernel's parameter types.  It never raises and never decides that an
+# argument is wrong: anything it does not recognise as valid (every argument ``marshal``
+# rejects, and valid ones it does not handle) makes it answer None, and the caller then
+# runs ``marshal``, which makes every decision and gives every error message.
+
+#: the largest magnitude of a double that rounds to a finite f32 (2**128 - 2**103 rounds up)
+_F32_LIMIT = 2.0 ** 128 - 2.0 ** 103
+_NUMPY_INTS = (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64)
+
+
+def _data_field() -> Optional[int]:
+    """Where an ndarray object holds its data pointer (``PyArrayObject_fields.data``, which
+    NumPy's inline ``PyArray_DATA`` reads, so its place is part of NumPy's binary
+    interface), found and checked on probe arrays; None elsewhere than on CPython (where
+    ``id`` is not an address) or if no place matches.  Reading it is ten times faster
+    than ``x.ctypes.data``, the largest cost of a small launch."""
+    if sys.implementation.name != "cpython":
+        return None
+    base = np.zeros((4, 6))
+    probes = [np.zeros(1, np.uint8), np.zeros(100), base, base[1:, 2:], base.T[3:]]
+    for offset in range(8, 64, 8):  # an ndarray object is larger than 64 bytes
+        if all(ctypes.c_void_p.from_address(id(p) + offset).value == p.ctypes.data
+               for p in probes):
+            return offset
+    return None
+
+
+_DATA_FIELD = _data_field()
+_POINTER_AT = ctypes.c_void_p.from_address
+
+
+def _quick_memref(t: MemrefType, attrs: dict):
+    """A plain NumPy array with a non-empty shape; [address, *shape, *strides] or None."""
+    want = DTYPES[t.element.name]
+    item, order = want.itemsize, t.order
+    static_shape = [(i, s) for i, s in enumerate(t.shape) if s is not DYNAMIC]
+    static_stride = [(i, s) for i, s in enumerate(t.stride) if s is not DYNAMIC]
+    alignment = attrs.get("alignment") or 0
+    gcds = [(key == "shape_gcd", i, g) for key in ("shape_gcd", "stride_gcd")
+            for i, g in enumerate(attrs.get(key, [])[:order])]
+    if any(not isinstance(g, int) or g <= 0 for _, _, g in gcds) or not isinstance(alignment, int):
+        return None
+
+    def convert(x):
+        if type(x) is not np.ndarray or x.dtype != want:
+            return None
+        shape = x.shape
+        if len(shape) != order:
+            return None
+        stride, packed = [], 1
+        for size, st in zip(shape, x.strides):  # as _element_strides
+            if size == 1:
+                stride.append(packed)
+                continue
+            if size == 0 or st <= 0 or st % item or st // item < packed:
+                return None
+            stride.append(st // item)
+            packed = st // item * size
+        for i, s in static_shape:
+            if shape[i] != s:
+                return None
+        for i, s in static_stride:
+            if stride[i] != s:
+                if shape[i] > 1:
+                    return None
+                stride[i] = s
+        address = (x.ctypes.data if _DATA_FIELD is None
+                   else _POINTER_AT(id(x) + _DATA_FIELD).value)
+        if not address:  # (never for a non-empty array)
+            return None
+        if alignment and address % alignment:
+            return None
+        for is_shape, i, g in gcds:
+            if (shape[i] if is_shape else stride[i]) % g:
+                return None
+        return [address, *shape, *stride]
+    return convert
+
+
+def _quick_scalar(t: Type):
+    """bool, integers, f32 and f64 given as Python (or NumPy) numbers; [value] or None.
+
+    A float is returned as the Python float that rounds (to nearest) to the value."""
+    if isinstance(t, BoolType):
+        return lambda x: [x] if type(x) is bool else None
+    if not isinstance(t, ScalarType):
+        return None
+    if t.is_int:
+        info = np.iinfo(DTYPES[t.name])
+        lo, hi = int(info.min), int(info.max)
+
+        def convert_int(x):
+            if type(x) is not int:
+                if type(x) not in _NUMPY_INTS:
+                    return None
+                x = int(x)
+            return [x] if lo <= x <= hi else None
+        return convert_int
+    if t.name in ("f32", "f64"):
+        f32 = t.name == "f32"
+
+        def convert_float(x):
+            kind = type(x)
+            if kind is float or kind is np.float64 or kind is np.float32:
+                x = float(x)
+            elif kind is int and -2 ** 53 <= x <= 2 ** 53:  # exact: rounded once, as by NumPy
+                x = float(x)
+            else:
+                return None
+            if f32 and not -_F32_LIMIT < x < _F32_LIMIT:  # overflow, infinities, NaN
+                return None
+            return [x]
+        return convert_float
+    return None
+
+
+def _quick_group(t: GroupType, attrs: dict):
+    """A non-empty list (or tuple) of arrays for a group without offset (static 0 or
+    dynamic); [address of the member addresses, address of the members' sizes and
+    strides (2 n int64 per member), the member count, 1 (associated)] or None.  The two
+    int64 arrays are appended to `keep`: they must live until the kernel is done."""
+    if t.offset is not DYNAMIC and t.offset != 0:
+        return None
+    member = _quick_memref(t.memref, attrs)
+    if member is None:
+        return None
+    size = t.size
+
+    def convert(x, keep: list):
+        if type(x) is not list and type(x) is not tuple:
+            return None
+        n = len(x)
+        if not n or (size is not DYNAMIC and n != size):
+            return None
+        pointers, dopes = [], []
+        for a in x:
+            m = member(a)
+            if m is None:
+                return None
+            pointers.append(m[0])
+            dopes += m[1:]
+        p = (ctypes.c_int64 * n)(*pointers)
+        d = (ctypes.c_int64 * len(dopes))(*dopes)
+        keep += (p, d)
+        return [ctypes.addressof(p), ctypes.addressof(d), n, 1]
+    return convert
+
+
+def quick(params: List[Argument]):
+    """A function of a launch's arguments and a list, giving the flat list of what
+    ``marshal`` would make of them -- per memref its address, sizes and strides (in
+    elements), per scalar its value, per group the slots ``_quick_group`` describes
+    (what it allocates is added to the list) -- or None whenever ``marshal`` is needed.
+    None when some parameter type (f16, bf16, complex) has no quick path."""
+    converters = []  # (function, whether it takes `keep`)
+    for p in params:
+        t = p.value.type
+        group = isinstance(t, GroupType)
+        c = (_quick_memref(t, p.attrs) if isinstance(t, MemrefType) else
+             _quick_group(t, p.attrs) if group else _quick_scalar(t))
+        if c is None:
+            return None
+        converters.append((c, group))
+    count = len(converters)
+
+    def convert(args: Sequence[Any], keep: list) -> Optional[list]:
+        if len(args) != count:
+            return None
+        out: list = []
+        for (c, group), x in zip(converters, args):
+            v = c(x, keep) if group else c(x)
+            if v is None:
+                return None
+            out += v
+        return out
+    return convert

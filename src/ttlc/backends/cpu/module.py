@@ -4,12 +4,16 @@
 cpu), generates LLVM IR (``codegen``), and loads the object code -- from the disk cache
 (``cache``) when it holds it, else optimised (O3) and compiled by LLVM (``jit``).
 
-A launch marshals the arguments with ``ttlc.runtime.args`` (the same checks and errors as
-every target), packs them into the slot array of the kernel ABI (see ``codegen``), and
-splits the grid's work-groups into contiguous chunks, one per thread: the calling thread
-runs the first chunk, a shared thread pool the others.  Kernels are called through
-``ctypes.CFUNCTYPE``, which releases the GIL.  The pool has as many threads as the process
-may use CPUs; ``TTLC_NUM_THREADS`` overrides it (read at every launch).
+A launch checks the arguments with ``ttlc.runtime.args`` (the same checks and errors as
+every target): NumPy arrays, lists of them for groups and Python numbers go through
+``quick`` (checks specialised to the kernel's parameters at its first launch, written with
+one ``struct.pack_into``), anything else and every error through ``marshal``.  The slot
+array of the kernel ABI (see ``codegen``) is a new buffer per launch, so launches of one
+kernel from several Python threads at once are independent.  The grid's work-groups are
+split into contiguous chunks, one per thread: the calling thread runs the first chunk (a
+single work-group never leaves it), a shared thread pool the others.  Kernels are called
+through ``ctypes.CFUNCTYPE``, which releases the GIL.  The pool has as many threads as the
+process may use CPUs; ``TTLC_NUM_THREADS`` overrides it (read at every launch).
 
 Checked mode (``checked=True``) compiles bounds checks (every index within its mode, group
 indices within the group, no access through a null memref), integer division by zero,
@@ -25,17 +29,20 @@ import dataclasses
 import hashlib
 import json
 import os
+import struct
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from typing import Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Optional, Tuple
 
 import numpy as np
 
 from ...diagnostics import CompileError, Diagnostic, KernelError
 from ...ir.core import Argument, Function, Program
-from ...ir.types import GroupType
+from ...ir.types import BoolType, GroupType
 from ...runtime import Module
 from . import cache, codegen, jit
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 _KERNEL_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                                 ctypes.c_void_p, ctypes.c_void_p)
@@ -71,13 +78,26 @@ def compiler_version() -> str:
     return _VERSION
 
 
+def _locations(program: Program) -> str:
+    """Where the functions and instructions are in the source: the cached error messages
+    point there (programs that print the same may be laid out differently)."""
+    out = []
+    for f in program.functions:
+        out.append(f.loc)
+        for inst in f.body.walk():
+            out.append(inst.loc)
+    return " ".join(f"{x.line}.{x.col}-{x.end_line}.{x.end_col}" for x in out)
+
+
 def cache_key(program: Program, checked: bool) -> str:
-    """The program text, the target and options, the machine and the compiler versions."""
+    """The program (text and source locations), the target and options, the machine and
+    the compiler versions."""
     from ... import __version__
     import llvmlite
 
     return cache.key("ttlc", __version__, compiler_version(), "llvmlite", llvmlite.__version__,
-                     "target cpu", f"checked={checked}", jit.versions(), str(program))
+                     "target cpu", f"checked={checked}", jit.versions(), str(program),
+                     _locations(program))
 
 
 def clone_program(program: Program) -> Program:
@@ -232,12 +252,15 @@ def num_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-_POOL: Optional[ThreadPoolExecutor] = None
+_POOL: Optional["ThreadPoolExecutor"] = None
 _POOL_SIZE = 0
 _POOL_LOCK = threading.Lock()
 
 
-def _pool(workers: int) -> ThreadPoolExecutor:
+def _pool(workers: int) -> "ThreadPoolExecutor":
+    """The shared pool, grown to `workers` threads (imported on first use: 10 ms)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     global _POOL, _POOL_SIZE
     with _POOL_LOCK:
         if _POOL is None or _POOL_SIZE < workers:
@@ -247,6 +270,34 @@ def _pool(workers: int) -> ThreadPoolExecutor:
             if old is not None:
                 old.shutdown(wait=False)
         return _POOL
+
+
+#: struct codes of the scalars ``runtime.args.quick`` gives, each padded to its 8-byte slot
+_SLOT_FORMAT = {"bool": "?7x", "i8": "b7x", "i16": "h6x", "i32": "i4x", "i64": "q", "index": "q",
+                "f32": "f4x", "f64": "d"}
+
+
+class _Plan:
+    """What a launch of one kernel needs besides its arguments: the type of its buffer
+    (the slots, then the error record of the first chunk), the quick argument checks
+    (``runtime.args.quick``, None when some parameter has none), the ``struct`` layout
+    that writes their results into the slots, and the arguments the kernel writes."""
+
+    def __init__(self, func: Function, info: "codegen.KernelInfo"):
+        from ...runtime.args import quick
+
+        self.buffer = ctypes.c_int64 * (info.num_slots + codegen.ERR_SLOTS)
+        self.quick = quick(func.args)
+        # (argument, is a group) of the arguments the kernel writes
+        self.written = tuple((i, info.slots[i].kind == "group") for i in sorted(info.writes))
+        if self.quick is not None:
+            fmt = ["<3q"]
+            for a, lay in zip(func.args, info.slots):
+                t = a.value.type
+                fmt.append("q" * lay.count if lay.kind != "scalar" else
+                           _SLOT_FORMAT["bool" if isinstance(t, BoolType) else t.name])
+            self.struct = struct.Struct("".join(fmt))
+            assert self.struct.size == 8 * info.num_slots, (fmt, info.num_slots)
 
 
 class CpuModule(Module):
@@ -266,36 +317,67 @@ class CpuModule(Module):
             if addr is None:
                 raise _internal(program, "loading machine code", LookupError(info.symbol))
             self._functions[name] = _KERNEL_TYPE(addr)
+        self._plans: Dict[str, _Plan] = {}
 
     # ---- launch ----------------------------------------------------------------------------
+    def _plan(self, func: Function) -> "_Plan":
+        plan = self._plans.get(func.name)
+        if plan is None:
+            plan = self._plans[func.name] = _Plan(func, self.infos[func.name])
+        return plan
+
     def launch(self, kernel, args, grid) -> None:
+        func = kernel.func
+        info = self.infos[func.name]
+        plan = self._plan(func)
+        # one buffer per launch: the slots, then the error record of the calling thread's
+        # chunk (launches from several Python threads share nothing)
+        buf = plan.buffer()
+        keep: list = []
+        flat = plan.quick(args, keep) if plan.quick is not None else None
+        for i, group in plan.written if flat is not None else ():
+            for x in args[i] if group else (args[i],):
+                if not x.flags.writeable:
+                    flat = None
+        if flat is not None:
+            plan.struct.pack_into(buf, 0, *grid, *flat)
+        else:  # everything else, and every error, goes through marshal
+            keep = self._marshal_and_pack(info, func, args, grid, buf)
+        total = grid[0] * grid[1] * grid[2]
+        if total:
+            self._run(info, self._functions[func.name], buf, total)
+        del keep  # the views and arrays the slots point to, alive until here
+
+    def _marshal_and_pack(self, info, func: Function, args, grid, buf) -> list:
         from ...interp.values import Memory
         from ...runtime.args import marshal
 
-        func = kernel.func
-        info = self.infos[func.name]
         memory = Memory()
         values = marshal(args, func.args, memory, func.name)
-        total = grid[0] * grid[1] * grid[2]
-        keep: list = []
-        slots = self._pack(info, func, values, memory, grid, keep)
+        keep: list = [memory]
+        self._pack(info, func, values, memory, grid, keep, buf)
         self._check_writable(info, func, values, memory)
-        if total == 0:
-            return
-        fn = self._functions[func.name]
-        chunks = min(num_threads(), total)
-        bounds = [total * k // chunks for k in range(chunks + 1)]
-        address = ctypes.addressof(slots)
+        return keep
 
-        def run(k: int):
-            start, end = bounds[k], bounds[k + 1]
+    def _run(self, info, fn, buf, total: int) -> None:
+        """Run work-groups 0..total-1 in contiguous chunks, the first on this thread and
+        the others on the pool (a single work-group never leaves this thread)."""
+        address = ctypes.addressof(buf)
+        if total == 1 and not info.local_bytes:  # the common small launch, without the rest
+            if fn(address, 0, 1, 0, address + 8 * info.num_slots):
+                raise self._error(info, buf[info.num_slots:])
+            return
+        chunks = 1 if total == 1 else min(num_threads(), total)
+        bounds = [total * k // chunks for k in range(chunks + 1)]
+        errs = [None] + [(ctypes.c_int64 * codegen.ERR_SLOTS)() for _ in range(1, chunks)]
+
+        def run(k: int) -> int:
             local_addr = 0
             if info.local_bytes:
                 local = ctypes.create_string_buffer(info.local_bytes + 64)
                 local_addr = (ctypes.addressof(local) + 63) // 64 * 64
-            err = (ctypes.c_int64 * codegen.ERR_SLOTS)()
-            rc = fn(address, start, end, local_addr, ctypes.addressof(err))
-            return rc, err
+            err = address + 8 * info.num_slots if k == 0 else ctypes.addressof(errs[k])
+            return fn(address, bounds[k], bounds[k + 1], local_addr, err)
 
         if chunks == 1:
             results = [run(0)]
@@ -304,13 +386,12 @@ class CpuModule(Module):
             futures = [pool.submit(run, k) for k in range(1, chunks)]
             first = run(0)
             results = [first] + [f.result() for f in futures]
-        for rc, err in results:  # chunks are in group order: the first error is the lowest
+        for k, rc in enumerate(results):  # chunks are in group order: first error = lowest
             if rc:
-                raise self._error(info, err)
+                raise self._error(info, buf[info.num_slots:] if k == 0 else errs[k][:])
 
-    def _pack(self, info, func: Function, values, memory, grid, keep: list):
-        """The slot array of the kernel ABI (a ctypes array; `keep` holds what it points to)."""
-        slots = (ctypes.c_int64 * info.num_slots)()
+    def _pack(self, info, func: Function, values, memory, grid, keep: list, slots) -> None:
+        """Fill the slot array of the kernel ABI (`keep` holds what it points to)."""
         slots[0], slots[1], slots[2] = grid
         for a, lay, v in zip(func.args, info.slots, values):
             k = lay.first
@@ -336,7 +417,6 @@ class CpuModule(Module):
                 data = np.asarray(v).tobytes().ljust(8 * lay.count, b"\0")
                 for i in range(lay.count):
                     slots[k + i] = int.from_bytes(data[8 * i:8 * i + 8], "little", signed=True)
-        return slots
 
     @staticmethod
     def _address(m, memory) -> int:
@@ -379,6 +459,13 @@ class CpuModule(Module):
             msg = "access through a null memref"
         elif code == codegen.E_DIV_ZERO:
             msg = f"integer division by zero in '{inst.opcode}': {d[0]} divided by 0"
+        elif code == codegen.E_BROADCAST:
+            msg = (f"subgroup_broadcast from work-item {d[1]}, " +
+                   (f"outside the subgroup of size {d[2]}" if d[0] == 0 else
+                    "which is not active (its value is undefined)"))
+        elif code == codegen.E_COOP_DIV_ZERO:
+            msg = (f"integer division by zero in '{inst.opcode}': entry ({d[1]}, {d[2]}) "
+                   f"divides {d[0]} by 0")
         elif code == codegen.E_STEP:
             msg = f"for loop with step {d[0]} never ends"
         elif code == codegen.E_BARRIER:
@@ -389,8 +476,9 @@ class CpuModule(Module):
         elif code == codegen.E_EXPAND:
             msg = f"expand shape product {d[0]} does not equal the mode size {d[1]}"
         elif code == 9:  # coop.E_COOP_BOUNDS
-            msg = (f"a component of the coopmatrix of subgroup {d[0]} lies outside the memref "
-                   "(use rows_checked/cols_checked for partial tiles)")
+            msg = (f"component ({d[0]}, {d[1]}) accesses index ({d[2]}, {d[3]}) outside the "
+                   f"memref of shape {d[4]} x {d[5]} (use rows_checked/cols_checked for "
+                   "partial tiles)")
         elif code == codegen.E_FUSE:
             msg = f"modes {d[0]} and {d[0] + 1} cannot be fused: their strides do not match"
         else:  # pragma: no cover - defensive

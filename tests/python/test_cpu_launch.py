@@ -1,0 +1,251 @@
+"""Launches of target cpu: the quick argument path agrees with ``marshal``.
+
+A launch first tries ``ttlc.runtime.args.quick`` (checks specialised to the kernel's
+parameter types) and falls back to ``marshal`` for everything else, including every
+error.  Here both paths fill the kernel's slot array for many random arguments: whenever
+the quick path accepts, ``marshal`` must accept too and give the same slot bytes; when
+``marshal`` rejects, the quick path must not have accepted.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+import pytest
+
+import ttlc
+from ttlc.diagnostics import KernelError
+
+pytest.importorskip("llvmlite")
+
+MEMREFS = """
+func @m(%a: memref<f32x?x?>, %b: memref<f64x4x?,strided<1,?>>, %c: memref<i32x?x3x?,strided<?,?,?>>,
+        %d: memref<i8>, %e: memref<f32x?> {alignment=32},
+        %f: memref<i16x?x?> {shape_gcd=[2],stride_gcd=[1,4]},
+        %g: memref<f64x2x2>, %h: memref<f32x?x?,strided<1,7>>) {}
+"""
+SCALARS = """
+func @s(%a: i8, %b: i16, %c: i32, %d: i64, %e: index, %f: f32, %g: f64, %h: bool) {}
+"""
+
+
+@pytest.fixture(scope="module")
+def memrefs():
+    return ttlc.compile(MEMREFS, target="cpu")
+
+
+@pytest.fixture(scope="module")
+def scalars():
+    return ttlc.compile(SCALARS, target="cpu")
+
+
+def decode(module, name, buf) -> list:
+    """The slot words of a launch, a group's pointer and dope arrays read out."""
+    info = module.infos[name]
+    words = list(buf[:info.num_slots])
+    for lay, a in zip(info.slots, module[name].func.args):
+        if lay.kind == "group":
+            k, n = lay.first, words[lay.first + 2]
+            order = a.value.type.memref.order
+            ptrs = (ctypes.c_int64 * n).from_address(words[k])[:] if n else []
+            dopes = (ctypes.c_int64 * (2 * order * n)).from_address(words[k + 1])[:] if n else []
+            words[k], words[k + 1] = ptrs, dopes
+    return words
+
+
+def both_paths(module, name, args, grid=(2, 3, 4)):
+    """(quick slots or None, marshal slots or the exception marshal raised)."""
+    func, info = module[name].func, module.infos[name]
+    plan = module._plan(func)
+    quick, keep = None, []
+    flat = plan.quick(args, keep)
+    if flat is not None:
+        buf = plan.buffer()
+        plan.struct.pack_into(buf, 0, *grid, *flat)
+        quick = decode(module, name, buf)
+    buf = plan.buffer()
+    try:
+        keep = module._marshal_and_pack(info, func, args, grid, buf)  # noqa: F841
+    except (TypeError, ValueError, KernelError) as e:
+        return quick, e
+    return quick, decode(module, name, buf)
+
+
+def agree(module, name, args, valid: list = None) -> bool:
+    """Check the two paths; True when the quick path accepted the arguments (whether
+    marshal did is appended to `valid`)."""
+    quick, slow = both_paths(module, name, args)
+    if valid is not None:
+        valid.append(not isinstance(slow, Exception))
+    if quick is None:
+        return False
+    assert not isinstance(slow, Exception), f"quick path accepted what marshal rejects: {slow}"
+    assert quick == slow
+    return True
+
+
+DTYPES = [np.float32, np.float64, np.int32, np.int8, np.int16]
+
+
+def random_array(rng, order_hint, dtype_hint):
+    """Arrays of every kind marshal meets: orders, slices, size-1 and empty modes, C order,
+    negative and zero strides, wrong dtypes, read-only views, 0-d arrays, non-arrays."""
+    dtype = dtype_hint if rng.random() < 0.7 else DTYPES[rng.integers(len(DTYPES))]
+    order = order_hint if rng.random() < 0.8 else int(rng.integers(0, 4))
+    shape = tuple(int(rng.choice([0, 1, 1, 2, 3, 4, 5, 8])) if rng.random() < 0.1 else
+                  int(rng.choice([1, 2, 3, 4, 6, 8])) for _ in range(order))
+    big = tuple(s * int(rng.integers(1, 3)) + int(rng.integers(0, 2)) for s in shape)
+    base = np.arange(int(np.prod(big)), dtype=np.float64).reshape(big, order="F").astype(dtype)
+    kind = rng.integers(8)
+    if kind == 0:
+        base = np.ascontiguousarray(base)
+    index = tuple(slice(None, s) if rng.random() < 0.7 else slice(None, None, 2) for s in shape)
+    x = base[index] if order else base
+    if kind == 1 and order:
+        x = x[::-1]
+    elif kind == 2 and order:
+        x = np.broadcast_to(x[:1], x.shape)
+    elif kind == 3:
+        x = x.view()
+        x.flags.writeable = False
+    elif kind == 4 and rng.random() < 0.3:
+        return [1.0] * 4 if rng.random() < 0.5 else None
+    if rng.random() < 0.1 and x.size:  # an address off by one element
+        flat = np.zeros(x.size + 1, dtype)
+        x = flat[1:].reshape(x.shape, order="F")
+    return x
+
+
+def test_quick_memrefs_agree_with_marshal(memrefs):
+    rng = np.random.default_rng(7)
+    orders = [2, 2, 3, 0, 1, 2, 2, 2]
+    dtypes = [np.float32, np.float64, np.int32, np.int8, np.float32, np.int16, np.float64,
+              np.float32]
+    good = [np.zeros((3, 5), np.float32, order="F"), np.zeros((4, 6), np.float64, order="F"),
+            np.zeros((2, 3, 4), np.int32, order="F"), np.zeros((), np.int8),
+            None, np.zeros((4, 4), np.int16, order="F"), np.zeros((2, 2), np.float64, order="F"),
+            np.zeros((7, 2), np.float32, order="F")]
+    raw = np.zeros(64, np.float32)
+    good[4] = raw[(-raw.ctypes.data % 32) // 4:][:8]
+    assert agree(memrefs, "m", good)  # plain Fortran arrays take the quick path
+    accepted, valid = 0, []
+    for _ in range(3000):
+        args = list(good)
+        for i in rng.choice(8, size=int(rng.integers(1, 3)), replace=False):
+            args[i] = random_array(rng, orders[i], dtypes[i])
+        accepted += agree(memrefs, "m", args, valid)
+    # the quick path takes most valid arguments (not None or empty arrays)
+    assert sum(valid) > 200 and accepted > 0.8 * sum(valid)
+
+
+def test_static_strides_of_size_one_modes(memrefs):
+    """marshal substitutes the type's stride where a mode has size 1; so does quick."""
+    args = [np.zeros((3, 5), np.float32, order="F"), np.zeros((4, 1), np.float64, order="F"),
+            np.zeros((1, 3, 1), np.int32, order="F")[:, :, :], np.zeros((), np.int8),
+            None, np.zeros((4, 1), np.int16, order="F"), np.zeros((2, 2), np.float64, order="F"),
+            np.zeros((3, 1), np.float32, order="F")]  # stride 7 given for the size-1 mode
+    raw = np.zeros(64, np.float32)
+    args[4] = raw[(-raw.ctypes.data % 32) // 4:][:8]
+    assert agree(memrefs, "m", args)
+
+
+VALUES = [0, 1, -1, 127, 128, -128, -129, 2 ** 15, 2 ** 31 - 1, 2 ** 31, -2 ** 63, 2 ** 63 - 1,
+          2 ** 63, 2 ** 53, 2 ** 53 + 1, -2 ** 53 - 1, 10 ** 400, True, False, 0.5, -2.75, 1e-45,
+          3.4028235e38, 3.4028235677973366e38, 3.4028235677973367e38, 1e39, -1e300, 1e308,
+          float("inf"), float("-inf"), float("nan"), np.float32(1.5), np.float64(0.1),
+          np.float16(2), np.int8(-3), np.int64(2 ** 40), np.uint64(2 ** 63), np.uint8(200),
+          np.int32(-7), np.bool_(True), np.array(3), np.array(2.5), 1 + 2j, "1", None,
+          np.zeros(1, np.float32)]
+
+
+@pytest.mark.parametrize("position", range(8), ids=list("abcdefgh"))
+def test_quick_scalars_agree_with_marshal(scalars, position):
+    good = [1, 2, 3, 4, 5, 1.5, 2.5, True]
+    assert agree(scalars, "s", good)
+    for v in VALUES:
+        args = list(good)
+        args[position] = v
+        agree(scalars, "s", args)
+    assert not agree(scalars, "s", good[:-1]) and not agree(scalars, "s", good + [1])
+
+
+GROUPS = """
+func @g(%a: group<memref<f32x?x?>x?>, %b: group<memref<f64x4x?>x3> {shape_gcd=[2]},
+        %c: group<memref<i32x?>x?, offset: ?>, %x: memref<f32x?>) {}
+"""
+
+
+def test_quick_groups_agree_with_marshal():
+    module = ttlc.compile(GROUPS, target="cpu")
+    rng = np.random.default_rng(11)
+    good = [[np.zeros((3, 5), np.float32, order="F"), np.ones((2, 2), np.float32, order="F")],
+            (np.zeros((4, 2)).T.copy().T, np.zeros((4, 4), order="F"), np.zeros((4, 6), order="F")),
+            [np.arange(5, dtype=np.int32)], np.zeros(3, np.float32)]
+    assert agree(module, "g", good)
+    orders, dtypes = [2, 2, 1], [np.float32, np.float64, np.int32]
+    accepted = 0
+    for _ in range(1500):
+        args = list(good)
+        i = int(rng.integers(3))
+        n = int(rng.choice([0, 1, 2, 3, 4]))
+        members = [random_array(rng, orders[i], dtypes[i]) for _ in range(n)]
+        kind = rng.integers(6)
+        args[i] = (tuple(members) if kind == 0 else np.zeros(3, np.float32) if kind == 1 and n
+                   else ttlc.Group(members) if kind == 2 else members)
+        accepted += agree(module, "g", args)
+    assert accepted > 40  # (members are drawn independently: many lists are invalid)
+
+
+def test_groups_with_an_offset_take_marshal():
+    module = ttlc.compile("func @o(%g: group<memref<f32x4>x?, offset: 2>) {}", target="cpu")
+    assert module._plan(module["o"].func).quick is None
+    module["o"]([np.zeros(6, np.float32)], grid=(1,))
+    with pytest.raises(ValueError, match="does not fit"):
+        module["o"]([np.zeros(5, np.float32)], grid=(1,))
+
+
+SCALE = """
+func @scale(%x: memref<f64x?>, %a: f64) {
+    %c0 = constant 0 : index
+    %n = size %x[0] : index
+    foreach (%i) = (%c0), (%n) {
+        %v = load %x[%i] : f64
+        %p = mul %v, %a : f64
+        store %p, %x[%i]
+    }
+}
+"""
+
+
+def test_launches_from_several_threads():
+    """Each launch has its own argument buffer: concurrent launches do not mix."""
+    k = ttlc.compile(SCALE, target="cpu")["scale"]
+    arrays = [np.full(1000 + t, 1.0) for t in range(4)]
+    errors = []
+
+    def work(t):
+        try:
+            for _ in range(300):
+                k(arrays[t], 2.0 ** (t + 1), grid=(1,))  # exact: any mix-up shows
+                k(arrays[t], 2.0 ** -(t + 1), grid=(1,))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    for t, x in enumerate(arrays):
+        np.testing.assert_array_equal(x, np.ones(1000 + t))
+
+
+def test_read_only_array_is_refused_on_the_quick_path():
+    k = ttlc.compile(SCALE, target="cpu")["scale"]
+    x = np.ones(8)
+    x.flags.writeable = False
+    with pytest.raises(KernelError, match="write to a read-only array"):
+        k(x, 2.0, grid=(1,))
+    assert (x == 1).all()
