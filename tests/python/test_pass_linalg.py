@@ -558,6 +558,24 @@ def test_choose_tiles_cpu_microkernel():
     assert (small.m, small.n, small.k) == (16, 7, 4)
 
 
+@pytest.mark.parametrize("subgroups", [1, 2, 4])
+def test_choose_tiles_cpu_subgroups_share_registers(subgroups):
+    """On the CPU the subgroups of a work-group run in lockstep on one thread: together
+    their accumulators fit half of the 32 zmm registers (64 bytes each)."""
+    f64 = SCALAR_TYPES["f64"]
+    tiles = choose_tiles(TARGETS["cpu"], 8, subgroups, 64, 64, 64, f64, f64, f64)
+    assert subgroups * tiles.m * tiles.n * 8 <= 32 * 64 // 2
+    assert subgroups * tiles.m * tiles.n * 8 > 32 * 64 // 4  # and use that half
+
+
+def test_choose_tiles_rounds_over_the_subgroup_grid():
+    """Two subgroups along x share the rows of tiles: a 16-row C gets two 8-row tiles,
+    one per subgroup, rather than one 16-row tile leaving a subgroup idle."""
+    f64 = SCALAR_TYPES["f64"]
+    tiles = choose_tiles(TARGETS["cpu"], 8, (2, 1), 16, 8, 8, f64, f64, f64)
+    assert -(-16 // tiles.m) == 2 and tiles.n == 8
+
+
 def test_choose_tiles_spreads_over_subgroups():
     f32 = SCALAR_TYPES["f32"]
     one = choose_tiles(TARGETS["interp"], 16, 1, 64, 64, 64, f32, f32, f32)

@@ -14,7 +14,11 @@ one chosen here follows the reference implementation:
     (outermost), mode 1, mode 3, ..., mode N.
     A distributed mode is split into full tiles and the remainder tile: the loop runs
     over the full tiles, where the size is the constant tile shape (so constant
-    propagation can fold tests such as ``less_than %size, 32``); the remainder tile, if
+    propagation can fold tests such as ``less_than %size, 32``).  When the number of
+    full tiles is a known multiple of the workers, every worker runs the same number of
+    them: the loop then has the same bounds for all (``for %t = from, end, step``, the
+    worker's offset added inside), so that lockstep targets (the CPU) need no lane mask
+    for it.  The remainder tile, if
     any, is run by the subgroup the round-robin would give it to (tile number
     ``full mod workers``), with size ``to - offset``.  The region is therefore cloned up
     to twice per distributed mode.  Plain loops compute ``size = min(tile, to - var)``.
@@ -39,7 +43,7 @@ reference implementation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ..ir.builder import Builder
 from ..ir.core import Instruction, Program, Region, Value
@@ -76,6 +80,9 @@ class _Mode:
     tile: int = 1
     distributed: bool = False
     start: Int = 0  # distributed: first offset of this worker
+    #: distributed foreach_tile whose workers all run the same number of full tiles: the
+    #: worker's offset from the loop variable (None: the loop starts at ``start``)
+    offset: Optional[Int] = None
     step: Int = 1  # distributed: workers * tile
     main_end: Int = 0  # foreach_tile: end of the full tiles
     remainder: Bool = False  # foreach_tile: does this worker run the remainder tile?
@@ -142,10 +149,14 @@ class _Lowering:
                 worker, workers = ids[k]
                 worker = m.cast(worker, I32, lt)
                 mode.distributed = True
-                mode.start = m.add(lo, m.mul(worker, mode.tile, lt), lt)
+                offset = m.mul(worker, mode.tile, lt)
+                mode.start = m.add(lo, offset, lt)
                 mode.step = workers * mode.tile
                 if self.tiled:
                     full = m.div(m.sub(hi, lo, lt), mode.tile, lt)
+                    k_full = known(full)
+                    if workers > 1 and k_full is not None and k_full % workers == 0:
+                        mode.offset = offset
                     mode.main_end = m.add(lo, m.mul(full, mode.tile, lt), lt)
                     left = m.less_than(mode.main_end, hi, lt)
                     if left is not False:
@@ -161,7 +172,11 @@ class _Lowering:
                 end = mode.main_end if self.tiled else mode.hi
                 if _statically_empty(mode.start, end):
                     continue
-                mode.start, mode.step = m.value(mode.start, lt), m.value(mode.step, lt)
+                if mode.offset is not None:
+                    mode.lo, mode.offset = m.value(mode.lo, lt), m.value(mode.offset, lt)
+                else:
+                    mode.start = m.value(mode.start, lt)
+                mode.step = m.value(mode.step, lt)
                 if self.tiled:
                     mode.main_end = m.value(mode.main_end, lt)
                 else:
@@ -192,7 +207,12 @@ class _Lowering:
                 inner(var, m.min(mode.step, m.sub(mode.hi, var, lt), lt) if self.tiled else 0)
             return
         end = mode.main_end if self.tiled else mode.hi
-        if not _statically_empty(mode.start, end):
+        if _statically_empty(mode.start, end):
+            pass
+        elif mode.offset is not None:
+            with b.for_(mode.lo, end, mode.step) as (first, *_):
+                inner(m.add(first, mode.offset, lt), mode.tile)
+        else:
             with b.for_(mode.start, end, mode.step) as (var, *_):
                 inner(var, mode.tile)
         if not self.tiled or mode.remainder is False:

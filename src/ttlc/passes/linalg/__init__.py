@@ -66,7 +66,7 @@ def lower_function(program: Program, func: Function, ctx) -> int:
     if not found:
         return 0
     sgs, wgs, fixed = execution_sizes(program, func, ctx, found[0][1].loc)
-    subgroups = wgs[0] // sgs * wgs[1]
+    subgroups = (wgs[0] // sgs, wgs[1])  # the grid foreach_tile spreads tiles over
     for region, inst in found:
         em = Emitter(inst, ctx.target, sgs, subgroups, fixed)
         LOWERINGS[inst.opcode](em)

@@ -67,12 +67,12 @@ class _Math(IndexMath):
 class Emitter:
     """Builds the lowering of one BLAS instruction ``inst``.
 
-    ``sgs`` is the subgroup size the code is specialised for, ``subgroups`` the number
-    of subgroups of the work-group; ``sgs_fixed`` says whether the function fixes the
+    ``sgs`` is the subgroup size the code is specialised for, ``subgroups`` the grid of
+    subgroups of the work-group (x, y); ``sgs_fixed`` says whether the function fixes the
     subgroup size (else code that strides by the subgroup size asks the builtin).
     """
 
-    def __init__(self, inst: Instruction, target: Target, sgs: int, subgroups: int,
+    def __init__(self, inst: Instruction, target: Target, sgs: int, subgroups: Tuple[int, int],
                  sgs_fixed: bool):
         self.inst = inst
         self.target = target

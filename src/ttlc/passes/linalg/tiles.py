@@ -13,11 +13,16 @@ The rule (documented in ``choose_tiles``):
 * Registers: half of ``register_budget`` (the bytes one subgroup may keep in registers)
   holds the accumulator, ``m * n * sizeof(acc) <= budget / 2``; the other half the A and B
   tiles of one step of the K loop, ``(m * sizeof(a) + n * sizeof(b)) * k <= budget / 2``.
+  Where subgroups are SIMD lanes of one thread (``target.vector_bytes``, the CPU), the
+  ``G`` subgroups of a work-group run in lockstep and share that thread's registers: each
+  gets ``budget / G``.
 * Cost model: per tile and K step a subgroup issues ``m n / S`` vector FMAs and loads
   ``m / S + n`` registers of A and B; the tiles of C are spread over the work-group's
-  ``G`` subgroups, ``ceil(tiles / G)`` rounds.  Among the (m, n) allowed above, the pair
-  with the least ``rounds * (m n / S + m / S + n)`` wins (ties: the larger tile, then the
-  squarer one).  A dynamic size counts as ``ASSUMED_SIZE``.  Tiles never exceed a static
+  ``G`` subgroups, ``ceil(tiles / G)`` rounds, or, for a grid of ``gx x gy`` subgroups
+  (foreach_tile hands rows of tiles to ``subgroup_id.x`` and columns to
+  ``subgroup_id.y``), ``ceil(row tiles / gx) * ceil(column tiles / gy)`` rounds.  Among
+  the (m, n) allowed above, the pair with the least ``rounds * (m n / S + m / S + n)``
+  wins (ties: the larger tile, then the squarer one).  A dynamic size counts as ``ASSUMED_SIZE``.  Tiles never exceed a static
   problem (``n <= N``; ``m <= max(S, next power of two of M)``), so small static problems
   get one tile without padding where the language allows it.
 * ``k``: the largest power of two within the operand half of the budget, at most
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple, Union
 
 from ...ir.types import ScalarType
 from ...target import Target
@@ -61,17 +66,22 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 @functools.lru_cache(maxsize=1024)
-def choose_tiles(target: Target, subgroup_size: int, num_subgroups: int,
+def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, Tuple[int, int]],
                  M: Optional[int], N: Optional[int], K: Optional[int],
                  acc: ScalarType, a: ScalarType, b: ScalarType) -> Tiles:
     """The tile shape for C (M x N) += A (M x K) B (K x N) accumulating in ``acc``.
 
-    ``M``, ``N``, ``K`` are static sizes or None (dynamic); ``a`` and ``b`` are the element
-    types of A and B as loaded.  See the module docstring for the rule.
+    ``num_subgroups`` is the number of subgroups of the work-group, or their grid
+    ``(gx, gy)``; ``M``, ``N``, ``K`` are static sizes or None (dynamic); ``a`` and ``b``
+    are the element types of A and B as loaded.  See the module docstring for the rule.
     """
     S = subgroup_size
-    G = max(1, num_subgroups)
-    half = max(1, target.register_budget // 2)
+    grid = num_subgroups if isinstance(num_subgroups, tuple) else None
+    G = max(1, grid[0] * grid[1] if grid else num_subgroups)
+    # where subgroups are SIMD lanes of one thread (CPUs), the G subgroups of a work-group
+    # run in lockstep and hold their tiles in the same register file at the same time
+    shared = G if target.vector_bytes else 1
+    half = max(1, target.register_budget // 2 // shared)
     acc_elems = max(S, half // acc.size)  # at least one column of S rows
     m_cap = max(S, _next_pow2(M)) if M is not None else S * MAX_M_BLOCKS
     m_cap = min(m_cap, S * MAX_M_BLOCKS)
@@ -85,8 +95,11 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: int,
         if N is not None:
             n_max = min(n_max, N)
         for n in range(1, n_max + 1):
-            tiles = _ceil_div(Mm, m) * _ceil_div(Nm, n)
-            rounds = _ceil_div(tiles, G)
+            if grid:
+                rounds = (_ceil_div(_ceil_div(Mm, m), max(1, grid[0]))
+                          * _ceil_div(_ceil_div(Nm, n), max(1, grid[1])))
+            else:
+                rounds = _ceil_div(_ceil_div(Mm, m) * _ceil_div(Nm, n), G)
             cost = rounds * (m * n / S + m / S + n)
             key = (cost, -(m * n), abs(m / S - n))
             if best is None or key < best[0]:
