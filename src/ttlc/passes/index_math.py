@@ -147,6 +147,14 @@ class IndexMath:
             return False
         return self.b.less_than(self.value(a, t), self.value(c, t))
 
+    def less_equal(self, a: Int, c: Int, t: ScalarType) -> Bool:
+        ka, kc = known(a), known(c)
+        if ka is not None and kc is not None:
+            return ka <= kc
+        if a is c:
+            return True
+        return self.b.less_than_equal(self.value(a, t), self.value(c, t))
+
     def equal(self, a: Int, c: Int, t: ScalarType) -> Bool:
         ka, kc = known(a), known(c)
         if ka is not None and kc is not None:

@@ -1,31 +1,56 @@
-"""lower-coopmatrix: coopmatrix instructions with regions become per-work-item code.
+"""lower-coopmatrix: coopmatrix instructions become per-work-item code in the language.
 
-On SIMT targets a work-item holds V entries of each coopmatrix (the distribution of
-DESIGN.md, "Coopmatrix distribution"); instructions acting on whole matrices are vector
-instructions on those V entries, except ``cooperative_matrix_apply``, whose region needs
-each entry's row and column.  This pass rewrites
+On SIMT targets a work-item holds V entries of each coopmatrix (DESIGN.md, "Coopmatrix
+distribution").  With S the subgroup size, I = min(M, S) rows per block, J the padded
+column count and B = I*J/S entries per row block, vector index v = k*B + w of an
+M x N matrix holds, on the work-item with subgroup_local_id p,
 
-    %r = cooperative_matrix_apply (%i,%j,%v)=%a -> coopmatrix<T x M x N, use> { ... }
+    row = p rem I + k*I,   column = p div I + w*(S/I),   present iff column < N
 
-into, for every vector index v = 0..V-1, the row and column of the entry this
-work-item holds (computed from ``subgroup_local_id``), ``cooperative_matrix_extract
-%a[v]``, a copy of the region with %i, %j, %v bound, and ``cooperative_matrix_insert``
-of the yielded value into the matrix built so far.  With S the subgroup size,
-I = min(M, S), J the padded column count and B = I*J/S entries per row block,
-vector index v = k*B + w holds
+(``_Lanes.entry``, the one place these are computed; ``rem``/``div`` disappear when
+I = S; padding, column >= N, occurs only when M < S).  Every instruction that acts on
+whole matrices in a way that is not already one vector instruction per work-item is
+rewritten here into scalar code over those V entries, using
+``cooperative_matrix_extract``/``insert`` (which see exactly this layout):
 
-    row = subgroup_local_id rem I + k*I,   column = subgroup_local_id div I + w*(S/I)
+* ``cooperative_matrix_apply``: per v, the entry's row and column, extract, a copy of
+  the region with %i, %j, %v bound, insert.  Where the entry may be padding the region
+  runs under ``if column < N`` (padding gets zero, which insert ignores), so the region
+  runs exactly once per entry.  Nested applies are lowered innermost first.
+* ``cooperative_matrix_load`` / ``atomic_load``: per v, a scalar ``load`` /
+  ``atomic_load`` at the memref position of the entry (rows and columns exchanged by
+  ``.t``), inserted into a zero matrix.  The entry is read only where it is present and
+  passes the checked flag's bounds test (``0 <= index < size`` of the memref mode the
+  flag guards); elsewhere it is zero, as the instruction's semantics say.
+* ``cooperative_matrix_store`` / ``atomic_store``: per v, extract and a scalar ``store`` /
+  ``atomic_store`` (same scope and memory semantics) under the same guard.
+* ``cooperative_matrix_atomic_add/max/min``: per v, the scalar ``atomic_add/max/min``
+  under the guard; its previous value (zero where nothing is accessed) is inserted into
+  the result.
+* ``cooperative_matrix_mul_add``: rows(A) = rows(C) are a multiple of S, so I = S and
+  the work-item holding C(r, c) also holds all of row r of A.  Each B(r, c) sits at a
+  work-item and vector index known when the pass runs; ``subgroup_broadcast`` from that
+  constant (hence uniform) work-item gives it to all.  D(r, c) = sum_k A(r,k) B(k,c) +
+  C(r, c) is then computed per entry in C's accumulation type (f32 for f16/bf16 C,
+  rounded once to C's type), and cast to D's component type.  B is broadcast one
+  column at a time, so only one column of B is live at once.  Per work-item this is
+  K*N broadcasts and (M/S)*N*K multiply-adds, fully unrolled (extract indices are
+  constants); sums are formed in another order than a matrix product would, so
+  floating-point results may differ in the last bits (reassociation).
+* ``cooperative_matrix_reduce_add/max/min``: rows(A) is a multiple of S, so every
+  work-item holds whole rows.  ``.row``: each work-item folds its own entries.
+  ``.column``: each work-item folds the entries of a column it holds, ``subgroup_reduce``
+  combines the work-items; the work-item holding column c of the 1 x N result (a
+  work-item known when the pass runs) selects that total by comparing its
+  subgroup_local_id.  16-bit floats accumulate in f32.
+* ``cooperative_matrix_prefetch`` is removed (a hint without effect on results).
 
-(``rem``/``div`` disappear when I = S).  Where a column may be padding (column >= N,
-possible only when M < S), the region runs under ``if column < N`` and the padding gets
-zero, which insert ignores: the region runs exactly for the entries the matrix has, as
-in the instruction's semantics.  Nested applies are lowered innermost first.
-
-What is kept: load, store, the atomics and prefetch (memory instructions a backend
-emits from the layout), mul_add (the target's matrix engine), reduce (it needs
-communication between work-items, which the language has no shuffle for; backends
-implement it on their registers), and construct, scale, extract, insert, cast, constant
-and arithmetic (already one vector instruction per work-item).
+Kept whole: construct, scale, extract, insert, cast, constant and arithmetic on
+coopmatrices -- each is already one vector instruction per work-item, which a backend
+emits directly.  Nothing is kept for lack of expressiveness: mul_add and reduce need
+data of other work-items only from work-items fixed when the pass runs (the spec's
+restriction rows mod subgroup_size = 0), which ``subgroup_broadcast`` with a constant
+lane and ``subgroup_reduce`` provide.
 
 Backends run this pass through the ``lower-simt`` pipeline; the CPU and the interpreter
 keep coopmatrix values whole (their pipeline does not include it).  Invoked explicitly
@@ -33,119 +58,450 @@ keep coopmatrix values whole (their pipeline does not include it).  Invoked expl
 """
 from __future__ import annotations
 
-from typing import Dict
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from ..diagnostics import error
 from ..ir.builder import Builder
 from ..ir.core import Instruction, Program, Region, Value
-from ..ir.rewrite import clone_instructions, replace, replace_all_uses
-from ..ir.types import I32, CoopMatrixType
+from ..ir.rewrite import clone_instructions, replace, replace_uses
+from ..ir.types import BF16, DYNAMIC, F16, F32, I32, INDEX, CoopMatrixType, ScalarType
 from . import PassContext, register
-from .index_math import IndexMath, Int, require_sizes, set_locations
+from .index_math import Bool, IndexMath, Int, known, require_sizes, set_locations
 
-APPLY = "cooperative_matrix_apply"
+
+# ---- the distribution ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Layout:
+    """DESIGN.md "Coopmatrix distribution" of a rows x cols coopmatrix, subgroup size S."""
+
+    rows: int
+    cols: int
+    S: int
+
+    @property
+    def I(self) -> int:  # noqa: E743 -- the name DESIGN.md uses
+        return min(self.rows, self.S)
+
+    @property
+    def J(self) -> int:
+        return -(-self.I * self.cols // self.S) * self.S // self.I
+
+    @property
+    def block(self) -> int:
+        """Vector entries per block of I rows."""
+        return self.I * self.J // self.S
+
+    @property
+    def V(self) -> int:
+        return self.rows // self.I * self.block
+
+    @property
+    def per_row(self) -> int:
+        """Work-items sharing one row of a block (their columns are this far apart)."""
+        return self.S // self.I
+
+    def split(self, v: int) -> Tuple[int, int]:
+        """(row block k, column step w) of vector index v."""
+        return divmod(v, self.block)
+
+    def padded(self, v: int) -> bool:
+        """Whether some work-item holds padding at vector index v."""
+        w = self.split(v)[1]
+        return (w + 1) * self.per_row - 1 >= self.cols
+
+    def locate(self, r: int, c: int) -> Tuple[int, int]:
+        """(subgroup-local id, vector index) holding entry (r, c)."""
+        L = r % self.I + self.I * c + self.I * self.J * (r // self.I)
+        return L % self.S, L // self.S
+
+
+def layout(t: CoopMatrixType, S: int, inst: Instruction) -> Layout:
+    if t.rows <= 0 or t.rows & (t.rows - 1):
+        raise error(inst.loc, f"lower-coopmatrix: coopmatrix rows must be a power of two, "
+                              f"got {t.rows}")
+    return Layout(t.rows, t.cols, S)
+
+
+# ---- per-work-item code -------------------------------------------------------------------
+class _Lanes:
+    """Builds the per-work-item code replacing one instruction: the builder, folding index
+    math, and the coordinates of the entries this work-item holds (emitted on first use)."""
+
+    def __init__(self, S: int, used: Set[Value]):
+        self.S = S
+        #: the values the function uses (before lowering)
+        self.used = used
+        self.region = Region()
+        self.b = Builder(self.region)
+        self.m = IndexMath(self.b)
+        self._memo: Dict[tuple, Int] = {}
+
+    def _once(self, key: tuple, make: Callable[[], Int]) -> Int:
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
+
+    def lane(self, ty: ScalarType) -> Int:
+        """subgroup_local_id as type ty."""
+        if self.S == 1:
+            return 0
+        lid = self._once(("lid", I32), self.b.subgroup_local_id)
+        return self._once(("lid", ty), lambda: self.m.cast(lid, I32, ty))
+
+    def entry(self, lay: Layout, v: int, ty: ScalarType, row: bool = True,
+              col: bool = True) -> Tuple[Optional[Int], Optional[Int], Bool]:
+        """(row, column, present) of vector index v on this work-item, in type ty.
+
+        Row and column are computed only when asked for (the column also when the entry
+        may be padding); present is True unless the entry may be padding."""
+        I = lay.I
+        k, w = lay.split(v)
+        r = c = None
+        if row:
+            row0 = self._once(("row0", I, ty), lambda: self.lane(ty) if I == self.S
+                              else self.m.rem(self.lane(ty), I, ty))
+            r = self._once(("row", I, ty, k), lambda: self.m.add(row0, k * I, ty))
+        padded = lay.padded(v)
+        if col or padded:
+            col0 = self._once(("col0", I, ty), lambda: 0 if I == self.S
+                              else self.m.div(self.lane(ty), I, ty))
+            c = self._once(("col", I, ty, w), lambda: self.m.add(col0, w * lay.per_row, ty))
+        present = self.m.less_than(c, lay.cols, ty) if padded else True
+        return r, c, present
+
+    # ---- small builders ------------------------------------------------------------------
+    def constant(self, x: int) -> Value:
+        """An i32 constant, emitted once."""
+        return self._once(("i32", x), lambda: self.b.constant(x, I32))
+
+    def cast(self, x: Value, dst: ScalarType) -> Value:
+        return x if x.type == dst else self.b.cast(x, dst)
+
+    def zero(self, t) -> Value:
+        return self.b.constant(_zero(t), t)
+
+    def guarded(self, cond: Bool, make: Callable[[], Optional[Value]],
+                ty: Optional[ScalarType] = None) -> Optional[Value]:
+        """make() where cond holds; with a result type, its value there and zero elsewhere."""
+        if cond is True:
+            return make()
+        if cond is False:
+            return self.zero(ty) if ty is not None else None
+        op = self.b.if_(self.m.flag(cond), results=[ty] if ty is not None else [])
+        with op:
+            value = make()
+            if ty is not None:
+                self.b.yield_([value])
+        if ty is None:
+            return None
+        with op.else_():
+            self.b.yield_([self.zero(ty)])
+        return op.result
+
+    def extract(self, a: Value, v: int, ty: Optional[ScalarType] = None) -> Value:
+        """Entry v of matrix a (as type ty), emitted once (always at the top level)."""
+        x = self._once(("extract", a, v), lambda: self.b.cooperative_matrix_extract(
+            a, v, result=a.type.component))
+        return x if ty is None else self._once(("extract", a, v, ty), lambda: self.cast(x, ty))
+
+
+def _zero(t):
+    c = t.component if isinstance(t, CoopMatrixType) else t
+    if c.is_complex:
+        return 0j
+    if c.is_float:
+        return 0.0
+    return 0
+
+
+def _accumulate(t: ScalarType) -> ScalarType:
+    """The type sums of t are formed in: f32 for 16-bit floats (as the interpreter does)."""
+    return F32 if t in (F16, BF16) else t
+
+
+# ---- the lowerings ------------------------------------------------------------------------------
+Lowering = Callable[[_Lanes, Instruction], Optional[Value]]
+LOWERINGS: Dict[str, Lowering] = {}
+
+
+def lowers(*opcodes: str):
+    def wrap(fn: Lowering) -> Lowering:
+        for op in opcodes:
+            LOWERINGS[op] = fn
+        return fn
+    return wrap
 
 
 @register("lower-coopmatrix")
 def lower_coopmatrix(program: Program, ctx: PassContext) -> None:
-    """Rewrite cooperative_matrix_apply into per-work-item extract/insert code."""
+    """Rewrite coopmatrix instructions into per-work-item code (extract/insert, scalar
+    memory access, subgroup operations)."""
     for func in program.functions:
-        first = next((i for i in func.body.walk() if i.opcode == APPLY), None)
+        first = next((i for i in func.body.walk() if i.opcode in LOWERINGS), None)
         if first is None:
             continue
         sgs, _ = require_sizes(program, func, first.loc, "lower-coopmatrix", ctx,
                                need_work_group=False)
-        _lower_region(func.body, func.body, sgs)
+        used = {v for i in func.body.walk() for v in i.operands}
+        replaced: Dict[Value, Value] = {}
+        _lower_region(func.body, sgs, used, replaced)
+        # one walk for all replacements: code made meanwhile may still use old results
+        replace_uses(func.body, replaced)
 
 
-def _lower_region(region: Region, root: Region, sgs: int) -> None:
-    """Lower every apply in region, inner ones first (post-order)."""
+def _lower_region(region: Region, S: int, used: Set[Value], replaced: Dict[Value, Value]) -> None:
+    """Lower every instruction of the table in region, inner ones first (post-order)."""
     for inst in list(region.instructions):
         for r in inst.regions:
-            _lower_region(r, root, sgs)
-        if inst.opcode == APPLY:
-            _lower_apply(region, inst, root, sgs)
+            _lower_region(r, S, used, replaced)
+        fn = LOWERINGS.get(inst.opcode)
+        if fn is None:
+            continue
+        for r in inst.regions:  # a region about to be copied must use the new values
+            replace_uses(r, replaced)
+        lanes = _Lanes(S, used)
+        result = fn(lanes, inst)
+        set_locations(lanes.region, inst.loc)
+        if result is not None:
+            replaced[inst.results[0]] = result
+        replace(region, inst, lanes.region.instructions)
 
 
-def _lower_apply(region: Region, inst: Instruction, root: Region, S: int) -> None:
+@lowers("cooperative_matrix_apply")
+def _apply(e: _Lanes, inst: Instruction) -> Value:
     t: CoopMatrixType = inst.results[0].type
-    M, N = t.rows, t.cols
-    if M <= 0 or M & (M - 1):
-        raise error(inst.loc, f"lower-coopmatrix: coopmatrix rows must be a power of two, "
-                              f"got {M}")
-    I = min(M, S)
-    J = -(-I * N // S) * S // I
-    block = I * J // S  # vector entries per block of I rows
-    V = (M // I) * block
-    per_row = S // I  # work-items sharing one row of a block (columns apart)
-
+    lay = layout(t, e.S, inst)
     body = inst.regions[0]
     arg_i, arg_j, arg_v = body.args
     if not body.instructions or body.instructions[-1].opcode != "yield":
         raise error(inst.loc, "lower-coopmatrix: the region of cooperative_matrix_apply must "
                               "end with yield")
     used = {v for i in body.walk() for v in i.operands}
-
-    scratch = Region()
-    b = Builder(scratch)
-    m = IndexMath(b)
     a: Value = inst.slots["a"]
-    coords: Dict[str, Int] = {}
-
-    def lane() -> Int:  # subgroup_local_id, emitted on first use
-        if "lid" not in coords:
-            coords["lid"] = b.subgroup_local_id() if S > 1 else 0
-        return coords["lid"]
-
-    def row_of(k: int) -> Int:  # 0 <= lid < S: with I = S the row is lid
-        if "row0" not in coords:
-            coords["row0"] = lane() if I == S else m.rem(lane(), I, I32)
-        return m.add(coords["row0"], k * I, I32)
-
-    def col_of(w: int) -> Int:  # with I = S the column is w
-        if "col0" not in coords:
-            coords["col0"] = 0 if I == S else m.div(lane(), I, I32)
-        return m.add(coords["col0"], w * per_row, I32)
-
+    b = e.b
     current = a
-    for v in range(V):
-        k, w = divmod(v, block)
-        last_col = w * per_row + per_row - 1  # the largest column held at this index
-        guarded = last_col >= N
-        row = row_of(k) if arg_i in used else None
-        col = col_of(w) if arg_j in used or guarded else None
+    for v in range(lay.V):
+        row, col, present = e.entry(lay, v, I32, row=arg_i in used, col=arg_j in used)
         mapping: Dict[Value, Value] = {}
-        if row is not None:
-            mapping[arg_i] = m.value(row, I32)
+        if arg_i in used:
+            mapping[arg_i] = e.m.value(row, I32)
         if arg_j in used:
-            mapping[arg_j] = m.value(col, I32)
+            mapping[arg_j] = e.m.value(col, I32)
         if arg_v in used:
-            mapping[arg_v] = b.cooperative_matrix_extract(a, v, result=t.component)
-        if not guarded:
+            mapping[arg_v] = e.extract(a, v)
+
+        def region_copy(mapping=mapping) -> Value:
             insts = clone_instructions(body.instructions, mapping)
-            scratch_region = b.insertion_region
             for x in insts[:-1]:
-                scratch_region.append(x)
-            value = insts[-1].slots["values"][0]
-        else:
-            inside = m.less_than(col, N, I32)
-            guard = b.if_(m.flag(inside), results=[t.component])
-            with guard:
-                for x in clone_instructions(body.instructions, mapping):
-                    b.insertion_region.append(x)
-            with guard.else_():
-                b.yield_([b.constant(_zero(t), t.component)])
-            value = guard.result
+                b.insertion_region.append(x)
+            return insts[-1].slots["values"][0]
+        value = e.guarded(present, region_copy, t.component)
         current = b.cooperative_matrix_insert(value, current, v, result=t)
-    set_locations(scratch, inst.loc)
-    replace_all_uses(root, inst.results[0], current)
-    replace(region, inst, scratch.instructions)
+    return current
 
 
-def _zero(t: CoopMatrixType):
-    c = t.component
-    if c.is_complex:
-        return 0j
-    if c.is_float:
-        return 0.0
-    return 0
+# ---- memory -------------------------------------------------------------------------------------
+def _position(e: _Lanes, inst: Instruction, lay: Layout, v: int) -> Tuple[List[Value], Bool]:
+    """Memref indices of entry v on this work-item and whether it is accessed.
+
+    Entry (i, j) is at M[x + i, y + j], with ``.t`` at M[x + j, y + i]; it is accessed if
+    it is present (not padding) and within the bounds its checked flag asks for:
+    rows_checked tests the memref mode the coopmatrix row index runs along, cols_checked
+    the one of the column index.  Index and test of a row (column) are shared by the
+    entries of that row (column)."""
+    row, col, ok = e.entry(lay, v, INDEX)
+    k, w = lay.split(v)
+    row_mode, col_mode = (1, 0) if inst.modifier("ta") == "t" else (0, 1)
+    checked = inst.modifier("checked")
+    check_row = checked in ("rows_checked", "both_checked")
+    check_col = checked in ("cols_checked", "both_checked")
+    index: List[Value] = [None, None]
+    for mode, coord, key, check in ((row_mode, row, ("row", k), check_row),
+                                    (col_mode, col, ("col", w), check_col)):
+        index[mode], inside = e._once(("position", mode, lay.I) + key,
+                                      lambda: _bounded(e, inst, mode, coord, check))
+        ok = e.m.and_(ok, inside)
+    return index, ok
+
+
+def _bounded(e: _Lanes, inst: Instruction, mode: int, coord: Int, check: bool):
+    """(position + coord as a value, 0 <= it < size of the mode, or True unchecked)."""
+    m = e.m
+    pos = inst.slots["xy"[mode]]
+    index = m.add(pos, coord, INDEX)
+    inside: Bool = True
+    if check:
+        p = known(pos)
+        if p is None or p < 0:  # coord >= 0: only a negative position can leave below
+            inside = m.less_equal(0, index, INDEX)
+        size = e._once(("size", mode), lambda: _size(e, inst.slots["tensor"], mode))
+        inside = m.and_(inside, m.less_than(index, size, INDEX))
+    return m.value(index, INDEX), inside
+
+
+def _size(e: _Lanes, tensor: Value, mode: int) -> Int:
+    """The size of a memref mode: known for a static mode, else a ``size`` instruction."""
+    n = tensor.type.shape[mode]
+    return e.b.size(tensor, mode) if n is DYNAMIC else n
+
+
+def _atomic_modifiers(inst: Instruction) -> dict:
+    return {k: inst.modifiers[k] for k in ("scope", "semantics") if k in inst.modifiers}
+
+
+@lowers("cooperative_matrix_load", "cooperative_matrix_atomic_load")
+def _load(e: _Lanes, inst: Instruction) -> Value:
+    t: CoopMatrixType = inst.results[0].type
+    lay = layout(t, e.S, inst)
+    tensor = inst.slots["tensor"]
+    atomic = inst.opcode == "cooperative_matrix_atomic_load"
+    current = e.zero(t)
+    for v in range(lay.V):
+        index, ok = _position(e, inst, lay, v)
+        if atomic:
+            value = e.guarded(ok, lambda: e.b.atomic_load(tensor, *index,
+                                                          **_atomic_modifiers(inst)), t.component)
+        else:
+            value = e.guarded(ok, lambda: e.b.load(tensor, *index), t.component)
+        current = e.b.cooperative_matrix_insert(value, current, v, result=t)
+    return current
+
+
+@lowers("cooperative_matrix_store", "cooperative_matrix_atomic_store")
+def _store(e: _Lanes, inst: Instruction) -> None:
+    a: Value = inst.slots["value"]
+    lay = layout(a.type, e.S, inst)
+    tensor = inst.slots["tensor"]
+    atomic = inst.opcode == "cooperative_matrix_atomic_store"
+    for v in range(lay.V):
+        index, ok = _position(e, inst, lay, v)
+        x = e.extract(a, v)
+        if atomic:
+            e.guarded(ok, lambda: e.b.atomic_store(x, tensor, *index, **_atomic_modifiers(inst)))
+        else:
+            e.guarded(ok, lambda: e.b.store(x, tensor, *index))
+    return None
+
+
+@lowers("cooperative_matrix_atomic_add", "cooperative_matrix_atomic_max",
+        "cooperative_matrix_atomic_min")
+def _atomic_update(e: _Lanes, inst: Instruction) -> Optional[Value]:
+    a: Value = inst.slots["value"]
+    t: CoopMatrixType = a.type
+    lay = layout(t, e.S, inst)
+    tensor = inst.slots["tensor"]
+    scalar_op = inst.opcode[len("cooperative_matrix_"):]
+    result = inst.results[0]
+    used = result in e.used
+    current = e.zero(inst.results[0].type) if used else None
+    for v in range(lay.V):
+        index, ok = _position(e, inst, lay, v)
+        x = e.extract(a, v)
+        old = e.guarded(ok, lambda: e.b.op(scalar_op, x, tensor, *index,
+                                           **_atomic_modifiers(inst)),
+                        t.component if used else None)
+        if used:
+            current = e.b.cooperative_matrix_insert(old, current, v, result=result.type)
+    return current
+
+
+@lowers("cooperative_matrix_prefetch")
+def _prefetch(e: _Lanes, inst: Instruction) -> None:
+    return None  # a hint: dropped
+
+
+# ---- work across the subgroup ---------------------------------------------------------------
+def _rows_multiple(inst: Instruction, t: CoopMatrixType, S: int, what: str) -> Layout:
+    lay = layout(t, S, inst)
+    if t.rows % S:
+        raise error(inst.loc, f"lower-coopmatrix: '{inst.opcode}' needs the rows of {what} "
+                              f"({t.rows}) to be a multiple of the subgroup size {S}")
+    return lay
+
+
+@lowers("cooperative_matrix_mul_add")
+def _mul_add(e: _Lanes, inst: Instruction) -> Value:
+    A, B, C = (inst.slots[s] for s in ("a", "b", "c"))
+    ta, tb, tc = A.type, B.type, C.type
+    td: CoopMatrixType = inst.results[0].type
+    S, b = e.S, e.b
+    la = _rows_multiple(inst, ta, S, "A")
+    lb, lc, ld = layout(tb, S, inst), layout(tc, S, inst), layout(td, S, inst)
+    acc = _accumulate(tc.component)
+    blocks, inner, N = ta.rows // S, ta.cols, tc.cols
+    current = e.zero(td)
+    for c in range(N):
+        column = []  # B(:, c), the same value on every work-item
+        for r in range(inner):
+            lane, v = lb.locate(r, c)
+            x = e.extract(B, v)
+            if S > 1:
+                x = b.subgroup_broadcast(x, e.constant(lane))
+            column.append(e.cast(x, acc))
+        for k in range(blocks):  # this work-item's row k*S + p of A, C and D
+            total = None
+            for r in range(inner):
+                p = b.mul(e.extract(A, la.locate(k * S, r)[1], acc), column[r])
+                total = p if total is None else b.add(total, p)
+            total = b.add(total, e.extract(C, lc.locate(k * S, c)[1], acc))
+            d = e.cast(e.cast(total, tc.component), td.component)
+            current = b.cooperative_matrix_insert(d, current, ld.locate(k * S, c)[1], result=td)
+    return current
+
+
+@lowers("cooperative_matrix_reduce_add", "cooperative_matrix_reduce_max",
+        "cooperative_matrix_reduce_min")
+def _reduce(e: _Lanes, inst: Instruction) -> Value:
+    A: Value = inst.slots["a"]
+    ta: CoopMatrixType = A.type
+    tr: CoopMatrixType = inst.results[0].type
+    S, b = e.S, e.b
+    la = _rows_multiple(inst, ta, S, "the operand")
+    lr = layout(tr, S, inst)
+    op = inst.opcode.rsplit("_", 1)[1]
+    acc = _accumulate(ta.component)
+    blocks, N = ta.rows // S, ta.cols
+
+    def fold(values: List[Value]) -> Value:
+        out = values[0]
+        for x in values[1:]:
+            out = b.op(op, out, x)
+        return out
+
+    def a(k: int, c: int) -> Value:  # A(k*S + p, c) on work-item p, in the accumulation type
+        return e.extract(A, la.locate(k * S, c)[1], acc)
+
+    current = e.zero(tr)
+    if inst.modifier("mode") == "row":
+        for k in range(blocks):  # row k*S + p is this work-item's, entry k of the result
+            total = fold([a(k, c) for c in range(N)])
+            current = b.cooperative_matrix_insert(e.cast(total, tr.component), current,
+                                                  lr.locate(k * S, 0)[1], result=tr)
+        return current
+    totals = []  # column sums, the same on every work-item
+    for c in range(N):
+        part = fold([a(k, c) for k in range(blocks)])
+        totals.append(b.op(f"subgroup_reduce_{op}", part) if S > 1 else part)
+    for v in range(lr.V):  # the work-item holding column c at v takes totals[c]
+        held = [(c, lr.locate(0, c)[0]) for c in range(N) if lr.locate(0, c)[1] == v]
+        value = totals[held[0][0]]
+        for c, lane in held[1:]:
+            mine = e._once(("lane is", lane), lambda: e.m.equal(e.lane(I32), lane, I32))
+            value = _select(e, mine, totals[c], value)
+        current = b.cooperative_matrix_insert(e.cast(value, tr.component), current, v, result=tr)
+    return current
+
+
+def _select(e: _Lanes, cond: Bool, yes: Value, no: Value) -> Value:
+    """cond ? yes : no (the language has no select: an if yielding one of them)."""
+    if cond is True:
+        return yes
+    if cond is False:
+        return no
+    op = e.b.if_(e.m.flag(cond), results=[yes.type])
+    with op:
+        e.b.yield_([yes])
+    with op.else_():
+        e.b.yield_([no])
+    return op.result
