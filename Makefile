@@ -43,6 +43,7 @@ bench: $(BENCH_STAMP)
 
 fuzz: $(STAMP)
 	$(PY) fuzz/fuzz_frontend.py --inputs 100000
+	$(PY) fuzz/fuzz_differential.py --programs 3000
 
 conformance: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) ../shared/tools/conformance --ttlc "$(CURDIR)/$(PY) -m ttlc" --only reject,accept,roundtrip

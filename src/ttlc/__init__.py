@@ -42,9 +42,10 @@ def __getattr__(name):
     raise AttributeError(f"module 'ttlc' has no attribute {name!r}")
 
 
-def compile(text_or_program, target: str = "interp", checked: bool = False,
+def compile(text_or_program, target: str = "cpu", checked: bool = False,
             filename: str = "<input>"):
-    """Compile for a target ("interp", or "cpu": LLVM machine code for this CPU);
+    """Compile for a target ("cpu", the default: LLVM machine code for this CPU, or
+    "interp": the reference interpreter, which also finds data races in checked mode);
     ``module["kernel"](*args, grid=...)`` runs it."""
     from .api import compile as _compile
 

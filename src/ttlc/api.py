@@ -58,7 +58,7 @@ def _as_text(text, filename) -> str:
 TARGETS = ("interp", "cpu")
 
 
-def compile(text_or_program, target: str = "interp", checked: bool = False,
+def compile(text_or_program, target: str = "cpu", checked: bool = False,
             filename: str = "<input>"):
     """Verify a program and prepare it for a target; errors raise CompileError."""
     if target not in TARGETS:

@@ -200,13 +200,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a kernel on generated inputs and print a summary")
     p.add_argument("file", help="program file, or - for standard input")
     p.add_argument("--kernel", "-k", help="kernel name (needed when the program has several)")
-    p.add_argument("--target", default="interp", choices=["interp", "cpu"], help="where to run")
+    p.add_argument("--target", default="cpu", choices=["cpu", "interp"],
+                   help="where to run (default: cpu)")
     p.add_argument("--grid", type=_grid_arg, default=(1, 1, 1), help="work-groups, e.g. 8,1,1")
     p.add_argument("--dim", type=int, default=16, help="size used for every dynamic mode")
     p.add_argument("--group-size", type=int, default=4, help="members of dynamic-size groups")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
     p.add_argument("--checked", action="store_true",
-                   help="check bounds, uniformity, barriers, races and division by zero")
+                   help="check bounds, barriers and division by zero (interp: also races "
+                        "and uniformity)")
     p.set_defaults(run=cmd_run)
     return parser
 

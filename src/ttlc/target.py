@@ -35,8 +35,9 @@ class Target:
 TARGETS: Dict[str, Target] = {
     # the reference interpreter: any power-of-two subgroup; work-items are NumPy lanes
     "interp": Target("interp", (16, 8, 32, 1, 2, 4, 64), 1024, 64 * 1024, simt=False),
-    # the CPU: a subgroup is one or more AVX-512 registers; 32 zmm registers of 64 bytes
-    "cpu": Target("cpu", (16, 8, 32), 1024, 32 * 64, simt=False, vector_bytes=64),
+    # the CPU: a subgroup is a set of SIMD lanes (a 16 x f32 AVX-512 register preferred;
+    # smaller subgroups use part of one, larger ones several); 32 zmm registers of 64 bytes
+    "cpu": Target("cpu", (16, 8, 32, 4, 2, 1, 64), 1024, 32 * 64, simt=False, vector_bytes=64),
     # Intel Data Center GPU Max (Ponte Vecchio): 64 KiB GRF per thread in large-GRF mode
     "pvc": Target("pvc", (16, 32), 1024, 64 * 1024, simt=True),
     # NVIDIA GPUs: warps of 32

@@ -1,4 +1,8 @@
-"""Shared fixtures and the ``needs_verifier`` marker.
+"""Shared fixtures, the ``needs_verifier`` marker, and the execution targets.
+
+Every test of test_interp_*.py runs once per target (``interp``, ``cpu``): the autouse
+``target`` fixture, parametrized here, tells interp_testing.py which one; a test marked
+``@pytest.mark.interp_only(reason=...)`` is skipped with that reason on target cpu.
 
 Tests that need the verifier to reject invalid-but-parseable programs are marked
 ``@pytest.mark.needs_verifier``; they are skipped (with the reason) while ``ttlc.check``
@@ -45,6 +49,46 @@ def verifier_ready() -> bool:
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "needs_verifier: the test needs ttlc.check to reject invalid programs")
+    config.addinivalue_line(
+        "markers", "interp_only(reason): a test of test_interp_*.py that runs on target "
+                   "interp only (its finding is one target cpu cannot make); skipped with "
+                   "the reason on the other targets")
+
+
+def _runs_on_every_target(module) -> bool:
+    return module.__name__.startswith("test_interp_")
+
+
+def pytest_generate_tests(metafunc):
+    """Every test of test_interp_*.py runs once per target (see interp_testing.py)."""
+    if not _runs_on_every_target(metafunc.module):
+        return
+    from interp_testing import TARGETS
+
+    only = metafunc.definition.get_closest_marker("interp_only")
+    params = list(TARGETS)
+    if only:  # listed as skipped, with the reason, on the other targets
+        why = only.kwargs.get("reason") or (only.args[0] if only.args else "interp only")
+        params = [t if t == "interp" else pytest.param(t, marks=pytest.mark.skip(reason=why))
+                  for t in TARGETS]
+    metafunc.parametrize("target", params, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def target(request):
+    """The execution target of a test of test_interp_*.py (sets
+    interp_testing.CURRENT_TARGET); None elsewhere (a test parametrizing its own
+    ``target`` overrides this fixture)."""
+    param = getattr(request, "param", None)
+    if param is None:
+        yield None
+        return
+    import interp_testing
+
+    saved = interp_testing.CURRENT_TARGET
+    interp_testing.CURRENT_TARGET = param
+    yield param
+    interp_testing.CURRENT_TARGET = saved
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,8 +1,12 @@
-"""Helpers shared by the interpreter semantics tests (tests/python/test_interp_*.py).
+"""Helpers shared by the semantics tests (tests/python/test_interp_*.py).
 
-Kernels are compiled for target "interp" and run on column-major NumPy arrays; expected
-results are computed here independently of ``ttlc.interp`` (Python integers for integer
-arithmetic, float64 for floating point, NumPy for BLAS).
+Every test of those modules runs once per execution target (ids ``[interp]`` and
+``[cpu]``): the ``target`` fixture (conftest.py) sets ``CURRENT_TARGET``, which
+``compile_for_target`` and ``run`` use.  A test whose finding only the interpreter can
+make (data races, uniformity) is marked ``@pytest.mark.interp_only(reason=...)``, with
+one of the reasons below.  Kernels run on column-major NumPy arrays; expected results
+are computed here independently of ttlc (Python integers for integer arithmetic, float64
+for floating point, NumPy for BLAS).
 """
 from __future__ import annotations
 
@@ -33,14 +37,34 @@ EPS = {"bf16": 2.0 ** -7, "f16": 2.0 ** -10, "f32": 2.0 ** -23, "f64": 2.0 ** -5
        "c32": 2.0 ** -23, "c64": 2.0 ** -52}
 
 
+#: the targets every test runs on, and the one the running test uses (set by the fixture)
+TARGETS = ("interp", "cpu")
+CURRENT_TARGET = "interp"
+#: why a checked-mode test runs on the interpreter only (``@pytest.mark.interp_only(...)``)
+RACES = ("data races are found by target interp only (checked code of target cpu does not "
+         "track accesses)")
+UNIFORMITY = ("dynamic uniformity of operands is checked by target interp only (target cpu "
+              "uses the first active work-item's value)")
+PARTIAL_SUBGROUP = ("a coopmatrix instruction reached by only part of a subgroup is reported "
+                    "by target interp only (target cpu runs it for the whole subgroup)")
+LIFETIME = "accesses after lifetime_stop are found by target interp only"
+UNCHECKED_OUT_OF_BOUNDS = ("an out-of-bounds access without checks is undefined behaviour on "
+                           "target cpu (as in C); only the interpreter's memory traps it")
+
+
 @functools.lru_cache(maxsize=None)
-def compile_interp(src: str):
-    return ttlc.compile(textwrap.dedent(src), target="interp")
+def _compile(src: str, target: str, checked: bool, filename: str):
+    return ttlc.compile(textwrap.dedent(src), target=target, checked=checked, filename=filename)
 
 
-def run(src: str, *args, grid=(1, 1, 1), kernel: str | None = None):
-    """Compile src for the interpreter and run one of its kernels (default: the first)."""
-    module = compile_interp(src)
+def compile_for_target(src: str, checked: bool = False, filename: str = "<input>"):
+    """src compiled for the current test's target (cached)."""
+    return _compile(src, CURRENT_TARGET, checked, filename)
+
+
+def run(src: str, *args, grid=(1, 1, 1), kernel: str | None = None, checked: bool = False):
+    """Compile src for the current target and run one of its kernels (default: the first)."""
+    module = compile_for_target(src, checked)
     name = kernel or next(iter(module))
     module[name](*args, grid=grid)
 

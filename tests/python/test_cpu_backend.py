@@ -9,7 +9,6 @@ never imports llvmlite.
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -790,57 +789,7 @@ def test_subgroup_operations(ty):
             ulps=0 if ty in INT_TYPES else 1)
 
 
-# ---- generated programs -----------------------------------------------------------------------
-def pin_sizes(text: str) -> str:
-    """The program with the interpreter's default subgroup and work-group sizes written out
-    where a function leaves them to the compiler: results may depend on them, and the
-    interpreter does not run work-group-size."""
-    from ttlc.interp.machine import Config
-
-    program = ttlc.parse(text)
-    for f in program.functions:
-        if f.work_group_size is None:
-            cfg = Config.of(f)
-            attrs = dict(f.attrs)
-            attrs["subgroup_size"] = cfg.subgroup_size
-            attrs["work_group_size"] = list(cfg.work_group_size)
-            f.attrs = attrs
-    return str(program)
-
-
-N_SEEDS = int(os.environ.get("TTLC_CPU_GENERATOR_SEEDS", "80"))
-SEED_CHUNKS = 8
-
-
-def _skippable(e: ttlc.CompileError) -> bool:
-    """Programs the cpu target rejects for now (the rest must compile)."""
-    msg = str(e)
-    return "not supported on target cpu yet" in msg or "is not supported by target cpu" in msg
-
-
-@pytest.mark.parametrize("chunk", range(SEED_CHUNKS))
-def test_generated_programs(chunk):
-    from ttlc.testing import generate
-
-    ran = 0
-    for seed in range(chunk, N_SEEDS, SEED_CHUNKS):
-        case = generate(seed)
-        text = pin_sizes(case.text)
-        try:
-            cpu = ttlc.compile(text, target="cpu")
-        except ttlc.CompileError as e:
-            if _skippable(e):
-                continue
-            raise AssertionError(f"seed {seed}: {e}") from None
-        interp = ttlc.compile(text, target="interp")
-        want, got = case.make_args(), case.make_args()
-        with np.errstate(all="ignore"):
-            interp[case.kernel_name](*want, grid=case.grid)
-            cpu[case.kernel_name](*got, grid=case.grid)
-        for k, (g, w) in enumerate(zip(arrays_of(got), arrays_of(want))):
-            assert_same(g, w, 8, f"seed {seed}, array {k}")
-        ran += 1
-    assert ran > 0, "no generated program ran on target cpu"
+# ---- generated programs: tests/python/test_differential.py -----------------------------------
 
 
 # ---- the disk cache -------------------------------------------------------------------------
@@ -1078,15 +1027,20 @@ def test_cli_compile_and_run(tmp_path):
     assert 'define' in ll.read_text() and "@ttlc.scale" in ll.read_text()
     assert main(["compile", "--target", "cpu", str(f), "-o", str(obj)]) == 0
     assert obj.read_bytes()[:4] == b"\x7fELF"
-    out = subprocess.run([sys.executable, "-m", "ttlc", "run", "--target", "cpu", str(f)],
+    out = subprocess.run([sys.executable, "-m", "ttlc", "run", str(f)],  # cpu: the default
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "@scale on cpu" in out.stdout
     bad = tmp_path / "bad.ttl"
-    bad.write_text("func @f() attributes {subgroup_size=4} { }\n")
+    bad.write_text("func @f() attributes {subgroup_size=128} { }\n")
     out = subprocess.run([sys.executable, "-m", "ttlc", "compile", "--target", "cpu", str(bad),
                           "-o", str(obj)], capture_output=True, text=True)
-    assert out.returncode == 1 and "subgroup size 4 is not supported by target cpu" in out.stderr
+    assert out.returncode == 1 and "subgroup size 128 is not supported by target cpu" in out.stderr
+
+
+def test_cpu_is_the_default_target():
+    assert ttlc.compile(CACHED).target == "cpu"
+    assert ttlc.compile(CACHED, target="interp").target == "interp"
 
 
 # ---- collective BLAS (lowered to coopmatrix code) and coopmatrix instructions -------------------

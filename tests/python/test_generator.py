@@ -51,7 +51,7 @@ def run_seed(seed: int):
         results = []
         for checked in (False, True):
             stage = f"run (checked={checked})"
-            module = ttlc.compile(program, checked=checked)
+            module = ttlc.compile(program, target="interp", checked=checked)
             args = case.make_args()
             module[case.kernel_name](*args, grid=case.grid)
             results.append([a.tobytes() for a in _arrays(args)])
@@ -111,7 +111,8 @@ def test_coop_can_be_forced():
         pytest.skip("the interpreter does not implement coopmatrix instructions yet")
     case = generate(5, coop=True)
     assert "cooperative_matrix_mul_add" in case.text and "subgroup_size=16" in case.text
-    ttlc.compile(case.text, checked=True)[case.kernel_name](*case.make_args(), grid=case.grid)
+    ttlc.compile(case.text, target="interp", checked=True)[case.kernel_name](*case.make_args(),
+                                                                            grid=case.grid)
     assert "cooperative_matrix" not in generate(5, coop=False).text
 
 
@@ -144,6 +145,22 @@ def test_result_does_not_depend_on_sizes_left_open(seed):
     results = []
     for text in (case.text, str(program)):
         args = case.make_args()
-        ttlc.compile(text)[case.kernel_name](*args, grid=case.grid)
+        ttlc.compile(text, target="interp")[case.kernel_name](*args, grid=case.grid)
         results.append([a.tobytes() for a in _arrays(args)])
     assert results[0] == results[1]
+
+
+def test_broadcast_lane_fits_every_subgroup_size_left_open():
+    """With the subgroup size left open (a target may choose 1), subgroup_broadcast reads
+    lane 0; a fixed size allows any lane below it (seed 12 used lane 11 with no size set)."""
+    import re
+
+    lanes = {True: set(), False: set()}
+    for seed in range(200):
+        text = generate(seed, coop=False).text
+        fixed = "subgroup_size=" in text.splitlines()[0]
+        consts = dict(re.findall(r"(%\w+) = constant (-?\d+) : i32", text))
+        for lane in re.findall(r"subgroup_broadcast %\w+, (%\w+)", text):
+            lanes[fixed].add(int(consts[lane]))
+    assert lanes[False] == {0}, lanes[False]
+    assert max(lanes[True]) > 0

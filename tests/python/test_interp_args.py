@@ -1,4 +1,4 @@
-"""Argument marshalling of the runtime (ttlc.runtime.args) through the interpreter target.
+"""Argument marshalling of the runtime (ttlc.runtime.args), on every target.
 
 Every mismatch must raise TypeError or ValueError naming the argument (position, %name and
 kernel) and what differs, before any work-group runs: the tests pass a valid output array
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import ttlc
+from interp_testing import compile_for_target
 
 # B := A (copy through axpby, collective) -- the output %b comes first so that a bad %a is
 # found after %b was already marshalled.
@@ -215,7 +216,7 @@ def F(shape, dtype=np.float32, start=0):
 
 @pytest.fixture(scope="module")
 def copy():
-    return ttlc.compile(COPY)["copy"]
+    return compile_for_target(COPY)["copy"]
 
 
 def _raises(exc, kernel, args, match_all, grid=(1,)):
@@ -258,13 +259,13 @@ def test_c_order_array_is_rejected_with_hint(copy):
 
 
 def test_c_order_hidden_behind_a_size_one_mode():
-    k = ttlc.compile("func @k(%a: memref<f32x?x?x?,strided<?,?,?>>) {}")["k"]
+    k = compile_for_target("func @k(%a: memref<f32x?x?x?,strided<?,?,?>>) {}")["k"]
     k(np.zeros((3, 1, 4), np.float32, order="F"), grid=(1,))
     _raises(ValueError, k, (np.zeros((3, 1, 4), np.float32, order="C"),), ["np.asfortranarray"])
 
 
 def test_static_stride_mismatch():
-    k = ttlc.compile("""func @k(%a: memref<f32x4x4,strided<1,8>>, %b: memref<f32x4x4>) {
+    k = compile_for_target("""func @k(%a: memref<f32x4x4,strided<1,8>>, %b: memref<f32x4x4>) {
         %one = constant 1.0 : f32
         %zero = constant 0.0 : f32
         axpby %one, %a, %zero, %b
@@ -316,7 +317,7 @@ def test_errors_come_before_an_empty_grid(copy):
 # ---- scalars ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def scalars():
-    return ttlc.compile(SCALARS)["scalars"]
+    return compile_for_target(SCALARS)["scalars"]
 
 
 GOOD = dict(a=-5, b=7, c=1.5, d=2 + 3j, e=True, f=0.5)
@@ -376,7 +377,7 @@ def test_infinities_and_nan_are_values(scalars):
 # ---- groups -----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def fill():
-    return ttlc.compile(GROUP_FILL)["fill"]
+    return compile_for_target(GROUP_FILL)["fill"]
 
 
 def test_group_plain_list(fill):
@@ -431,7 +432,7 @@ def test_group_member_views_are_untouched_on_error(fill):
 
 
 def test_group_static_offset_and_size():
-    k = ttlc.compile(GROUP_STATIC)["fill3"]
+    k = compile_for_target(GROUP_STATIC)["fill3"]
     xs = [np.full(7, -1, np.int32), np.full(9, -1, np.int32)]
     k(xs, grid=(2,))
     np.testing.assert_array_equal(xs[0], [-1, -1, -1, 0, 1, 2, 3])
@@ -447,7 +448,7 @@ def test_group_static_offset_and_size():
 
 
 def test_group_static_members_with_dynamic_offset_need_no_shapes():
-    k = ttlc.compile(GROUP_STATIC.replace("offset: 3", "offset: ?"))["fill3"]
+    k = compile_for_target(GROUP_STATIC.replace("offset: 3", "offset: ?"))["fill3"]
     xs = [np.full(6, -1, np.int32), np.full(6, -1, np.int32)]
     k(ttlc.Group(xs, offset=2), grid=(2,))
     np.testing.assert_array_equal(xs[1], [-1, -1, 0, 1, 2, 3])
@@ -467,7 +468,7 @@ def _aligned(n, dtype=np.float32, alignment=64, shift=0):
 
 
 def test_alignment_shape_gcd_stride_gcd():
-    k = ttlc.compile(ATTRS)["attrs"]
+    k = compile_for_target(ATTRS)["attrs"]
     a = _aligned(8)
     b = np.zeros(8, np.float32)
     c = np.zeros((16, 3), np.float32, order="F")[:5]  # stride (1, 16)
@@ -481,7 +482,7 @@ def test_alignment_shape_gcd_stride_gcd():
 
 
 def test_group_attributes_apply_to_members():
-    k = ttlc.compile("func @g(%g: group<memref<f32x?>x?> {shape_gcd=[2]}) {}")["g"]
+    k = compile_for_target("func @g(%g: group<memref<f32x?>x?> {shape_gcd=[2]}) {}")["g"]
     k([np.zeros(2, np.float32), np.zeros(4, np.float32)], grid=(1,))
     _raises(ValueError, k, ([np.zeros(2, np.float32), np.zeros(3, np.float32)],),
             ["member 1", "shape_gcd"])
@@ -489,7 +490,7 @@ def test_group_attributes_apply_to_members():
 
 # ---- null, read-only, strided views, buffer protocol, DLPack ------------------------------------
 def test_none_is_a_null_memref_and_group():
-    k = ttlc.compile(ASSOCIATED)["assoc"]
+    k = compile_for_target(ASSOCIATED)["assoc"]
     out = np.full(2, -1, np.int32)
     k(out, np.zeros(3, np.float32), [np.zeros(4, np.float32)], grid=(1,))
     np.testing.assert_array_equal(out, [1, 1])
@@ -506,8 +507,8 @@ def test_access_through_null_memref_is_a_kernel_error(copy):
 
 @pytest.mark.parametrize("checked", [False, True])
 def test_read_only_arrays(checked):
-    double = ttlc.compile(DOUBLE_1D, checked=checked)["double"]
-    copy = ttlc.compile(COPY, checked=checked)["copy"]
+    double = compile_for_target(DOUBLE_1D, checked=checked)["double"]
+    copy = compile_for_target(COPY, checked=checked)["copy"]
     x = np.arange(20, dtype=np.float32)
     x.flags.writeable = False
     with pytest.raises(ttlc.KernelError, match="read-only"):
@@ -525,14 +526,14 @@ def test_read_only_arrays(checked):
 
 
 def test_strided_views_write_through():
-    double = ttlc.compile(DOUBLE_1D)["double"]
+    double = compile_for_target(DOUBLE_1D)["double"]
     x = np.arange(40, dtype=np.float32)
     double(x[3:37:3], grid=(1,))
     expect = np.arange(40, dtype=np.float32)
     expect[3:37:3] *= 2
     np.testing.assert_array_equal(x, expect)
 
-    double2 = ttlc.compile(DOUBLE_2D)["double2"]
+    double2 = compile_for_target(DOUBLE_2D)["double2"]
     base = F((8, 6), np.float64)
     for view in (lambda a: a[::2], lambda a: a[1:7:3, ::2], lambda a: a[2:5, 1:], lambda a: a):
         a = base.copy(order="F")
@@ -546,7 +547,7 @@ def test_strided_views_write_through():
 
 
 def test_buffer_protocol_without_copies():
-    double = ttlc.compile(DOUBLE_1D)["double"]
+    double = compile_for_target(DOUBLE_1D)["double"]
     raw = bytearray(np.arange(6, dtype=np.float32).tobytes())
     double(np.frombuffer(raw, np.float32), grid=(1,))
     np.testing.assert_array_equal(np.frombuffer(raw, np.float32), [0, 2, 4, 6, 8, 10])
@@ -585,13 +586,13 @@ class BadDevice(DLPackOnly):
 
 
 def test_dlpack_without_copies():
-    double = ttlc.compile(DOUBLE_1D)["double"]
+    double = compile_for_target(DOUBLE_1D)["double"]
     x = np.arange(5, dtype=np.float32)
     double(DLPackOnly(x), grid=(1,))
     np.testing.assert_array_equal(x, [0, 2, 4, 6, 8])
     double(DLPackOnly(x[::2]), grid=(1,))  # strided DLPack tensors too
     np.testing.assert_array_equal(x, [0, 2, 8, 6, 16])
-    double2 = ttlc.compile(DOUBLE_2D)["double2"]
+    double2 = compile_for_target(DOUBLE_2D)["double2"]
     a = F((3, 4), np.float64)
     double2(DLPackOnly(a), grid=(1,))
     np.testing.assert_array_equal(a, 2 * F((3, 4), np.float64))
@@ -604,14 +605,14 @@ def test_dlpack_without_copies():
     with pytest.raises(ttlc.KernelError, match="read-only"):
         double(DLPackOnly(ro), grid=(1,))
     # DLPack group members
-    fill = ttlc.compile(GROUP_FILL)["fill"]
+    fill = compile_for_target(GROUP_FILL)["fill"]
     m = np.zeros(3, np.float32)
     fill([DLPackOnly(m)], grid=(1,))
     np.testing.assert_array_equal(m, [1, 2, 3])
 
 
 def test_zero_d_memref():
-    k = ttlc.compile("""func @k(%a: memref<f32>) {
+    k = compile_for_target("""func @k(%a: memref<f32>) {
         %v = load %a[] : f32
         %w = add %v, %v : f32
         parallel {
@@ -630,9 +631,9 @@ def test_zero_d_memref():
 
 
 def test_empty_arrays():
-    double = ttlc.compile(DOUBLE_1D)["double"]
+    double = compile_for_target(DOUBLE_1D)["double"]
     double(np.zeros(0, np.float32), grid=(1,))
-    double2 = ttlc.compile(DOUBLE_2D)["double2"]
+    double2 = compile_for_target(DOUBLE_2D)["double2"]
     double2(np.zeros((0, 3)), grid=(1,))
     double2(np.zeros((3, 0)), grid=(1,))
 
@@ -640,7 +641,7 @@ def test_empty_arrays():
 # ---- grid ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ids():
-    return ttlc.compile(GRID_IDS)["ids"]
+    return compile_for_target(GRID_IDS)["ids"]
 
 
 @pytest.mark.parametrize("grid, shape", [((2,), (2, 1, 1)), ((2, 3), (2, 3, 1)),
@@ -671,11 +672,11 @@ def test_bad_grid(ids, grid, exc):
 
 
 def test_defaults_subgroup_16_work_group_16x1():
-    k = ttlc.compile(DEFAULTS)["defaults"]
+    k = compile_for_target(DEFAULTS)["defaults"]
     out = np.zeros(4, np.int32)
     k(out, grid=(1,))
     np.testing.assert_array_equal(out, [16, 1, 1, 30])
-    k2 = ttlc.compile(DEFAULTS.replace("(%out: memref<i32x4>)",
+    k2 = compile_for_target(DEFAULTS.replace("(%out: memref<i32x4>)",
                                        "(%out: memref<i32x4>) attributes {subgroup_size=8, "
                                        "work_group_size=[16,2]}"))["defaults"]
     k2(out, grid=(1,))
@@ -683,7 +684,7 @@ def test_defaults_subgroup_16_work_group_16x1():
 
 
 def test_unknown_kernel_name():
-    m = ttlc.compile(COPY)
+    m = compile_for_target(COPY)
     with pytest.raises(KeyError, match="@copy"):
         m["nope"]
     assert m["@copy"].name == "copy"

@@ -1,4 +1,4 @@
-"""Collective BLAS-like instructions in the reference interpreter, against NumPy.
+"""Collective BLAS-like instructions on every target (interp, cpu), against NumPy.
 
 gemm (every transpose combination), gemv, ger, hadamard, axpby, sum, cumsum for f32,
 f64, c64 and i32, mixed precision (16-bit floats and i8 into wider outputs), static and
@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 
+import interp_testing
 from interp_testing import DTYPES, EPS, farray, run
 
 TYPES = ["f32", "f64", "c64", "i32"]
@@ -408,7 +409,7 @@ def test_perf_batched_gemm_1000_groups(capsys):
     run(src, A, B, C, grid=(n, 1, 1))
     dt = time.perf_counter() - t0
     with capsys.disabled():
-        print(f"\n[interp perf] 1000 x gemm 16x16 f32: {dt * 1e3:.1f} ms "
+        print(f"\n[{interp_testing.CURRENT_TARGET} perf] 1000 x gemm 16x16 f32: {dt * 1e3:.1f} ms "
               f"({dt / n * 1e6:.1f} us per work-group)")
     expected = np.einsum("ikg,kjg->ijg", wide(A), wide(B))
     check(C, expected, "f32")

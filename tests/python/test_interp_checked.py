@@ -1,4 +1,4 @@
-"""Checked execution of the reference interpreter (``ttlc.compile(..., checked=True)``).
+"""Checked execution (``ttlc.compile(..., checked=True)``) on every target.
 
 One test per finding: out-of-bounds accesses (scalar, atomic, coopmatrix, group
 index), values that must be dynamically uniform, barriers not reached by the whole
@@ -10,6 +10,8 @@ memory with barriers, atomics, coopmatrix tiles) raise nothing in checked mode a
 give the same results as unchecked execution.
 
 Kernels are written from the language reference and are valid per ``ttlc.check``.
+Data races, uniformity and lifetimes are only found by the interpreter: those tests
+are marked ``interp_only`` (see interp_testing.py).
 """
 from __future__ import annotations
 
@@ -19,13 +21,14 @@ import textwrap
 import numpy as np
 import pytest
 
+import interp_testing
 import ttlc
 
 FILE = "checked.ttl"
 
 
 def compile_(src: str, checked: bool = True):
-    return ttlc.compile(textwrap.dedent(src), target="interp", checked=checked, filename=FILE)
+    return interp_testing.compile_for_target(src, checked, FILE)
 
 
 def line_of(src: str, marker: str) -> int:
@@ -198,6 +201,7 @@ func @skew(%A: memref<f32x64x16>, %B: memref<f32x64x16>) attributes {subgroup_si
 """
 
 
+@pytest.mark.interp_only(reason=interp_testing.UNIFORMITY)
 def test_coopmatrix_position_not_uniform():
     A, B = farray(np.ones((64, 16))), farray(np.zeros((64, 16)))
     msg = finding(VARYING_POSITION, "skew", (A, B))
@@ -224,6 +228,7 @@ func @pick(%G: group<memref<f32x16x16>x?>, %B: memref<f32x16x16>) attributes {su
 """
 
 
+@pytest.mark.interp_only(reason=interp_testing.UNIFORMITY)
 def test_coopmatrix_memref_not_uniform():
     members = [farray(np.full((16, 16), k)) for k in range(2)]
     B = farray(np.zeros((16, 16)))
@@ -252,6 +257,7 @@ func @bcast(%A: memref<i32x32>, %B: memref<i32x32>) attributes {subgroup_size=16
 """
 
 
+@pytest.mark.interp_only(reason=interp_testing.UNIFORMITY)
 def test_subgroup_broadcast_lane_not_uniform():
     """The lane is 0 in subgroup (0, 0); in subgroup (0, 1) it alternates 0, 1."""
     A, B = np.arange(32, dtype=np.int32), np.zeros(32, dtype=np.int32)
@@ -281,6 +287,7 @@ func @fill(%B: memref<f32x16x16>) attributes {subgroup_size=16, work_group_size=
 """
 
 
+@pytest.mark.interp_only(reason=interp_testing.UNIFORMITY)
 def test_coopmatrix_construct_number_not_uniform():
     B = farray(np.zeros((16, 16)))
     msg = finding(CONSTRUCT, "fill", (B,))
@@ -303,6 +310,7 @@ func @scale(%A: memref<f32x16x16>, %s: memref<f32x16>) attributes {subgroup_size
 """
 
 
+@pytest.mark.interp_only(reason=interp_testing.UNIFORMITY)
 def test_coopmatrix_scale_scalar_not_uniform():
     A = farray(np.ones((16, 16)))
     s = farray(np.full(16, 2.0))
@@ -460,6 +468,7 @@ def test_transpose_with_barrier_is_race_free(barrier):
 
 
 @pytest.mark.parametrize("barrier", ["", "barrier.global"])
+@pytest.mark.interp_only(reason=interp_testing.RACES)
 def test_race_read_after_write_without_barrier(barrier):
     src = TRANSPOSE.replace("BARRIER", barrier)
     A = farray(np.arange(256).reshape(16, 16))
@@ -501,6 +510,7 @@ func @last(%A: memref<f32x16>, %B: memref<f32x1>) attributes {subgroup_size=16, 
 """
 
 
+@pytest.mark.interp_only(reason=interp_testing.RACES)
 def test_race_write_write_same_instruction():
     msg = finding(WRITE_WRITE, "last", (farray(np.arange(16)), farray(np.zeros(1))))
     assert_names(msg, "last", line_of(WRITE_WRITE, "OFFENDING"), (0, 0, 0), (6, 0))
@@ -554,6 +564,7 @@ def test_atomics_do_not_race_with_atomics():
     np.testing.assert_array_equal(H1, H2)
 
 
+@pytest.mark.interp_only(reason=interp_testing.RACES)
 def test_race_plain_read_of_atomically_updated_element():
     src = ATOMICS.replace("READ", "%peek = load %h[%bin] : i32   ; OFFENDING")
     X = np.zeros(64, dtype=np.int32)  # everybody counts into bin 0
@@ -629,6 +640,7 @@ def test_coopmatrix_local_staging_is_race_free():
     np.testing.assert_array_equal(B1, B2)
 
 
+@pytest.mark.interp_only(reason=interp_testing.RACES)
 def test_race_coopmatrix_other_subgroup_block():
     src = COOP_LOCAL.replace("BARRIER", "")
     A = farray(np.arange(512).reshape(32, 16))
@@ -686,6 +698,7 @@ func @fold(%A: memref<f32x40>, %n: index) attributes {subgroup_size=16, work_gro
 """
 
 
+@pytest.mark.interp_only(reason=interp_testing.RACES)
 def test_race_between_foreach_iterations():
     """Iterations 0 and 20 write the same element; the mapping of iterations to
     work-items is implementation-defined, so that is a race (20 is the fifth item of
@@ -812,6 +825,7 @@ func @stale(%A: memref<f32x16>) attributes {subgroup_size=16, work_group_size=[1
 """
 
 
+@pytest.mark.interp_only(reason=interp_testing.LIFETIME)
 def test_local_memory_after_lifetime_stop():
     msg = finding(LIFETIME, "stale", (farray(np.zeros(16)),), grid=(1, 1, 2))
     assert_names(msg, "stale", line_of(LIFETIME, "OFFENDING"), (0, 0, 0), (0, 0))

@@ -1,4 +1,4 @@
-"""Control flow in the reference interpreter: for, if, parallel, foreach, foreach_tile.
+"""Control flow on every target (interp, cpu): for, if, parallel, foreach, foreach_tile.
 
 Uniform control flow runs in the collective region; divergent control flow runs in SPMD
 regions where every work-item has its own condition or trip count (lane masks).
@@ -600,3 +600,52 @@ def test_foreach_tile_1d_and_3d_offsets():
     for bx, by, bz in itertools.product(range(3), range(3), range(3)):
         x, y, z = 1 + 16 * bx, 2 + 3 * by, 3 * 0 + 2 * bz
         assert rec3[bx, by, bz].tolist() == [min(16, 40 - x), min(3, 10 - y), min(2, 5 - z)]
+
+
+# ---- the widest work-groups ---------------------------------------------------------------------
+WIDE = """func @k(%A: memref<f32x?>, %B: memref<f32x?>, %C: memref<i32x?>) attributes {subgroup_size=SGS, work_group_size=[WGX,WGY]} {
+    %tmp = alloca : memref<f32xW,local>
+    parallel {
+        %x = subgroup_local_id : i32
+        %sg = subgroup_linear_id : i32
+        %s = subgroup_size : i32
+        %t = mul %sg, %s : i32
+        %l = add %t, %x : i32
+        %i = cast %l : index
+        %a = load %A[%i] : f32
+        %two = constant 2.0 : f32
+        %b = mul %a, %two : f32
+        store %b, %tmp[%i]
+        barrier.local
+        %n = constant W : index
+        %one = constant 1 : index
+        %j0 = add %i, %one : index
+        %j = rem %j0, %n : index
+        %c = load %tmp[%j] : f32
+        %zero = constant 0.0 : f32
+        %pos = greater_than %c, %zero : bool
+        %r = if %pos -> (f32) {
+            yield (%c)
+        } else {
+            %d = neg %c : f32
+            yield (%d)
+        }
+        store %r, %B[%i]
+        %sum = subgroup_inclusive_scan_add %l : i32
+        store %sum, %C[%i]
+    }
+}"""
+
+
+@pytest.mark.parametrize("wgx,wgy,sgs", [(1024, 1, 16), (64, 16, 4)])
+def test_work_group_of_1024_work_items(wgx, wgy, sgs):
+    """The largest work-group: local memory, a barrier, divergent if, a subgroup scan."""
+    w = wgx * wgy
+    src = (WIDE.replace("SGS", str(sgs)).replace("WGX", str(wgx)).replace("WGY", str(wgy))
+           .replace("W", str(w)))
+    A = np.random.default_rng(7).standard_normal(w).astype(np.float32)
+    B, C = np.zeros(w, np.float32), np.zeros(w, np.int32)
+    run(src, A, B, C)
+    np.testing.assert_array_equal(B, np.abs(np.roll(A * 2, -1)))
+    ids = np.arange(w).reshape(-1, sgs)
+    np.testing.assert_array_equal(C, np.cumsum(ids, axis=1).ravel())

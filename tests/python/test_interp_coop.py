@@ -1,20 +1,20 @@
-"""Interpreter semantics of the coopmatrix and subgroup instructions.
+"""Semantics of the coopmatrix and subgroup instructions on every target (interp, cpu).
 
-Small kernels, valid per the language reference, run on the reference interpreter
-(target "interp"); expected results are computed here with NumPy, independently of
+Small kernels, valid per the language reference, run on each target (see
+interp_testing.py); expected results are computed here with NumPy, independently of
 ``ttlc.interp``, from the formulas of the reference (load/store tables, subgroup
 operation definitions) and from the work-item layout of DESIGN.md ("Coopmatrix
 distribution").
 """
 from __future__ import annotations
 
-import functools
 from string import Template
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+import interp_testing
 import ttlc
 
 S = 16
@@ -25,9 +25,8 @@ RNG = np.random.default_rng(1234)
 
 
 # ---- helpers ------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
 def _compile(src: str, checked: bool):
-    return ttlc.compile(src, target="interp", checked=checked)
+    return interp_testing.compile_for_target(src, checked)
 
 
 def kernel(template: str, **subst) -> str:
@@ -391,6 +390,8 @@ def test_checked_store_at_edges(transpose, flag, x, y, atomic, checked):
 @pytest.mark.parametrize("store", [False, True])
 @pytest.mark.parametrize("x,y", [(400, 0), (0, 30), (-1, 0), (5, 14)])
 def test_unchecked_access_outside_the_buffer_is_a_kernel_error(x, y, store, checked):
+    if not checked and interp_testing.CURRENT_TARGET != "interp":
+        pytest.skip(interp_testing.UNCHECKED_OUT_OF_BOUNDS)
     src = kernel(CHECKED_STORE if store else CHECKED_LOAD, SUFFIX="",
                  STORE="cooperative_matrix_store", LOAD="cooperative_matrix_load")
     a, b = zeros((16, 8), "f32"), zeros((20, 21), "f32")
@@ -920,6 +921,7 @@ def test_subgroup_broadcast_from_an_undefined_work_item(lane, message):
         run(kernel(BROADCAST_FROM, IDS=IDS), A, B, np.int32(lane), checked=True)
 
 
+@pytest.mark.interp_only(reason=interp_testing.UNIFORMITY)
 def test_subgroup_broadcast_lane_must_be_uniform_in_checked_mode():
     A, B = rand(16, "i32"), zeros(16, "i32")
     run(kernel(BROADCAST_BAD, IDS=IDS), A, B, np.int32(1))  # unchecked: first lane decides
@@ -930,7 +932,7 @@ def test_subgroup_broadcast_lane_must_be_uniform_in_checked_mode():
 
 
 # ---- subgroup scans and reductions -----------------------------------------------------------
-SUBGROUP_OP = """func @k(%A: memref<${T}x64>, %B: memref<${T}x64>) attributes {subgroup_size=16, work_group_size=[32,2]} {
+SUBGROUP_OP = """func @k(%A: memref<${T}x64>, %B: memref<${T}x64>) attributes {subgroup_size=${S}, work_group_size=[${WGX},${WGY}]} {
   parallel {${IDS}
     %x = load %A[%w] : ${T}
     %c7 = constant 7 : i32
@@ -952,7 +954,7 @@ SUBGROUP_OP = """func @k(%A: memref<${T}x64>, %B: memref<${T}x64>) attributes {s
 }"""
 
 
-def reference_subgroup_op(x, active, op):
+def reference_subgroup_op(x, active, op, S=16):
     kind, fn = op.rsplit("_", 1)
     if x.dtype.kind in "iu":
         info = np.iinfo(x.dtype)
@@ -961,8 +963,8 @@ def reference_subgroup_op(x, active, op):
         ident = {"add": 0, "max": -np.inf, "min": np.inf}[fn]
     big = np.complex128 if x.dtype.kind == "c" else object if x.dtype.kind in "iu" else np.float64
     out = np.empty(len(x), dtype=big)
-    for g in range(len(x) // 16):
-        vals = [x[16 * g + p].item() if active[16 * g + p] else ident for p in range(16)]
+    for g in range(len(x) // S):
+        vals = [x[S * g + p].item() if active[S * g + p] else ident for p in range(S)]
         acc = []
         cur = None
         for v in vals:
@@ -974,8 +976,8 @@ def reference_subgroup_op(x, active, op):
         elif kind == "exclusive_scan":
             res = [ident] + acc[:-1]
         else:
-            res = [acc[-1]] * 16
-        out[16 * g:16 * g + 16] = res
+            res = [acc[-1]] * S
+        out[S * g:S * g + S] = res
     return out
 
 
@@ -990,7 +992,7 @@ def test_subgroup_operations(ty, op, divergent):
         A[:] = np.where(A >= 0, 120, -120)  # sums wrap around
     B = F(np.full(64, 99, DT[ty]))
     limit = 0 if divergent else 64
-    run(kernel(SUBGROUP_OP, T=ty, OP=op, LIMIT=limit, IDS=IDS), A, B)
+    run(kernel(SUBGROUP_OP, T=ty, OP=op, LIMIT=limit, IDS=IDS, S=16, WGX=32, WGY=2), A, B)
     w = np.arange(64)
     active = ((w * 7 + 3) % 5 != 0) | (w < limit)
     want = reference_subgroup_op(A, active, op)
@@ -1003,6 +1005,38 @@ def test_subgroup_operations(ty, op, divergent):
         np.testing.assert_allclose(B[active], want[active], rtol=1e-5, atol=1e-4)
     else:
         np.testing.assert_array_equal(B[active], want[active])
+
+
+SUBGROUP_BROADCAST_LAST = """func @k(%A: memref<i32x64>, %B: memref<i32x64>) attributes {subgroup_size=${S}, work_group_size=[${WGX},${WGY}]} {
+  parallel {${IDS}
+    %x = load %A[%w] : i32
+    %one = constant 1 : i32
+    %last = sub %ssz, %one : i32
+    %y = subgroup_broadcast %x, %last : i32
+    store %y, %B[%w]
+  }
+}"""
+
+
+@pytest.mark.parametrize("S", [1, 2, 4, 8, 32, 64])
+@pytest.mark.parametrize("op", ["reduce_add", "inclusive_scan_max", "exclusive_scan_add",
+                                "broadcast"])
+def test_subgroup_operations_of_every_size(S, op):
+    """Subgroups of 1 to 64 work-items (64 work-items in all: [32, 2], or [64, 1]),
+    divergent; broadcast from the last work-item of each subgroup."""
+    wgx, wgy = (64, 1) if S == 64 else (32, 2)
+    A = rand(64, "i32", -100, 100)
+    B = F(np.full(64, 99, np.int32))
+    if op == "broadcast":
+        run(kernel(SUBGROUP_BROADCAST_LAST, IDS=IDS, S=S, WGX=wgx, WGY=wgy), A, B)
+        np.testing.assert_array_equal(B, np.repeat(A[S - 1::S], S))
+        return
+    run(kernel(SUBGROUP_OP, T="i32", OP=op, LIMIT=0, IDS=IDS, S=S, WGX=wgx, WGY=wgy), A, B)
+    w = np.arange(64)
+    active = (w * 7 + 3) % 5 != 0
+    want = reference_subgroup_op(A, active, op, S).astype(np.int32)
+    np.testing.assert_array_equal(B[~active], 99)
+    np.testing.assert_array_equal(B[active], want[active])
 
 
 SUBGROUP_UNIFORM = """func @k(%B: memref<f64x32>, %s: f64) attributes {subgroup_size=16, work_group_size=[32,1]} {
@@ -1044,6 +1078,7 @@ VARYING_POSITION = """func @k(%A: memref<f32x32x8>, %B: memref<f32x16x8>) attrib
 }"""
 
 
+@pytest.mark.interp_only(reason=interp_testing.UNIFORMITY)
 def test_operands_must_be_dynamically_uniform_in_checked_mode():
     B = zeros((16, 8), "f32")
     run(kernel(VARYING_CONSTRUCT, IDS=IDS), B)  # unchecked: the first work-item's value
@@ -1069,6 +1104,7 @@ PARTIAL = """func @k(%A: memref<f32x16x8>, %B: memref<f32x16x8>) attributes {sub
 }"""
 
 
+@pytest.mark.interp_only(reason=interp_testing.PARTIAL_SUBGROUP)
 def test_load_in_part_of_a_subgroup_is_reported_in_checked_mode():
     A, B = rand((16, 8), "f32"), zeros((16, 8), "f32")
     run(kernel(PARTIAL, IDS=IDS), A, B)  # unchecked: the subgroup executes it
@@ -1099,3 +1135,31 @@ def test_inactive_subgroups_do_not_execute_coopmatrix_instructions(checked):
     want = np.zeros((32, 8), np.float32)
     want[16:] = 2 * A[16:]
     np.testing.assert_array_equal(B, want)
+
+
+# ---- partial tiles of 16-bit types next to other data -------------------------------------------
+PARTIAL_NARROW_STORE = """func @k(%A: memref<${T}x?x2>) attributes {subgroup_size=4, work_group_size=[4,1]} {
+    %g = group_id.x : index
+    %t = subview %A[0:1, %g] : memref<${T}x1>
+    %c1 = constant 1 : index
+    %t2 = expand %t[0 -> 1 x %c1] : memref<${T}x1x?>
+    parallel {
+        %c0 = constant 0 : index
+        %gf = cast %g : f32
+        %five = constant 5.0 : f32
+        %v = add %gf, %five : f32
+        %m = cooperative_matrix_construct %v : coopmatrix<f32x4x1,matrix_acc>
+        %h = cast %m : coopmatrix<${T}x4x1,matrix_acc>
+        cooperative_matrix_store.rows_checked %h, %t2[%c0, %c0]
+    }
+}"""
+
+
+@pytest.mark.parametrize("ty", ["bf16", "f16", "i16", "i8"])
+def test_partial_tile_store_of_narrow_type_writes_only_its_rows(ty):
+    """A 4 x 1 tile with one row inside a 1 x 1 view: only that element is written, not
+    its neighbours (the next work-group's element, and memory after the array)."""
+    buf = np.full(4, 7, DT[ty])
+    A = np.lib.stride_tricks.as_strided(buf, shape=(1, 2), strides=(buf.itemsize,) * 2)
+    run(kernel(PARTIAL_NARROW_STORE, T=ty), A, grid=(2, 1, 1))
+    np.testing.assert_array_equal(buf.astype(np.float64), [5, 6, 7, 7])

@@ -1,4 +1,4 @@
-"""Memory in the reference interpreter: views (expand, fuse, subview), loads and stores,
+"""Memory on every target (interp, cpu): views (expand, fuse, subview), loads and stores,
 groups, size, associated, alloca, and atomics.
 
 The view tests execute the type examples of the language reference on data: a kernel

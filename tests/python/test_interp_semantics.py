@@ -1,4 +1,4 @@
-"""Semantics of scalar instructions in the reference interpreter, against NumPy/Python.
+"""Semantics of scalar instructions on every target (interp, cpu), against NumPy/Python.
 
 Arithmetic (binary and unary) for every allowed type, comparisons (incl. NaN), the cast
 table, math functions, constants of every type, and the builtins.  Every scalar

@@ -54,7 +54,7 @@ def apply(program, *passes, target="interp"):
 def run(program, args, checked=False, grid=(1, 1, 1)):
     """Run the program's first kernel on copies of args; returns the copies."""
     args = [a.copy(order="K") if isinstance(a, np.ndarray) else a for a in args]
-    module = ttlc.compile(program, checked=checked)
+    module = ttlc.compile(program, target="interp", checked=checked)  # finds races
     module[program.functions[0].name](*args, grid=grid)
     return args
 
@@ -285,7 +285,7 @@ def test_generated_programs_keep_results(seed, explicit_barriers):
     with explicit barriers only the program is race-free."""
     case = generate(seed)
     reference = case.make_args()
-    ttlc.compile(case.text)[case.kernel_name](*reference, grid=case.grid)
+    ttlc.compile(case.text, target="interp")[case.kernel_name](*reference, grid=case.grid)
     program = apply(ttlc.parse(case.text), "insert-lifetime-stop", "set-stack-ptr",
                     "insert-barrier")
     allocas = [i for f in program.functions for i in f.body.walk() if i.opcode == "alloca"]
@@ -294,7 +294,7 @@ def test_generated_programs_keep_results(seed, explicit_barriers):
     assert sorted(id(a.result) for a in allocas) == sorted(id(v) for v in stops)
     assert all(isinstance(a.attrs.get("stack_ptr"), int) for a in allocas)
     args = case.make_args()
-    ttlc.compile(program, checked=True)[case.kernel_name](*args, grid=case.grid)
+    ttlc.compile(program, target="interp", checked=True)[case.kernel_name](*args, grid=case.grid)
     for a, b in zip(_arrays(args), _arrays(reference)):
         assert a.tobytes() == b.tobytes()
 
@@ -309,7 +309,8 @@ def test_generated_programs_lowered_are_race_free(seed, explicit_barriers):
     except Exception as e:
         pytest.skip(f"lowering failed: {type(e).__name__}: {e}")
     apply(program, "insert-barrier")
-    ttlc.compile(program, checked=True)[case.kernel_name](*case.make_args(), grid=case.grid)
+    ttlc.compile(program, target="interp", checked=True)[case.kernel_name](*case.make_args(),
+                                                                 grid=case.grid)
 
 
 # ---- insert-lifetime-stop -------------------------------------------------------------------------

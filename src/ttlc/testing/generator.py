@@ -894,7 +894,9 @@ class _Generator:
                        "subgroup_inclusive_scan_max", "subgroup_exclusive_scan_min"))
         self.define(ty, f"{op} {x}", leaf=self.wgs_fixed)
         if r.random() < 0.5:
-            lane = self.const("i32", r.randrange(self.sgs))
+            # a lane below every subgroup size the target may choose: 0 unless fixed
+            k = r.randrange(self.sgs)
+            lane = self.const("i32", k if self.sgs_fixed else 0)
             self.define(ty, f"subgroup_broadcast {x}, {lane}", leaf=self.wgs_fixed)
         self.features.add("subgroup_ops")
 

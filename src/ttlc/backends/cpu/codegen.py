@@ -82,8 +82,43 @@ LLTYPE = {"i8": I8, "i16": I16, "i32": I32, "i64": I64, "index": I64, "bf16": I1
           "f16": F16, "f32": F32, "f64": F64, "c32": F32, "c64": F64}
 COMPONENT = {"c32": "f32", "c64": "f64"}
 
+
+class VectorConstant(ir.Constant):
+    """``ir.Constant(ir.VectorType(elem, n), values)``, made and printed much faster.
+
+    llvmlite makes one Constant per element and formats each anew; the long shuffle
+    masks and splats of coopmatrix code made that the largest part of code generation.
+    Here the elements (and their text) come from a cache; the printed IR is the same."""
+
+    _cache: Dict[tuple, Tuple[ir.Value, str]] = {}
+
+    def __init__(self, elem: ir.Type, values: Sequence[Any]):
+        name, cache = str(elem), VectorConstant._cache
+        if len(cache) > 100_000:
+            cache.clear()
+        parts, texts = [], []
+        for v in values:
+            if isinstance(v, ir.Value):
+                parts.append(v)
+                texts.append(f"{v.type} {v.get_reference()}")
+                continue
+            key = (name, type(v), v, repr(v))  # repr: 0.0 and -0.0 are equal keys otherwise
+            hit = cache.get(key)
+            if hit is None:
+                c = ir.Constant(elem, v)
+                hit = cache[key] = (c, f"{name} {c.get_reference()}")
+            parts.append(hit[0])
+            texts.append(hit[1])
+        self.type = ir.VectorType(elem, len(parts))
+        self.constant = parts
+        self._text = "<" + ", ".join(texts) + ">"
+
+    def _get_reference(self) -> str:
+        return self._text
+
 # ---- errors reported by checked code ---------------------------------------------------
 E_INDEX, E_GROUP_INDEX, E_NULL, E_DIV_ZERO, E_STEP, E_BARRIER, E_EXPAND, E_FUSE = range(1, 9)
+E_COOP_DIV_ZERO, E_BROADCAST = 10, 11  # (9 is coop.E_COOP_BOUNDS)
 
 
 class Unsupported(Exception):
@@ -392,6 +427,9 @@ class FunctionCodegen:
         self.error_block: Optional[ir.Block] = None
         self.roots: Dict[Value, Optional[int]] = {}
         self.writes: Dict[int, InstRef] = {}
+        #: called once the function is complete (e.g. to add set-up code to its entry
+        #: block and clean-up before its returns, as the AMX tile configuration needs)
+        self.finish_hooks: List[Callable[[], None]] = []
 
     # ---- small helpers -------------------------------------------------------------------
     @property
@@ -681,9 +719,14 @@ class FunctionCodegen:
             self.instructions.append(InstRef.of(inst))
         return self.inst_ids[key]
 
-    def fail_if(self, bad: ir.Value, code: int, details: Sequence[Any] = ()) -> None:
-        """Checked code: report error `code` when `bad` (per lane: in an active lane)."""
+    def fail_if(self, bad: ir.Value, code: int, details: Sequence[Any] = (),
+                lane: Optional[ir.Value] = None) -> None:
+        """Checked code: report error `code` when `bad` (per lane: in an active lane);
+        ``lane`` (i32) names the work-item when bad is uniform."""
         b = self.b
+        details = [self.ival(d) if not isinstance(d, ir.Value) else d for d in details]
+        if not is_vec(bad) and any(is_vec(d) for d in details):
+            bad = self.splat(bad)  # a uniform condition, varying details: the first lane's
         if is_vec(bad) and self.mask is not None:
             bad = b.and_(bad, self.mask)
         any_bad = self.reduce_or(bad)
@@ -694,12 +737,12 @@ class FunctionCodegen:
         if is_vec(bad):
             lane = self.first_lane(bad)
             lane_i64 = b.zext(lane, I64)
+        elif lane is not None:
+            lane_i64 = b.zext(lane, I64)
         else:
-            lane = None
             lane_i64 = ir.Constant(I64, -1)
         values = [ir.Constant(I64, self.inst_id(self.current)), lane_i64]
-        for d in details:
-            v = self.ival(d) if not isinstance(d, ir.Value) else d
+        for v in details:
             if is_vec(v):
                 v = b.extract_element(v, lane)
             if isinstance(v.type, ir.IntType) and v.type.width < 64:
@@ -774,6 +817,8 @@ class FunctionCodegen:
         b.branch(header)
         b.position_at_end(done)
         b.ret(ir.Constant(I32, 0))
+        for hook in self.finish_hooks:
+            hook()
         return KernelInfo(self.func.name, self.symbol, self.cfg, layout, nslots,
                           self.local_bytes, self.instructions, self.writes)
 
@@ -997,8 +1042,10 @@ def emit_binary(cg: FunctionCodegen, inst: Instruction):
     if isinstance(t, CoopMatrixType):
         from . import coop
 
-        return coop.elementwise_binary(cg, inst.opcode, t, cg.get(inst.slots["a"]),
-                                       cg.get(inst.slots["b"]))
+        a, c = cg.get(inst.slots["a"]), cg.get(inst.slots["b"])
+        if cg.checked and inst.opcode in ("div", "rem") and t.component.is_int:
+            _check_coop_divisor(cg, t, a, c)
+        return coop.elementwise_binary(cg, inst.opcode, t, a, c)
     ra, rc = cg.raw(inst.slots["a"]), cg.raw(inst.slots["b"])
     if (isinstance(ra, Lanes) or isinstance(rc, Lanes)) and isinstance(t, ScalarType) and t.is_int:
         zero_div = inst.opcode in ("div", "rem") and not (
@@ -1014,6 +1061,37 @@ def emit_binary(cg: FunctionCodegen, inst: Instruction):
     return binary(cg, inst.opcode, t, a, c)
 
 
+def _check_coop_divisor(cg: FunctionCodegen, t: CoopMatrixType, a, c) -> None:
+    """Checked code: no component held by an active work-item divides by zero (reported
+    with the first such entry, its dividend and the work-item holding it)."""
+    from . import coop
+    from ...interp.coop import coop_owner
+
+    b = cg.b
+    M, N = t.rows, t.cols
+    n = M * N
+    owner = coop_owner(cg.S, M, N)
+    # entries in row-major order (the interpreter's): entry k is component by_rows[k]
+    by_rows = [col * M + row for row in range(M) for col in range(N)]
+    order = ir.Constant(ir.VectorType(I32, n), by_rows)
+    saved, cg.mask = cg.mask, None
+    try:
+        for g, (x, y) in enumerate(zip(a.mats, c.mats)):
+            zero = b.icmp_signed("==", y, ir.Constant(y.type, [0] * n))
+            if saved is not None:
+                zero = b.and_(zero, coop.owner_mask(cg, t, saved, g))
+            k = cg.first_lane(b.shuffle_vector(zero, zero, order))  # n when none: clamp
+            k = b.select(b.icmp_unsigned("<", k, ir.Constant(I32, n)), k, ir.Constant(I32, 0))
+            owners = ir.Constant(ir.VectorType(I32, n), [g * cg.S + int(owner[e % M, e // M])
+                                                         for e in by_rows])
+            cg.fail_if(cg.reduce_or(zero), E_COOP_DIV_ZERO,
+                       [b.extract_element(x, b.extract_element(order, k)),
+                        b.udiv(k, ir.Constant(I32, N)), b.urem(k, ir.Constant(I32, N))],
+                       lane=b.extract_element(owners, k))
+    finally:
+        cg.mask = saved
+
+
 def _hypot(cg: FunctionCodegen, x: Cplx):
     t = x.re.type.element if is_vec(x.re) else x.re.type
     name = "hypotf" if t == F32 else "hypot"
@@ -1025,9 +1103,10 @@ def per_lane(cg: FunctionCodegen, fn, args: list, ret: ir.Type):
     """fn applied lane by lane to vectors (or once to scalars); fn returns one scalar."""
     if not any(is_vec(a) for a in args):
         return fn(*args)
-    args = cg.match(*args)
+    if not all(is_vec(a) for a in args):
+        args = cg.match(*args)
     return lane_loop(cg, None, lambda lane: [fn(*[cg.b.extract_element(a, lane) for a in args])],
-                     [ret])[0]
+                     [ret], args[0].type.count)[0]
 
 
 @emits("abs", "neg", "not", "conj", "im", "re")
@@ -1182,9 +1261,10 @@ def _cexp(cg: FunctionCodegen, x: Cplx) -> Cplx:
             return b.extract_element(r, ir.Constant(I32, 0)), b.extract_element(r, ir.Constant(I32, 1))
     if not is_vec(x.re):
         return Cplx(*one(x.re, x.im))
-    x = cg.splat(x)
+    x = Cplx(*cg.match(x.re, x.im))
     out = lane_loop(cg, None, lambda lane: list(one(b.extract_element(x.re, lane),
-                                                    b.extract_element(x.im, lane))), [t, t])
+                                                    b.extract_element(x.im, lane))), [t, t],
+                    x.re.type.count)
     return Cplx(*out)
 
 
@@ -1324,11 +1404,26 @@ def _masked_load(cg: FunctionCodegen, lt: ir.Type, p, mask, n: int):
                                                  ir.Constant(vt, None)], [vt, PTR])
 
 
+def _short_lanes(lt: ir.Type, n: int) -> int:
+    """Lanes to widen a masked store of n elements of type lt to: 16 bytes when n 8- or
+    16-bit elements fill less.  LLVM 22 for x86 miscompiles such a store (the vector is
+    promoted to wider elements first) whose mask it can fold to one lane into a scalar
+    store of the promoted width: ``movl`` for an i16, overwriting the next element."""
+    size = lt_size(lt)
+    return 16 // size if size < 4 and n * size < 16 else n
+
+
 def _masked_store(cg: FunctionCodegen, v, p, mask) -> None:
     lt = v.type.element
     if mask is None:
         cg.b.store(v, p, align=lt_size(lt))
         return
+    n = v.type.count
+    wide = _short_lanes(lt, n)
+    if wide != n:  # the extra lanes are masked off: never written
+        pick = ir.Constant(ir.VectorType(I32, wide), [k if k < n else n for k in range(wide)])
+        v = cg.b.shuffle_vector(v, ir.Constant(v.type, None), pick)
+        mask = cg.b.shuffle_vector(mask, ir.Constant(mask.type, None), pick)
     cg.intrinsic("llvm.masked.store", ir.VoidType(), [v, p, ir.Constant(I32, lt_size(lt)), mask],
                  [v.type, PTR])
 
@@ -1564,9 +1659,13 @@ def _ordering(inst: Instruction) -> str:
     return "monotonic" if inst.modifier("semantics") == "relaxed" else "seq_cst"
 
 
-def lane_loop(cg: FunctionCodegen, mask, fn, result_types: Sequence[ir.Type]) -> list:
-    """for l in 0..W-1, when lane l is active: results[l] = fn(l) (scalars), in lane order."""
+def lane_loop(cg: FunctionCodegen, mask, fn, result_types: Sequence[ir.Type],
+              lanes: Optional[int] = None) -> list:
+    """for l in 0..n-1, when lane l is active: results[l] = fn(l) (scalars), in lane order;
+    n is the work-group size W, or ``lanes`` (vectors of another length: coopmatrices)."""
     b = cg.b
+    n = cg.W if lanes is None else lanes
+    vt = lambda t: ir.VectorType(t, n)  # noqa: E731
     pre = b.block
     header, body, latch, done = (cg.block("lanes"), cg.block("lane"), cg.block("lane.next"),
                                  cg.block("lanes.done"))
@@ -1574,9 +1673,9 @@ def lane_loop(cg: FunctionCodegen, mask, fn, result_types: Sequence[ir.Type]) ->
     b.position_at_end(header)
     lane = b.phi(I32, name="lane")
     lane.add_incoming(ir.Constant(I32, 0), pre)
-    acc = [b.phi(cg.vt(t)) for t in result_types]
+    acc = [b.phi(vt(t)) for t in result_types]
     for p, t in zip(acc, result_types):
-        p.add_incoming(ir.Constant(cg.vt(t), None), pre)
+        p.add_incoming(ir.Constant(vt(t), None), pre)
     active = b.extract_element(mask, lane) if mask is not None else ir.Constant(I1, 1)
     b.cbranch(active, body, latch)
     b.position_at_end(body)
@@ -1587,7 +1686,7 @@ def lane_loop(cg: FunctionCodegen, mask, fn, result_types: Sequence[ir.Type]) ->
     b.position_at_end(latch)
     merged = []
     for a, n_, t in zip(acc, new, result_types):
-        m = b.phi(cg.vt(t))
+        m = b.phi(vt(t))
         m.add_incoming(a, header)
         m.add_incoming(n_, body_end)
         merged.append(m)
@@ -1595,7 +1694,7 @@ def lane_loop(cg: FunctionCodegen, mask, fn, result_types: Sequence[ir.Type]) ->
     lane.add_incoming(nxt, latch)
     for a, m in zip(acc, merged):
         a.add_incoming(m, latch)
-    b.cbranch(b.icmp_signed("<", nxt, ir.Constant(I32, cg.W)), header, done)
+    b.cbranch(b.icmp_signed("<", nxt, ir.Constant(I32, n)), header, done)
     b.position_at_end(done)
     return merged
 
@@ -2089,6 +2188,37 @@ def cst_value(t: ScalarType, ps: list):
     return Cplx(ps[0], ps[1]) if t.is_complex else ps[0]
 
 
+def _check_broadcast(cg: FunctionCodegen, lane) -> None:
+    """Checked code: every executing subgroup broadcasts from an active work-item of
+    itself (the lane as its first active work-item sees it)."""
+    from .coop import first_lane, subgroup_active
+
+    b = cg.b
+    if isinstance(lane, Lanes):
+        lane = cg.vector(lane)
+    saved = cg.mask
+    for g in range(cg.W // cg.S):
+        first = first_lane(cg, g)
+        src = b.extract_element(lane, first) if is_vec(lane) else lane
+        outside = b.or_(b.icmp_signed("<", src, ir.Constant(I32, 0)),
+                        b.icmp_signed(">=", src, ir.Constant(I32, cg.S)))
+        executing = subgroup_active(cg, g)
+        if saved is not None:
+            index = b.add(b.select(outside, ir.Constant(I32, 0), src), ir.Constant(I32, g * cg.S))
+            inactive = b.xor(b.extract_element(saved, index), ir.Constant(I1, 1))
+        else:
+            inactive = ir.Constant(I1, 0)
+        cg.mask = None
+        try:
+            for kind, bad in enumerate((outside, inactive)):
+                if executing is not None:
+                    bad = b.and_(bad, executing)
+                cg.fail_if(bad, E_BROADCAST, [ir.Constant(I64, kind), src,
+                                              ir.Constant(I64, cg.S)], lane=first)
+        finally:
+            cg.mask = saved
+
+
 @emits("subgroup_broadcast")
 def emit_subgroup_broadcast(cg: FunctionCodegen, inst: Instruction):
     b = cg.b
@@ -2096,6 +2226,8 @@ def emit_subgroup_broadcast(cg: FunctionCodegen, inst: Instruction):
     a = cg.get(inst.slots["a"])
     lane = cg.get(inst.slots["lane"])
     G, S = cg.W // cg.S, cg.S
+    if cg.checked:
+        _check_broadcast(cg, lane)
     if not cg.varying_repr(a):
         return a
     lane = cg.splat(lane)

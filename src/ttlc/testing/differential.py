@@ -1,0 +1,129 @@
+"""Differential testing: run a generated program on two targets and compare the results.
+
+``compare_seed(seed)`` generates a program (``generator.generate``), runs it with the same
+inputs on target "interp" (the reference) and target "cpu", and compares every array
+the arguments refer to: integers and booleans bit for bit, floating-point numbers within
+a relative tolerance per type (implementations may differ in the last bits: accumulation
+order of gemm, math functions, fused operations), NaN equal to NaN.  The outcome names the
+seed and, when the targets disagree, carries the program text to reproduce it.
+
+Used by tests/python/test_differential.py (a few hundred seeds in CI) and
+fuzz/fuzz_differential.py (long runs).
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+#: relative tolerance per NumPy dtype name: a few hundred units in the last place (errors
+#: of reductions grow with their length); absolute tolerance scaled the same way
+RTOL = {"bfloat16": 2.0 ** -5, "float16": 2.0 ** -8, "float32": 2.0 ** -16,
+        "float64": 2.0 ** -40, "complex64": 2.0 ** -16, "complex128": 2.0 ** -40}
+
+
+@dataclass
+class Outcome:
+    """What happened to one seed: ``status`` is "agree", "differ" (the results are not
+    the same) or "error" (an exception: a crash, a compile error on one target)."""
+
+    seed: int
+    status: str
+    detail: str = ""
+    text: str = ""
+    features: frozenset = frozenset()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "agree"
+
+    def report(self) -> str:
+        """The failure with the program text, for a test or fuzzer log."""
+        return f"seed {self.seed}: {self.status}: {self.detail}\n{self.text}"
+
+
+def arrays_of(args: Sequence) -> List[np.ndarray]:
+    """Every array an argument list refers to (members of groups and lists too)."""
+    from .. import Group
+
+    out: List[np.ndarray] = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out += [x for x in a if isinstance(x, np.ndarray)]
+        elif isinstance(a, Group):
+            out += [x for x in a.arrays if isinstance(x, np.ndarray)]
+    return out
+
+
+def differences(got: np.ndarray, want: np.ndarray, limit: int = 6) -> Optional[str]:
+    """None when got equals want (floats within RTOL), else a description of where not."""
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return f"dtype/shape {got.dtype}{got.shape} != {want.dtype}{want.shape}"
+    if got.dtype.kind in "iub":
+        bad = got != want
+    else:
+        rtol = RTOL[got.dtype.name]
+        wide = np.complex128 if got.dtype.kind == "c" else np.float64
+        g, w = got.astype(wide), want.astype(wide)
+        pairs = [(g.real, w.real), (g.imag, w.imag)] if got.dtype.kind == "c" else [(g, w)]
+        bad = np.zeros(got.shape, dtype=bool)
+        scale = max((float(np.max(np.abs(y[np.isfinite(y)]), initial=0.0)) for _, y in pairs),
+                    default=0.0)
+        with np.errstate(invalid="ignore", over="ignore"):
+            for x, y in pairs:
+                same = (x == y) | (np.isnan(x) & np.isnan(y))
+                # relative to the entry, and to the array's magnitude for cancellations
+                same |= np.isfinite(x) & np.isfinite(y) & (
+                    np.abs(x - y) <= rtol * (np.abs(y) + 1e-3 * scale))
+                bad |= ~same
+    if not np.any(bad):
+        return None
+    where = [tuple(int(i) for i in k) for k in np.argwhere(bad)[:limit]]
+    items = ", ".join(f"{k}: {got[k]} vs {want[k]}" for k in where)
+    return f"{int(np.sum(bad))} of {bad.size} entries differ ({items})"
+
+
+def run_case(case, target: str, checked: bool = False) -> List[np.ndarray]:
+    """The arrays of a generated case after running it once on target."""
+    import ttlc
+
+    module = ttlc.compile(case.text, target=target, checked=checked)
+    args = case.make_args()
+    with np.errstate(all="ignore"):
+        module[case.kernel_name](*args, grid=case.grid)
+    return arrays_of(args)
+
+
+def compare_case(case, reference: str = "interp", target: str = "cpu") -> Outcome:
+    """Run a generated case on both targets and compare (see the module docstring)."""
+    features = frozenset(case.features)
+    results = {}
+    for t in (reference, target):
+        try:
+            results[t] = run_case(case, t)
+        except Exception as e:  # any exception is a finding: the programs are valid
+            detail = "".join(traceback.format_exception_only(type(e), e)).strip()
+            return Outcome(case.seed, "error", f"target {t}: {detail[:3000]}", case.text, features)
+    problems = []
+    for k, (got, want) in enumerate(zip(results[target], results[reference])):
+        diff = differences(got, want)
+        if diff:
+            problems.append(f"array {k}: {diff}")
+    if problems:
+        return Outcome(case.seed, "differ", f"{target} vs {reference}: " + "; ".join(problems),
+                       case.text, features)
+    return Outcome(case.seed, "agree", "", case.text, features)
+
+
+def compare_seed(seed: int, reference: str = "interp", target: str = "cpu") -> Outcome:
+    from .generator import generate
+
+    try:
+        case = generate(seed)
+    except Exception as e:
+        return Outcome(seed, "error", f"generate: {type(e).__name__}: {e}")
+    return compare_case(case, reference, target)

@@ -1,0 +1,96 @@
+"""Differential testing of target cpu against the reference interpreter.
+
+Generated programs (``ttlc.testing.generate``) run with the same inputs on "interp" and
+"cpu" (``ttlc.testing.differential``): integer results must be bit-identical, floating
+point within a few hundred units in the last place.  A failing seed is reported with
+its program text.  ``TTLC_DIFF_SEEDS=N`` and ``TTLC_DIFF_FIRST_SEED=S`` choose other
+seeds; ``make fuzz`` (fuzz/fuzz_differential.py) runs thousands.
+"""
+from __future__ import annotations
+
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from ttlc.testing import GeneratedCase
+from ttlc.testing.differential import compare_case, compare_seed, differences
+
+N_SEEDS = int(os.environ.get("TTLC_DIFF_SEEDS", "120"))
+FIRST_SEED = int(os.environ.get("TTLC_DIFF_FIRST_SEED", "0"))
+CHUNKS = 24
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    """Object code goes to this run's temporary folder, not the user's cache."""
+    monkeypatch.setenv("TTLC_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ttlc-cache"))
+
+
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_generated_programs_agree(chunk):
+    seeds = range(FIRST_SEED + chunk, FIRST_SEED + N_SEEDS, CHUNKS)
+    failures = [o for o in map(compare_seed, seeds) if not o.ok]
+    assert not failures, (f"{len(failures)} of {len(seeds)} seeds differ between interp "
+                          f"and cpu; the first:\n{failures[0].report()}")
+
+
+COPY = """func @copy(%a: memref<i32x4>, %b: memref<i32x4>) {
+    parallel {
+        %i = subgroup_local_id : i32
+        %k = cast %i : index
+        %n = constant 4 : index
+        %inside = less_than %k, %n : bool
+        if %inside {
+            %x = load %a[%k] : i32
+            store %x, %b[%k]
+        }
+    }
+}
+"""
+
+
+def test_a_wrong_result_is_found():
+    """Inputs that differ on the second target (cpu) give results that differ: the
+    outcome says so and carries the program."""
+    calls = []
+
+    def make_args():
+        calls.append(1)
+        a = np.array([1, 2, 3, 4 + (len(calls) == 2)], dtype=np.int32)
+        return [a, np.zeros(4, dtype=np.int32)]
+
+    case = GeneratedCase(COPY, "copy", make_args, (1, 1, 1), seed=-1)
+    outcome = compare_case(case)
+    assert outcome.status == "differ", outcome.report()
+    assert "(3,): 5 vs 4" in outcome.detail and COPY in outcome.report()
+    calls.clear()
+    case.make_args = lambda: [np.arange(4, dtype=np.int32), np.zeros(4, dtype=np.int32)]
+    assert compare_case(case).ok
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int64])
+def test_integers_compare_exactly(dtype):
+    a = np.arange(6, dtype=dtype)
+    b = a.copy()
+    assert differences(a, b) is None
+    b[4] += 1
+    assert "1 of 6 entries differ" in differences(b, a)
+
+
+@pytest.mark.parametrize("dtype,rtol", [(np.float32, 2.0 ** -16), (np.float64, 2.0 ** -40),
+                                        (np.complex64, 2.0 ** -16),
+                                        (ml_dtypes.bfloat16, 2.0 ** -5)])
+def test_floats_compare_within_tolerance(dtype, rtol):
+    want = np.array([1.0, -3.0, 0.0, np.nan, np.inf], dtype=dtype)
+    assert differences(want.copy(), want) is None
+    close = want.astype(np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
+    close[0] *= 1 + rtol / 4
+    assert differences(close.astype(dtype), want) is None
+    far = want.copy()
+    far[1] = dtype(-3.5)
+    assert "1 of 5 entries differ" in differences(far, want)
+    nan = want.copy()
+    nan[2] = np.nan
+    assert differences(nan, want) is not None
