@@ -11,8 +11,9 @@ uniform code (a constant, a construct from a uniform number) holds G equal copie
   stride is read and written column by column (masked vector loads/stores); other
   layouts and transposed accesses use masked gathers/scatters.  ``rows_checked`` /
   ``cols_checked`` mask the components outside the memref (they read as 0).
-* mul_add is an outer-product loop over columns: ``D[:, j] = sum_k A[:, k] B[k, j] + C[:, j]``
-  on M-lane vectors, in C's type (16-bit floats in f32), then cast to D's type.
+* mul_add is an outer-product microkernel: ``D[:, j] = C[:, j] + sum_k A[:, k] B[k, j]``
+  on M-lane vectors, one FMA per (k, j) with B's entry broadcast, in C's type (16-bit
+  floats in f32), then cast to D's type.
 * Work-item views (extract, insert, apply) and the merging of divergent control flow go
   through the layout of DESIGN.md ("Coopmatrix distribution"): each is a shuffle with a
   constant mask between the W-lane vectors of work-items and the matrices.
@@ -28,7 +29,7 @@ from ...interp.coop import coop_layout, coop_owner
 from ...ir.core import Instruction
 from ...ir.types import SCALAR_TYPES, CoopMatrixType, ScalarType
 from .codegen import (I1, I32, I64, LLTYPE, Cplx, FunctionCodegen, InstRef, Lanes,
-                      MemVal, _align, _masked_load, _masked_store,
+                      MemVal, VectorConstant, _align, _masked_load, _masked_store,
                       atomic_update, binary, convert, elem_type, emits, is_vec, lane_loop, parts)
 
 E_COOP_BOUNDS = 9
@@ -47,7 +48,7 @@ def _vt(t: CoopMatrixType) -> ir.VectorType:
 
 
 def _consts(values, t: ir.Type = I32) -> ir.Constant:
-    return ir.Constant(ir.VectorType(t, len(values)), [int(v) for v in values])
+    return VectorConstant(t, [int(v) for v in values])
 
 
 def _map(fn, *xs):
@@ -90,7 +91,7 @@ def splat_n(cg: FunctionCodegen, x, n: int):
         return Cplx(splat_n(cg, x.re, n), splat_n(cg, x.im, n))
     vt = ir.VectorType(x.type, n)
     if isinstance(x, ir.Constant):
-        return ir.Constant(vt, [x.constant] * n)
+        return VectorConstant(x.type, [x.constant] * n)
     v = cg.b.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(I32, 0))
     return cg.b.shuffle_vector(v, ir.Constant(vt, ir.Undefined), _consts([0] * n))
 
@@ -199,10 +200,13 @@ def cast(cg: FunctionCodegen, x: CoopVal, dst: CoopMatrixType) -> CoopVal:
 
 # ---- memory -----------------------------------------------------------------------------------------
 def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, fn) -> None:
-    """Call fn(m, offsets, valid, contiguous_columns) for subgroup g, under its activity.
+    """Call fn(m, offsets, valid, contiguous, entry) for subgroup g, under its activity.
 
     offsets (i64 x M*N): element offsets of the components from m.ptr; valid (i1 x M*N):
-    the components accessed (the checked flags and the subgroup's activity)."""
+    the components accessed (the checked flags and the subgroup's activity);
+    contiguous: whether each column of the matrix is contiguous in memory (not
+    transposed, unit row stride); entry(r, c): the scalar element offset of component
+    (r, c) (plain address arithmetic, no vector of offsets)."""
     b = cg.b
     lane = first_lane(cg, g) if cg.mask is not None else ir.Constant(I32, g * cg.S)
     m = memref_in(cg, cg.get(inst.slots["tensor"]), lane)
@@ -233,18 +237,30 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
     active = subgroup_active(cg, g)
     if cg.checked:
         bad = b.and_(valid, b.xor(b.and_(in_rows, in_cols), ir.Constant(valid.type, [1] * n)))
-        bad = cg.reduce_or(bad)
+        # the first bad component in row-major order (as the interpreter reports it)
+        by_rows = [c * M + r for r in range(M) for c in range(N)]
+        k = cg.first_lane(b.shuffle_vector(bad, bad, _consts(by_rows)))
+        k = b.select(b.icmp_unsigned("<", k, ir.Constant(I32, n)), k, ir.Constant(I32, 0))
+        e = b.extract_element(_consts(by_rows), k)
+        details = [b.udiv(k, ir.Constant(I32, N)), b.urem(k, ir.Constant(I32, N)),
+                   b.extract_element(ri, e), b.extract_element(ci, e), s0, s1]
+        any_bad = cg.reduce_or(bad)
         if active is not None:
-            bad = b.and_(bad, active)
+            any_bad = b.and_(any_bad, active)
         saved, cg.mask = cg.mask, None
-        cg.fail_if(bad, E_COOP_BOUNDS, [ir.Constant(I64, g)])
+        cg.fail_if(any_bad, E_COOP_BOUNDS, details, lane=lane)
         cg.mask = saved
     if active is not None:
         valid = b.and_(valid, splat_n(cg, active, n))
     st0, st1 = (cg.ival(s) for s in m.stride)
     off = b.add(b.mul(ri, splat_n(cg, st0, n)), b.mul(ci, splat_n(cg, st1, n)))
-    unit = (not transpose) and isinstance(m.stride[0], int) and m.stride[0] == 1
-    fn(m, off, valid, unit)
+    contiguous = not transpose and isinstance(m.stride[0], int) and m.stride[0] == 1
+
+    def entry(r: int, c: int) -> ir.Value:
+        i, j = (c, r) if transpose else (r, c)
+        return b.add(b.mul(b.add(x, ir.Constant(I64, i)), st0),
+                     b.mul(b.add(y, ir.Constant(I64, j)), st1))
+    fn(m, off, valid, contiguous, entry)
 
 
 def _column(cg: FunctionCodegen, v, c: int, M: int):
@@ -256,16 +272,28 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
     comp = t.component
     lt = LLTYPE[comp.name]
     M, N = t.rows, t.cols
+    # mul_add broadcasts each entry of B: unmasked, they are loaded one by one (in any
+    # layout), so that each broadcast becomes a broadcasting load (no shuffles, no gather)
+    by_entry = (t.use == "matrix_b" and not comp.is_complex
+                and inst.modifier("checked") is None and cg.mask is None)
     mats = []
     for g in range(subgroups(cg)):
         result = {}
 
-        def load(m: MemVal, off, valid, unit):
-            if unit and not comp.is_complex:
+        def load(m: MemVal, off, valid, contiguous, entry):
+            if by_entry:
+                v = ir.Constant(ir.VectorType(lt, M * N), ir.Undefined)
+                for c in range(N):
+                    for r in range(M):
+                        p = b.gep(m.ptr, [entry(r, c)], source_etype=lt)
+                        e = b.load(p, typ=lt, align=_align(comp))
+                        v = b.insert_element(v, e, ir.Constant(I32, c * M + r))
+                result["v"] = v
+                return
+            if contiguous and not comp.is_complex:
                 cols = []
                 for c in range(N):
-                    p = b.gep(m.ptr, [b.extract_element(off, ir.Constant(I32, c * M))],
-                              source_etype=lt)
+                    p = b.gep(m.ptr, [entry(0, c)], source_etype=lt)
                     cols.append(_masked_load(cg, lt, p, _column(cg, valid, c, M), M))
                 result["v"] = concat(cg, cols)
                 return
@@ -312,11 +340,10 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
     for g in range(subgroups(cg)):
         mat = value.mats[g]
 
-        def store(m: MemVal, off, valid, unit):
-            if unit and not comp.is_complex:
+        def store(m: MemVal, off, valid, contiguous, entry):
+            if contiguous and not comp.is_complex:
                 for c in range(N):
-                    p = b.gep(m.ptr, [b.extract_element(off, ir.Constant(I32, c * M))],
-                              source_etype=lt)
+                    p = b.gep(m.ptr, [entry(0, c)], source_etype=lt)
                     _masked_store(cg, _column(cg, mat, c, M), p, _column(cg, valid, c, M))
                 return
             ptrs = b.gep(splat_n(cg, m.ptr, M * N), [off], source_etype=elem_type(comp))
@@ -363,7 +390,7 @@ def emit_atomic(cg: FunctionCodegen, inst: Instruction):
         mat = value.mats[g]
         out = {}
 
-        def update(m: MemVal, off, valid, unit):
+        def update(m: MemVal, off, valid, contiguous, entry):
             ptrs = b.gep(splat_n(cg, m.ptr, M * N), [off], source_etype=elem_type(comp))
 
             def one(e):
@@ -403,9 +430,23 @@ def _accumulate_type(t: ScalarType) -> ScalarType:
     return SCALAR_TYPES["f32"] if t.name in ("f16", "bf16") else t
 
 
+def _fma(cg: FunctionCodegen, t: ScalarType, a, c, acc):
+    """a * c + acc on vectors of t: one fused multiply-add for real floats (rounded once,
+    as the FMA units compute it), a product and a sum otherwise."""
+    if t.is_float:
+        return cg.intrinsic("llvm.fmuladd", a.type, [a, c, acc], [a.type])
+    return binary(cg, "add", t, binary(cg, "mul", t, a, c), acc)
+
+
 @emits("cooperative_matrix_mul_add")
 def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
-    """D = A B + C per subgroup, in C's type (16-bit floats in f32), then cast to D's."""
+    """D = A B + C per subgroup, in C's type (16-bit floats in f32), then cast to D's.
+
+    The register-blocked outer-product microkernel: the accumulator columns
+    ``D[:, j]`` (M-lane vectors, M / lanes registers each) start as C's columns and take,
+    for k = 0 .. K-1 in order, ``A[:, k] * B[k, j]`` (a column of A times a broadcast
+    entry of B) with one FMA each; LLVM keeps the N columns in registers.  bf16 x bf16
+    into f32 runs on AMX tiles where the machine has them (``amx.py``)."""
     A: CoopVal = cg.get(inst.slots["a"])
     B: CoopVal = cg.get(inst.slots["b"])
     C: CoopVal = cg.get(inst.slots["c"])
@@ -413,20 +454,24 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
     ct = C.type.component
     cd = _accumulate_type(ct)
     M, K, N = A.type.rows, A.type.cols, B.type.cols
+    from . import amx  # (amx uses this module)
+
+    on_amx = amx.eligible(A.type.component.name, B.type.component.name, ct.name)
     out = []
     for g in range(subgroups(cg)):
+        if on_amx:  # bf16 x bf16 -> f32 on the tile unit
+            d = amx.mul_add_bf16(cg, A.mats[g], B.mats[g], C.mats[g], M, K, N)
+            out.append(convert(cg, d, ct, D.component))
+            continue
         a = convert(cg, A.mats[g], A.type.component, cd)
         bm = convert(cg, B.mats[g], B.type.component, cd)
         c = convert(cg, C.mats[g], ct, cd)
-        a_cols = [_column(cg, a, k, M) for k in range(K)]
-        cols = []
-        for j in range(N):
-            acc = None
-            for k in range(K):
+        cols = [_column(cg, c, j, M) for j in range(N)]
+        for k in range(K):
+            a_col = _column(cg, a, k, M)
+            for j in range(N):
                 bkj = _map(lambda v: cg.b.extract_element(v, ir.Constant(I32, j * K + k)), bm)
-                prod = binary(cg, "mul", cd, a_cols[k], splat_n(cg, bkj, M))
-                acc = prod if acc is None else binary(cg, "add", cd, acc, prod)
-            cols.append(binary(cg, "add", cd, acc, _column(cg, c, j, M)))
+                cols[j] = _fma(cg, cd, a_col, splat_n(cg, bkj, M), cols[j])
         d = concat(cg, cols)
         if cd != ct:
             d = convert(cg, d, cd, ct)

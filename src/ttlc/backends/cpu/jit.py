@@ -19,8 +19,10 @@ builder are not meant to be used from several threads at once.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
+import platform
 import threading
 from typing import Optional, Tuple
 
@@ -53,6 +55,30 @@ def host() -> Tuple[str, str]:
 
 def has_feature(name: str) -> bool:
     return f"+{name}" in host()[1].split(",")
+
+
+#: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): Linux asks each process to request
+#: the AMX register state before its first tile instruction
+_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
+
+
+@functools.lru_cache(maxsize=None)
+def amx_usable() -> bool:
+    """Whether generated code may use AMX-BF16 tiles (``amx.py``): the target CPU has
+    them, ``TTLC_AMX=0`` does not disable them, and this process obtained the tile-data
+    permission.  Part of the cache key, so a process runs cached AMX code only after
+    asking for the permission itself."""
+    if os.environ.get("TTLC_AMX", "1") == "0":
+        return False
+    if not (has_feature("amx-tile") and has_feature("amx-bf16")):
+        return False
+    if platform.system() != "Linux" or platform.machine() != "x86_64":
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def vector_bits() -> int:
@@ -130,7 +156,7 @@ def versions() -> str:
     """What the generated code depends on besides the program: for cache keys."""
     cpu, features = host()
     return (f"llvmlite {llvmlite.__version__} llvm {llvm.llvm_version_info} {triple()} {cpu} "
-            f"{features} vector math {sorted(vector_math())}")
+            f"{features} vector math {sorted(vector_math())} amx {amx_usable()}")
 
 
 def parse(ir_text: str) -> "llvm.ModuleRef":

@@ -1,0 +1,117 @@
+"""bf16 cooperative_matrix_mul_add on AMX tiles (target cpu, backends/cpu/amx.py).
+
+Language reference, "Cooperative matrix mul add": D = A B + C, here with bf16 A and B and
+an f32 (or bf16) accumulator.  Expected values come from NumPy in float64 on the same
+bf16 inputs; the tolerance covers f32 accumulation in another order.  Tests that need
+the AMX path skip where the CPU or the kernel does not offer it; the vector path is
+checked on every machine.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import ttlc
+
+jit = pytest.importorskip("ttlc.backends.cpu.jit")
+
+KERNEL = """func @mm(%A: memref<bf16x{M}x{K}>, %B: memref<bf16x{K}x{N}>, %C: memref<{acc}x{M}x{N}>)
+        attributes{{subgroup_size=16, work_group_size=[{wg},1]}} {{
+    parallel {{
+        %c0 = constant 0 : index
+        %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<bf16x{M}x{K},matrix_a>
+        %b = cooperative_matrix_load %B[%c0,%c0] : coopmatrix<bf16x{K}x{N},matrix_b>
+        %c = cooperative_matrix_load %C[%c0,%c0] : coopmatrix<{acc}x{M}x{N},matrix_acc>
+        %d = cooperative_matrix_mul_add %a, %b, %c : coopmatrix<{acc}x{M}x{N},matrix_acc>
+        cooperative_matrix_store %d, %C[%c0,%c0]
+    }}
+}}
+"""
+
+#: (M, K, N): whole tiles, several tiles, and sizes that need padding (M, N < 16, K < 32)
+SHAPES = [(16, 32, 16), (32, 64, 32), (16, 8, 8), (16, 8, 40), (32, 16, 8)]
+#: shapes whose vector-path code compiles fast enough to run it too (the whole-matrix
+#: vector code of a 32 x 64 x 32 product takes LLVM many seconds)
+SMALL = [(16, 32, 16), (16, 8, 40), (32, 16, 8)]
+ACC = {"f32": np.float32, "bf16": ml_dtypes.bfloat16}
+
+
+def _run(M, K, N, acc="f32", wg=16):
+    rng = np.random.default_rng(M * 10000 + K * 100 + N)
+    A = np.asfortranarray(rng.standard_normal((M, K)).astype(ml_dtypes.bfloat16))
+    B = np.asfortranarray(rng.standard_normal((K, N)).astype(ml_dtypes.bfloat16))
+    C = np.asfortranarray(rng.standard_normal((M, N)).astype(ACC[acc]))
+    expected = A.astype(np.float64) @ B.astype(np.float64) + C.astype(np.float64)
+    text = KERNEL.format(M=M, K=K, N=N, acc=acc, wg=wg)
+    ttlc.compile(text, target="cpu")["mm"](A, B, C, grid=1)
+    return C.astype(np.float64), expected, text
+
+
+def _tolerance(K, acc):
+    # f32 sums of K products of magnitude ~1: error ~ K * 2^-24 * |terms|; bf16 results
+    # round once more (2^-8 relative)
+    return (2.0 ** -8 if acc == "bf16" else 0) * 8 + K * 2.0 ** -20
+
+
+def _uses_amx(text) -> bool:
+    from ttlc.backends.cpu.module import Artifacts
+
+    return "tdpbf16ps" in Artifacts(ttlc.check(text), checked=False).optimized_ir()
+
+
+@pytest.fixture
+def no_cache(monkeypatch):
+    monkeypatch.setenv("TTLC_CACHE", "0")
+
+
+@pytest.mark.parametrize("M,K,N", SHAPES)
+@pytest.mark.parametrize("acc", ["f32", "bf16"])
+def test_bf16_mul_add_matches_numpy(no_cache, M, K, N, acc):
+    got, expected, _ = _run(M, K, N, acc)
+    assert np.abs(got - expected).max() <= _tolerance(K, acc) * max(1.0, np.abs(expected).max())
+
+
+@pytest.mark.skipif(not jit.amx_usable(), reason="no AMX-BF16 on this CPU (or the kernel "
+                                                   "refused the tile-data permission)")
+@pytest.mark.parametrize("M,K,N", SMALL)
+def test_amx_path_is_taken_and_can_be_disabled(no_cache, monkeypatch, M, K, N):
+    _, _, text = _run(M, K, N)
+    assert _uses_amx(text)
+    monkeypatch.setenv("TTLC_AMX", "0")
+    jit.amx_usable.cache_clear()
+    try:
+        assert not _uses_amx(text)
+        got, expected, _ = _run(M, K, N)
+        assert np.abs(got - expected).max() <= _tolerance(K, "f32") * np.abs(expected).max()
+    finally:
+        monkeypatch.delenv("TTLC_AMX")
+        jit.amx_usable.cache_clear()
+
+
+@pytest.mark.skipif(not jit.amx_usable(), reason="no AMX-BF16 on this CPU")
+def test_two_subgroups_each_multiply_their_own_matrix(no_cache):
+    got, expected, _ = _run(32, 32, 16, wg=32)
+    assert np.abs(got - expected).max() <= _tolerance(32, "f32") * np.abs(expected).max()
+
+
+@pytest.mark.skipif(not jit.amx_usable(), reason="no AMX-BF16 on this CPU")
+def test_cached_amx_code_runs_in_a_new_process(tmp_path):
+    """A process that loads AMX code from the disk cache must have asked for the tile
+    permission itself (else the first tile instruction kills it with SIGILL)."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "import test_cpu_amx as t, numpy as np\n"
+        "got, expected, _ = t._run(16, 32, 16)\n"
+        "print(np.abs(got - expected).max())\n" % os.path.dirname(__file__))
+    env = dict(os.environ, TTLC_CACHE_DIR=str(tmp_path), TTLC_CACHE="1")
+    for _ in range(2):  # the first run fills the cache, the second loads from it
+        proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert float(proc.stdout) <= _tolerance(32, "f32") * 8
+    assert any(tmp_path.rglob("*")), "nothing was cached"
