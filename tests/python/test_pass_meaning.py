@@ -168,9 +168,10 @@ def example_cases() -> List[Case]:
     for path in sorted((ROOT / "examples").glob("*.ir")):
         text = path.read_text(encoding="utf-8")
         for func in ttlc.parse(text).functions:
-            builder = demo.CASES.get(func.name)
-            if builder is None:
+            case = demo.CASES.get(func.name)  # (input builder, batches..., tolerance)
+            if case is None:
                 continue
+            builder = case[0]
 
             def make(builder=builder):
                 args = builder(np.random.default_rng(0), EXAMPLE_BATCH)[0]
@@ -178,7 +179,7 @@ def example_cases() -> List[Case]:
             cases.append(Case(f"ex:{path.stem}@{func.name}", text, func.name, make,
                               (EXAMPLE_BATCH, 1, 1), True,
                               f"examples/{path.name} @{func.name} with examples/demo.py "
-                              f"CASES[{func.name!r}](default_rng(0), {EXAMPLE_BATCH})"))
+                              f"CASES[{func.name!r}][0](default_rng(0), {EXAMPLE_BATCH})"))
     return cases
 
 
