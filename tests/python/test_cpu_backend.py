@@ -1232,3 +1232,60 @@ def test_coopmatrix_instructions(monkeypatch):
     args = [A, B, farray(np.zeros((32, 16)), np.float32), farray(np.zeros((64, 4)), np.float32),
             farray(np.zeros((32, 2)), np.float32), farray(np.ones((16, 2)), np.float32)]
     compare(src, args)
+
+
+ONE_ENTRY_STORE = """
+func @k(%A: memref<{T}x2x3>, %s: {W}) attributes {{subgroup_size=16, work_group_size=[16,2]}} {{
+    %c0 = constant 0 : index
+    %c2 = constant 2 : index
+    %t = subview %A[0:1, 0:3] : memref<{T}x1x3,strided<1,2>>
+    parallel {{
+        %sy = subgroup_id.y : i32
+        %one = constant 1 : i32
+        %last = equal %sy, %one : bool
+        if %last {{
+            %m = constant {V} : coopmatrix<{W}x16x2,matrix_acc>
+            %m2 = cooperative_matrix_scale %s, %m : coopmatrix<{W}x16x2,matrix_acc>
+            %h = cast %m2 : coopmatrix<{T}x16x2,matrix_acc>
+            cooperative_matrix_store.both_checked %h, %t[%c0, %c2]
+        }}
+    }}
+}}
+"""
+
+
+@pytest.mark.parametrize("T, W, V, dtype", [
+    ("bf16", "f32", "1.5", ml_dtypes.bfloat16), ("f16", "f32", "1.5", np.float16),
+    ("i16", "i32", "3", np.int16), ("i8", "i32", "3", np.int8)])
+def test_coopmatrix_store_of_one_narrow_entry(T, W, V, dtype):
+    """A checked store that writes a single 8/16-bit entry (A[0, 2]) writes only it: LLVM
+    once turned such a store of a truncated value into a 4-byte store, clobbering A[1, 2]."""
+    src = ONE_ENTRY_STORE.format(T=T, W=W, V=V)
+    A = np.asfortranarray(np.full((2, 3), -1, dtype=dtype))
+    want = A.copy()
+    want[0, 2] = 2 * float(V)
+    scale = np.dtype(np.float32 if W == "f32" else np.int32).type(2)
+    ttlc.compile(src, target="cpu")["k"](A, scale, grid=(1, 1, 1))
+    np.testing.assert_array_equal(A.astype(np.float32), want.astype(np.float32))
+
+
+def test_gemm_i8_into_i64_one_row_strided_a():
+    """gemm.n.t of i8 into i64 with a constant alpha and one row of A in a strided view
+    (a generated program): the entries of B broadcast by the microkernel must be the
+    right ones (LLVM for AVX-512 took B[1, j] for B[0, j] after sign-extending the
+    checked load of B as a whole).  Expected values from NumPy."""
+    src = """func @k(%A: memref<i8x1x5,strided<1,4>>, %B: memref<i8x5x5>, %C: memref<i64x1x5>) {
+        %alpha = constant 3 : i8
+        %beta = constant -6 : i64
+        gemm.n.t %alpha, %A, %B, %beta, %C
+    }"""
+    a_buf = np.array([-1, 0, 5, 9, -9, -7, 6, 9, -5, -4, 7, -1, -4, 6, -5, -2, 3], np.int8)
+    A = np.lib.stride_tricks.as_strided(a_buf, (1, 5), (1, 4))  # A = [[-1, -9, -5, -4, 3]]
+    B = farray([[1, 6, 5, 9, -6], [-8, 1, -7, -7, 0], [-9, 6, -4, -2, -5], [7, -3, -7, -2, -9],
+                [5, -1, -1, 8, 5]], np.int8)
+    C = farray([[-8, -4, 0, 0, -7]], np.int64)
+    want = 3 * (A.astype(np.int64) @ B.T.astype(np.int64)) - 6 * C
+    for target in ("interp", "cpu"):
+        c = C.copy(order="F")
+        compiled(src, target)["k"](A, B, c, grid=(1, 1, 1))
+        np.testing.assert_array_equal(c, want, err_msg=target)

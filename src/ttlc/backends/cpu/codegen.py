@@ -1419,6 +1419,13 @@ def _masked_store(cg: FunctionCodegen, v, p, mask) -> None:
         cg.b.store(v, p, align=lt_size(lt))
         return
     n = v.type.count
+    if lt == I16:
+        # LLVM 22 for x86 folds a truncation (i32 -> i16, e.g. the rounding to bf16) into
+        # the masked store, and a mask it can fold to one lane into a scalar store of the
+        # *untruncated* width (``vmovd``), overwriting the next element at any length;
+        # storing the same bits as half hides the truncation
+        v = cg.b.bitcast(v, ir.VectorType(F16, n))
+        lt = F16
     wide = _short_lanes(lt, n)
     if wide != n:  # the extra lanes are masked off: never written
         pick = ir.Constant(ir.VectorType(I32, wide), [k if k < n else n for k in range(wide)])

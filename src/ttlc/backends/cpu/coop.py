@@ -464,13 +464,17 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
             out.append(convert(cg, d, ct, D.component))
             continue
         a = convert(cg, A.mats[g], A.type.component, cd)
-        bm = convert(cg, B.mats[g], B.type.component, cd)
         c = convert(cg, C.mats[g], ct, cd)
         cols = [_column(cg, c, j, M) for j in range(N)]
         for k in range(K):
             a_col = _column(cg, a, k, M)
             for j in range(N):
-                bkj = _map(lambda v: cg.b.extract_element(v, ir.Constant(I32, j * K + k)), bm)
+                # B's entry is taken in its own type and converted as a scalar: LLVM 22 for
+                # x86 (AVX-512) miscompiles broadcasts of lanes of a sign-extended masked
+                # gather (i8 -> i64: entry B[1, j] read as B[0, j])
+                bkj = _map(lambda v: cg.b.extract_element(v, ir.Constant(I32, j * K + k)),
+                           B.mats[g])
+                bkj = convert(cg, bkj, B.type.component, cd)
                 cols[j] = _fma(cg, cd, a_col, splat_n(cg, bkj, M), cols[j])
         d = concat(cg, cols)
         if cd != ct:
