@@ -29,10 +29,10 @@ KERNEL = """func @mm(%A: memref<bf16x{M}x{K}>, %B: memref<bf16x{K}x{N}>, %C: mem
 }}
 """
 
-#: (M, K, N): whole tiles, several tiles, and sizes that need padding (M, N < 16, K < 32)
-SHAPES = [(16, 32, 16), (32, 64, 32), (16, 8, 8), (16, 8, 40), (32, 16, 8)]
-#: shapes whose vector-path code compiles fast enough to run it too (the whole-matrix
-#: vector code of a 32 x 64 x 32 product takes LLVM many seconds)
+#: (M, K, N): whole tiles, two row tiles, and sizes that need padding (M, N < 16, K < 32)
+SHAPES = [(16, 32, 16), (32, 32, 16), (16, 8, 8), (16, 8, 40), (32, 16, 8)]
+#: shapes whose vector-path code compiles fast enough to run it too (coopmatrix values
+#: are whole-matrix LLVM vectors: a 32 x 64 x 32 product takes LLVM half a minute)
 SMALL = [(16, 32, 16), (16, 8, 40), (32, 16, 8)]
 ACC = {"f32": np.float32, "bf16": ml_dtypes.bfloat16}
 
