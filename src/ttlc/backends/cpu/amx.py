@@ -33,7 +33,7 @@ from typing import List
 from llvmlite import ir
 
 from . import jit
-from .codegen import F32, I8, I16, I32, I64, PTR
+from .codegen import F32, I8, I16, I32, I64, PTR, lt_size
 from .coop import concat
 
 TILE_ROWS = 16
@@ -56,7 +56,7 @@ def _column(b: ir.IRBuilder, src: ir.Value, elem: ir.Type, c: int, rows: int,
             length: int) -> ir.Value:
     """Column c of the column-major matrix with ``rows`` rows at src, zero-extended to
     ``length`` components."""
-    size = elem.width // 8 if isinstance(elem, ir.IntType) else 4
+    size = lt_size(elem)
     col = b.load(_at(b, src, c * rows * size), align=size, typ=ir.VectorType(elem, rows))
     if rows == length:
         return col
@@ -72,7 +72,7 @@ def _store_padded(b: ir.IRBuilder, v: ir.Value, rows: int, cols: int, prows: int
     whole-vector stores and column loads: shuffles of a whole 64 x 64 matrix would take
     LLVM seconds to compile."""
     elem = v.type.element
-    size = elem.width // 8 if isinstance(elem, ir.IntType) else 4
+    size = lt_size(elem)
     if (rows, cols) == (prows, pcols):
         b.store(v, dst, align=64)
         return
@@ -168,15 +168,15 @@ def mul_add_bf16(cg, a: ir.Value, bm: ir.Value, c: ir.Value, M: int, K: int, N: 
     def tile(t: int) -> ir.Value:  # a tile register number
         return ir.Constant(I8, t)
 
-    def at(ptr: ir.Value, byte_offset: int) -> ir.Value:
-        return _at(b, ptr, byte_offset)
+    def c_tile(n: int, m: int) -> ir.Value:  # accumulator tile (n, m) of C^T
+        return _at(b, c_slot, 4 * (16 * n * Mp + 16 * m))
 
     _configure_kernel(cg)
     c_bytes, b_bytes, a_bytes = 4 * Mp * Np, 2 * Kp * Np, 2 * Kp * Mp
     c_slot = _scratch(cg, c_bytes + b_bytes + a_bytes + max(4 * M * N, 2 * K * N, 2 * M * K))
-    b_slot = at(c_slot, c_bytes)
-    a_slot = at(c_slot, c_bytes + b_bytes)
-    tmp = at(c_slot, c_bytes + b_bytes + a_bytes)
+    b_slot = _at(b, c_slot, c_bytes)
+    a_slot = _at(b, c_slot, c_bytes + b_bytes)
+    tmp = _at(b, c_slot, c_bytes + b_bytes + a_bytes)
     _store_padded(b, c, M, N, Mp, Np, c_slot, tmp)
     _store_padded(b, bm, K, N, Kp, Np, b_slot, tmp)
     _store_vnni(b, a, M, K, Mp, Kp, a_slot, tmp)
@@ -188,23 +188,21 @@ def mul_add_bf16(cg, a: ir.Value, bm: ir.Value, c: ir.Value, M: int, K: int, N: 
             ms = [m for m in (m0, m0 + 1) if m < Mp // TILE_ROWS]
             acc = {(n, m): 2 * (n - n0) + (m - m0) for n in ns for m in ms}
             for (n, m), t in acc.items():
-                call("llvm.x86.tileloadd64", tile(t), at(c_slot, 4 * (16 * n * Mp + 16 * m)),
-                     c_stride)
+                call("llvm.x86.tileloadd64", tile(t), c_tile(n, m), c_stride)
             for k in range(Kp // K_STEP):
                 for n in ns:
                     call("llvm.x86.tileloadd64", tile(4 + n - n0),
-                         at(b_slot, 2 * (16 * n * Kp + K_STEP * k)), b_stride)
+                         _at(b, b_slot, 2 * (16 * n * Kp + K_STEP * k)), b_stride)
                 for m in ms:
                     call("llvm.x86.tileloadd64", tile(6 + m - m0),
-                         at(a_slot, 4 * (16 * k * Mp + 16 * m)), a_stride)
+                         _at(b, a_slot, 4 * (16 * k * Mp + 16 * m)), a_stride)
                 for (n, m), t in acc.items():
                     call("llvm.x86.tdpbf16ps", tile(t), tile(4 + n - n0), tile(6 + m - m0))
             for (n, m), t in acc.items():
-                call("llvm.x86.tilestored64", tile(t), at(c_slot, 4 * (16 * n * Mp + 16 * m)),
-                     c_stride)
+                call("llvm.x86.tilestored64", tile(t), c_tile(n, m), c_stride)
     if (Mp, Np) == (M, N):
         return b.load(c_slot, align=64, typ=c.type)
-    columns = [b.load(at(c_slot, 4 * col * Mp), align=4, typ=ir.VectorType(F32, M))
+    columns = [b.load(_at(b, c_slot, 4 * col * Mp), align=4, typ=ir.VectorType(F32, M))
                for col in range(N)]
     return concat(cg, columns)
 
