@@ -21,19 +21,9 @@ import ttlc
 
 llvmlite = pytest.importorskip("llvmlite", reason="target cpu needs llvmlite")
 
-DTYPES = {
-    "i8": np.dtype(np.int8), "i16": np.dtype(np.int16), "i32": np.dtype(np.int32),
-    "i64": np.dtype(np.int64), "index": np.dtype(np.int64),
-    "bf16": np.dtype(ml_dtypes.bfloat16), "f16": np.dtype(np.float16),
-    "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
-    "c32": np.dtype(np.complex64), "c64": np.dtype(np.complex128),
-}
-INT_TYPES = ["i8", "i16", "i32", "i64", "index"]
-FLOAT_TYPES = ["bf16", "f16", "f32", "f64"]
-COMPLEX_TYPES = ["c32", "c64"]
-ALL_TYPES = INT_TYPES + FLOAT_TYPES + COMPLEX_TYPES
-ULP = {"bf16": 2.0 ** -7, "f16": 2.0 ** -10, "f32": 2.0 ** -23, "f64": 2.0 ** -52,
-       "c32": 2.0 ** -23, "c64": 2.0 ** -52}
+from interp_testing import COMPLEX_TYPES, DTYPES, FLOAT_TYPES, INT_TYPES  # noqa: E402
+from interp_testing import EPS as ULP  # noqa: E402
+from interp_testing import NUMBER_TYPES as ALL_TYPES  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
