@@ -59,3 +59,29 @@ def test_quick_suite_checks_times_and_writes_json(tmp_path):
     if optional["plot"]:
         assert list(out.glob("suite-*.png"))
     assert "results checked against NumPy" in proc.stdout
+
+
+def test_roofline_names_the_limit_that_binds():
+    """A memory-regime row is held to the bandwidth only when its bytes, not its flops,
+    bound it: at 20 GB/s and a 100 GFLOP/s peak, 8x8x8 f64 (0.67 flop/byte) is
+    bandwidth-bound and 64x64x64 f64 (5.3 flop/byte: 107 GFLOP/s at 20 GB/s) is not."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import suite
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    s = suite.Suite(cfg=None)
+    s.limits.update(bandwidth_gbs=20.0, peak_f64_gflops=100.0)
+
+    def row(n, regime, seconds):
+        return suite.Row("gemm", "batched gemm", "ttlc", "f64", f"{n}x{n}x{n}", 10, regime,
+                         seconds, flops=2.0 * n ** 3 * 10, nbytes=3.0 * n * n * 8 * 10)
+
+    small, large, cached = row(8, "memory", 1e-6), row(64, "memory", 1e-4), row(8, "compute", 1e-6)
+    assert suite.binding_limit(s, small) == "bandwidth"
+    assert suite.binding_limit(s, large) == "peak"
+    assert suite.binding_limit(s, cached) == "peak"
+    # 15360 bytes in 1 us = 15.36 GB/s of 20; 5242880 flops in 100 us = 52.4 GFLOP/s of 100
+    assert abs(suite.limit_percent(s, small) - 76.8) < 1e-9
+    assert abs(suite.limit_percent(s, large) - 52.4288) < 1e-9
+    assert suite.binding_limit(suite.Suite(cfg=None), small) is None
