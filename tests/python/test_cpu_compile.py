@@ -1,6 +1,8 @@
 """Compiling for target cpu: pieces of the pipeline that exist to make it fast stay exact.
 
-* ``codegen.VectorConstant`` prints exactly as llvmlite's own vector constants;
+* ``codegen.VectorConstant`` and ``codegen.UndefVector`` print as llvmlite's own vector
+  constants, or in a shorter form (``splat (...)``, ``undef``) that LLVM reads as the
+  same constant;
 * the disk cache keys on where instructions are in the source, so that errors found by
   cached code point at the right line of a program laid out differently.
 """
@@ -17,7 +19,9 @@ pytest.importorskip("llvmlite")
 
 from llvmlite import ir  # noqa: E402
 
-from ttlc.backends.cpu.codegen import F16, F32, F64, I1, I8, I32, I64, VectorConstant  # noqa: E402
+from ttlc.backends.cpu.codegen import (F16, F32, F64, I1, I8, I32, I64,  # noqa: E402
+                                      UndefVector, VectorConstant)
+from ttlc.backends.cpu import jit  # noqa: E402
 
 
 SPECIAL_FLOATS = [0.0, -0.0, 1.5, -2.25, 1e-45, 5e-324, 3.4028234663852886e38, 65504.0,
@@ -39,9 +43,37 @@ def test_vector_constant_prints_as_llvmlite(elem):
                 values = [pool[i] for i in rng.integers(len(pool), size=n)]
             expected = ir.Constant(ir.VectorType(elem, n), values)
             got = VectorConstant(elem, values)
-            assert str(got) == str(expected)
+            if n > 1 and len({repr(v) for v in values}) == 1:
+                assert str(got) == f"{expected.type} splat ({expected.constant[0]})"
+            else:
+                assert str(got) == str(expected)
+            assert llvm_reads(got) == llvm_reads(expected)
             assert str(got.type) == str(expected.type)
             assert [str(c) for c in got.constant] == [str(c) for c in expected.constant]
+
+
+def llvm_reads(constant: ir.Constant) -> str:
+    """The constant as LLVM prints it after reading its text (the same text for the same
+    constant, however it was written)."""
+    mod = jit.parse(f"@g = global {constant}\n")
+    return str(mod.get_global_variable("g"))
+
+
+@pytest.mark.parametrize("elem", [I1, I32, F16, F64], ids=str)
+def test_short_vector_constants_are_the_same_constants(elem):
+    for n in (1, 2, 16):
+        vt = ir.VectorType(elem, n)
+        undef = UndefVector(vt)
+        assert str(undef) == f"{vt} undef"
+        assert llvm_reads(undef) == llvm_reads(ir.Constant(vt, ir.Undefined))
+        for v in (0, 1) if isinstance(elem, ir.IntType) else (0.0, -0.0, 1.5):
+            assert llvm_reads(VectorConstant(elem, [v] * n)) == llvm_reads(ir.Constant(vt, [v] * n))
+
+
+def test_short_vector_constants_keep_values_apart():
+    """(a signed zero is not the other zero; a splat is not a vector with one lane else)"""
+    assert llvm_reads(VectorConstant(F64, [-0.0] * 4)) != llvm_reads(VectorConstant(F64, [0.0] * 4))
+    assert llvm_reads(VectorConstant(I32, [1] * 4)) != llvm_reads(VectorConstant(I32, [1, 1, 1, 2]))
 
 
 def test_vector_constant_keeps_values_and_signed_zero_apart():
@@ -82,3 +114,52 @@ def test_cached_errors_point_into_the_source_compiled(tmp_path, monkeypatch):
         with pytest.raises(ttlc.KernelError, match=rf"<input>:{line}\.10-26: .* index 10 of mode 0 "
                                                    "is out of bounds"):
             module["k"](np.zeros(4, np.float32), grid=(1,))
+
+
+HIT = """func @scale(%x: memref<f32x?>) {
+    %c0 = constant 0 : index
+    %n = size %x[0] : index
+    foreach (%i) = (%c0), (%n) {
+        %v = load %x[%i] : f32
+        %w = mul %v, %v : f32
+        store %w, %x[%i]
+    }
+}"""
+
+#: compiles HIT, runs it on [0, 1, ..., 6] and reports the cache hit, the result and which
+#: parts of the compiler were loaded
+HIT_SCRIPT = """
+import json, sys
+import numpy as np
+import ttlc
+module = ttlc.compile({text!r}, target="cpu")
+x = np.arange(7, dtype=np.float32)
+module["scale"](x, grid=(1,))
+print(json.dumps({{"hit": module.cache_hit, "x": x.tolist(),
+                  "loaded": sorted(m for m in sys.modules if m.startswith(
+                      ("ttlc.backends.cpu.codegen", "ttlc.backends.cpu.coop", "ttlc.passes")))}}))
+"""
+
+
+def test_cache_hit_needs_no_code_generator(tmp_path):
+    """A process that finds its kernels in the disk cache loads neither the lowering
+    passes nor the code generator (only the ABI in ``abi.py`` and the JIT)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TTLC_CACHE="1", TTLC_CACHE_DIR=str(tmp_path))
+    runs = []
+    # (a source file of ttlc edited between two runs changes the key: one more run then hits)
+    while len(runs) < 3 and not (runs and runs[-1]["hit"]):
+        proc = subprocess.run([sys.executable, "-c", HIT_SCRIPT.format(text=HIT)], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    expected = (np.arange(7, dtype=np.float32) ** 2).tolist()
+    miss, hit = runs[0], runs[-1]
+    assert (miss["hit"], hit["hit"]) == (False, True)
+    assert all(r["x"] == expected for r in runs)
+    assert "ttlc.backends.cpu.codegen" in miss["loaded"]  # the check can see the modules
+    assert hit["loaded"] == []

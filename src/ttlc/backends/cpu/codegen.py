@@ -40,7 +40,7 @@ Kernel ABI
 Each kernel ``@name`` becomes ``i32 @ttlc.<name>(ptr args, i64 first, i64 end,
 ptr local, ptr err)`` and runs the work-groups with linear ids ``first <= id < end``
 (``id = x + nx * (y + ny * z)``).  ``args`` is an array of 8-byte slots (see
-``arg_layout``): slots 0-2 hold the grid size ``nx, ny, nz``, then per argument
+``abi.arg_layout``): slots 0-2 hold the grid size ``nx, ny, nz``, then per argument
 
 * memref of order n: the data pointer (the first element, null for ``None``), the n
   mode sizes, the n strides (in elements);
@@ -53,13 +53,13 @@ ptr local, ptr err)`` and runs the work-groups with linear ids ``first <= id < e
 ``local`` points to ``local_bytes`` bytes of scratch memory (64-byte aligned) for the
 kernel's ``alloca``s.  The result is 0, or 1 when checked code found an error: ``err``
 (16 int64) then holds the error code, the instruction, the lane and details, which the
-runtime turns into a KernelError (``ERRORS``).
+runtime turns into a KernelError (codes ``abi.E_*``).
 """
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
@@ -70,12 +70,13 @@ from ...interp.machine import Config
 from ...ir.core import Function, Instruction, Program, Region, Value
 from ...ir.types import (DYNAMIC, SCALAR_TYPES, BoolType, CoopMatrixType, GroupType, MemrefType,
                          ScalarType, Type)
+from .abi import (E_BARRIER, E_BROADCAST, E_COOP_DIV_ZERO, E_DIV_ZERO,  # noqa: F401
+                  E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_NULL, E_STEP, ERR_SLOTS,
+                  HEADER_SLOTS, ArgSlots, InstRef, KernelInfo, arg_layout)
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 PTR = ir.PointerType()
-HEADER_SLOTS = 3
-ERR_SLOTS = 16
 
 #: storage type of each scalar type (complex: of one component)
 LLTYPE = {"i8": I8, "i16": I16, "i32": I32, "i64": I64, "index": I64, "bf16": I16,
@@ -88,7 +89,10 @@ class VectorConstant(ir.Constant):
 
     llvmlite makes one Constant per element and formats each anew; the long shuffle
     masks and splats of coopmatrix code made that the largest part of code generation.
-    Here the elements (and their text) come from a cache; the printed IR is the same."""
+    Here the elements (and their text) come from a cache.  A splat (every element the
+    same number) prints as ``splat (<elem> <value>)``, which LLVM reads as the same
+    constant as the list of elements llvmlite writes: most of the IR text of coopmatrix
+    code was such lists, and LLVM parses the short form much faster."""
 
     _cache: Dict[tuple, Tuple[ir.Value, str]] = {}
 
@@ -96,8 +100,10 @@ class VectorConstant(ir.Constant):
         name, cache = str(elem), VectorConstant._cache
         if len(cache) > 100_000:
             cache.clear()
+        values = values if isinstance(values, (list, tuple)) else list(values)
+        splat = _is_splat(values)  # most vector constants: one lookup for all lanes
         parts, texts = [], []
-        for v in values:
+        for v in values[:1] if splat else values:
             if isinstance(v, ir.Value):
                 parts.append(v)
                 texts.append(f"{v.type} {v.get_reference()}")
@@ -109,16 +115,39 @@ class VectorConstant(ir.Constant):
                 hit = cache[key] = (c, f"{name} {c.get_reference()}")
             parts.append(hit[0])
             texts.append(hit[1])
+        if splat:
+            parts = parts * len(values)
         self.type = ir.VectorType(elem, len(parts))
         self.constant = parts
-        self._text = "<" + ", ".join(texts) + ">"
+        self._text = f"splat ({texts[0]})" if splat else "<" + ", ".join(texts) + ">"
 
     def _get_reference(self) -> str:
         return self._text
 
-# ---- errors reported by checked code ---------------------------------------------------
-E_INDEX, E_GROUP_INDEX, E_NULL, E_DIV_ZERO, E_STEP, E_BARRIER, E_EXPAND, E_FUSE = range(1, 9)
-E_COOP_DIV_ZERO, E_BROADCAST = 10, 11  # (9 is coop.E_COOP_BOUNDS)
+
+class UndefVector(ir.Constant):
+    """``ir.Constant(vector_type, ir.Undefined)``, printed as ``undef`` (the same LLVM
+    constant as the list of undef elements llvmlite writes, in far less text)."""
+
+    def __init__(self, vt: ir.VectorType):
+        super().__init__(vt, ir.Undefined)
+
+    def _get_reference(self) -> str:
+        return "undef"
+
+
+def _is_splat(values: Sequence[Any]) -> bool:
+    """All entries the same Python number, of one type (0.0 and -0.0 differ; NaNs count
+    as the same only when they are the same object, else they are listed one by one)."""
+    if len(values) < 2:
+        return False
+    first = values[0]
+    kind = type(first)
+    if kind not in (int, float, bool) or values.count(first) != len(values):
+        return False
+    if any(type(v) is not kind for v in values):
+        return False
+    return kind is not float or first != 0.0 or len({math.copysign(1.0, v) for v in values}) == 1
 
 
 class Unsupported(Exception):
@@ -246,77 +275,6 @@ def mangle(t: ir.Type) -> str:
 
 def elem_bytes(t: ScalarType) -> int:
     return t.size
-
-
-# ---- argument layout (shared with the runtime) ---------------------------------------------
-@dataclass
-class ArgSlots:
-    kind: str  # "memref", "group" or "scalar"
-    first: int
-    count: int
-
-
-def arg_layout(func: Function) -> Tuple[List[ArgSlots], int]:
-    """Where each argument lives in the slot array; and the number of slots."""
-    out, k = [], HEADER_SLOTS
-    for a in func.args:
-        t = a.value.type
-        if isinstance(t, MemrefType):
-            n = 1 + 2 * t.order
-            out.append(ArgSlots("memref", k, n))
-        elif isinstance(t, GroupType):
-            n = 4
-            out.append(ArgSlots("group", k, n))
-        else:
-            n = 2 if isinstance(t, ScalarType) and t.name == "c64" else 1
-            out.append(ArgSlots("scalar", k, n))
-        k += n
-    return out, k
-
-
-@dataclass(frozen=True)
-class InstRef:
-    """What error messages need of an instruction: its opcode and source location."""
-
-    opcode: str
-    loc: Any
-
-    @staticmethod
-    def of(inst: Instruction) -> "InstRef":
-        return InstRef(inst.opcode, inst.loc)
-
-
-@dataclass
-class KernelInfo:
-    name: str
-    symbol: str
-    config: Config
-    slots: List[ArgSlots]
-    num_slots: int
-    local_bytes: int
-    #: instruction table for error messages of checked code
-    instructions: List[InstRef] = field(default_factory=list)
-    #: argument index -> first instruction that writes its memory
-    writes: Dict[int, InstRef] = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        loc = lambda r: [r.opcode, r.loc.line, r.loc.col, r.loc.end_line, r.loc.end_col]  # noqa: E731
-        return {"name": self.name, "symbol": self.symbol,
-                "config": [self.config.subgroup_size, list(self.config.work_group_size)],
-                "num_slots": self.num_slots, "local_bytes": self.local_bytes,
-                "instructions": [loc(r) for r in self.instructions],
-                "writes": {str(k): loc(r) for k, r in self.writes.items()}}
-
-    @staticmethod
-    def from_json(d: dict, func: Function) -> "KernelInfo":
-        from ...ir.core import Location
-
-        ref = lambda x: InstRef(x[0], Location(*x[1:]))  # noqa: E731
-        slots, _ = arg_layout(func)
-        sgs, wgs = d["config"]
-        return KernelInfo(d["name"], d["symbol"], Config(sgs, tuple(wgs)), slots, d["num_slots"],
-                          d["local_bytes"], [ref(x) for x in d["instructions"]],
-                          {int(k): ref(x) for k, x in d["writes"].items()})
 
 
 # ---- which values vary between work-items -----------------------------------------------
@@ -476,10 +434,9 @@ class FunctionCodegen:
             return x
         vt = self.vt(x.type)
         if isinstance(x, ir.Constant) and not isinstance(x.type, ir.PointerType):
-            return ir.Constant(vt, [x.constant] * self.W)
-        v = self.b.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(I32, 0))
-        return self.b.shuffle_vector(v, ir.Constant(vt, ir.Undefined),
-                                     ir.Constant(ir.VectorType(I32, self.W), [0] * self.W))
+            return VectorConstant(x.type, [x.constant] * self.W)
+        v = self.b.insert_element(UndefVector(vt), x, ir.Constant(I32, 0))
+        return self.b.shuffle_vector(v, UndefVector(vt), VectorConstant(I32, [0] * self.W))
 
     def match(self, *xs):
         """Broadcast scalars to vectors when any operand is a vector."""

@@ -24,8 +24,10 @@ checks, an out-of-bounds index is undefined behaviour, as in C.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
+import gc
 import hashlib
 import json
 import os
@@ -39,7 +41,7 @@ from ...diagnostics import CompileError, Diagnostic, KernelError
 from ...ir.core import Argument, Function, Program
 from ...ir.types import BoolType, GroupType
 from ...runtime import Module
-from . import cache, codegen, jit
+from . import abi, cache, jit
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -159,6 +161,20 @@ def _internal(program: Program, what: str, e: BaseException) -> CompileError:
                                     f"{type(e).__name__}: {e})")], program.source, program.filename)
 
 
+@contextlib.contextmanager
+def _collector_paused():
+    """Compiling makes many objects that live until it ends (lowered IR, llvmlite's IR):
+    the cyclic garbage collector's passes over them free nothing and cost a few percent
+    of a compile, so it waits until the compile is done."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class Artifacts:
     """Everything compiling a program for the CPU produces (computed on demand)."""
 
@@ -186,12 +202,14 @@ class Artifacts:
         return self._generate()[0]
 
     @property
-    def kernels(self) -> Dict[str, "codegen.KernelInfo"]:
+    def kernels(self) -> Dict[str, "abi.KernelInfo"]:
         return self._generate()[1]
 
     def _generate(self):
         if self._generated is None:
             try:
+                from . import codegen  # here: a cache hit needs no code generator
+
                 self._generated = codegen.generate(self.lowered, self.checked)
             except CompileError:
                 raise
@@ -215,7 +233,7 @@ class Artifacts:
     def object_code(self) -> bytes:
         return jit.emit_object(self.optimized())
 
-    def load_or_build(self) -> Tuple[bytes, Dict[str, "codegen.KernelInfo"], bool]:
+    def load_or_build(self) -> Tuple[bytes, Dict[str, "abi.KernelInfo"], bool]:
         """(object code, kernels, cache hit): from the disk cache when it has them."""
         key = cache_key(self.program, self.checked)
         entry = cache.load("cpu", key)
@@ -224,13 +242,14 @@ class Artifacts:
                 size = int.from_bytes(entry[:8], "little")
                 meta = json.loads(entry[8:8 + size].decode())
                 funcs = {f.name: f for f in self.program.functions}
-                kernels = {name: codegen.KernelInfo.from_json(d, funcs[name])
+                kernels = {name: abi.KernelInfo.from_json(d, funcs[name])
                            for name, d in meta.items()}
                 if set(kernels) == set(funcs):
                     return entry[8 + size:], kernels, True
             except (ValueError, KeyError, TypeError, IndexError):
                 pass  # not an entry of this format: rebuild it
-        obj = self.object_code()
+        with _collector_paused():
+            obj = self.object_code()
         meta = json.dumps({name: k.to_json() for name, k in self.kernels.items()}).encode()
         cache.store("cpu", key, len(meta).to_bytes(8, "little") + meta + obj)
         return obj, self.kernels, False
@@ -283,10 +302,10 @@ class _Plan:
     (``runtime.args.quick``, None when some parameter has none), the ``struct`` layout
     that writes their results into the slots, and the arguments the kernel writes."""
 
-    def __init__(self, func: Function, info: "codegen.KernelInfo"):
+    def __init__(self, func: Function, info: "abi.KernelInfo"):
         from ...runtime.args import quick
 
-        self.buffer = ctypes.c_int64 * (info.num_slots + codegen.ERR_SLOTS)
+        self.buffer = ctypes.c_int64 * (info.num_slots + abi.ERR_SLOTS)
         self.quick = quick(func.args)
         # (argument, is a group) of the arguments the kernel writes
         self.written = tuple((i, info.slots[i].kind == "group") for i in sorted(info.writes))
@@ -369,7 +388,7 @@ class CpuModule(Module):
             return
         chunks = 1 if total == 1 else min(num_threads(), total)
         bounds = [total * k // chunks for k in range(chunks + 1)]
-        errs = [None] + [(ctypes.c_int64 * codegen.ERR_SLOTS)() for _ in range(1, chunks)]
+        errs = [None] + [(ctypes.c_int64 * abi.ERR_SLOTS)() for _ in range(1, chunks)]
 
         def run(k: int) -> int:
             local_addr = 0
@@ -446,40 +465,40 @@ class CpuModule(Module):
         wgx = info.config.work_group_size[0]
         where = f"{self.program.filename}:{inst.loc}"
         item = f", work-item ({lane % wgx}, {lane // wgx})" if lane >= 0 else ""
-        if code == codegen.E_INDEX:
+        if code == abi.E_INDEX:
             mode, value, bound, order = d[:4]
             full = ", ".join(str(x) for x in d[4:4 + min(order, 6)])
             if order > 6:
                 full += ", ..."
             msg = (f"index {value} of mode {mode} is out of bounds (size {bound}); the index is "
                    f"[{full}]")
-        elif code == codegen.E_GROUP_INDEX:
+        elif code == abi.E_GROUP_INDEX:
             msg = f"group index {d[0]} is out of bounds (group size {d[1]})"
-        elif code == codegen.E_NULL:
+        elif code == abi.E_NULL:
             msg = "access through a null memref"
-        elif code == codegen.E_DIV_ZERO:
+        elif code == abi.E_DIV_ZERO:
             msg = f"integer division by zero in '{inst.opcode}': {d[0]} divided by 0"
-        elif code == codegen.E_BROADCAST:
+        elif code == abi.E_BROADCAST:
             msg = (f"subgroup_broadcast from work-item {d[1]}, " +
                    (f"outside the subgroup of size {d[2]}" if d[0] == 0 else
                     "which is not active (its value is undefined)"))
-        elif code == codegen.E_COOP_DIV_ZERO:
+        elif code == abi.E_COOP_DIV_ZERO:
             msg = (f"integer division by zero in '{inst.opcode}': entry ({d[1]}, {d[2]}) "
                    f"divides {d[0]} by 0")
-        elif code == codegen.E_STEP:
+        elif code == abi.E_STEP:
             msg = f"for loop with step {d[0]} never ends"
-        elif code == codegen.E_BARRIER:
+        elif code == abi.E_BARRIER:
             arrived = d[0]
             msg = (f"barrier not reached by all work-items of the work-group: work-item "
                    f"({arrived % wgx}, {arrived // wgx}) waits here but this work-item does not "
                    "arrive")
-        elif code == codegen.E_EXPAND:
+        elif code == abi.E_EXPAND:
             msg = f"expand shape product {d[0]} does not equal the mode size {d[1]}"
         elif code == 9:  # coop.E_COOP_BOUNDS
             msg = (f"component ({d[0]}, {d[1]}) accesses index ({d[2]}, {d[3]}) outside the "
                    f"memref of shape {d[4]} x {d[5]} (use rows_checked/cols_checked for "
                    "partial tiles)")
-        elif code == codegen.E_FUSE:
+        elif code == abi.E_FUSE:
             msg = f"modes {d[0]} and {d[0] + 1} cannot be fused: their strides do not match"
         else:  # pragma: no cover - defensive
             msg = f"error {code}"
