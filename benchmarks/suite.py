@@ -72,7 +72,7 @@ class Config:
     memory_batch: int          # the batch of the memory-bound regime (grown past the L3)
     memory_bytes: tuple        # (least, most) bytes of a memory-bound working set
     l2_bytes: int              # the L2 of one core: the compute-bound working set per thread
-    group_max_batch: int       # groups are marshalled member by member in Python
+    group_max_batch: int       # every member of a group is checked at every call
     sample_seconds: float      # a sample repeats the call until it takes this long
     threads: int
     shapes: List[tuple]
@@ -338,7 +338,7 @@ def bench_gemm(suite: Suite, torch, lib: native.Native) -> None:
                 impls = {"ttlc": (kernels["ttlc"], (A, B, C), batch, "")}
                 gbatch = min(batch, cfg.group_max_batch)
                 views = [[X[:, :, k] for k in range(gbatch)] for X in (A, B, C)]
-                note = (f"batch cut to {gbatch}: groups are marshalled per member"
+                note = (f"batch cut to {gbatch}: every call checks each member"
                         if gbatch < batch else "")
                 impls["ttlc group"] = (kernels["ttlc group"], views, gbatch, note)
                 runs = {name: (lambda k=k, a=a, g=g: k(*a, grid=(g,)), g, note)

@@ -18,7 +18,7 @@ import operator
 import sys
 import warnings
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Collection, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -348,17 +348,107 @@ _DATA_FIELD = _data_field()
 _POINTER_AT = ctypes.c_void_p.from_address
 
 
-def _quick_memref(t: MemrefType, attrs: dict):
-    """A plain NumPy array with a non-empty shape; [address, *shape, *strides] or None."""
-    want = DTYPES[t.element.name]
-    item, order = want.itemsize, t.order
-    static_shape = [(i, s) for i, s in enumerate(t.shape) if s is not DYNAMIC]
-    static_stride = [(i, s) for i, s in enumerate(t.stride) if s is not DYNAMIC]
-    alignment = attrs.get("alignment") or 0
-    gcds = [(key == "shape_gcd", i, g) for key in ("shape_gcd", "stride_gcd")
-            for i, g in enumerate(attrs.get(key, [])[:order])]
-    if any(not isinstance(g, int) or g <= 0 for _, _, g in gcds) or not isinstance(alignment, int):
+class _Span:
+    """``count`` values of a NumPy type (``typestr``) in memory from ``address`` on, for
+    ``np.asarray``; nothing is read until the array is indexed."""
+
+    def __init__(self, address: int, count: int, typestr: str):
+        self.__array_interface__ = {"version": 3, "data": (address, True), "shape": (count,),
+                                    "typestr": typestr}
+
+
+#: the process's memory as read-only int64 words (64-bit CPython): ``_WORDS[a // 8 - 1]``
+#: is the word at address ``a`` (8-byte aligned).  Only what is indexed is ever read.
+_WORDS = (np.asarray(_Span(8, 2 ** 60 - 1, np.dtype(np.int64).str))
+          if _DATA_FIELD is not None and np.dtype(np.intp).itemsize == 8 else None)
+
+#: the words of an ndarray object's ``PyArrayObject_fields`` from ``data`` on that
+#: ``_array_words`` reads, as word offsets from ``data``: data, nd, dimensions, strides,
+#: descr, flags (nd and flags are C ints: the low halves of their words on little-endian
+#: machines)
+_HEADER = np.array([0, 1, 2, 3, 5, 6], np.int64)
+_DATA, _ND, _DIMS, _STRIDES, _DESCR, _FLAGS = range(6)
+#: NPY_ARRAY_WRITEABLE, the flag of a writeable array
+_WRITEABLE = 0x0400
+
+
+def _array_words(objects: np.ndarray) -> Optional[np.ndarray]:
+    """The ``_HEADER`` words of each object of an object array, (6, n) int64, when all
+    are exactly ndarrays (their type is read first: every object's header has it just
+    before where an ndarray has ``data``); else None.  Needs ``_FIELDS_OK``."""
+    data = np.frombuffer(objects, np.int64) >> 3  # (objects are 8-byte aligned)
+    data += _DATA_FIELD // 8 - 1  # the index in _WORDS of each object's data pointer
+    if (_WORDS[data - 1] != id(np.ndarray)).any():
         return None
+    return _WORDS[_HEADER[:, None] + data]
+
+
+def _mode_words(words: np.ndarray, order: int) -> np.ndarray:
+    """(2 order, n): the sizes, then the strides (in bytes) of arrays (their
+    ``_array_words``, all of this order)."""
+    first = (words[_DIMS:_STRIDES + 1] >> 3) - 1  # (2, n): where sizes and strides start
+    index = first[:, None, :] + np.arange(order)[:, None]
+    return _WORDS[index.reshape(2 * order, words.shape[1])]
+
+
+def _fields_ok() -> bool:
+    """Whether ``_array_words`` and ``_mode_words`` read what NumPy's attributes say, on
+    probe arrays: ``PyArrayObject_fields`` (which NumPy's inline accessors read, so its
+    layout is part of NumPy's binary interface) and object headers as on 64-bit
+    little-endian CPython.  Reading them lets ``_quick_members`` check thousands of group
+    members with a few NumPy operations instead of attribute by attribute."""
+    if (_WORDS is None or sys.byteorder != "little"
+            or _DATA_FIELD > object.__basicsize__  # (the type word is in every header)
+            or _DATA_FIELD + 8 * _HEADER[-1] + 4 > np.ndarray.__basicsize__):
+        return False
+    others = (1.5, [], "text", object(), np.zeros(2), np.float32(1))
+    if any(_WORDS[(id(x) + _DATA_FIELD - 8) // 8 - 1] != id(type(x)) for x in others):
+        return False
+    base = np.zeros((5, 6, 7), np.float32, order="F")
+    frozen = base[1:, ::2, 3]
+    frozen.flags.writeable = False
+    probes = [np.zeros(3, np.int8), base, base[1:, ::2], frozen, np.zeros((2, 3)).T, np.ones(())]
+    if _array_words(np.fromiter([1.5, *probes], object, len(probes) + 1)) is not None:
+        return False
+    for x in probes:
+        words = _array_words(np.fromiter([x], object, 1))
+        if words is None:
+            return False
+        data, nd, _, _, descr, flags = words[:, 0]
+        modes = _mode_words(words, x.ndim)[:, 0]
+        if (data != x.ctypes.data or nd & 0xFFFFFFFF != x.ndim or descr != id(x.dtype)
+                or bool(flags & _WRITEABLE) != x.flags.writeable
+                or tuple(modes) != x.shape + x.strides):
+            return False
+    return True
+
+
+_FIELDS_OK = _fields_ok()
+
+
+class _Rules:
+    """What a memref parameter requires of an array, precomputed once per kernel."""
+
+    def __init__(self, t: MemrefType, attrs: dict, writes: bool):
+        self.dtype = DTYPES[t.element.name]
+        self.item, self.order = self.dtype.itemsize, t.order
+        self.static_shape = [(i, s) for i, s in enumerate(t.shape) if s is not DYNAMIC]
+        self.static_stride = [(i, s) for i, s in enumerate(t.stride) if s is not DYNAMIC]
+        self.alignment = attrs.get("alignment") or 0
+        # (of the shape, mode, divisor)
+        self.gcds = [(key == "shape_gcd", i, g) for key in ("shape_gcd", "stride_gcd")
+                     for i, g in enumerate(attrs.get(key, [])[:t.order])]
+        self.writes = writes  # the kernel writes the argument: read-only arrays take marshal
+        self.usable = (isinstance(self.alignment, int) and
+                       all(isinstance(g, int) and g > 0 for _, _, g in self.gcds))
+
+
+def _quick_memref(t: MemrefType, attrs: dict, writes: bool = False):
+    """A plain NumPy array with a non-empty shape; [address, *shape, *strides] or None."""
+    r = _Rules(t, attrs, writes)
+    if not r.usable:
+        return None
+    want, item, order, alignment = r.dtype, r.item, r.order, r.alignment
 
     def convert(x):
         if type(x) is not np.ndarray or x.dtype != want:
@@ -375,25 +465,30 @@ def _quick_memref(t: MemrefType, attrs: dict):
                 return None
             stride.append(st // item)
             packed = st // item * size
-        for i, s in static_shape:
+        for i, s in r.static_shape:
             if shape[i] != s:
                 return None
-        for i, s in static_stride:
+        for i, s in r.static_stride:
             if stride[i] != s:
                 if shape[i] > 1:
                     return None
                 stride[i] = s
-        address = (x.ctypes.data if _DATA_FIELD is None
-                   else _POINTER_AT(id(x) + _DATA_FIELD).value)
+        address = _address(x)
         if not address:  # (never for a non-empty array)
             return None
         if alignment and address % alignment:
             return None
-        for is_shape, i, g in gcds:
+        for is_shape, i, g in r.gcds:
             if (shape[i] if is_shape else stride[i]) % g:
                 return None
+        if writes and not x.flags.writeable:
+            return None
         return [address, *shape, *stride]
     return convert
+
+
+def _address(x: np.ndarray) -> int:
+    return x.ctypes.data if _DATA_FIELD is None else _POINTER_AT(id(x) + _DATA_FIELD).value
 
 
 def _quick_scalar(t: Type):
@@ -433,17 +528,101 @@ def _quick_scalar(t: Type):
     return None
 
 
-def _quick_group(t: GroupType, attrs: dict):
+def _quick_members(t: MemrefType, attrs: dict, writes: bool):
+    """``_quick_memref``'s checks on all members of a group at once, from their fields
+    (``_array_words``): (the members' addresses, their sizes and strides: 2 order int64
+    per member) as int64 arrays, or None.  None without ``_FIELDS_OK``."""
+    r = _Rules(t, attrs, writes)
+    member = _quick_memref(t, attrs, writes)
+    if not _FIELDS_OK or member is None:
+        return None
+    order, item = r.order, r.item
+    descr = id(r.dtype)  # (an equal dtype given by another object: None)
+    # (modes, sizes or strides), for comparing columns of members
+    static_shape, static_stride = ((np.array([i for i, _ in pairs], np.intp),
+                                    np.array([[s] for _, s in pairs], np.int64).reshape(-1, 1))
+                                   for pairs in (r.static_shape, r.static_stride))
+
+    def in_elements(dope: np.ndarray) -> bool:
+        """Whether sizes and byte strides (``_mode_words``) are valid; the strides are
+        turned into elements (in place)."""
+        shape, stride = dope[:order], dope[order:]
+        if not shape.all() or (shape[static_shape[0]] != static_shape[1]).any():
+            return False
+        packed = np.ones(dope.shape[1], np.int64)
+        for i in range(order):  # as _element_strides
+            size, st = shape[i], stride[i]
+            one = size == 1
+            if (~one & ((st <= 0) | (st % item != 0) | (st < packed * item))).any():
+                return False
+            np.floor_divide(st, item, out=st)
+            np.copyto(st, packed, where=one)
+            packed = st * size
+        rows, values = static_stride
+        if ((stride[rows] != values) & (shape[rows] > 1)).any():
+            return False
+        stride[rows] = values
+        return not any(((shape if is_shape else stride)[i] % g).any()
+                       for is_shape, i, g in r.gcds)
+
+    def convert(x) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+        try:
+            members = np.fromiter(x, object, len(x))  # holds every member while it is read
+        except ValueError:  # (the list shrank meanwhile, in another thread)
+            return None
+        words = _array_words(members)
+        if (words is None or (words[_DESCR] != descr).any()
+                or ((words[_ND] & 0xFFFFFFFF) != order).any()):
+            return None
+        address = words[_DATA]
+        if not address.all() or (r.alignment and (address % r.alignment).any()):
+            return None
+        if r.writes and not (words[_FLAGS] & _WRITEABLE).all():
+            return None
+        dope = _mode_words(words, order)
+        if (dope == dope[:, :1]).all():  # alike views of one array, the usual case: all
+            first = member(members[0])  # members are valid when the first is
+            if first is None:
+                return None
+            return address, np.repeat(np.array([first[1:]], np.int64), len(x), axis=0)
+        if not in_elements(dope):
+            return None
+        return address, np.ascontiguousarray(dope.T)
+    return convert
+
+
+#: the member count from which checking all members at once is faster than one by one
+#: (``_quick_members`` costs some 30 small NumPy operations, as much as checking 16
+#: arrays one by one, and then well under a microsecond per member)
+_AT_ONCE = 16
+
+
+def _quick_group(t: GroupType, attrs: dict, writes: bool):
     """A non-empty list (or tuple) of arrays for a group without offset (static 0 or
     dynamic); [address of the member addresses, address of the members' sizes and
-    strides (2 n int64 per member), the member count, 1 (associated)] or None.  The two
-    int64 arrays are appended to `keep`: they must live until the kernel is done."""
+    strides (2 order int64 per member), the member count, 1 (associated)] or None.  The
+    two int64 arrays are appended to `keep`: they must live until the kernel is done.
+
+    From ``_AT_ONCE`` members on, all are checked at once (``_quick_members``); fewer, or
+    where that answers None (no ``_FIELDS_OK``, a dtype given by another equal object, or
+    an invalid member), member by member (``_quick_memref``)."""
     if t.offset is not DYNAMIC and t.offset != 0:
         return None
-    member = _quick_memref(t.memref, attrs)
+    member = _quick_memref(t.memref, attrs, writes)
     if member is None:
         return None
+    at_once = _quick_members(t.memref, attrs, writes)
     size = t.size
+
+    def one_by_one(x) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+        rows = []
+        for a in x:
+            m = member(a)
+            if m is None:
+                return None
+            rows.append(m)
+        table = np.array(rows, np.int64)
+        return np.ascontiguousarray(table[:, 0]), np.ascontiguousarray(table[:, 1:])
 
     def convert(x, keep: list):
         if type(x) is not list and type(x) is not tuple:
@@ -451,32 +630,29 @@ def _quick_group(t: GroupType, attrs: dict):
         n = len(x)
         if not n or (size is not DYNAMIC and n != size):
             return None
-        pointers, dopes = [], []
-        for a in x:
-            m = member(a)
-            if m is None:
+        table = at_once(x) if at_once is not None and n >= _AT_ONCE else None
+        if table is None:
+            table = one_by_one(x)
+            if table is None:
                 return None
-            pointers.append(m[0])
-            dopes += m[1:]
-        p = (ctypes.c_int64 * n)(*pointers)
-        d = (ctypes.c_int64 * len(dopes))(*dopes)
-        keep += (p, d)
-        return [ctypes.addressof(p), ctypes.addressof(d), n, 1]
+        keep += table
+        return [_address(table[0]), _address(table[1]), n, 1]
     return convert
 
 
-def quick(params: List[Argument]):
+def quick(params: List[Argument], writes: Collection[int] = ()):
     """A function of a launch's arguments and a list, giving the flat list of what
     ``marshal`` would make of them -- per memref its address, sizes and strides (in
     elements), per scalar its value, per group the slots ``_quick_group`` describes
-    (what it allocates is added to the list) -- or None whenever ``marshal`` is needed.
-    None when some parameter type (f16, bf16, complex) has no quick path."""
+    (what it allocates is added to the list) -- or None whenever ``marshal`` is needed,
+    also for a read-only array given for an argument the kernel writes (`writes`: their
+    positions).  None when some parameter type (f16, bf16, complex) has no quick path."""
     converters = []  # (function, whether it takes `keep`)
-    for p in params:
+    for k, p in enumerate(params):
         t = p.value.type
         group = isinstance(t, GroupType)
-        c = (_quick_memref(t, p.attrs) if isinstance(t, MemrefType) else
-             _quick_group(t, p.attrs) if group else _quick_scalar(t))
+        c = (_quick_memref(t, p.attrs, k in writes) if isinstance(t, MemrefType) else
+             _quick_group(t, p.attrs, k in writes) if group else _quick_scalar(t))
         if c is None:
             return None
         converters.append((c, group))

@@ -299,16 +299,15 @@ _SLOT_FORMAT = {"bool": "?7x", "i8": "b7x", "i16": "h6x", "i32": "i4x", "i64": "
 class _Plan:
     """What a launch of one kernel needs besides its arguments: the type of its buffer
     (the slots, then the error record of the first chunk), the quick argument checks
-    (``runtime.args.quick``, None when some parameter has none), the ``struct`` layout
-    that writes their results into the slots, and the arguments the kernel writes."""
+    (``runtime.args.quick``, None when some parameter has none; they refuse read-only
+    arrays for the arguments the kernel writes) and the ``struct`` layout that writes
+    their results into the slots."""
 
     def __init__(self, func: Function, info: "abi.KernelInfo"):
         from ...runtime.args import quick
 
         self.buffer = ctypes.c_int64 * (info.num_slots + abi.ERR_SLOTS)
-        self.quick = quick(func.args)
-        # (argument, is a group) of the arguments the kernel writes
-        self.written = tuple((i, info.slots[i].kind == "group") for i in sorted(info.writes))
+        self.quick = quick(func.args, info.writes)
         if self.quick is not None:
             fmt = ["<3q"]
             for a, lay in zip(func.args, info.slots):
@@ -354,10 +353,6 @@ class CpuModule(Module):
         buf = plan.buffer()
         keep: list = []
         flat = plan.quick(args, keep) if plan.quick is not None else None
-        for i, group in plan.written if flat is not None else ():
-            for x in args[i] if group else (args[i],):
-                if not x.flags.writeable:
-                    flat = None
         if flat is not None:
             plan.struct.pack_into(buf, 0, *grid, *flat)
         else:  # everything else, and every error, goes through marshal
@@ -450,13 +445,14 @@ class CpuModule(Module):
         """A kernel that writes an argument needs writeable arrays (checked before running)."""
         for index, inst in info.writes.items():
             v = values[index]
-            members = v.members if isinstance(func.args[index].value.type, GroupType) else [v]
-            for m in members:
+            group = isinstance(func.args[index].value.type, GroupType)
+            for i, m in enumerate(v.members if group else [v]):
                 if int(m.buffer) >= 0 and not memory.buffers[int(m.buffer)].flags.writeable:
                     where = f"{self.program.filename}:{inst.loc}"
+                    member = f", member {i}" if group else ""
                     raise KernelError(f"{where}: kernel @{func.name}: write to a read-only array "
-                                      f"(argument {index}, %{func.args[index].value.name}, is not "
-                                      "writeable)")
+                                      f"(argument {index}, %{func.args[index].value.name}{member}, "
+                                      "is not writeable)")
 
     def _error(self, info, err) -> KernelError:
         code, gx, gy, gz, inst_id, lane = (int(x) for x in err[:6])
