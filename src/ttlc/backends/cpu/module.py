@@ -11,8 +11,9 @@ one ``struct.pack_into``), anything else and every error through ``marshal``.  T
 array of the kernel ABI (see ``codegen``) is a new buffer per launch, so launches of one
 kernel from several Python threads at once are independent.  The grid's work-groups are
 split into contiguous chunks, one per thread: the calling thread runs the first chunk (a
-single work-group never leaves it), a shared thread pool the others.  Kernels are called
-through ``ctypes.CFUNCTYPE``, which releases the GIL.  The pool has as many threads as the
+single work-group never leaves it), worker threads waiting in machine code the others
+(``pool``; a Python thread pool where that cannot be built).  Kernels are called through
+``ctypes.CFUNCTYPE``, which releases the GIL.  A launch uses as many threads as the
 process may use CPUs; ``TTLC_NUM_THREADS`` overrides it (read at every launch).
 
 Checked mode (``checked=True``) compiles bounds checks (every index within its mode, group
@@ -27,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import gc
 import hashlib
 import json
@@ -41,7 +43,7 @@ from ...diagnostics import CompileError, Diagnostic, KernelError
 from ...ir.core import Argument, Function, Program
 from ...ir.types import BoolType, GroupType
 from ...runtime import Module
-from . import abi, cache, jit
+from . import abi, cache, jit, pool
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -256,6 +258,8 @@ class Artifacts:
 
 
 def num_threads() -> int:
+    """Threads a launch may use: TTLC_NUM_THREADS (read at every launch), else the CPUs
+    this process may run on (read once)."""
     text = os.environ.get("TTLC_NUM_THREADS", "").strip()
     if text:
         try:
@@ -265,6 +269,11 @@ def num_threads() -> int:
         if n < 1:
             raise ValueError(f"TTLC_NUM_THREADS must be a positive integer, not {text!r}")
         return n
+    return _usable_cpus()
+
+
+@functools.lru_cache(maxsize=None)
+def _usable_cpus() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
@@ -289,6 +298,30 @@ def _pool(workers: int) -> "ThreadPoolExecutor":
             if old is not None:
                 old.shutdown(wait=False)
         return _POOL
+
+
+def _run_in_python(fn, address: int, total: int, chunks: int, local_bytes: int,
+                   first_error: int, threaded: bool) -> list:
+    """The chunks of a launch without the native pool (``pool``): on a Python thread pool
+    when `threaded` (no native pool here), else one after the other on this thread (the
+    native pool is busy with a launch from another thread).  Failures as
+    ``NativePool.run`` gives them."""
+    scratch = [ctypes.create_string_buffer(local_bytes + 64) for _ in range(chunks)
+               if local_bytes]
+    records = [None] + [(ctypes.c_int64 * abi.ERR_SLOTS)() for _ in range(1, chunks)]
+
+    def run(k: int) -> int:
+        local = (ctypes.addressof(scratch[k]) + 63) // 64 * 64 if scratch else 0
+        err = first_error if k == 0 else ctypes.addressof(records[k])
+        return fn(address, total * k // chunks, total * (k + 1) // chunks, local, err)
+
+    if threaded and chunks > 1:
+        workers = _pool(chunks - 1)
+        futures = [workers.submit(run, k) for k in range(1, chunks)]
+        rcs = [run(0)] + [f.result() for f in futures]
+    else:
+        rcs = [run(k) for k in range(chunks)]
+    return [(k, None if k == 0 else records[k][:]) for k, rc in enumerate(rcs) if rc][:1]
 
 
 #: struct codes of the scalars ``runtime.args.quick`` gives, each padded to its 8-byte slot
@@ -329,12 +362,13 @@ class CpuModule(Module):
             self._library = jit.Library(obj)
         except RuntimeError as e:
             raise _internal(program, "loading machine code", e) from e
-        self._functions = {}
+        self._functions, self._addresses = {}, {}
         for name, info in self.infos.items():
             addr = self._library.address(info.symbol)
             if addr is None:
                 raise _internal(program, "loading machine code", LookupError(info.symbol))
             self._functions[name] = _KERNEL_TYPE(addr)
+            self._addresses[name] = addr
         self._plans: Dict[str, _Plan] = {}
 
     # ---- launch ----------------------------------------------------------------------------
@@ -359,7 +393,7 @@ class CpuModule(Module):
             keep = self._marshal_and_pack(info, func, args, grid, buf)
         total = grid[0] * grid[1] * grid[2]
         if total:
-            self._run(info, self._functions[func.name], buf, total)
+            self._run(info, func.name, buf, total)
         del keep  # the views and arrays the slots point to, alive until here
 
     def _marshal_and_pack(self, info, func: Function, args, grid, buf) -> list:
@@ -373,36 +407,24 @@ class CpuModule(Module):
         self._check_writable(info, func, values, memory)
         return keep
 
-    def _run(self, info, fn, buf, total: int) -> None:
+    def _run(self, info, func_name: str, buf, total: int) -> None:
         """Run work-groups 0..total-1 in contiguous chunks, the first on this thread and
-        the others on the pool (a single work-group never leaves this thread)."""
+        the others on worker threads (a single work-group never leaves this thread)."""
+        fn = self._functions[func_name]
         address = ctypes.addressof(buf)
-        if total == 1 and not info.local_bytes:  # the common small launch, without the rest
-            if fn(address, 0, 1, 0, address + 8 * info.num_slots):
-                raise self._error(info, buf[info.num_slots:])
-            return
-        chunks = 1 if total == 1 else min(num_threads(), total)
-        bounds = [total * k // chunks for k in range(chunks + 1)]
-        errs = [None] + [(ctypes.c_int64 * abi.ERR_SLOTS)() for _ in range(1, chunks)]
-
-        def run(k: int) -> int:
-            local_addr = 0
-            if info.local_bytes:
-                local = ctypes.create_string_buffer(info.local_bytes + 64)
-                local_addr = (ctypes.addressof(local) + 63) // 64 * 64
-            err = address + 8 * info.num_slots if k == 0 else ctypes.addressof(errs[k])
-            return fn(address, bounds[k], bounds[k + 1], local_addr, err)
-
-        if chunks == 1:
-            results = [run(0)]
+        first_error = address + 8 * info.num_slots
+        chunks = 1 if total == 1 else min(num_threads(), total, pool.MAX_CHUNKS)
+        if chunks == 1 and not info.local_bytes:  # the common small launch, without the rest
+            failures = [(0, None)] if fn(address, 0, total, 0, first_error) else []
         else:
-            pool = _pool(chunks - 1)
-            futures = [pool.submit(run, k) for k in range(1, chunks)]
-            first = run(0)
-            results = [first] + [f.result() for f in futures]
-        for k, rc in enumerate(results):  # chunks are in group order: first error = lowest
-            if rc:
-                raise self._error(info, buf[info.num_slots:] if k == 0 else errs[k][:])
+            native = pool.NativePool.create() if chunks > 1 else None
+            failures = (native.run(self._addresses[func_name], address, total, chunks,
+                                   info.local_bytes, first_error) if native is not None else None)
+            if failures is None:  # no native pool, or another launch uses it
+                failures = _run_in_python(fn, address, total, chunks, info.local_bytes,
+                                          first_error, threaded=native is None)
+        for k, record in failures:  # chunks are in group order: the first error is the lowest
+            raise self._error(info, buf[info.num_slots:] if record is None else record)
 
     def _pack(self, info, func: Function, values, memory, grid, keep: list, slots) -> None:
         """Fill the slot array of the kernel ABI (`keep` holds what it points to)."""
