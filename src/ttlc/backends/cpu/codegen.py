@@ -756,21 +756,33 @@ class FunctionCodegen:
         header = self.block("groups")
         body = self.block("group")
         done = self.block("done")
+        # the group's (x, y, z) from the linear id once, then counted along with it (no
+        # division per work-group: a 64-bit div costs as much as a small gemm's FMAs)
+        nx, ny, _ = self.num_groups
+        rest0 = b.udiv(first, nx)
+        start = (b.urem(first, nx), b.urem(rest0, ny), b.udiv(rest0, ny))
+        pre = b.block
         b.branch(header)
         b.position_at_end(header)
         gid = b.phi(I64, name="gid")
-        gid.add_incoming(first, entry)
+        gid.add_incoming(first, pre)
+        coords = [b.phi(I64, name=f"g{'xyz'[k]}") for k in range(3)]
+        for c, s in zip(coords, start):
+            c.add_incoming(s, pre)
         b.cbranch(b.icmp_signed("<", gid, end), body, done)
         b.position_at_end(body)
-        nx, ny, _ = self.num_groups
-        gx = b.urem(gid, nx, name="gx")
-        rest = b.udiv(gid, nx)
-        gy = b.urem(rest, ny, name="gy")
-        gz = b.udiv(rest, ny, name="gz")
-        self.gid = (gx, gy, gz)
+        self.gid = tuple(coords)
         self.emit_region(self.func.body)
-        nxt = b.add(gid, ir.Constant(I64, 1))
-        gid.add_incoming(nxt, b.block)
+        one, zero = ir.Constant(I64, 1), ir.Constant(I64, 0)
+        gx, gy, gz = coords
+        x1, y1 = b.add(gx, one), b.add(gy, one)
+        wrap_x = b.icmp_unsigned("==", x1, nx)
+        wrap_y = b.and_(wrap_x, b.icmp_unsigned("==", y1, ny))
+        nxt = [b.select(wrap_x, zero, x1), b.select(wrap_x, b.select(wrap_y, zero, y1), gy),
+               b.select(wrap_y, b.add(gz, one), gz)]
+        for c, v in zip(coords, nxt):
+            c.add_incoming(v, b.block)
+        gid.add_incoming(b.add(gid, one), b.block)
         b.branch(header)
         b.position_at_end(done)
         b.ret(ir.Constant(I32, 0))

@@ -199,14 +199,23 @@ def cast(cg: FunctionCodegen, x: CoopVal, dst: CoopMatrixType) -> CoopVal:
 
 
 # ---- memory -----------------------------------------------------------------------------------------
+def pinned(cg: FunctionCodegen, p: ir.Value) -> ir.Value:
+    """p, as a value LLVM cannot see through (an empty inline asm), so it stays one
+    register: otherwise x86 folds base + index into every access of a tile, and an FMA
+    with a base + index memory operand takes two micro-ops instead of one (unlaminated),
+    which made the 16x16 microkernel a third slower.  LLVM does not merge two such
+    values, so only tiles no other subgroup also reads get one."""
+    return cg.b.asm(ir.FunctionType(p.type, [p.type]), "", "=r,0", [p], False)
+
+
 def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, fn) -> None:
-    """Call fn(m, offsets, valid, contiguous, entry) for subgroup g, under its activity.
+    """Call fn(m, offsets, valid, contiguous, at) for subgroup g, under its activity.
 
     offsets (i64 x M*N): element offsets of the components from m.ptr; valid (i1 x M*N):
     the components accessed (the checked flags and the subgroup's activity);
     contiguous: whether each column of the matrix is contiguous in memory (not
-    transposed, unit row stride); entry(r, c): the scalar element offset of component
-    (r, c) (plain address arithmetic, no vector of offsets)."""
+    transposed, unit row stride); at(r, c): a pointer to component (r, c) (plain
+    address arithmetic, no vector of offsets)."""
     b = cg.b
     lane = first_lane(cg, g) if cg.mask is not None else ir.Constant(I32, g * cg.S)
     m = memref_in(cg, cg.get(inst.slots["tensor"]), lane)
@@ -256,11 +265,25 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
     off = b.add(b.mul(ri, splat_n(cg, st0, n)), b.mul(ci, splat_n(cg, st1, n)))
     contiguous = not transpose and isinstance(m.stride[0], int) and m.stride[0] == 1
 
-    def entry(r: int, c: int) -> ir.Value:
+    origin = []
+    et = elem_type(t.component)
+
+    def at(r: int, c: int) -> ir.Value:
+        """Pointer to component (r, c): the tile's origin (``pinned`` where the
+        work-group has one subgroup) plus an offset that is a constant for static
+        strides, so that the accesses of a tile address memory as register +
+        displacement."""
+        if not origin:
+            start = b.add(b.mul(x, st0), b.mul(y, st1))
+            p = b.gep(m.ptr, [start], source_etype=et)
+            # (with several subgroups, LLVM merges the equal origins of their tiles)
+            origin.append(pinned(cg, p) if subgroups(cg) == 1 else p)
         i, j = (c, r) if transpose else (r, c)
-        return b.add(b.mul(b.add(x, ir.Constant(I64, i)), st0),
-                     b.mul(b.add(y, ir.Constant(I64, j)), st1))
-    fn(m, off, valid, contiguous, entry)
+        if i == 0 and j == 0:
+            return origin[0]
+        return b.gep(origin[0], [b.add(b.mul(ir.Constant(I64, i), st0),
+                                       b.mul(ir.Constant(I64, j), st1))], source_etype=et)
+    fn(m, off, valid, contiguous, at)
 
 
 def _column(cg: FunctionCodegen, v, c: int, M: int):
@@ -280,12 +303,12 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
     for g in range(subgroups(cg)):
         result = {}
 
-        def load(m: MemVal, off, valid, contiguous, entry):
+        def load(m: MemVal, off, valid, contiguous, at):
             if by_entry:
                 v = ir.Constant(ir.VectorType(lt, M * N), ir.Undefined)
                 for c in range(N):
                     for r in range(M):
-                        p = b.gep(m.ptr, [entry(r, c)], source_etype=lt)
+                        p = at(r, c)
                         e = b.load(p, typ=lt, align=_align(comp))
                         v = b.insert_element(v, e, ir.Constant(I32, c * M + r))
                 result["v"] = v
@@ -293,7 +316,7 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
             if contiguous and not comp.is_complex:
                 cols = []
                 for c in range(N):
-                    p = b.gep(m.ptr, [entry(0, c)], source_etype=lt)
+                    p = at(0, c)
                     cols.append(_masked_load(cg, lt, p, _column(cg, valid, c, M), M))
                 result["v"] = concat(cg, cols)
                 return
@@ -340,10 +363,10 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
     for g in range(subgroups(cg)):
         mat = value.mats[g]
 
-        def store(m: MemVal, off, valid, contiguous, entry):
+        def store(m: MemVal, off, valid, contiguous, at):
             if contiguous and not comp.is_complex:
                 for c in range(N):
-                    p = b.gep(m.ptr, [entry(0, c)], source_etype=lt)
+                    p = at(0, c)
                     _masked_store(cg, _column(cg, mat, c, M), p, _column(cg, valid, c, M))
                 return
             ptrs = b.gep(splat_n(cg, m.ptr, M * N), [off], source_etype=elem_type(comp))
@@ -390,7 +413,7 @@ def emit_atomic(cg: FunctionCodegen, inst: Instruction):
         mat = value.mats[g]
         out = {}
 
-        def update(m: MemVal, off, valid, contiguous, entry):
+        def update(m: MemVal, off, valid, contiguous, at):
             ptrs = b.gep(splat_n(cg, m.ptr, M * N), [off], source_etype=elem_type(comp))
 
             def one(e):

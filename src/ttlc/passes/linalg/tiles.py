@@ -26,7 +26,10 @@ The rule (documented in ``choose_tiles``):
   problem (``n <= N``; ``m <= max(S, next power of two of M)``), so small static problems
   get one tile without padding where the language allows it.
 * ``k``: the largest power of two within the operand half of the budget, at most
-  ``MAX_K`` and at most the next power of two of a static K.
+  ``MAX_K`` and at most the next power of two of a static K.  Where subgroups are SIMD
+  lanes and B has the accumulator's (real) type, only the A tile counts (the CPU's mul_add
+  broadcasts B's entries straight from memory), so e.g. a 16x16x16 f32 gemm is one
+  straight-line K step.
 """
 from __future__ import annotations
 
@@ -107,7 +110,11 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         m *= 2
     _, m, n = best
 
-    operand_bytes = m * a.size + n * b.size
+    # where subgroups are SIMD lanes (the CPU), mul_add takes B's entries from memory one
+    # broadcast at a time (FMA memory operands) when they are real and need no
+    # conversion: then only A's columns take registers
+    from_memory = bool(target.vector_bytes) and b == acc and not b.is_complex
+    operand_bytes = m * a.size + (0 if from_memory else n * b.size)
     k = 1
     while k * 2 <= MAX_K and (k * 2) * operand_bytes <= half:
         k *= 2

@@ -1,0 +1,173 @@
+"""Batched small gemm on target cpu (spec: tensor-language.txt, gemm; one work-group per
+matrix through group_id and subview, as benchmarks/suite.py runs it) against NumPy.
+
+Covers the shapes of the benchmark (8x8x8, 16x8x8, 16x16x16, 32x32x32, 64x64x64) and
+odd ones (7x5x3, 24x40x12), f32 and f64, every transpose pair, beta 0 with NaN in C
+(C must not be read), beta 1 (C is read), one and several threads (a thread's chunk of
+work-groups starts inside the grid), and grids of two and three dimensions (group ids
+counted along the chunk).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ttlc
+
+pytest.importorskip("llvmlite", reason="target cpu needs llvmlite")
+
+SHAPES = [(8, 8, 8), (16, 8, 8), (16, 16, 16), (32, 32, 32), (64, 64, 64), (7, 5, 3),
+          (24, 40, 12)]
+DTYPES = {"f32": np.float32, "f64": np.float64}
+TOL = {"f32": 1e-5, "f64": 1e-13}
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("TTLC_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ttlc-cache"))
+
+
+def batched(t: str, M: int, N: int, K: int, ta: str, tb: str, beta: str) -> str:
+    a = (M, K) if ta == "n" else (K, M)
+    b = (K, N) if tb == "n" else (N, K)
+    return f"""
+func @gemm(%A: memref<{t}x{a[0]}x{a[1]}x?>, %B: memref<{t}x{b[0]}x{b[1]}x?>,
+           %C: memref<{t}x{M}x{N}x?>) {{
+    %k = group_id.x : index
+    %a = subview %A[0:{a[0]},0:{a[1]},%k] : memref<{t}x{a[0]}x{a[1]}>
+    %b = subview %B[0:{b[0]},0:{b[1]},%k] : memref<{t}x{b[0]}x{b[1]}>
+    %c = subview %C[0:{M},0:{N},%k] : memref<{t}x{M}x{N}>
+    %one = constant 1.0 : {t}
+    %beta = constant {beta} : {t}
+    gemm.{ta}.{tb} %one, %a, %b, %beta, %c
+}}
+"""
+
+
+def operands(t, M, N, K, ta, tb, batch, seed):
+    rng = np.random.default_rng(seed)
+    dt = DTYPES[t]
+    a = (M, K) if ta == "n" else (K, M)
+    b = (K, N) if tb == "n" else (N, K)
+    A = np.asfortranarray(rng.standard_normal(a + (batch,)).astype(dt))
+    B = np.asfortranarray(rng.standard_normal(b + (batch,)).astype(dt))
+    C = np.asfortranarray(rng.standard_normal((M, N, batch)).astype(dt))
+    return A, B, C
+
+
+def expected(A, B, C, ta, tb, beta):
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    if ta == "t":
+        A64 = A64.transpose(1, 0, 2)
+    if tb == "t":
+        B64 = B64.transpose(1, 0, 2)
+    out = np.einsum("ikb,kjb->ijb", A64, B64)
+    return out if beta == 0 else out + beta * C.astype(np.float64)
+
+
+@pytest.mark.parametrize("t", sorted(DTYPES))
+@pytest.mark.parametrize("M,N,K", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
+@pytest.mark.parametrize("ta,tb", [("n", "n"), ("t", "n"), ("n", "t"), ("t", "t")],
+                         ids=["nn", "tn", "nt", "tt"])
+def test_batched_gemm_beta0_never_reads_c(t, M, N, K, ta, tb, monkeypatch):
+    monkeypatch.setenv("TTLC_NUM_THREADS", "3")
+    batch = 7
+    kernel = ttlc.compile(batched(t, M, N, K, ta, tb, "0.0"), target="cpu")["gemm"]
+    A, B, C = operands(t, M, N, K, ta, tb, batch, seed=M * 100 + N + K)
+    want = expected(A, B, C, ta, tb, 0)
+    C[...] = np.nan
+    kernel(A, B, C, grid=(batch,))
+    assert not np.isnan(C).any()
+    np.testing.assert_allclose(C, want, rtol=TOL[t], atol=TOL[t] * np.abs(want).max())
+
+
+@pytest.mark.parametrize("t", sorted(DTYPES))
+@pytest.mark.parametrize("M,N,K", [(16, 8, 8), (7, 5, 3), (64, 64, 64)],
+                         ids=["16x8x8", "7x5x3", "64x64x64"])
+@pytest.mark.parametrize("threads", ["1", "2", "5"])
+def test_batched_gemm_beta1_reads_c(t, M, N, K, threads, monkeypatch):
+    monkeypatch.setenv("TTLC_NUM_THREADS", threads)
+    batch = 11
+    kernel = ttlc.compile(batched(t, M, N, K, "n", "n", "1.0"), target="cpu")["gemm"]
+    A, B, C = operands(t, M, N, K, "n", "n", batch, seed=3)
+    want = expected(A, B, C, "n", "n", 1.0)
+    kernel(A, B, C, grid=(batch,))
+    np.testing.assert_allclose(C, want, rtol=TOL[t], atol=TOL[t] * np.abs(want).max())
+
+
+GRID_IDS = """
+func @ids(%O: memref<i64x3x?>) {
+    %gx = group_id.x : index
+    %gy = group_id.y : index
+    %gz = group_id.z : index
+    %nx = num_groups.x : index
+    %ny = num_groups.y : index
+    %t1 = mul %gz, %ny : index
+    %t2 = add %t1, %gy : index
+    %t3 = mul %t2, %nx : index
+    %g = add %t3, %gx : index
+    %x = cast %gx : i64
+    %y = cast %gy : i64
+    %z = cast %gz : i64
+    %c0 = constant 0 : index
+    %c1 = constant 1 : index
+    %c2 = constant 2 : index
+    store %x, %O[%c0, %g]
+    store %y, %O[%c1, %g]
+    store %z, %O[%c2, %g]
+}
+"""
+
+
+@pytest.mark.parametrize("grid", [(5, 1, 1), (3, 4, 1), (2, 3, 4), (1, 1, 6), (4, 1, 3)],
+                         ids=lambda g: "x".join(map(str, g)))
+@pytest.mark.parametrize("threads", ["1", "2", "5"])
+def test_group_ids_of_every_chunk(grid, threads, monkeypatch):
+    """Each work-group sees its own (x, y, z), also where a thread's chunk of the grid
+    starts inside a row or plane (the ids are counted along the chunk)."""
+    monkeypatch.setenv("TTLC_NUM_THREADS", threads)
+    nx, ny, nz = grid
+    O = np.asfortranarray(np.full((3, nx * ny * nz), -1, np.int64))
+    ttlc.compile(GRID_IDS, target="cpu")["ids"](O, grid=grid)
+    g = np.arange(nx * ny * nz)
+    want = np.stack([g % nx, (g // nx) % ny, g // (nx * ny)])
+    np.testing.assert_array_equal(O, want)
+
+
+DYNAMIC = """
+func @gemm(%alpha: {t}, %A: memref<{t}x?x?,strided<1,?>>, %B: memref<{t}x?x?,strided<1,?>>,
+           %beta: {t}, %C: memref<{t}x?x?,strided<1,?>>) attributes{{subgroup_size={s}, work_group_size=[{s},1]}} {{
+    gemm.{ta}.{tb} %alpha, %A, %B, %beta, %C
+}}
+"""
+
+
+VIEW_CASES = [("n", "n", False), ("t", "n", False), ("n", "t", False), ("t", "t", False),
+              ("t", "n", True)]
+
+
+@pytest.mark.parametrize("t,s", [("f32", 16), ("f64", 8)])
+@pytest.mark.parametrize("ta,tb,checked", VIEW_CASES,
+                         ids=[f"{a}{b}{'-checked' if c else ''}" for a, b, c in VIEW_CASES])
+@pytest.mark.parametrize("M,N,K", [(16, 16, 16), (37, 21, 19)], ids=["16x16x16", "37x21x19"])
+def test_one_subgroup_gemm_on_strided_views(t, s, ta, tb, checked, M, N, K):
+    """A work-group of one subgroup (tile origins in registers of their own) on views
+    whose column strides are only known at run time; alpha and beta arguments."""
+    rng = np.random.default_rng(M + N + K)
+    dt = DTYPES[t]
+    a = (M, K) if ta == "n" else (K, M)
+    b = (K, N) if tb == "n" else (N, K)
+
+    def view(rows, cols):  # the first rows of a taller column-major array
+        full = np.asfortranarray(rng.standard_normal((rows + 3, cols)).astype(dt))
+        return full, full[:rows]
+    (Af, A), (Bf, B), (Cf, C) = view(*a), view(*b), view(M, N)
+    below = Cf[M:].copy()
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    want = 2.0 * ((A64.T if ta == "t" else A64) @ (B64.T if tb == "t" else B64)) \
+        + 0.5 * C.astype(np.float64)
+    kernel = ttlc.compile(DYNAMIC.format(t=t, s=s, ta=ta, tb=tb), target="cpu",
+                          checked=checked)["gemm"]
+    kernel(2.0, A, B, 0.5, C)
+    np.testing.assert_allclose(C, want, rtol=TOL[t], atol=TOL[t] * np.abs(want).max())
+    assert np.array_equal(Cf[M:], below)  # rows beyond the view untouched
