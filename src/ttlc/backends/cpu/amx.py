@@ -2,43 +2,58 @@
 
 Where the CPU has AMX-BF16 (Sapphire Rapids and later) and Linux grants the process the
 tile-data state, ``D = A B + C`` with bf16 A and B and an f32 accumulator runs on
-``tdpbf16ps``: 16 x 16 f32 accumulator tiles, each step a 16 x 32 by 32 x 16 product.
+``tdpbf16ps``: 16 x 16 f32 accumulator tiles, each step a 16 x ks by ks x 16 product (ks, the
+k step, 16 or 32).
 
 A coopmatrix is a column-major vector (``coop.py``); the tile instructions want rows, so
 the product is computed transposed, ``C^T += B^T A^T``:
 
 * ``C^T`` (N x M, row-major) is C's own column-major storage: tile (n, m) is 16 rows of
   16 floats, row stride M;
-* ``B^T`` (N x K, row-major) is B's column-major storage: tile (n, k) is 16 rows of 32
+* ``B^T`` (N x K, row-major) is B's column-major storage: tile (n, k) is 16 rows of ks
   bf16 values, row stride K;
 * ``A^T`` (K x M) must be in the "VNNI" pair layout, row k2 holding
   ``A[m, 2 k2], A[m, 2 k2 + 1]`` for each m: two columns of A interleaved per row.
 
 The operands go through the kernel's per-thread scratch memory (where alloca lives),
-padded with zeros to multiples of 16 (M, N) and 32 (K); the padding adds nothing to the
-products.  Tiles 0-3 hold up to 2 x 2 accumulator tiles, 4-5 and 6-7 the operand tiles
-of one k step.  The tile configuration is loaded once per kernel call and released
-before the kernel returns.  The results agree with the vector path up to
-the accumulation order (pairs of products are added before accumulating) and AMX's
-handling of denormals (flushed to zero), which is within the floating-point tolerance
-the interpreter comparison allows for reassociation.
+padded with zeros to multiples of 16 (M, N) and of the kernel's k step (K): 16 when no
+product of the kernel has K > 16, else 32 (``k_step``; the operand tiles are configured
+that wide).  The padding adds nothing to the products.  Tiles 0-3 hold up to 2 x 2
+accumulator tiles, 4-5 and 6-7 the operand tiles of one k step.  The tile configuration
+is loaded once per kernel call and released before the kernel returns.
+
+A K loop (``for`` with the accumulator as carried value, ``claim_loop``) keeps the
+accumulator in tiles 0-3 for the whole loop (``TileAccumulator``): zeroed or loaded
+before it, stored after it -- straight into memory when a cooperative_matrix_store of
+the result follows (``TileResult``).  In such a loop B's tile is loaded from the memref B
+was loaded from when its columns are contiguous there (``_b_in_memory``), and a single
+accumulator tile runs its products in pairs of k steps (``TileAccumulator._paired``).
+Only A is staged in every step: its pair layout is not a layout of memory.
+
+The results agree with the vector path up to the accumulation order (pairs of products
+are added before accumulating) and AMX's handling of denormals (flushed to zero), which
+is within the floating-point tolerance the interpreter comparison allows for
+reassociation.
 
 ``TTLC_AMX=0`` disables the path (the vector FMA code is used instead);
 ``jit.amx_usable`` decides, and requests the process's tile-data permission.
 """
 from __future__ import annotations
 
-from typing import List
+from typing import Callable, Dict, List, Optional, Tuple
 
 from llvmlite import ir
 
+from ...ir.core import Instruction, Region, Value
+from ...ir.types import CoopMatrixType
 from . import jit
-from .codegen import F32, I8, I16, I32, I64, PTR, lt_size
+from .codegen import F32, I8, I16, I32, I64, LOOP_CARRIERS, PTR, lt_size
 from .coop import concat
 
 TILE_ROWS = 16
-TILE_BYTES = 64  # bytes of one tile row
-K_STEP = 32  # bf16 values of one tile row
+TILE_BYTES = 64  # bytes of one accumulator tile row (16 floats)
+
+
 def eligible(a_type: str, b_type: str, acc_type: str) -> bool:
     """mul_add with these component types runs on AMX (bf16 x bf16 accumulated in f32)."""
     return a_type == "bf16" and b_type == "bf16" and acc_type == "f32" and jit.amx_usable()
@@ -65,33 +80,48 @@ def _column(b: ir.IRBuilder, src: ir.Value, elem: ir.Type, c: int, rows: int,
                             ir.Constant(ir.VectorType(I32, length), idx))
 
 
+#: matrices of at most this many components are split into columns by shuffles; larger
+#: ones go through memory (shuffles of a whole 64 x 64 matrix take LLVM seconds to compile)
+SHUFFLE_LIMIT = 1024
+
+
+def _columns(b: ir.IRBuilder, v: ir.Value, rows: int, length: int,
+             tmp: ir.Value) -> Callable[[int], ir.Value]:
+    """c -> column c of the column-major matrix v with ``rows`` rows, zero-extended to
+    ``length`` components (through tmp for large matrices)."""
+    n = v.type.count
+    if n > SHUFFLE_LIMIT:
+        b.store(v, tmp, align=64)
+        return lambda c: _column(b, tmp, v.type.element, c, rows, length)
+    zero = ir.Constant(v.type, None)
+    return lambda c: b.shuffle_vector(v, zero, ir.Constant(
+        ir.VectorType(I32, length), [c * rows + r if r < rows else n for r in range(length)]))
+
+
 def _store_padded(b: ir.IRBuilder, v: ir.Value, rows: int, cols: int, prows: int,
                   pcols: int, dst: ir.Value, tmp: ir.Value) -> None:
     """Store the column-major rows x cols vector v as a prows x pcols matrix (zeros
-    around it) at dst, through tmp when it needs padding.  Matrices are moved with
-    whole-vector stores and column loads: shuffles of a whole 64 x 64 matrix would take
-    LLVM seconds to compile."""
+    around it) at dst."""
     elem = v.type.element
     size = lt_size(elem)
     if (rows, cols) == (prows, pcols):
         b.store(v, dst, align=64)
         return
-    b.store(v, tmp, align=64)
+    column = _columns(b, v, rows, prows, tmp)
     for c in range(pcols):
-        column = (_column(b, tmp, elem, c, rows, prows) if c < cols
-                  else ir.Constant(ir.VectorType(elem, prows), None))
-        b.store(column, _at(b, dst, c * prows * size), align=4)
+        col = column(c) if c < cols else ir.Constant(ir.VectorType(elem, prows), None)
+        b.store(col, _at(b, dst, c * prows * size), align=4)
 
 
 def _store_vnni(b: ir.IRBuilder, a: ir.Value, M: int, K: int, Mp: int, Kp: int,
                 dst: ir.Value, tmp: ir.Value) -> None:
-    """Store A (M x K column-major bf16 bits) as K/2 rows of pairs at dst: row k2 holds
-    A[m, 2 k2], A[m, 2 k2 + 1] for m < Mp (zeros outside A).  tmp holds A meanwhile."""
-    b.store(a, tmp, align=64)
+    """Store A (M x K column-major bf16 bits) as Kp/2 rows of pairs at dst: row k2 holds
+    A[m, 2 k2], A[m, 2 k2 + 1] for m < Mp (zeros outside A)."""
+    column = _columns(b, a, M, Mp, tmp)
     pair = [m // 2 + (m % 2) * Mp for m in range(2 * Mp)]  # interleave two columns
     for k2 in range(Kp // 2):
-        cols = [_column(b, tmp, I16, k, M, Mp) if k < K
-                else ir.Constant(ir.VectorType(I16, Mp), None) for k in (2 * k2, 2 * k2 + 1)]
+        cols = [column(k) if k < K else ir.Constant(ir.VectorType(I16, Mp), None)
+                for k in (2 * k2, 2 * k2 + 1)]
         row = b.shuffle_vector(cols[0], cols[1], ir.Constant(ir.VectorType(I32, 2 * Mp), pair))
         b.store(row, _at(b, dst, 4 * k2 * Mp), align=4)
 
@@ -108,17 +138,33 @@ def _scratch(cg, nbytes: int) -> ir.Value:
     return cg.b.gep(cg.local, [ir.Constant(I64, offset)], source_etype=I8)
 
 
+def k_step(cg) -> int:
+    """bf16 values of one operand tile row (k per tdpbf16ps) in this kernel: 16 when no
+    AMX product has K > 16 (no zero padding up to 32 to stage and multiply), else 32."""
+    ks = getattr(cg, "amx_k_step", None)
+    if ks is None:
+        big = any(i.opcode == "cooperative_matrix_mul_add" and _mul_add_types(i)
+                  and i.slots["a"].type.cols > 16 for i in cg.func.body.walk())
+        ks = cg.amx_k_step = 32 if big else 16
+    return ks
+
+
 def _config(cg) -> ir.GlobalVariable:
-    """The tile configuration: palette 1, tiles 0-7 of 16 rows x 64 bytes."""
-    name = "ttlc.amx.config"
+    """The tile configuration: palette 1; tiles 0-3 (accumulators) of 16 rows x 64
+    bytes, 4-5 (B^T) of 16 rows x k_step bf16, 6-7 (A^T in pairs) of k_step/2 rows x 64
+    bytes."""
+    ks = k_step(cg)
+    name = f"ttlc.amx.config.k{ks}"
     existing = cg.module.globals.get(name)
     if existing is not None:
         return existing
     data = [0] * 64
     data[0] = 1
     for t in range(8):
-        data[16 + 2 * t] = TILE_BYTES  # colsb, little-endian u16
-        data[48 + t] = TILE_ROWS
+        colsb, rows = (2 * ks, TILE_ROWS) if t in (4, 5) else \
+            (TILE_BYTES, ks // 2 if t in (6, 7) else TILE_ROWS)
+        data[16 + 2 * t] = colsb  # little-endian u16
+        data[48 + t] = rows
     gv = ir.GlobalVariable(cg.module, ir.ArrayType(I8, 64), name)
     gv.initializer = ir.Constant(ir.ArrayType(I8, 64), data)
     gv.global_constant = True
@@ -129,7 +175,7 @@ def _config(cg) -> ir.GlobalVariable:
 
 _SIGNATURES = {"llvm.x86.ldtilecfg": [PTR], "llvm.x86.tilerelease": [],
                "llvm.x86.tileloadd64": [I8, PTR, I64], "llvm.x86.tilestored64": [I8, PTR, I64],
-               "llvm.x86.tdpbf16ps": [I8, I8, I8]}
+               "llvm.x86.tdpbf16ps": [I8, I8, I8], "llvm.x86.tilezero": [I8]}
 
 
 def _call(cg, b: ir.IRBuilder, name: str, *args) -> None:
@@ -156,53 +202,374 @@ def _configure_kernel(cg) -> None:
     cg.finish_hooks.append(finish)
 
 
-def mul_add_bf16(cg, a: ir.Value, bm: ir.Value, c: ir.Value, M: int, K: int, N: int) -> ir.Value:
-    """A B + C on AMX: a (M*K) and bm (K*N) bf16 bits, c (M*N) float, all column-major;
-    returns the M*N float vector."""
-    b = cg.b
-    Mp, Np, Kp = _ceil(M, TILE_ROWS), _ceil(N, TILE_ROWS), _ceil(K, K_STEP)
+class _Slots:
+    """Where one product's operands are staged in the scratch memory: C^T, B^T and A^T
+    (VNNI) as padded matrices, then room for an unpadded matrix on its way in."""
 
-    def call(name: str, *args) -> None:
-        _call(cg, b, name, *args)
+    def __init__(self, cg, M: int, K: int, N: int):
+        self.M, self.K, self.N = M, K, N
+        self.ks = k_step(cg)
+        self.Mp, self.Np, self.Kp = _ceil(M, TILE_ROWS), _ceil(N, TILE_ROWS), _ceil(K, self.ks)
+        c_bytes, b_bytes = 4 * self.Mp * self.Np, 2 * self.Kp * self.Np
+        a_bytes = 2 * self.Kp * self.Mp
+        b = cg.b
+        self.c = _scratch(cg, c_bytes + b_bytes + 2 * a_bytes
+                          + max(4 * M * N, 2 * K * N, 2 * M * K))
+        self.b = _at(b, self.c, c_bytes)
+        self.a = _at(b, self.c, c_bytes + b_bytes)
+        self.a_next = _at(b, self.c, c_bytes + b_bytes + a_bytes)  # (paired products)
+        self.tmp = _at(b, self.c, c_bytes + b_bytes + 2 * a_bytes)
 
-    def tile(t: int) -> ir.Value:  # a tile register number
-        return ir.Constant(I8, t)
+    def c_tile(self, b: ir.IRBuilder, n: int, m: int) -> ir.Value:
+        """Accumulator tile (n, m) of C^T."""
+        return _at(b, self.c, 4 * (TILE_ROWS * n * self.Mp + TILE_ROWS * m))
 
-    def c_tile(n: int, m: int) -> ir.Value:  # accumulator tile (n, m) of C^T
-        return _at(b, c_slot, 4 * (16 * n * Mp + 16 * m))
+    def blocks(self) -> List[Dict[Tuple[int, int], int]]:
+        return _blocks(self.Mp, self.Np)
 
-    _configure_kernel(cg)
-    c_bytes, b_bytes, a_bytes = 4 * Mp * Np, 2 * Kp * Np, 2 * Kp * Mp
-    c_slot = _scratch(cg, c_bytes + b_bytes + a_bytes + max(4 * M * N, 2 * K * N, 2 * M * K))
-    b_slot = _at(b, c_slot, c_bytes)
-    a_slot = _at(b, c_slot, c_bytes + b_bytes)
-    tmp = _at(b, c_slot, c_bytes + b_bytes + a_bytes)
-    _store_padded(b, c, M, N, Mp, Np, c_slot, tmp)
-    _store_padded(b, bm, K, N, Kp, Np, b_slot, tmp)
-    _store_vnni(b, a, M, K, Mp, Kp, a_slot, tmp)
-    c_stride, b_stride, a_stride = ir.Constant(I64, 4 * Mp), ir.Constant(I64, 2 * Kp), \
-        ir.Constant(I64, 4 * Mp)
+
+def _blocks(Mp: int, Np: int) -> List[Dict[Tuple[int, int], int]]:
+    """The tiles (n, m) of a padded C^T in blocks of at most 2 x 2, each mapped to tile
+    registers 0-3."""
+    out = []
     for n0 in range(0, Np // TILE_ROWS, 2):
         ns = [n for n in (n0, n0 + 1) if n < Np // TILE_ROWS]
         for m0 in range(0, Mp // TILE_ROWS, 2):
             ms = [m for m in (m0, m0 + 1) if m < Mp // TILE_ROWS]
-            acc = {(n, m): 2 * (n - n0) + (m - m0) for n in ns for m in ms}
+            out.append({(n, m): 2 * (n - n0) + (m - m0) for n in ns for m in ms})
+    return out
+
+
+def _tile(t: int) -> ir.Value:
+    """A tile register number."""
+    return ir.Constant(I8, t)
+
+
+def _move_c(cg, s: _Slots, acc: Dict[Tuple[int, int], int], name: str) -> None:
+    """Load (tileloadd64) or store (tilestored64) the accumulator tiles acc from / to C^T."""
+    for (n, m), t in acc.items():
+        _call(cg, cg.b, name, _tile(t), s.c_tile(cg.b, n, m), ir.Constant(I64, 4 * s.Mp))
+
+
+def _products(cg, s: _Slots, a: ir.Value, bm: ir.Value,
+              accs: List[Dict[Tuple[int, int], int]], b_src: Optional[TileSource] = None) -> None:
+    """acc += B^T A^T on the tile registers of accs (blocks of C^T as from ``blocks``,
+    possibly on other registers of 0-3).  A is staged into the scratch first, and so is
+    B unless b_src gives its tiles in memory."""
+    b = cg.b
+    if b_src is None:
+        _store_padded(b, bm, s.K, s.N, s.Kp, s.Np, s.b, s.tmp)
+        b_stride = ir.Constant(I64, 2 * s.Kp)
+        b_src = lambda n, k: (_at(b, s.b, 2 * (TILE_ROWS * n * s.Kp + s.ks * k)),  # noqa: E731
+                              b_stride)
+    _store_vnni(b, a, s.M, s.K, s.Mp, s.Kp, s.a, s.tmp)
+    a_stride = ir.Constant(I64, 4 * s.Mp)
+    for acc in accs:
+        n0, m0 = min(n for n, _ in acc), min(m for _, m in acc)
+        ns, ms = sorted({n for n, _ in acc}), sorted({m for _, m in acc})
+        for k in range(s.Kp // s.ks):
+            for n in ns:
+                _call(cg, b, "llvm.x86.tileloadd64", _tile(4 + n - n0), *b_src(n, k))
+            for m in ms:
+                _call(cg, b, "llvm.x86.tileloadd64", _tile(6 + m - m0),
+                      _at(b, s.a, 4 * (s.ks // 2 * k * s.Mp + TILE_ROWS * m)), a_stride)
             for (n, m), t in acc.items():
-                call("llvm.x86.tileloadd64", tile(t), c_tile(n, m), c_stride)
-            for k in range(Kp // K_STEP):
-                for n in ns:
-                    call("llvm.x86.tileloadd64", tile(4 + n - n0),
-                         _at(b, b_slot, 2 * (16 * n * Kp + K_STEP * k)), b_stride)
-                for m in ms:
-                    call("llvm.x86.tileloadd64", tile(6 + m - m0),
-                         _at(b, a_slot, 4 * (16 * k * Mp + 16 * m)), a_stride)
-                for (n, m), t in acc.items():
-                    call("llvm.x86.tdpbf16ps", tile(t), tile(4 + n - n0), tile(6 + m - m0))
-            for (n, m), t in acc.items():
-                call("llvm.x86.tilestored64", tile(t), c_tile(n, m), c_stride)
-    if (Mp, Np) == (M, N):
-        return b.load(c_slot, align=64, typ=c.type)
-    columns = [b.load(_at(b, c_slot, 4 * col * Mp), align=4, typ=ir.VectorType(F32, M))
-               for col in range(N)]
+                _call(cg, b, "llvm.x86.tdpbf16ps", _tile(t), _tile(4 + n - n0), _tile(6 + m - m0))
+
+
+def _read_c(cg, s: _Slots, vt: ir.VectorType) -> ir.Value:
+    """The M*N float vector of C^T's storage (column-major C)."""
+    b = cg.b
+    if (s.Mp, s.Np) == (s.M, s.N):
+        return b.load(s.c, align=64, typ=vt)
+    columns = [b.load(_at(b, s.c, 4 * col * s.Mp), align=4, typ=ir.VectorType(F32, s.M))
+               for col in range(s.N)]
     return concat(cg, columns)
 
+
+def mul_add_bf16(cg, a: ir.Value, bm: ir.Value, c: ir.Value, M: int, K: int, N: int) -> ir.Value:
+    """A B + C on AMX: a (M*K) and bm (K*N) bf16 bits, c (M*N) float, all column-major;
+    returns the M*N float vector."""
+    _configure_kernel(cg)
+    s = _Slots(cg, M, K, N)
+    _store_padded(cg.b, c, M, N, s.Mp, s.Np, s.c, s.tmp)
+    for acc in s.blocks():
+        _move_c(cg, s, acc, "llvm.x86.tileloadd64")
+        _products(cg, s, a, bm, [acc])
+        _move_c(cg, s, acc, "llvm.x86.tilestored64")
+    return _read_c(cg, s, c.type)
+
+
+# ---- accumulators held in tiles across a loop ------------------------------------------------
+class TileAccumulator:
+    """A loop-carried f32 coopmatrix kept in tile registers for the whole loop (see
+    ``claim_loop``): per subgroup, the C^T blocks of ``_Slots.blocks`` on their own
+    registers.  A mul_add updates it in place: the loop's only use of the old value is
+    that mul_add, and its result is only yielded."""
+
+    def __init__(self, t: CoopMatrixType, tiles: List[Dict[Tuple[int, int], int]],
+                 stored_next: bool):
+        self.type = t
+        self.tiles = tiles
+        self.stored_next = stored_next  # the loop's result goes to a store (TileResult)
+        #: body copies per iteration (emit_for): a single tile pairs its products
+        self.unroll = 2 if [len(acc) for acc in tiles] == [1] else 1
+        self.copies = 1  # the copies emit_for gives
+        self.pending: Optional[_Slots] = None  # where the first step of a pair staged A
+
+    def enter(self, cg, init, copies: int) -> "TileAccumulator":
+        """Before the loop: the tiles take the initial value (a CoopVal)."""
+        self.copies = copies
+        _configure_kernel(cg)
+        t = self.type
+        s = _Slots(cg, t.rows, 0, t.cols)
+        for acc, mat in zip(self.tiles, init.mats):
+            if _is_zero(mat):
+                for r in acc.values():
+                    _call(cg, cg.b, "llvm.x86.tilezero", _tile(r))
+            else:
+                _store_padded(cg.b, mat, t.rows, t.cols, s.Mp, s.Np, s.c, s.tmp)
+                _move_c(cg, s, acc, "llvm.x86.tileloadd64")
+        return self
+
+    def mul_add(self, cg, inst: Instruction, A, B) -> "TileAccumulator":
+        """self += A B (inst's CoopVals with bf16 components)."""
+        s = _Slots(cg, A.type.rows, A.type.cols, B.type.cols)
+        b_src = [_b_in_memory(cg, inst, s, g) for g in range(len(self.tiles))]
+        if self.copies == 2 and s.Kp == s.ks and b_src[0] is not None:
+            self._paired(cg, s, A.mats[0], b_src[0])
+            return self
+        assert self.pending is None, "internal error: half a pair of AMX products"
+        for g, acc in enumerate(self.tiles):
+            _products(cg, s, A.mats[g], B.mats[g], _by_block(acc), b_src[g])
+        return self
+
+    def _paired(self, cg, s: _Slots, a: ir.Value, b_src: TileSource) -> None:
+        """One k step of a single-tile accumulator, in pairs of two successive mul_adds
+        (the loop body emitted twice): both stage A and load B's tile (4, 5) where they
+        are, and the second loads both A tiles (6, 7) and runs both products.  A tile
+        load waits until the stores of its staged A have left the store buffer, which
+        they do only after every older instruction, the last product included: staging
+        two A's before the first product halves these waits."""
+        b = cg.b
+        half = 0 if self.pending is None else 1
+        _store_vnni(b, a, s.M, s.K, s.Mp, s.Kp, s.a_next if half else s.a, s.tmp)
+        _call(cg, b, "llvm.x86.tileloadd64", _tile(4 + half), *b_src(0, 0))
+        if not half:
+            self.pending = s
+            return
+        first, self.pending = self.pending, None
+        (t,) = self.tiles[0].values()
+        a_stride = ir.Constant(I64, 4 * s.Mp)
+        _call(cg, b, "llvm.x86.tileloadd64", _tile(6), first.a, a_stride)
+        _call(cg, b, "llvm.x86.tileloadd64", _tile(7), s.a_next, a_stride)
+        for h in (0, 1):
+            _call(cg, b, "llvm.x86.tdpbf16ps", _tile(t), _tile(4 + h), _tile(6 + h))
+
+    def leave(self, cg):
+        """After the loop: the value as a CoopVal (or a TileResult for its store)."""
+        from .coop import CoopVal
+
+        assert self.pending is None, "internal error: half a pair of AMX products"
+        if self.stored_next:
+            self.stored_next = False  # (a TileResult that cannot store directly calls leave)
+            return TileResult(self)
+        t = self.type
+        s = _Slots(cg, t.rows, 0, t.cols)
+        mats = []
+        for acc in self.tiles:
+            _move_c(cg, s, acc, "llvm.x86.tilestored64")
+            mats.append(_read_c(cg, s, ir.VectorType(F32, t.rows * t.cols)))
+        return CoopVal(mats, t)
+
+
+#: (i, j) -> address and row stride in bytes of a tile starting at (i, j) in memory
+TileSource = Callable[[int, int], Tuple[ir.Value, ir.Value]]
+
+
+def _in_memory(cg, access: Instruction, elem: str, g: int) -> Optional[TileSource]:
+    """For subgroup g, (r0, c0) -> the address of entry (r0, c0) of the matrix the
+    cooperative_matrix_load/store ``access`` reads or writes, and the byte stride of its
+    columns: when every work-item is active and the access is unchecked, untransposed,
+    on ``elem`` components, through a memref with unit row stride (the matrix's columns
+    are contiguous: the rows of its transpose, a tile's rows).  None otherwise."""
+    if (cg.mask is not None or access.modifier("checked") is not None
+            or access.modifier("ta") == "t" or access.slots["tensor"].type.element.name != elem):
+        return None
+    from .coop import memref_in, uniform_in
+
+    lane = ir.Constant(I32, g * cg.S)
+    m = memref_in(cg, cg.get(access.slots["tensor"]), lane)
+    if m.stride[0] != 1:
+        return None
+    b = cg.b
+    x = uniform_in(cg, cg.get(access.slots["x"]), lane)
+    y = uniform_in(cg, cg.get(access.slots["y"]), lane)
+    st1 = cg.ival(m.stride[1])
+    size = ir.Constant(I64, 2 if elem == "bf16" else 4)
+    stride = b.mul(st1, size)
+
+    def at(r0: int, c0: int) -> Tuple[ir.Value, ir.Value]:
+        off = b.add(b.add(x, ir.Constant(I64, r0)), b.mul(b.add(y, ir.Constant(I64, c0)), st1))
+        return b.gep(m.ptr, [b.mul(off, size)], source_etype=I8), stride
+    return at
+
+
+def _b_in_memory(cg, inst: Instruction, s: _Slots, g: int) -> Optional[TileSource]:
+    """(n, k) -> where subgroup g's B^T tile (n, k) of the mul_add inst can be loaded
+    from, when B is a cooperative_matrix_load earlier in the same region with nothing
+    between that may write memory, the load qualifies for ``_in_memory`` and B needs no
+    padding.  None otherwise (B is staged)."""
+    load = getattr(inst.slots["b"], "owner", None)
+    if (s.K, s.N) != (s.Kp, s.Np) or load is None or load.opcode != "cooperative_matrix_load":
+        return None
+    region = _region_of(cg, inst)
+    if region is None or _region_of(cg, load) is not region:
+        return None
+    between = region.instructions[region.instructions.index(load) + 1:
+                                  region.instructions.index(inst)]
+    if any(i.regions or not (i.opdef.pure or i.opcode == "cooperative_matrix_load")
+           for i in between):
+        return None
+    at = _in_memory(cg, load, "bf16", g)
+    return None if at is None else (lambda n, k: at(s.ks * k, TILE_ROWS * n))
+
+
+class TileResult:
+    """A loop's result still in its accumulator's tiles, for the cooperative_matrix_store
+    that comes next (``claim_loop``): stored from the tiles without a trip through
+    vector registers."""
+
+    def __init__(self, acc: TileAccumulator):
+        self.acc = acc
+        self.type = acc.type
+
+    def store(self, cg, inst: Instruction) -> None:
+        from .coop import emit_store
+
+        direct = [_in_memory(cg, inst, "f32", g) for g in range(len(self.acc.tiles))]
+        if any(d is None for d in direct):  # stored as the vectors it stands for
+            cg.env[inst.slots["value"]] = self.acc.leave(cg)
+            return emit_store(cg, inst)
+        for at, acc in zip(direct, self.acc.tiles):
+            for (n, m), t in acc.items():
+                _call(cg, cg.b, "llvm.x86.tilestored64", _tile(t),
+                      *at(TILE_ROWS * m, TILE_ROWS * n))
+        return None
+
+
+def _region_of(cg, inst: Instruction) -> Optional[Region]:
+    """The region of the kernel whose instruction list holds inst."""
+    parents = getattr(cg, "amx_parents", None)
+    if parents is None:
+        parents = cg.amx_parents = {}
+
+        def visit(region: Region) -> None:
+            for i in region.instructions:
+                parents[id(i)] = region
+                for r in i.regions:
+                    visit(r)
+        visit(cg.func.body)
+    return parents.get(id(inst))
+
+
+def _by_block(acc: Dict[Tuple[int, int], int]) -> List[Dict[Tuple[int, int], int]]:
+    """acc (tiles of C^T) split into the 2 x 2 blocks that share operand tiles."""
+    blocks: Dict[Tuple[int, int], Dict[Tuple[int, int], int]] = {}
+    for (n, m), t in acc.items():
+        blocks.setdefault((n // 2, m // 2), {})[(n, m)] = t
+    return list(blocks.values())
+
+
+def _is_zero(v: ir.Value) -> bool:
+    """v is a constant of +0.0 components."""
+    if not isinstance(v, ir.Constant):
+        return False
+    if v.constant is None:
+        return True
+    return isinstance(v.constant, list) and all(
+        isinstance(e, ir.Constant) and repr(e.constant) in ("0", "0.0") for e in v.constant)
+
+
+def _mul_add_types(inst: Instruction) -> bool:
+    """The mul_add runs on AMX (its operand types; ``jit.amx_usable`` asked separately)."""
+    a, b_, c = (inst.slots[k].type for k in ("a", "b", "c"))
+    return (a.component.name, b_.component.name, c.component.name) == ("bf16", "bf16", "f32")
+
+
+def claim_loop(cg, loop: Instruction) -> Dict[int, TileAccumulator]:
+    """The carried values of a (uniform) ``for`` that stay in tile registers for the whole
+    loop, by their index: each must be an f32 coopmatrix used in the body only as C of
+    an AMX mul_add at the body's top level, whose result is only yielded back in its
+    place.  All or none: every AMX mul_add in the body must be such a one (any other
+    would overwrite tiles 0-3), and together they must fit in tiles 0-3."""
+    if not jit.amx_usable():
+        return {}
+    body = loop.regions[0]
+    insts = list(body.walk())
+    uses: Dict[Value, List[Instruction]] = {}
+    for i in insts:
+        for v in i.operands:
+            uses.setdefault(v, []).append(i)
+    last = body.instructions[-1] if body.instructions else None
+    yielded = last.slots["values"] if last is not None and last.opcode == "yield" else []
+    G = cg.W // cg.S
+    claimed, mul_adds, free = {}, set(), list(range(4))
+    for k, arg in enumerate(body.args[1:]):
+        users = uses.get(arg, [])
+        if len(users) != 1 or users[0].opcode != "cooperative_matrix_mul_add":
+            continue
+        ma = users[0]
+        if (ma.slots["c"] is not arg or arg in (ma.slots["a"], ma.slots["b"])
+                or ma not in body.instructions or not _mul_add_types(ma)
+                or k >= len(yielded) or yielded[k] is not ma.results[0]
+                or uses.get(ma.results[0]) != [last] or list(yielded).count(ma.results[0]) != 1):
+            continue
+        t: CoopMatrixType = arg.type
+        n_tiles = (_ceil(t.rows, TILE_ROWS) // TILE_ROWS) * (_ceil(t.cols, TILE_ROWS) // TILE_ROWS)
+        if len(free) < G * n_tiles:
+            return {}
+        blocks = _blocks(_ceil(t.rows, TILE_ROWS), _ceil(t.cols, TILE_ROWS))
+        tiles = []
+        for _ in range(G):
+            regs = {nm: free.pop(0) for blk in blocks for nm in blk}
+            tiles.append(regs)
+        claimed[k] = TileAccumulator(t, tiles, _stored_next(cg, loop, k))
+        mul_adds.add(ma)
+    others = [i for i in insts if i.opcode == "cooperative_matrix_mul_add"
+              and i not in mul_adds and _mul_add_types(i)]
+    return {} if others else claimed
+
+
+def _stored_next(cg, loop: Instruction, k: int) -> bool:
+    """The loop's result k (claimed, in tiles) has one use: a cooperative_matrix_store
+    after the loop in its region, with nothing between that has regions or is an AMX
+    mul_add (that could change tiles 0-3); and it needs no padding (its tiles are exactly
+    the matrix)."""
+    result = loop.results[k]
+    t: CoopMatrixType = result.type
+    users = _users(cg).get(result, [])
+    region = _region_of(cg, loop)
+    if (t.rows % TILE_ROWS or t.cols % TILE_ROWS or len(users) != 1 or region is None
+            or users[0].opcode != "cooperative_matrix_store"
+            or users[0].slots["value"] is not result
+            or _region_of(cg, users[0]) is not region):
+        return False
+    between = region.instructions[region.instructions.index(loop) + 1:
+                                  region.instructions.index(users[0])]
+    return not any(i.regions or (i.opcode == "cooperative_matrix_mul_add" and _mul_add_types(i))
+                   for i in between)
+
+
+def _users(cg) -> Dict[Value, List[Instruction]]:
+    """The kernel's values and the instructions that use them."""
+    users = getattr(cg, "amx_users", None)
+    if users is None:
+        users = cg.amx_users = {}
+        for i in cg.func.body.walk():
+            for v in i.operands:
+                users.setdefault(v, []).append(i)
+    return users
+
+
+LOOP_CARRIERS.append(claim_loop)

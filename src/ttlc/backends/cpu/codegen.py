@@ -1933,6 +1933,15 @@ def emit_parallel(cg: FunctionCodegen, inst: Instruction):
     return None
 
 
+#: functions (cg, for instruction) -> {index: carrier}: carried values of a uniform loop
+#: that a backend feature holds outside LLVM values for the whole loop (``amx.claim_loop``:
+#: accumulators in tile registers).  ``carrier.unroll`` is how many copies of the body per
+#: iteration it would like (given when the trip count is a constant multiple of it);
+#: ``carrier.enter(cg, init, copies)`` before the loop gives the body's value, which the
+#: body updates in place; ``carrier.leave(cg)`` after it, the result.
+LOOP_CARRIERS: List[Callable[[Any, Instruction], Dict[int, Any]]] = []
+
+
 @emits("for")
 def emit_for(cg: FunctionCodegen, inst: Instruction):
     """A loop: uniform bounds loop as usual; varying bounds loop while any lane is active.
@@ -1960,6 +1969,13 @@ def emit_for(cg: FunctionCodegen, inst: Instruction):
         hi, step = cg.splat(hi), (step if affine else cg.splat(step))
     lo = raw_lo if affine else (cg.splat(raw_lo) if varying else cg.get(inst.slots["from"]))
     inits = [cg.coerce(x, v) for x, v in zip(inits, res_var)]
+    held = {} if varying else {k: c for claim in LOOP_CARRIERS for k, c in claim(cg, inst).items()}
+    copies = max([c.unroll for c in held.values()], default=1)
+    trip = [x.constant for x in (lo, hi, step) if isinstance(x, ir.Constant)]
+    if copies > 1 and not (len(trip) == 3 and trip[2] > 0
+                           and max(0, -(-(trip[1] - trip[0]) // trip[2])) % copies == 0):
+        copies = 1
+    held = {k: c.enter(cg, inits[k], copies) for k, c in held.items()}
     prev0 = cg.mask if cg.mask is not None else ir.Constant(cg.vt(I1), [1] * cg.W)
     pre = b.block
     header, body_bb, done = cg.block("for"), cg.block("for.body"), cg.block("for.done")
@@ -1976,7 +1992,10 @@ def emit_for(cg: FunctionCodegen, inst: Instruction):
         i.add_incoming(lo, pre)
         var = i
     carried = []
-    for t, v, x in zip(types, res_var, inits):
+    for k, (t, v, x) in enumerate(zip(types, res_var, inits)):
+        if k in held:
+            carried.append(held[k])
+            continue
         p = cg.phi(t, v)
         cg.add_incoming(p, x, pre)
         carried.append(p)
@@ -2000,21 +2019,29 @@ def emit_for(cg: FunctionCodegen, inst: Instruction):
     for a, p in zip(body.args[1:], carried):
         cg.env[a] = p
     out = (cg.emit_region(body, active) if varying else cg.emit_region(body)) or []
+    i_last = i
+    for _ in range(1, copies):  # (uniform loops only: held is empty otherwise)
+        i_last = b.add(i_last, step)
+        cg.env[body.args[0]] = i_last
+        for k, (a, o, v) in enumerate(zip(body.args[1:], out, res_var)):
+            cg.env[a] = o if k in held else cg.coerce(o, v)
+        out = cg.emit_region(body) or []
     if varying:
         new = [cg.select(active, cg.coerce(o, True), c) for o, c in zip(out, carried)]
         nxt = b.add(i, step) if affine else b.select(active, b.add(i, step), i)
     else:
-        new = [cg.coerce(o, v) for o, v in zip(out, res_var)]
-        nxt = b.add(i, step)
+        new = [o if k in held else cg.coerce(o, v) for k, (o, v) in enumerate(zip(out, res_var))]
+        nxt = b.add(i_last, step)
     end = b.block
     i.add_incoming(nxt, end)
     if affine:
         prev.add_incoming(active, end)
-    for p, v in zip(carried, new):
-        cg.add_incoming(p, v, end)
+    for k, (p, v) in enumerate(zip(carried, new)):
+        if k not in held:
+            cg.add_incoming(p, v, end)
     b.branch(header)
     b.position_at_end(done)
-    return carried
+    return [held[k].leave(cg) if k in held else p for k, p in enumerate(carried)]
 
 
 @emits("if")
@@ -2235,6 +2262,7 @@ def emit_subgroup_broadcast(cg: FunctionCodegen, inst: Instruction):
 
 
 from . import coop as _coop  # noqa: E402,F401  (registers the coopmatrix emitters)
+from . import amx as _amx  # noqa: E402,F401  (registers its LOOP_CARRIERS entry)
 
 
 # ==== the module ===================================================================================

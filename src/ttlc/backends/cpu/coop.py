@@ -355,6 +355,11 @@ def emit_load(cg: FunctionCodegen, inst: Instruction):
 def emit_store(cg: FunctionCodegen, inst: Instruction):
     b = cg.b
     value: CoopVal = cg.get(inst.slots["value"])
+    from . import amx  # (amx uses this module)
+
+    if isinstance(value, amx.TileResult):  # a loop's result still in AMX tiles
+        _note_write(cg, inst)
+        return value.store(cg, inst)
     t = value.type
     comp = t.component
     lt = LLTYPE[comp.name]
@@ -479,6 +484,8 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
     M, K, N = A.type.rows, A.type.cols, B.type.cols
     from . import amx  # (amx uses this module)
 
+    if isinstance(C, amx.TileAccumulator):  # held in tile registers across a loop
+        return C.mul_add(cg, inst, A, B)
     on_amx = amx.eligible(A.type.component.name, B.type.component.name, ct.name)
     out = []
     for g in range(subgroups(cg)):
