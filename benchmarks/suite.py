@@ -277,6 +277,7 @@ def bench_limits(suite: Suite, torch, lib: native.Native) -> None:
               prepare=lambda: a.fill(np.nan))
         for impl, fn in impls.items()])
     suite.limits["bandwidth_gbs"] = max(r.gbytes for r in rows)
+    suite.limits["bandwidth_from"] = "triad"
 
 
 # ---- batched GEMM --------------------------------------------------------------------------
@@ -611,6 +612,20 @@ def practical_peaks(suite: Suite) -> None:
             suite.limits[f"peak_{dname}_from"] = source
 
 
+def practical_bandwidth(suite: Suite) -> None:
+    """The bandwidth limit is the triad's, raised to the best rate another library
+    reached on a bandwidth-bound batch: on a shared machine the triad's rate varies from
+    run to run, and what a library measurably moves is within reach."""
+    lim = suite.limits
+    if not lim.get("bandwidth_gbs"):
+        return
+    rates = [(r.gbytes, f"{r.impl} {r.kernel} {r.dtype} {r.shape}") for r in suite.rows
+             if r.regime == "memory" and not r.impl.startswith("ttlc")
+             and binding_limit(suite, r) == "bandwidth"]
+    if rates and max(rates)[0] > lim["bandwidth_gbs"]:
+        lim["bandwidth_gbs"], lim["bandwidth_from"] = max(rates)
+
+
 def evaluate_targets(suite: Suite) -> None:
     """The performance goals, each with its value, threshold and pass/miss."""
     def goal(name, value, threshold, unit="x", at_most=False):
@@ -622,6 +637,7 @@ def evaluate_targets(suite: Suite) -> None:
 
     lim = suite.limits
     practical_peaks(suite)
+    practical_bandwidth(suite)
     for r in [r for r in suite.rows if r.section == "gemm" and r.impl == "ttlc"]:
         base = dict(section="gemm", dtype=r.dtype, shape=r.shape, regime=r.regime)
         label = f"gemm {r.dtype} {r.shape} {r.regime}"
@@ -692,7 +708,8 @@ def print_table(suite: Suite) -> None:
     print("('ttlc is' = that implementation's time / ttlc's time: above 1, ttlc is faster)")
     lim = suite.limits
     if "bandwidth_gbs" in lim:
-        print(f"%limit of memory-bound rows: of the triad's {lim['bandwidth_gbs']:.2f} GB/s")
+        print(f"%limit of memory-bound rows: of {lim['bandwidth_gbs']:.2f} GB/s "
+              f"({lim.get('bandwidth_from', 'triad')})")
     for dname in DTYPES:
         if f"peak_{dname}_gflops" in lim:
             print(f"%limit of compute-bound {dname} rows: of {lim[f'peak_{dname}_gflops']:.2f} "
