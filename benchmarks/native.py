@@ -1,7 +1,9 @@
 """Build and load benchmarks/native.c (STREAM triad, LIBXSMM batch loop) through ctypes.
 
 The work is split into one contiguous chunk per thread, the first run by the calling
-thread and the others by a thread pool, as ttlc's CPU runtime launches work-groups.
+thread and the others by ttlc's worker threads (``ttlc.backends.cpu.pool``), exactly as
+ttlc launches work-groups: what a launch costs is then the same on both sides.  Without
+that pool (not Linux), a Python thread pool runs the chunks.
 
 LIBXSMM is taken from the Debian package libxsmm-dev (`apt-get install libxsmm-dev`),
 which ships static archives only: they are linked into one shared library together with
@@ -15,6 +17,7 @@ import ctypes
 import hashlib
 import os
 import shutil
+import struct
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,15 +39,7 @@ class Native:
         self.reasons = dict(reasons)
         if lib is None:
             return
-        p, i, l, d = ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_double
-        lib.ttlcbench_triad.argtypes = [l, l, p, p, p, d]
-        lib.ttlcbench_triad.restype = None
-        if lib.ttlcbench_has_libxsmm():
-            for name in ("ttlcbench_xsmm_gemm_f32", "ttlcbench_xsmm_gemm_f64"):
-                fn = getattr(lib, name)
-                fn.argtypes = [i, i, i, l, l, p, p, p]
-                fn.restype = i
-        else:
+        if not lib.ttlcbench_has_libxsmm():
             self.reasons.setdefault("libxsmm", "LIBXSMM not found (apt-get install libxsmm-dev)")
 
     @property
@@ -56,35 +51,56 @@ class Native:
         return self.lib is not None and "libxsmm" not in self.reasons
 
     def triad(self, a, b, c, s: float, threads: int) -> None:
-        pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
-        parallel(a.size, threads, lambda lo, hi: self.lib.ttlcbench_triad(lo, hi, pa, pb, pc, s))
+        bits = struct.unpack("<q", struct.pack("<d", s))[0]
+        parallel(a.size, threads, self.lib.ttlcbench_triad_chunk,
+                 [a.ctypes.data, b.ctypes.data, c.ctypes.data, bits])
 
     def xsmm_gemm(self, A, B, C, m: int, n: int, k: int, batch: int, threads: int) -> None:
         """C[:, :, i] = A[:, :, i] @ B[:, :, i] for column-major packed batches."""
-        fn = (self.lib.ttlcbench_xsmm_gemm_f32 if A.dtype.itemsize == 4
-              else self.lib.ttlcbench_xsmm_gemm_f64)
-        pa, pb, pc = A.ctypes.data, B.ctypes.data, C.ctypes.data
-        codes = parallel(batch, threads, lambda lo, hi: fn(m, n, k, lo, hi, pa, pb, pc))
-        if any(codes):
+        fn = (self.lib.ttlcbench_xsmm_chunk_f32 if A.dtype.itemsize == 4
+              else self.lib.ttlcbench_xsmm_chunk_f64)
+        if not parallel(batch, threads, fn, [m, n, k, A.ctypes.data, B.ctypes.data,
+                                             C.ctypes.data]):
             raise RuntimeError(f"LIBXSMM has no kernel for {m}x{n}x{k} {A.dtype}")
 
 
+#: the signature of ttlc's CPU kernels, which the *_chunk functions share
+_CHUNK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_long, ctypes.c_long,
+                          ctypes.c_void_p, ctypes.c_void_p)
 _POOL = None
 _POOL_SIZE = 0
+_ERROR_RECORD = (ctypes.c_int64 * 64)()  # (the chunk functions never write it)
 
 
-def parallel(count: int, threads: int, run):
-    """run(begin, end) over `threads` contiguous chunks of range(count); their results."""
+def parallel(count: int, threads: int, function, args) -> bool:
+    """function's chunks of range(count) over `threads` threads, as ttlc launches: True
+    when every chunk returned 0."""
     global _POOL, _POOL_SIZE
+    address = ctypes.cast(function, ctypes.c_void_p).value
+    slots = (ctypes.c_int64 * len(args))(*args)
     chunks = max(1, min(threads, count))
+    if chunks > 1:
+        try:
+            from ttlc.backends.cpu import pool
+            native = pool.NativePool.create()
+        except ImportError:
+            native = None
+        if native is not None:
+            failures = native.run(address, ctypes.addressof(slots), count, chunks, 0,
+                                  ctypes.addressof(_ERROR_RECORD))
+            if failures is not None:
+                return not failures
+    run = _CHUNK(address)
     bounds = [count * i // chunks for i in range(chunks + 1)]
     if chunks == 1:
-        return [run(0, count)]
+        return run(ctypes.addressof(slots), 0, count, None, None) == 0
     if _POOL_SIZE < chunks - 1:
         _POOL = ThreadPoolExecutor(max_workers=chunks - 1, thread_name_prefix="ttlcbench")
         _POOL_SIZE = chunks - 1
-    futures = [_POOL.submit(run, bounds[i], bounds[i + 1]) for i in range(1, chunks)]
-    return [run(bounds[0], bounds[1])] + [f.result() for f in futures]
+    futures = [_POOL.submit(run, ctypes.addressof(slots), bounds[i], bounds[i + 1], None, None)
+               for i in range(1, chunks)]
+    codes = [run(ctypes.addressof(slots), bounds[0], bounds[1], None, None)]
+    return not any(codes + [f.result() for f in futures])
 
 
 def _compile(out: Path, with_xsmm: bool) -> Tuple[bool, str]:
