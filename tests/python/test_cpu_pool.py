@@ -208,3 +208,18 @@ def test_interpreter_exits_with_workers_parked():
     """)
     assert done.returncode == 0, done.stderr
     assert f"ran {63 * 63 + 1}" in done.stdout
+
+
+def test_a_pool_that_cannot_be_built_leaves_the_python_pool(monkeypatch):
+    def fail(self, futex, sched_yield):
+        raise RuntimeError("LLVM could not build the pool")
+
+    monkeypatch.setattr(pool.NativePool, "_instance", None)
+    monkeypatch.setattr(pool.NativePool, "_unavailable", False)
+    monkeypatch.setattr(pool.NativePool, "__init__", fail)
+    assert pool.NativePool.create() is None
+    assert pool.NativePool._unavailable  # not tried again at every launch
+    monkeypatch.setenv("TTLC_NUM_THREADS", "3")
+    X = np.zeros((8, 30), np.int64, order="F")
+    ttlc.compile(COLUMNS, target="cpu")["columns"](X, grid=(30,))
+    assert np.array_equal(X, expected_columns(30))

@@ -274,18 +274,23 @@ class NativePool:
 
     _lock = threading.Lock()
     _instance: Optional["NativePool"] = None
+    _unavailable = False
 
     @classmethod
     def create(cls) -> Optional["NativePool"]:
-        """The process's pool, built at the first call; None where it cannot be."""
-        if cls._instance is not None:
+        """The process's pool, built at the first call; None where it cannot be (then
+        launches use a Python pool: slower to start, same results)."""
+        if cls._instance is not None or cls._unavailable:
             return cls._instance
         with cls._lock:
-            if cls._instance is None:
+            if cls._instance is None and not cls._unavailable:
                 numbers = _SYSCALLS.get(platform.machine())
-                if platform.system() != "Linux" or numbers is None:
-                    return None
-                cls._instance = cls(*numbers)
+                try:
+                    if platform.system() != "Linux" or numbers is None:
+                        raise OSError(f"no futex numbers for {platform.machine()}")
+                    cls._instance = cls(*numbers)
+                except (OSError, RuntimeError, AttributeError):  # (llvmlite, libc symbols)
+                    cls._unavailable = True
             return cls._instance
 
     def __init__(self, futex: int, sched_yield: int):
