@@ -2,8 +2,10 @@
 
 * The target machine is built from the host CPU's name and feature string
   (``llvm.get_host_cpu_name()``/``get_host_cpu_features()``), so AVX-512 (and AVX512-FP16,
-  AVX512-BF16, ...) are used where the machine has them.  ``TTLC_CPU`` and
-  ``TTLC_CPU_FEATURES`` override both (e.g. to test code for an older machine).
+  AVX512-BF16, ...) are used where the machine has them.  ``TTLC_CPU`` names another CPU
+  model instead (``x86-64``, ``x86-64-v2``, ``znver4``, ...: code for an older or other
+  machine, with that model's features only); code for a model with features this
+  machine lacks can be emitted but not run (``require_runnable``).
 * Optimisation runs LLVM's new pass manager at O3 (``create_pass_builder`` with
   ``PipelineTuningOptions``: loop and SLP vectorisation, unrolling).
 * Generated functions carry ``"prefer-vector-width"="512"`` and
@@ -23,7 +25,9 @@ import ctypes
 import functools
 import os
 import platform
+import re
 import threading
+from dataclasses import dataclass
 from typing import Optional, Tuple
 
 import llvmlite
@@ -39,22 +43,153 @@ def _initialize() -> None:
     llvm.initialize_native_asmparser()
 
 
+#: features whose instructions LLVM emits only for their intrinsics, which generated code
+#: never calls: a CPU model may list them where a virtual machine's CPU does not report
+#: them (e.g. znver3's mwaitx and rdpru), without making its code unrunnable there
+_SYSTEM_FEATURES = frozenset("""
+    cldemote clflushopt clwb clzero enqcmd fsgsbase hreset invpcid kl lwp monitorx movdir64b
+    movdiri mwaitx pconfig pku prefetchi prfchw ptwrite rdpid rdpru rdrnd rdseed rtm serialize
+    sgx shstk tsxldtrk uintr usermsr waitpkg wbnoinvd widekl xsave xsavec xsaveopt xsaves
+""".split())
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The CPU model code is generated for, with the features LLVM gives it."""
+
+    cpu: str
+    #: the feature string given to LLVM ("" for a named model: its own features)
+    feature_string: str
+    #: every feature the model has, as LLVM names them (avx512f, f16c, amx-tile, ...)
+    features: frozenset
+    #: whether this is the machine the process runs on (not a model named by TTLC_CPU)
+    is_host: bool
+
+
 @functools.lru_cache(maxsize=None)
+def host_features() -> frozenset:
+    """The features of the CPU this process runs on."""
+    _initialize()
+    try:
+        return frozenset(k for k, v in llvm.get_host_cpu_features().items() if v)
+    except RuntimeError:  # some platforms cannot report features
+        return frozenset()
+
+
+@functools.lru_cache(maxsize=None)
+def machine() -> Machine:
+    """The host CPU, or the model that ``TTLC_CPU`` names (an LLVM CPU name such as
+    ``x86-64``, ``x86-64-v3``, ``znver4`` or ``sapphirerapids``; ``host`` is the default).
+    ``TTLC_CPU_FEATURES`` adds LLVM feature flags (``-avx512f,+f16c``) to either."""
+    _initialize()
+    name = os.environ.get("TTLC_CPU", "").strip() or "host"
+    extra = os.environ.get("TTLC_CPU_FEATURES", "").strip()
+    if name == "host":
+        try:
+            base = llvm.get_host_cpu_features().flatten()
+        except RuntimeError:
+            base = ""
+        string = ",".join(x for x in (base, extra) if x)
+        cpu = llvm.get_host_cpu_name()
+        features = host_features() if not extra else model_features(cpu, string)
+        return Machine(cpu, string, features, True)
+    return Machine(name, extra, model_features(name, extra), False)
+
+
+class UnknownCPU(ValueError):
+    """TTLC_CPU or TTLC_CPU_FEATURES names something LLVM does not know."""
+
+
+@functools.lru_cache(maxsize=None)
+def model_features(cpu: str, feature_string: str = "") -> frozenset:
+    """The features LLVM gives a CPU model (plus a feature string).
+
+    LLVM has no query for this, but its inliner has the answer: a function may be inlined
+    only into a caller that has all of its features.  For every feature LLVM knows, one
+    probe function with that feature added is called from one without it; where the call
+    is inlined, the model has the feature.  A name LLVM does not know is ``UnknownCPU``."""
+    known = sorted(llvm.get_host_cpu_features()) if host_features() else []
+    extra = f',{feature_string}' if feature_string else ""
+    lines, attrs = [], [f'attributes #0 = {{ "target-cpu"="{cpu}" "target-features"="{feature_string}" }}']
+    for i, f in enumerate(known):
+        lines.append(f"define internal i32 @probe{i}(i32 %x) #{i + 1} {{\n  %y = add i32 %x, 1\n"
+                     f"  ret i32 %y\n}}\ndefine i32 @call{i}(i32 %x) #0 {{\n"
+                     f"  %y = call i32 @probe{i}(i32 %x)\n  ret i32 %y\n}}")
+        attrs.append(f'attributes #{i + 1} = {{ "target-cpu"="{cpu}" "target-features"="+{f}{extra}" }}')
+    with LOCK:
+        # an unknown name is only a warning here, but a fatal error in the optimiser
+        with _stderr_captured() as messages:
+            tm = llvm.Target.from_triple(triple()).create_target_machine(
+                cpu=cpu, features=feature_string, opt=2)
+        if "not a recognized processor" in messages.text:
+            raise UnknownCPU(f"TTLC_CPU={cpu!r} is not a CPU model LLVM knows (for example "
+                             "x86-64, x86-64-v2, x86-64-v3, x86-64-v4, haswell, skylake-avx512, "
+                             "znver4, sapphirerapids)")
+        if "not a recognized feature" in messages.text:
+            unknown = re.findall(r"'([^']*)' is not a recognized feature", messages.text)
+            raise UnknownCPU("TTLC_CPU_FEATURES names features LLVM does not know: " +
+                             ", ".join(dict.fromkeys(unknown)))
+        mod = llvm.parse_assembly("\n".join(lines + attrs))
+        mod.triple = triple()
+        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=2))
+        pb.getModulePassManager().run(mod, pb)
+        text = str(mod)
+    have = set()
+    for i, f in enumerate(known):
+        body = text.split(f"@call{i}(", 1)[1].split("}", 1)[0]
+        if "call " not in body:
+            have.add(f)
+    return frozenset(have)
+
+
+class _stderr_captured:
+    """What LLVM writes to the process's standard error meanwhile (its warnings about
+    unknown CPU and feature names go there, not to an error code)."""
+
+    def __enter__(self):
+        import sys
+        import tempfile
+
+        sys.stderr.flush()
+        self._file = tempfile.TemporaryFile()
+        self._saved = os.dup(2)
+        os.dup2(self._file.fileno(), 2)
+        self.text = ""
+        return self
+
+    def __exit__(self, *exc):
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._file.seek(0)
+        self.text = self._file.read().decode(errors="replace")
+        self._file.close()
+        return False
+
+
 def host() -> Tuple[str, str]:
     """(CPU name, LLVM feature string) of the machine code is generated for."""
-    _initialize()
-    cpu = os.environ.get("TTLC_CPU") or llvm.get_host_cpu_name()
-    features = os.environ.get("TTLC_CPU_FEATURES")
-    if features is None:
-        try:
-            features = llvm.get_host_cpu_features().flatten()
-        except RuntimeError:  # some platforms cannot report features
-            features = ""
-    return cpu, features
+    m = machine()
+    return m.cpu, m.feature_string
 
 
 def has_feature(name: str) -> bool:
-    return f"+{name}" in host()[1].split(",")
+    return name in machine().features
+
+
+class UnrunnableCPU(RuntimeError):
+    """TTLC_CPU names a model with instructions this machine lacks."""
+
+
+def require_runnable() -> None:
+    """Refuse to run code for a CPU model with features this machine lacks (it would die
+    of an illegal instruction); emitting such code is fine."""
+    m = machine()
+    if m.is_host:
+        return
+    missing = sorted(m.features - host_features() - _SYSTEM_FEATURES)
+    if missing:
+        raise UnrunnableCPU(f"TTLC_CPU={m.cpu}: this machine ({llvm.get_host_cpu_name()}) cannot "
+                            f"run code for {m.cpu}; it lacks {', '.join(missing)}")
 
 
 #: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): Linux asks each process to request

@@ -43,7 +43,7 @@ from ...diagnostics import CompileError, Diagnostic, KernelError
 from ...ir.core import Argument, Function, Program
 from ...ir.types import BoolType, GroupType
 from ...runtime import Module
-from . import abi, cache, jit, pool
+from . import abi, cache, jit, pool, rtlib
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -163,6 +163,14 @@ def _internal(program: Program, what: str, e: BaseException) -> CompileError:
                                     f"{type(e).__name__}: {e})")], program.source, program.filename)
 
 
+def _unsupported(program: Program, why: str) -> CompileError:
+    """This machine cannot run the program's code (the CPU model, a missing routine)."""
+    from ...ir.core import Location
+
+    loc = program.functions[0].loc if program.functions else Location(1, 1, 1, 1)
+    return CompileError([Diagnostic(loc, f"target cpu: {why}")], program.source, program.filename)
+
+
 @contextlib.contextmanager
 def _collector_paused():
     """Compiling makes many objects that live until it ends (lowered IR, llvmlite's IR):
@@ -181,6 +189,10 @@ class Artifacts:
     """Everything compiling a program for the CPU produces (computed on demand)."""
 
     def __init__(self, program: Program, checked: bool):
+        try:
+            jit.machine()  # TTLC_CPU and TTLC_CPU_FEATURES name something LLVM knows
+        except jit.UnknownCPU as e:
+            raise _unsupported(program, str(e)) from None
         self.program = program
         self.checked = checked
         self._lowered = None
@@ -359,7 +371,9 @@ class CpuModule(Module):
         self.artifacts = Artifacts(program, checked)
         obj, self.infos, self.cache_hit = self.artifacts.load_or_build()
         try:
-            self._library = jit.Library(obj)
+            self._library = rtlib.load(obj)
+        except (rtlib.UnresolvedSymbols, jit.UnrunnableCPU) as e:
+            raise _unsupported(program, str(e)) from None
         except RuntimeError as e:
             raise _internal(program, "loading machine code", e) from e
         self._functions, self._addresses = {}, {}

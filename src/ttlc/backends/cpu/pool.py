@@ -40,7 +40,7 @@ import platform
 import threading
 from typing import List, Optional, Tuple
 
-from . import abi, jit
+from . import abi, jit, rtlib
 
 #: how long a thread spins before it sleeps (time-stamp-counter ticks, ~50-100 us)
 SPIN_CYCLES = 200_000
@@ -306,7 +306,7 @@ class NativePool:
                             ("PAUSE", "call " + pause if x86 else "")):
             text = text.replace(name, str(value))
         mod = jit.optimize(jit.parse(text), level=2)
-        self._library = jit.Library(jit.emit_object(mod))
+        self._library = rtlib.load(jit.emit_object(mod))
         worker = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32)
         self._worker = worker(self._library.address("ttlc_worker"))
         self._parallel = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(
