@@ -122,11 +122,11 @@ def _check_division(wg, inst, mask, a, b) -> None:
     if not zero.any():
         return
     t = inst.results[0].type
-    if isinstance(t, CoopMatrixType):  # per entry, held by a work-item (DESIGN.md layout)
-        from .coop import coop_owner
+    if isinstance(t, CoopMatrixType):  # per entry, held by a work-item (ttlc.ir.layout)
+        from .coop import layout_of
 
         G, S = wg.cfg.subgroups, wg.cfg.subgroup_size
-        owner = np.arange(G)[:, None, None] * S + coop_owner(S, t.rows, t.cols)
+        owner = np.arange(G)[:, None, None] * S + layout_of(t, S).owners
         zero = np.broadcast_to(zero, owner.shape)
         if mask is not None:
             zero = zero & mask[owner]

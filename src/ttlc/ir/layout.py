@@ -118,6 +118,15 @@ class NestedLayout:
                          * self.element_tile[d] + e)
         return tuple(index)
 
+    def lane_terms(self, register: int) -> Tuple[Tuple[int, int, int, int], ...]:
+        """The index held at ``register`` as a function of the lane, for code that
+        computes it at run time: per mode ``(offset, divisor, tile, scale)``, the index of
+        lane p being ``offset + ((p // divisor) % tile) * scale`` (no lane term where
+        divisor is 0)."""
+        lane0 = self.element(0, register)
+        return tuple((lane0[d], self.thread_strides[d], self.thread_tile[d], self.element_tile[d])
+                     for d in range(self.rank))
+
     def to_iree(self) -> str:
         """The ``#iree_vector_ext.nested_layout<...>`` attribute."""
         def ints(xs):
@@ -151,6 +160,11 @@ class MatrixLayout:
     @property
     def padded_cols(self) -> int:
         return self.nested.shape[1]
+
+    def padded(self, register: int) -> bool:
+        """Whether some lane holds padding (a column >= cols) at ``register``."""
+        offset, divisor, tile, scale = self.nested.lane_terms(register)[1]
+        return offset + (tile - 1 if divisor else 0) * scale >= self.cols
 
     def locate(self, r, c) -> Tuple:
         """(lane, register) of component (r, c)."""
@@ -195,6 +209,9 @@ def matrix_layout(rows: int, cols: int, subgroup_size: int, use: Optional[str] =
     because a target's matrix unit may keep operands in its own layout inside a kernel
     (see ``ttlc.target``); the canonical layout does not depend on them."""
     S = subgroup_size
+    if rows < 1 or cols < 1 or rows & (rows - 1) or S < 1 or S & (S - 1):
+        raise ValueError(f"no distribution of a {rows} x {cols} matrix over a subgroup of {S} "
+                         "(rows and the subgroup size must be powers of two)")
     I = min(rows, S)
     K = rows // I
     J = -(-I * cols // S) * S // I

@@ -58,12 +58,12 @@ keep coopmatrix values whole (their pipeline does not include it).  Invoked expl
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from ..diagnostics import error
 from ..ir.builder import Builder
 from ..ir.core import Instruction, Program, Region, Value
+from ..ir.layout import MatrixLayout, matrix_layout
 from ..ir.rewrite import clone_instructions, replace, replace_uses
 from ..ir.types import BF16, DYNAMIC, F16, F32, I32, INDEX, CoopMatrixType, ScalarType
 from . import PassContext, register
@@ -71,56 +71,11 @@ from .index_math import Bool, IndexMath, Int, known, require_sizes, set_location
 
 
 # ---- the distribution ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Layout:
-    """DESIGN.md "Coopmatrix distribution" of a rows x cols coopmatrix, subgroup size S."""
-
-    rows: int
-    cols: int
-    S: int
-
-    @property
-    def I(self) -> int:  # noqa: E743 -- the name DESIGN.md uses
-        return min(self.rows, self.S)
-
-    @property
-    def J(self) -> int:
-        return -(-self.I * self.cols // self.S) * self.S // self.I
-
-    @property
-    def block(self) -> int:
-        """Vector entries per block of I rows."""
-        return self.I * self.J // self.S
-
-    @property
-    def V(self) -> int:
-        return self.rows // self.I * self.block
-
-    @property
-    def per_row(self) -> int:
-        """Work-items sharing one row of a block (their columns are this far apart)."""
-        return self.S // self.I
-
-    def split(self, v: int) -> Tuple[int, int]:
-        """(row block k, column step w) of vector index v."""
-        return divmod(v, self.block)
-
-    def padded(self, v: int) -> bool:
-        """Whether some work-item holds padding at vector index v."""
-        w = self.split(v)[1]
-        return (w + 1) * self.per_row - 1 >= self.cols
-
-    def locate(self, r: int, c: int) -> Tuple[int, int]:
-        """(subgroup-local id, vector index) holding entry (r, c)."""
-        L = r % self.I + self.I * c + self.I * self.J * (r // self.I)
-        return L % self.S, L // self.S
-
-
-def layout(t: CoopMatrixType, S: int, inst: Instruction) -> Layout:
+def layout(t: CoopMatrixType, S: int, inst: Instruction) -> MatrixLayout:
     if t.rows <= 0 or t.rows & (t.rows - 1):
         raise error(inst.loc, f"lower-coopmatrix: coopmatrix rows must be a power of two, "
                               f"got {t.rows}")
-    return Layout(t.rows, t.cols, S)
+    return matrix_layout(t.rows, t.cols, S, t.use, t.component.name)
 
 
 # ---- per-work-item code -------------------------------------------------------------------
@@ -149,26 +104,35 @@ class _Lanes:
         lid = self._once(("lid", I32), self.b.subgroup_local_id)
         return self._once(("lid", ty), lambda: self.m.cast(lid, I32, ty))
 
-    def entry(self, lay: Layout, v: int, ty: ScalarType, row: bool = True,
+    def entry(self, lay: MatrixLayout, v: int, ty: ScalarType, row: bool = True,
               col: bool = True) -> Tuple[Optional[Int], Optional[Int], Bool]:
         """(row, column, present) of vector index v on this work-item, in type ty.
 
         Row and column are computed only when asked for (the column also when the entry
         may be padding); present is True unless the entry may be padding."""
-        I = lay.I
-        k, w = lay.split(v)
-        r = c = None
-        if row:
-            row0 = self._once(("row0", I, ty), lambda: self.lane(ty) if I == self.S
-                              else self.m.rem(self.lane(ty), I, ty))
-            r = self._once(("row", I, ty, k), lambda: self.m.add(row0, k * I, ty))
+        row_terms, col_terms = lay.nested.lane_terms(v)
         padded = lay.padded(v)
-        if col or padded:
-            col0 = self._once(("col0", I, ty), lambda: 0 if I == self.S
-                              else self.m.div(self.lane(ty), I, ty))
-            c = self._once(("col", I, ty, w), lambda: self.m.add(col0, w * lay.per_row, ty))
+        r = self.coordinate(row_terms, ty) if row else None
+        c = self.coordinate(col_terms, ty) if col or padded else None
         present = self.m.less_than(c, lay.cols, ty) if padded else True
         return r, c, present
+
+    def coordinate(self, terms: Tuple[int, int, int, int], ty: ScalarType) -> Int:
+        """offset + ((lane div divisor) rem tile) * scale (``NestedLayout.lane_terms``)."""
+        offset, divisor, tile, scale = terms
+
+        def per_lane() -> Int:
+            if not divisor or tile == 1:
+                return 0
+            x = self.lane(ty)
+            if divisor > 1:
+                x = self.m.div(x, divisor, ty)
+            if divisor * tile < self.S:
+                x = self.m.rem(x, tile, ty)
+            return self.m.mul(x, scale, ty) if scale != 1 else x
+
+        base = self._once(("lane term", divisor, tile, scale, ty), per_lane)
+        return self._once(("coordinate", terms, ty), lambda: self.m.add(base, offset, ty))
 
     # ---- small builders ------------------------------------------------------------------
     def constant(self, x: int) -> Value:
@@ -281,7 +245,7 @@ def _apply(e: _Lanes, inst: Instruction) -> Value:
     a: Value = inst.slots["a"]
     b = e.b
     current = a
-    for v in range(lay.V):
+    for v in range(lay.registers):
         row, col, present = e.entry(lay, v, I32, row=arg_i in used, col=arg_j in used)
         mapping: Dict[Value, Value] = {}
         if arg_i in used:
@@ -302,7 +266,7 @@ def _apply(e: _Lanes, inst: Instruction) -> Value:
 
 
 # ---- memory -------------------------------------------------------------------------------------
-def _position(e: _Lanes, inst: Instruction, lay: Layout, v: int) -> Tuple[List[Value], Bool]:
+def _position(e: _Lanes, inst: Instruction, lay: MatrixLayout, v: int) -> Tuple[List[Value], Bool]:
     """Memref indices of entry v on this work-item and whether it is accessed.
 
     Entry (i, j) is at M[x + i, y + j], with ``.t`` at M[x + j, y + i]; it is accessed if
@@ -311,15 +275,15 @@ def _position(e: _Lanes, inst: Instruction, lay: Layout, v: int) -> Tuple[List[V
     the one of the column index.  Index and test of a row (column) are shared by the
     entries of that row (column)."""
     row, col, ok = e.entry(lay, v, INDEX)
-    k, w = lay.split(v)
+    row_terms, col_terms = lay.nested.lane_terms(v)
     row_mode, col_mode = (1, 0) if inst.modifier("ta") == "t" else (0, 1)
     checked = inst.modifier("checked")
     check_row = checked in ("rows_checked", "both_checked")
     check_col = checked in ("cols_checked", "both_checked")
     index: List[Value] = [None, None]
-    for mode, coord, key, check in ((row_mode, row, ("row", k), check_row),
-                                    (col_mode, col, ("col", w), check_col)):
-        index[mode], inside = e._once(("position", mode, lay.I) + key,
+    for mode, coord, terms, check in ((row_mode, row, row_terms, check_row),
+                                      (col_mode, col, col_terms, check_col)):
+        index[mode], inside = e._once(("position", mode, terms),
                                       lambda: _bounded(e, inst, mode, coord, check))
         ok = e.m.and_(ok, inside)
     return index, ok
@@ -357,7 +321,7 @@ def _load(e: _Lanes, inst: Instruction) -> Value:
     tensor = inst.slots["tensor"]
     atomic = inst.opcode == "cooperative_matrix_atomic_load"
     current = e.zero(t)
-    for v in range(lay.V):
+    for v in range(lay.registers):
         index, ok = _position(e, inst, lay, v)
         if atomic:
             value = e.guarded(ok, lambda: e.b.atomic_load(tensor, *index,
@@ -374,7 +338,7 @@ def _store(e: _Lanes, inst: Instruction) -> None:
     lay = layout(a.type, e.S, inst)
     tensor = inst.slots["tensor"]
     atomic = inst.opcode == "cooperative_matrix_atomic_store"
-    for v in range(lay.V):
+    for v in range(lay.registers):
         index, ok = _position(e, inst, lay, v)
         x = e.extract(a, v)
         if atomic:
@@ -395,7 +359,7 @@ def _atomic_update(e: _Lanes, inst: Instruction) -> Optional[Value]:
     result = inst.results[0]
     used = result in e.used
     current = e.zero(inst.results[0].type) if used else None
-    for v in range(lay.V):
+    for v in range(lay.registers):
         index, ok = _position(e, inst, lay, v)
         x = e.extract(a, v)
         old = e.guarded(ok, lambda: e.b.op(scalar_op, x, tensor, *index,
@@ -412,7 +376,7 @@ def _prefetch(e: _Lanes, inst: Instruction) -> None:
 
 
 # ---- work across the subgroup ---------------------------------------------------------------
-def _rows_multiple(inst: Instruction, t: CoopMatrixType, S: int, what: str) -> Layout:
+def _rows_multiple(inst: Instruction, t: CoopMatrixType, S: int, what: str) -> MatrixLayout:
     lay = layout(t, S, inst)
     if t.rows % S:
         raise error(inst.loc, f"lower-coopmatrix: '{inst.opcode}' needs the rows of {what} "
@@ -483,7 +447,7 @@ def _reduce(e: _Lanes, inst: Instruction) -> Value:
     for c in range(N):
         part = fold([a(k, c) for k in range(blocks)])
         totals.append(b.op(f"subgroup_reduce_{op}", part) if S > 1 else part)
-    for v in range(lr.V):  # the work-item holding column c at v takes totals[c]
+    for v in range(lr.registers):  # the work-item holding column c at v takes totals[c]
         held = [(c, lr.locate(0, c)[0]) for c in range(N) if lr.locate(0, c)[1] == v]
         value = totals[held[0][0]]
         for c, lane in held[1:]:

@@ -1034,12 +1034,11 @@ def _check_coop_divisor(cg: FunctionCodegen, t: CoopMatrixType, a, c) -> None:
     """Checked code: no component held by an active work-item divides by zero (reported
     with the first such entry, its dividend and the work-item holding it)."""
     from . import coop
-    from ...interp.coop import coop_owner
 
     b = cg.b
     M, N = t.rows, t.cols
     n = M * N
-    owner = coop_owner(cg.S, M, N)
+    owner = coop.layout_of(cg, t).owners
     # entries in row-major order (the interpreter's): entry k is component by_rows[k]
     by_rows = [col * M + row for row in range(M) for col in range(N)]
     order = ir.Constant(ir.VectorType(I32, n), by_rows)
