@@ -13,7 +13,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set
 from ..diagnostics import CompileError, Diagnostic
 from ..ir.constants import literal_fits
 from ..ir.core import Function, Instruction, Location, Program, Region, Value
-from ..ir.layout import matrix_layout
+from ..ir.layout import layout_of
 from ..ir.ops import BUILTIN_TYPES, COLLECTIVE, KNOWN_ATTRIBUTE_NAMES, OPS, SPMD
 from ..ir.types import (BOOL, DYNAMIC, I32, INDEX, SCALAR_TYPES, BoolType, CoopMatrixType,
                         GroupType, MemrefType, ScalarType, Type, VoidType, cast_allowed, promotable,
@@ -840,7 +840,7 @@ def _work_item_length(vf: Verifier, t: CoopMatrixType) -> Optional[int]:
     sgs = vf.subgroup_size
     if not sgs or not _is_pow2(t.rows):  # (invalid rows are reported where the type is)
         return None
-    return matrix_layout(t.rows, t.cols, sgs, t.use, t.component.name).registers
+    return layout_of(t, sgs).registers
 
 
 def _check_work_item_index(vf: Verifier, inst: Instruction, t: CoopMatrixType) -> None:

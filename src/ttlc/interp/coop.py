@@ -21,16 +21,11 @@ from typing import List, NamedTuple, Tuple
 
 import numpy as np
 
-from ..ir.layout import MatrixLayout, matrix_layout
+from ..ir.layout import layout_of
 from ..ir.types import CoopMatrixType
 from .semantics import (_accumulate_dtype, _buffer, _compute_dtype, _in_buffer, as_type, convert,
                         operand, result_dtype, semantics)
 from .values import MemRef, dtype_of
-
-
-# ---- layout ----------------------------------------------------------------------------------
-def layout_of(t: CoopMatrixType, S: int) -> MatrixLayout:
-    return matrix_layout(t.rows, t.cols, S, t.use, t.component.name)
 
 
 def owner_mask(wg, t: CoopMatrixType, mask: np.ndarray) -> np.ndarray:

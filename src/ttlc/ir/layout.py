@@ -28,9 +28,12 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Sequence, Tuple
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .types import CoopMatrixType
 
 Tiles = Tuple[int, ...]
 
@@ -201,13 +204,10 @@ class MatrixLayout:
 
 
 @functools.lru_cache(maxsize=None)
-def matrix_layout(rows: int, cols: int, subgroup_size: int, use: Optional[str] = None,
-                  component: Optional[str] = None) -> MatrixLayout:
-    """The canonical layout of a ``rows x cols`` coopmatrix in a subgroup (the one
-    extract, insert and apply see on every target).  ``use`` (matrix_a, matrix_b,
-    matrix_acc) and ``component`` (the element type name) are part of the question
-    because a target's matrix unit may keep operands in its own layout inside a kernel
-    (see ``ttlc.target``); the canonical layout does not depend on them."""
+def matrix_layout(rows: int, cols: int, subgroup_size: int) -> MatrixLayout:
+    """The language's layout of a ``rows x cols`` coopmatrix in a subgroup: what extract,
+    insert and apply see on every target.  (A target's matrix unit may keep operands in
+    a layout of its own inside a kernel: ``ttlc.target.Target.storage_layout``.)"""
     S = subgroup_size
     if rows < 1 or cols < 1 or rows & (rows - 1) or S < 1 or S & (S - 1):
         raise ValueError(f"no distribution of a {rows} x {cols} matrix over a subgroup of {S} "
@@ -219,3 +219,8 @@ def matrix_layout(rows: int, cols: int, subgroup_size: int, use: Optional[str] =
                           thread_tile=(I, S // I), element_tile=(1, 1),
                           subgroup_strides=(0, 0), thread_strides=(1, I))
     return MatrixLayout(rows, cols, S, nested)
+
+
+def layout_of(t: "CoopMatrixType", subgroup_size: int) -> MatrixLayout:
+    """The language's layout of a coopmatrix type (``matrix_layout``)."""
+    return matrix_layout(t.rows, t.cols, subgroup_size)

@@ -63,7 +63,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 from ..diagnostics import error
 from ..ir.builder import Builder
 from ..ir.core import Instruction, Program, Region, Value
-from ..ir.layout import MatrixLayout, matrix_layout
+from ..ir.layout import MatrixLayout, layout_of
 from ..ir.rewrite import clone_instructions, replace, replace_uses
 from ..ir.types import BF16, DYNAMIC, F16, F32, I32, INDEX, CoopMatrixType, ScalarType
 from . import PassContext, register
@@ -75,7 +75,7 @@ def layout(t: CoopMatrixType, S: int, inst: Instruction) -> MatrixLayout:
     if t.rows <= 0 or t.rows & (t.rows - 1):
         raise error(inst.loc, f"lower-coopmatrix: coopmatrix rows must be a power of two, "
                               f"got {t.rows}")
-    return matrix_layout(t.rows, t.cols, S, t.use, t.component.name)
+    return layout_of(t, S)
 
 
 # ---- per-work-item code -------------------------------------------------------------------

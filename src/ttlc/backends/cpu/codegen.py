@@ -68,6 +68,7 @@ from llvmlite import ir
 from ...diagnostics import CompileError, Diagnostic
 from ...interp.machine import Config
 from ...ir.core import Function, Instruction, Program, Region, Value
+from ...ir.layout import layout_of
 from ...ir.types import (DYNAMIC, SCALAR_TYPES, BoolType, CoopMatrixType, GroupType, MemrefType,
                          ScalarType, Type)
 from .abi import (E_BARRIER, E_BROADCAST, E_COOP_DIV_ZERO, E_DIV_ZERO,  # noqa: F401
@@ -1038,7 +1039,7 @@ def _check_coop_divisor(cg: FunctionCodegen, t: CoopMatrixType, a, c) -> None:
     b = cg.b
     M, N = t.rows, t.cols
     n = M * N
-    owner = coop.layout_of(cg, t).owners
+    owner = layout_of(t, cg.S).owners
     # entries in row-major order (the interpreter's): entry k is component by_rows[k]
     by_rows = [col * M + row for row in range(M) for col in range(N)]
     order = ir.Constant(ir.VectorType(I32, n), by_rows)

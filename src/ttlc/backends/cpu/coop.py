@@ -25,7 +25,7 @@ from typing import Any, List, Optional
 
 from llvmlite import ir
 
-from ...ir.layout import MatrixLayout, matrix_layout
+from ...ir.layout import layout_of
 from ...ir.core import Instruction
 from ...ir.types import SCALAR_TYPES, CoopMatrixType, ScalarType
 from .codegen import (I1, I32, I64, LLTYPE, Cplx, FunctionCodegen, InstRef, Lanes,
@@ -145,7 +145,7 @@ def memref_in(cg: FunctionCodegen, m: MemVal, lane) -> MemVal:
 
 def owner_mask(cg: FunctionCodegen, t: CoopMatrixType, lane_mask: ir.Value, g: int) -> ir.Value:
     """Per component of subgroup g's matrix: is the work-item holding it in lane_mask?"""
-    owner = layout_of(cg, t).owners  # rows x cols
+    owner = layout_of(t, cg.S).owners  # rows x cols
     idx = [g * cg.S + int(owner[r, c]) for c in range(t.cols) for r in range(t.rows)]
     if not is_vec(lane_mask):
         return splat_n(cg, lane_mask, t.rows * t.cols)
@@ -555,13 +555,9 @@ def _build(cg: FunctionCodegen, scalars: list, lt: ir.Type) -> ir.Value:
 
 
 # ---- work-item views ----------------------------------------------------------------------------
-def layout_of(cg: FunctionCodegen, t: CoopMatrixType) -> MatrixLayout:
-    return matrix_layout(t.rows, t.cols, cg.S, t.use, t.component.name)
-
-
 def extract(cg: FunctionCodegen, m: CoopVal, v: int):
     """Entry v of every work-item's part (W lanes; padding reads as 0)."""
-    rows, cols, valid = layout_of(cg, m.type).tables
+    rows, cols, valid = layout_of(m.type, cg.S).tables
     M = m.type.rows
     n = M * m.type.cols
     pieces = []
@@ -577,7 +573,7 @@ def insert(cg: FunctionCodegen, m: CoopVal, value, v: int, mask) -> CoopVal:
     """The matrix with entry v of every active work-item's part replaced by its value."""
     b = cg.b
     t = m.type
-    lay = layout_of(cg, t)
+    lay = layout_of(t, cg.S)
     M, N = t.rows, t.cols
     value = cg.splat(value)
     out = []
@@ -616,7 +612,7 @@ def emit_apply(cg: FunctionCodegen, inst: Instruction):
     m: CoopVal = cg.get(inst.slots["a"])
     body = inst.regions[0]
     arg_i, arg_j, arg_v = body.args
-    lay = layout_of(cg, t)
+    lay = layout_of(t, cg.S)
     row_of, col_of, valid_at = lay.tables
     G, S = subgroups(cg), cg.S
     for v in range(lay.registers):
