@@ -1,17 +1,20 @@
 """lower-coopmatrix: coopmatrix instructions become per-work-item code in the language.
 
-On SIMT targets a work-item holds V entries of each coopmatrix (DESIGN.md, "Coopmatrix
-distribution").  With S the subgroup size, I = min(M, S) rows per block, J the padded
-column count and B = I*J/S entries per row block, vector index v = k*B + w of an
-M x N matrix holds, on the work-item with subgroup_local_id p,
+On SIMT targets a work-item holds V entries of each coopmatrix, where the language's
+layout puts them (``ttlc.ir.layout``).  With S the subgroup size, I = min(M, S) rows per
+block, J the padded column count and B = I*J/S entries per row block, vector index
+v = k*B + w of an M x N matrix holds, on the work-item with subgroup_local_id p,
 
     row = p rem I + k*I,   column = p div I + w*(S/I),   present iff column < N
 
-(``_Lanes.entry``, the one place these are computed; ``rem``/``div`` disappear when
-I = S; padding, column >= N, occurs only when M < S).  Every instruction that acts on
-whole matrices in a way that is not already one vector instruction per work-item is
-rewritten here into scalar code over those V entries, using
-``cooperative_matrix_extract``/``insert`` (which see exactly this layout):
+(``NestedLayout.lane_terms`` gives these terms, ``_Lanes.entry`` turns them into code;
+``rem``/``div`` disappear when I = S; padding, column >= N, occurs only when M < S).
+Every instruction that acts on whole matrices in a way that is not already one vector
+instruction per work-item is rewritten here into scalar code over those V entries,
+using ``cooperative_matrix_extract``/``insert`` (which see exactly this layout), unless
+the target's matrix unit executes it (``Target.matrix``, ``native``): a mul_add its
+multiply-add instructions tile, an unchecked load or store that is one 2-D block access.
+Those stay whole for the back end.  The rewrites:
 
 * ``cooperative_matrix_apply``: per v, the entry's row and column, extract, a copy of
   the region with %i, %j, %v bound, insert.  Where the entry may be padding the region
@@ -66,6 +69,7 @@ from ..ir.core import Instruction, Program, Region, Value
 from ..ir.layout import MatrixLayout, layout_of
 from ..ir.rewrite import clone_instructions, replace, replace_uses
 from ..ir.types import BF16, DYNAMIC, F16, F32, I32, INDEX, CoopMatrixType, ScalarType
+from ..target import MatrixUnit
 from . import PassContext, register
 from .index_math import Bool, IndexMath, Int, known, require_sizes, set_locations
 
@@ -209,18 +213,23 @@ def lower_coopmatrix(program: Program, ctx: PassContext) -> None:
                                need_work_group=False)
         used = {v for i in func.body.walk() for v in i.operands}
         replaced: Dict[Value, Value] = {}
-        _lower_region(func.body, sgs, used, replaced)
+        _lower_region(func.body, sgs, used, replaced, ctx.target.matrix)
         # one walk for all replacements: code made meanwhile may still use old results
         replace_uses(func.body, replaced)
 
 
-def _lower_region(region: Region, S: int, used: Set[Value], replaced: Dict[Value, Value]) -> None:
-    """Lower every instruction of the table in region, inner ones first (post-order)."""
+def _lower_region(region: Region, S: int, used: Set[Value], replaced: Dict[Value, Value],
+                  unit: MatrixUnit) -> None:
+    """Lower every instruction of the table in region, inner ones first (post-order),
+    except those the target's matrix unit executes."""
     for inst in list(region.instructions):
         for r in inst.regions:
-            _lower_region(r, S, used, replaced)
+            _lower_region(r, S, used, replaced, unit)
         fn = LOWERINGS.get(inst.opcode)
-        if fn is None:
+        if fn is None or native(unit, inst, S):
+            if fn is not None:
+                for r in inst.regions:
+                    replace_uses(r, replaced)
             continue
         for r in inst.regions:  # a region about to be copied must use the new values
             replace_uses(r, replaced)
@@ -230,6 +239,20 @@ def _lower_region(region: Region, S: int, used: Set[Value], replaced: Dict[Value
         if result is not None:
             replaced[inst.results[0]] = result
         replace(region, inst, lanes.region.instructions)
+
+
+def native(unit: MatrixUnit, inst: Instruction, S: int) -> bool:
+    """Whether the target's matrix unit executes inst as it stands: a mul_add its
+    multiply-adds tile, a load or store (not checked, not atomic) that is one block
+    access."""
+    if inst.opcode == "cooperative_matrix_mul_add":
+        a, b, c = (inst.slots[s].type for s in ("a", "b", "c"))
+        return unit.mul_add(a, b, c, S) is not None
+    if inst.opcode in ("cooperative_matrix_load", "cooperative_matrix_store"):
+        t = (inst.results[0] if inst.results else inst.slots["value"]).type
+        return (inst.modifier("checked") is None and
+                unit.block_access(t, inst.slots["tensor"].type, inst.modifier("ta") == "t"))
+    return False
 
 
 @lowers("cooperative_matrix_apply")
