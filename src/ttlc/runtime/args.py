@@ -53,7 +53,9 @@ class Group:
 
     Every member is checked before the kernel runs: element type, static sizes, the
     argument's alignment/shape_gcd/stride_gcd attributes, and that the memref fits in
-    the member's array after the offset (``offset + extent <= array.size``).
+    the member's array after the offset (``offset + extent <= array.size``).  This
+    happens at every launch; a group passed to many launches is better prepared once
+    (``PreparedGroup``, which takes the same arguments).
 
     Example: ``group<memref<f32x4x?>x?, offset: ?>`` with members of shape 4x3 and
     4x5 stored 8 elements into two buffers::
@@ -767,7 +769,7 @@ def _quick_prepared(t: GroupType, attrs: dict, writes: bool):
     tables they point to), so that later launches cost the same for any member count;
     or None when the group is invalid for the type (``group_arg`` decides), a DLPack
     member was reallocated, or the kernel writes a group with a read-only member."""
-    key = (t, repr(sorted(attrs.items())))
+    key = f"{t} {sorted(attrs.items())}"  # (a string: its hash is computed once)
     lists = _quick_list(t, attrs, False)  # the tables of valid plain lists, quickly
 
     def build(g: PreparedGroup) -> Optional[Tuple[list, bool, list]]:
