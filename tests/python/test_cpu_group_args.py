@@ -20,6 +20,7 @@ from ttlc.runtime import args
 pytest.importorskip("llvmlite")
 
 from test_cpu_launch import agree  # noqa: E402
+from test_interp_group_args import Producer  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not args._FIELDS_OK, reason="ndarray fields are not readable "
                                 "here (not 64-bit little-endian CPython)")
@@ -293,26 +294,12 @@ def test_prepared_groups_give_the_slots_of_lists(params):
             agree(module, "p", prepared)
 
 
-class CountingProducer:
-    """A DLPack producer that counts its exports."""
-
-    def __init__(self, array):
-        self.array, self.exports = array, 0
-
-    def __dlpack__(self, **kwargs):
-        self.exports += 1
-        return self.array.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self.array.__dlpack_device__()
-
-
 def test_only_dlpack_members_are_checked_at_each_launch():
     k = ttlc.compile(GEMM, target="cpu")["gemm"]
     count = 100
     A, B, C, want = gemm_data(count)
     As = [A[:, :, i] for i in range(count)]
-    producers = [CountingProducer(As[7]), CountingProducer(As[50])]
+    producers = [Producer(As[7]), Producer(As[50])]
     As[7], As[50] = producers
     groups = [ttlc.PreparedGroup(x) for x in (As, [B[:, :, i] for i in range(count)],
                                              [C[:, :, i] for i in range(count)])]

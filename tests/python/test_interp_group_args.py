@@ -414,12 +414,14 @@ def test_null_and_empty_groups_next_to_prepared_ones(gemm):
 
 
 class Producer:
-    """A DLPack producer whose memory can be replaced, as torch's ``resize_`` does."""
+    """A DLPack producer whose memory can be replaced, as torch's ``resize_`` does; it
+    counts its exports."""
 
     def __init__(self, array):
-        self.array = array
+        self.array, self.exports = array, 0
 
     def __dlpack__(self, **kwargs):
+        self.exports += 1
         return self.array.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
