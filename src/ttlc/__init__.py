@@ -44,9 +44,9 @@ def __getattr__(name):
 
 def compile(text_or_program, target: str = "cpu", checked: bool = False,
             filename: str = "<input>"):
-    """Compile for a target ("cpu", the default: LLVM machine code for this CPU, or
-    "interp": the reference interpreter, which also finds data races in checked mode);
-    ``module["kernel"](*args, grid=...)`` runs it."""
+    """Compile for a back end of ``ttlc.backends`` ("cpu", the default: LLVM machine code
+    for this CPU, or "interp": the reference interpreter, which also finds data races in
+    checked mode); ``module["kernel"](*args, grid=...)`` runs it."""
     from .api import compile as _compile
 
     return _compile(text_or_program, target, checked, filename)

@@ -55,24 +55,17 @@ def _as_text(text, filename) -> str:
     return text
 
 
-TARGETS = ("interp", "cpu")
-
-
 def compile(text_or_program, target: str = "cpu", checked: bool = False,
             filename: str = "<input>"):
-    """Verify a program and prepare it for a target; errors raise CompileError."""
-    if target not in TARGETS:
-        raise ValueError(f"unknown target {target!r} (available: {', '.join(TARGETS)})")
-    program = check(text_or_program, filename)
-    if target == "cpu":
-        try:
-            from .backends.cpu.module import CpuModule
-        except ImportError as e:  # llvmlite missing: say what to install
-            raise CompileError([Diagnostic(Location(1, 1, 1, 1), f"target cpu needs llvmlite "
-                                           f"({e}); install it with pip install llvmlite")],
-                               program.source, program.filename) from None
-        return _guard(lambda: CpuModule(program, checked=checked), program.source,
-                      program.filename)
-    from .interp import InterpModule
+    """Verify a program and prepare it for a back end of ``ttlc.backends``; errors raise
+    CompileError, an unknown target ValueError naming the registered ones."""
+    from .backends import BackendUnavailable, get_backend
 
-    return InterpModule(program, checked=checked)
+    backend = get_backend(target)
+    program = check(text_or_program, filename)
+    try:
+        backend.load()
+    except BackendUnavailable as e:  # say what to install
+        raise CompileError([Diagnostic(Location(1, 1, 1, 1), str(e))], program.source,
+                           program.filename) from None
+    return _guard(lambda: backend.compile(program, checked), program.source, program.filename)

@@ -1,4 +1,8 @@
-"""The ``ttlc`` command line: check, opt (print), and later compile/run/bench."""
+"""The ``ttlc`` command line: check, opt (print), compile (write a back end's stage), run.
+
+``compile`` and ``run`` take their targets from the back-end registry (``ttlc.backends``);
+``opt -d`` takes a target description (``ttlc.target``).
+"""
 from __future__ import annotations
 
 import argparse
@@ -87,6 +91,8 @@ def cmd_run(args) -> int:
     from .runtime.args import Group
     from .testing.inputs import generated_inputs
 
+    if _backend(args.target) is None:
+        return 2
     program = _load(args.file, verify=True)
     if program is None:
         return 1
@@ -122,30 +128,43 @@ def cmd_run(args) -> int:
     return 0
 
 
-#: artefacts of ``ttlc compile --target T``: what each target writes
-COMPILE_TARGETS = {"llvm": "LLVM IR text of target cpu (after O3)",
-                   "cpu": "an object file with the machine code of target cpu"}
+def _backend(name: str):
+    """The registered back end `name`, or None after saying that there is none."""
+    from .backends import get_backend
+
+    try:
+        return get_backend(name)
+    except ValueError as e:
+        print(f"ttlc: {e}", file=sys.stderr)
+        return None
 
 
 def cmd_compile(args) -> int:
-    """Write a target's artefact for a program."""
+    """Write the output of one stage of a back end for a program."""
+    from .backends import BackendUnavailable
     from .diagnostics import CompileError
 
+    backend = _backend(args.target)
+    if backend is None:
+        return 2
+    try:
+        stage = backend.stage(args.stage)
+    except ValueError as e:
+        print(f"ttlc: {e}", file=sys.stderr)
+        return 2
     program = _load(args.file, verify=True)
     if program is None:
         return 1
     try:
-        from .backends.cpu.module import Artifacts
-    except ImportError as e:
-        print(f"ttlc: target {args.target} needs llvmlite ({e})", file=sys.stderr)
+        data = backend.emit(program, stage.name, checked=args.checked)
+    except BackendUnavailable as e:
+        print(f"ttlc: {e}", file=sys.stderr)
         return 1
-    try:
-        artifacts = Artifacts(program, checked=args.checked)
-        data = (artifacts.optimized_ir().encode() if args.target == "llvm"
-                else artifacts.object_code())
     except CompileError as e:
         print(e.format(), file=sys.stderr)
         return 1
+    if isinstance(data, str):
+        data = data.encode()
     try:
         if args.output == "-":
             sys.stdout.buffer.write(data)
@@ -170,6 +189,8 @@ def _grid_arg(text: str):
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
+    from .backends import BACKENDS
+    from .target import TARGETS
 
     parser = argparse.ArgumentParser(prog="ttlc", description="Compiler for the Tiny Tensor Language.")
     parser.add_argument("--version", action="version", version=f"ttlc {__version__}")
@@ -185,23 +206,30 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="[no-]unsafe-fp-math",
                    help="allow floating-point folds that are not exact (x*0 -> 0, x+0 -> x)")
     p.add_argument("-d", "--device", default="interp", metavar="TARGET",
-                   help="target description for passes (interp, cpu, pvc, nvidia)")
+                   help=f"target description for passes ({', '.join(TARGETS)})")
     p.add_argument("--print-after-all", action="store_true",
                    help="print the IR to stderr after every pass")
     p.add_argument("--verify-each", action="store_true", help="verify the IR after every pass")
     p.set_defaults(run=cmd_opt)
-    p = sub.add_parser("compile", help="write a target's artefact (LLVM IR, object file)")
+    p = sub.add_parser("compile", help="write the output of a back end's stage (lowered "
+                                       "program, LLVM IR, object file)")
     p.add_argument("file", help="program file, or - for standard input")
-    p.add_argument("--target", "-t", required=True, choices=sorted(COMPILE_TARGETS),
-                   help="; ".join(f"{k}: {v}" for k, v in COMPILE_TARGETS.items()))
+    p.add_argument("--target", "-t", required=True, metavar="TARGET",
+                   help="back end: " + "; ".join(f"{b.name}: {b.description}"
+                                                 for b in BACKENDS.values()))
+    p.add_argument("--stage", "-s", metavar="STAGE",
+                   help="what to write (default: the target's last stage): " + "; ".join(
+                       f"{b.name}: " + ", ".join(f"{s.name} ({s.description})" for s in b.stages)
+                       for b in BACKENDS.values() if b.stages))
     p.add_argument("-o", "--output", required=True, help="output file, or - for standard output")
     p.add_argument("--checked", action="store_true", help="compile with run-time checks")
     p.set_defaults(run=cmd_compile)
     p = sub.add_parser("run", help="run a kernel on generated inputs and print a summary")
     p.add_argument("file", help="program file, or - for standard input")
     p.add_argument("--kernel", "-k", help="kernel name (needed when the program has several)")
-    p.add_argument("--target", default="cpu", choices=["cpu", "interp"],
-                   help="where to run (default: cpu)")
+    p.add_argument("--target", default="cpu", metavar="TARGET",
+                   help="back end to run on (default: cpu): " + ", ".join(
+                       b.name for b in BACKENDS.values() if b.executes))
     p.add_argument("--grid", type=_grid_arg, default=(1, 1, 1), help="work-groups, e.g. 8,1,1")
     p.add_argument("--dim", type=int, default=16, help="size used for every dynamic mode")
     p.add_argument("--group-size", type=int, default=4, help="members of dynamic-size groups")

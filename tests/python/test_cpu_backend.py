@@ -1013,7 +1013,7 @@ def test_cli_compile_and_run(tmp_path):
     f = tmp_path / "k.ttl"
     f.write_text(CACHED)
     ll, obj = tmp_path / "k.ll", tmp_path / "k.o"
-    assert main(["compile", "--target", "llvm", str(f), "-o", str(ll)]) == 0
+    assert main(["compile", "--target", "cpu", "--stage", "llvm-opt", str(f), "-o", str(ll)]) == 0
     assert 'define' in ll.read_text() and "@ttlc.scale" in ll.read_text()
     assert main(["compile", "--target", "cpu", str(f), "-o", str(obj)]) == 0
     assert obj.read_bytes()[:4] == b"\x7fELF"

@@ -25,7 +25,7 @@ from ..ir.layout import layout_of
 from ..ir.types import CoopMatrixType
 from .semantics import (_accumulate_dtype, _buffer, _compute_dtype, _in_buffer, as_type, convert,
                         operand, result_dtype, semantics)
-from .values import MemRef, dtype_of
+from ..runtime.values import MemRef, dtype_of
 
 
 def owner_mask(wg, t: CoopMatrixType, mask: np.ndarray) -> np.ndarray:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -22,31 +21,9 @@ import numpy as np
 from ..diagnostics import KernelError
 from ..ir.core import Function, Instruction, Region, Value
 from ..ir.types import CoopMatrixType, MemrefType
+from ..runtime.values import GroupValue, Memory, MemRef, OutOfBounds, dtype_of
+from ..target import ExecConfig
 from . import checks
-from .values import Group, Memory, MemRef, OutOfBounds, dtype_of
-
-#: subgroup size and work-group size used when the function does not set them
-DEFAULT_SUBGROUP_SIZE = 16
-
-
-@dataclass
-class Config:
-    subgroup_size: int
-    work_group_size: Tuple[int, int]
-
-    @property
-    def lanes(self) -> int:
-        return self.work_group_size[0] * self.work_group_size[1]
-
-    @property
-    def subgroups(self) -> int:
-        return self.lanes // self.subgroup_size
-
-    @staticmethod
-    def of(func: Function) -> "Config":
-        sgs = func.subgroup_size or DEFAULT_SUBGROUP_SIZE
-        wgs = func.work_group_size or (sgs, 1)
-        return Config(sgs, wgs)
 
 
 @functools.lru_cache(maxsize=64)
@@ -65,7 +42,7 @@ def _lane_ids(subgroup_size: int, work_group_size: Tuple[int, int]):
 class WorkGroup:
     """Executes a function body for one work-group."""
 
-    def __init__(self, func: Function, memory: Memory, config: Config, group_id, num_groups,
+    def __init__(self, func: Function, memory: Memory, config: ExecConfig, group_id, num_groups,
                  checked: bool, kernel_name: str, source_name: str):
         self.func = func
         self.memory = memory
@@ -115,7 +92,7 @@ class WorkGroup:
             m = owner_mask(self, t, mask)
             shape = (self.cfg.subgroups, t.rows, t.cols)
             return np.where(m, np.broadcast_to(a, shape), np.broadcast_to(b, shape))
-        if isinstance(a, (MemRef, Group)) or isinstance(b, (MemRef, Group)):
+        if isinstance(a, (MemRef, GroupValue)) or isinstance(b, (MemRef, GroupValue)):
             raise self.fail("memrefs cannot be merged across divergent control flow")
         return np.where(mask, self.lanes(a), self.lanes(b))
 

@@ -17,7 +17,7 @@ from ..ir.core import Instruction
 from ..ir.layout import layout_of
 from ..ir.types import CoopMatrixType, GroupType, MemrefType
 from . import checks
-from .values import Group, MemRef, OutOfBounds, dtype_of
+from ..runtime.values import GroupValue as Group, MemRef, OutOfBounds, dtype_of
 
 SEMANTICS: Dict[str, Callable] = {}
 

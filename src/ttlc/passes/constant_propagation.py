@@ -36,7 +36,7 @@ import numpy as np
 
 from ..diagnostics import error
 from ..interp.semantics import SEMANTICS
-from ..interp.values import dtype_of
+from ..runtime.values import dtype_of
 from ..ir import rewrite
 from ..ir.builder import Builder
 from ..ir.constants import wrap_int

@@ -20,6 +20,7 @@ from ..diagnostics import error
 from ..ir.builder import Builder
 from ..ir.core import UNKNOWN_LOCATION, Function, Location, Program, Region, Value
 from ..ir.types import BOOL, GroupType, MemrefType, ScalarType
+from ..target.config import ExecConfig
 
 Int = Union[int, Value]
 Bool = Union[bool, Value]
@@ -172,46 +173,19 @@ class IndexMath:
 
 
 def require_sizes(program: Program, func: Function, loc: Location, pass_name: str,
-                  ctx, need_work_group: bool = True) -> Tuple[int, Tuple[int, int]]:
-    """The subgroup size and work-group size of ``func`` for pass ``pass_name``.
-
-    Runs the work-group-size pass first when it exists and has not run; a function
-    that still lacks the attributes is an error naming what is missing (never a crash).
-    """
-    _ensure_work_group_size(program, ctx)
-    sgs, wgs = func.subgroup_size, func.work_group_size
-    missing = []
-    if sgs is None:
-        missing.append("subgroup_size")
-    if need_work_group and wgs is None:
-        missing.append("work_group_size")
-    if missing:
-        what = " and ".join(missing)
-        raise error(loc, f"{pass_name} needs the {what} of @{func.name}: set "
-                         f"attributes{{{', '.join(m + '=...' for m in missing)}}} on the "
-                         "function or run the work-group-size pass first")
-    if sgs <= 0 or sgs & (sgs - 1):
-        raise error(loc, f"{pass_name}: subgroup_size {sgs} of @{func.name} is not a power "
-                         "of two")
-    if need_work_group:
-        if wgs[0] <= 0 or wgs[1] <= 0 or wgs[0] % sgs:
-            raise error(loc, f"{pass_name}: work_group_size [{wgs[0]},{wgs[1]}] of "
-                             f"@{func.name} must be positive with its first entry a multiple "
-                             f"of the subgroup size {sgs}")
-    return sgs, (wgs if wgs is not None else (sgs, 1))
-
-
-def _ensure_work_group_size(program: Program, ctx) -> None:
+                  ctx) -> Tuple[int, Tuple[int, int]]:
+    """The subgroup size and work-group size of ``func`` for pass ``pass_name``: those of
+    ``ExecConfig.of`` once the work-group-size pass has run (it runs here if it has not).
+    Sizes a lowering cannot use (possible in unverified programs) are an error naming
+    the pass, never a crash."""
     from . import ensure
 
-    if "work-group-size" in ctx.done:
-        return
-    try:
-        ensure(program, "work-group-size", ctx)
-    except ModuleNotFoundError as e:
-        # the pass is not written yet: the functions must carry the attributes
-        if not (e.name or "").endswith("work_group_size"):
-            raise
+    ensure(program, "work-group-size", ctx)
+    config = ExecConfig.of(func, ctx.target, program)
+    problem = config.problem(func.name)
+    if problem is not None:
+        raise error(loc, f"{pass_name}: {problem}")
+    return config.subgroup_size, config.work_group_size
 
 
 def set_locations(region: Region, loc: Location) -> None:

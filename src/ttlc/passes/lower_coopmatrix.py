@@ -209,8 +209,7 @@ def lower_coopmatrix(program: Program, ctx: PassContext) -> None:
         first = next((i for i in func.body.walk() if i.opcode in LOWERINGS), None)
         if first is None:
             continue
-        sgs, _ = require_sizes(program, func, first.loc, "lower-coopmatrix", ctx,
-                               need_work_group=False)
+        sgs, _ = require_sizes(program, func, first.loc, "lower-coopmatrix", ctx)
         used = {v for i in func.body.walk() for v in i.operands}
         replaced: Dict[Value, Value] = {}
         _lower_region(func.body, sgs, used, replaced, ctx.target.matrix)

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..ir.core import Argument
 from ..ir.types import DYNAMIC, BoolType, GroupType, MemrefType, ScalarType, Type
-from ..interp.values import DTYPES, Group as GroupValue, Memory, MemRef
+from .values import DTYPES, GroupValue, Memory, MemRef
 
 
 @dataclass

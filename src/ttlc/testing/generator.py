@@ -473,7 +473,7 @@ class _Generator:
         return name
 
     def random_values(self, rng: np.random.Generator, elem: str, shape) -> np.ndarray:
-        from ..interp.values import DTYPES
+        from ..runtime.values import DTYPES
 
         dtype = DTYPES[elem]
         if elem in INT_TYPES:
@@ -636,7 +636,7 @@ class _Generator:
             value = r.choice(FLOAT_LITERALS)
         else:
             value = complex(r.choice(FLOAT_LITERALS), r.choice(FLOAT_LITERALS))
-        from ..interp.values import DTYPES
+        from ..runtime.values import DTYPES
 
         def make(rng, ty=ty, value=value):
             if ty == "bool":

@@ -15,7 +15,7 @@ from typing import List, Tuple
 
 import numpy as np
 
-from ..interp.values import DTYPES
+from ..runtime.values import DTYPES
 from ..ir.types import DYNAMIC, BoolType, GroupType, MemrefType
 from ..runtime.args import Group
 

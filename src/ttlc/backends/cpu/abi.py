@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Tuple
 
-from ...interp.machine import Config
 from ...ir.core import Function, Instruction
 from ...ir.types import GroupType, MemrefType, ScalarType
+from ...target.config import ExecConfig
 
 #: slots 0-2 of the slot array: the grid size
 HEADER_SLOTS = 3
@@ -66,7 +66,7 @@ class KernelInfo:
 
     name: str
     symbol: str
-    config: Config
+    config: ExecConfig
     slots: List[ArgSlots]
     num_slots: int
     local_bytes: int
@@ -90,6 +90,6 @@ class KernelInfo:
         ref = lambda x: InstRef(x[0], Location(*x[1:]))  # noqa: E731
         slots, _ = arg_layout(func)
         sgs, wgs = d["config"]
-        return KernelInfo(d["name"], d["symbol"], Config(sgs, tuple(wgs)), slots, d["num_slots"],
-                          d["local_bytes"], [ref(x) for x in d["instructions"]],
+        return KernelInfo(d["name"], d["symbol"], ExecConfig(sgs, tuple(wgs)), slots,
+                          d["num_slots"], d["local_bytes"], [ref(x) for x in d["instructions"]],
                           {int(k): ref(x) for k, x in d["writes"].items()})

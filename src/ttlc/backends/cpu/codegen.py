@@ -66,11 +66,11 @@ import numpy as np
 from llvmlite import ir
 
 from ...diagnostics import CompileError, Diagnostic
-from ...interp.machine import Config
 from ...ir.core import Function, Instruction, Program, Region, Value
 from ...ir.layout import layout_of
 from ...ir.types import (DYNAMIC, SCALAR_TYPES, BoolType, CoopMatrixType, GroupType, MemrefType,
                          ScalarType, Type)
+from ...target import ExecConfig, get_target
 from .abi import (E_BARRIER, E_BROADCAST, E_COOP_DIV_ZERO, E_DIV_ZERO,  # noqa: F401
                   E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_NULL, E_STEP, ERR_SLOTS,
                   HEADER_SLOTS, ArgSlots, InstRef, KernelInfo, arg_layout)
@@ -371,7 +371,7 @@ class FunctionCodegen:
         self.func = func
         self.symbol = symbol
         self.checked = checked
-        self.cfg = Config.of(func)
+        self.cfg = ExecConfig.of(func, get_target("cpu"))
         self.W = self.cfg.lanes
         self.wgx = self.cfg.work_group_size[0]
         self.S = self.cfg.subgroup_size

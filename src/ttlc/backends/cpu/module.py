@@ -1,8 +1,10 @@
-"""Target "cpu": compile a program to machine code and run work-groups on a thread pool.
+"""Back end "cpu": compile a program to machine code and run work-groups on a thread pool.
 
-``CpuModule(program)`` lowers a copy of the program (the "lower" pipeline for target
-cpu), generates LLVM IR (``codegen``), and loads the object code -- from the disk cache
-(``cache``) when it holds it, else optimised (O3) and compiled by LLVM (``jit``).
+``Artifacts`` computes the stages of the registry entry (``ttlc.backends``) on demand:
+the program after the "lower" pipeline for the cpu description ("lowered"), LLVM IR
+(``codegen``, "llvm"), optimised (O3) LLVM IR ("llvm-opt") and object code ("object").
+``CpuModule(program, machine)`` loads the object code -- from the disk cache (``cache``)
+when it holds it, without lowering or generating code, else through ``Artifacts``.
 
 A launch checks the arguments with ``ttlc.runtime.args`` (the same checks and errors as
 every target): NumPy arrays, lists of them for groups, prepared groups and Python numbers
@@ -28,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import dataclasses
 import functools
 import gc
 import hashlib
@@ -36,7 +37,7 @@ import json
 import os
 import struct
 import threading
-from typing import TYPE_CHECKING, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Optional, Tuple, Union
 
 import numpy as np
 
@@ -44,6 +45,7 @@ from ...diagnostics import CompileError, Diagnostic, KernelError
 from ...ir.core import Argument, Function, Program
 from ...ir.types import BoolType, GroupType
 from ...runtime import Module
+from ...target import ExecConfig, Target
 from . import abi, cache, jit, pool, rtlib
 
 if TYPE_CHECKING:
@@ -90,14 +92,14 @@ def _locations(program: Program) -> str:
     return " ".join(f"{x.line}.{x.col}-{x.end_line}.{x.end_col}" for x in out)
 
 
-def cache_key(program: Program, checked: bool) -> str:
+def cache_key(program: Program, checked: bool, machine: Target) -> str:
     """The program (text and source locations), the target and options, the machine and
     the compiler versions."""
     from ... import __version__
     import llvmlite
 
     return cache.key("ttlc", __version__, compiler_version(), "llvmlite", llvmlite.__version__,
-                     "target cpu", f"checked={checked}", jit.versions(), str(program),
+                     f"target {machine.name}", f"checked={checked}", jit.versions(), str(program),
                      _locations(program))
 
 
@@ -119,33 +121,31 @@ def clone_program(program: Program) -> Program:
     return Program(functions, program.source, program.filename)
 
 
-#: the largest work-group chosen for a function that does not set work_group_size: the
-#: work-items of a work-group are SIMD lanes of one thread, so more lanes give longer
-#: vectors (more registers, more code: every subgroup's coopmatrix code is emitted once
-#: per subgroup), not more parallelism, which comes from work-groups on other threads.
-#: 16 lanes is one subgroup of 16 (f32: one AVX-512 register) or two of 8 (f64)
-AUTO_MAX_WORK_GROUP = 16
+def _machine() -> Target:
+    """The target description the registry gives back end cpu."""
+    from .. import get_backend
+
+    return get_backend("cpu").target()
 
 
-def lower(program: Program, checked: bool = False) -> Program:
-    """The program after the target-independent lowering for the CPU (a copy).
+def lower(program: Program, checked: bool = False, machine: Optional[Target] = None) -> Program:
+    """The program after the target-independent lowering for the CPU (a copy), with the
+    sizes every function runs with (``ExecConfig.of``) written into it.
 
     Checked code keeps instructions whose results are unused (no dead-code elimination):
     an unused load out of bounds is still reported, as the interpreter does."""
+    from ...ir.rewrite import set_function_attributes
     from ...passes import PassContext, expand, run_passes
-    from ...target import get_target
 
+    machine = machine or _machine()
     lowered = clone_program(program)
     try:
-        # sizes the function leaves to the compiler: at most AUTO_MAX_WORK_GROUP lanes
-        # (every varying value is a vector of that many lanes); given sizes are kept
-        auto = [f for f in lowered.functions if f.work_group_size is None]
-        if auto:
-            capped = dataclasses.replace(get_target("cpu"), max_work_group_size=AUTO_MAX_WORK_GROUP)
-            run_passes(Program(auto, program.source, program.filename), ["work-group-size"],
-                       PassContext(target=capped))
+        for f in lowered.functions:
+            if f.subgroup_size is None or f.work_group_size is None:
+                set_function_attributes(f, ExecConfig.of(f, machine, lowered).attributes(),
+                                        first=("subgroup_size", "work_group_size"))
         names = [n for n in expand(["lower"]) if not (checked and n == "dead-code-elimination")]
-        run_passes(lowered, names, PassContext(target=get_target("cpu")))
+        run_passes(lowered, names, PassContext(target=machine))
     except CompileError as e:
         raise e.with_source(program.source, program.filename) from None
     return lowered
@@ -183,24 +183,38 @@ def _collector_paused():
 
 
 class Artifacts:
-    """Everything compiling a program for the CPU produces (computed on demand)."""
+    """Everything compiling a program for the CPU produces (computed on demand, once):
+    the stages of the registry entry (``stage``), the kernels' ABI and the cache entry."""
 
-    def __init__(self, program: Program, checked: bool):
+    def __init__(self, program: Program, checked: bool, machine: Optional[Target] = None):
         try:
             jit.machine()  # TTLC_CPU and TTLC_CPU_FEATURES name something LLVM knows
         except jit.UnknownCPU as e:
             raise _unsupported(program, str(e)) from None
         self.program = program
         self.checked = checked
+        self.machine = machine or _machine()
         self._lowered = None
         self._generated = None
         self._optimized = None
+
+    def stage(self, name: str) -> Union[str, bytes]:
+        """The output of the stage called `name` (``ttlc.backends.BACKENDS["cpu"]``)."""
+        if name == "lowered":
+            return str(self.lowered)
+        if name == "llvm":
+            return self.ir
+        if name == "llvm-opt":
+            return self.optimized_ir()
+        if name == "object":
+            return self.object_code()
+        raise ValueError(f"back end cpu has no stage {name!r}")
 
     @property
     def lowered(self) -> Program:
         if self._lowered is None:
             try:
-                self._lowered = lower(self.program, self.checked)
+                self._lowered = lower(self.program, self.checked, self.machine)
             except (CompileError, RecursionError):
                 raise
             except Exception as e:  # a bug in a pass: never a raw exception from compile()
@@ -246,7 +260,7 @@ class Artifacts:
 
     def load_or_build(self) -> Tuple[bytes, Dict[str, "abi.KernelInfo"], bool]:
         """(object code, kernels, cache hit): from the disk cache when it has them."""
-        key = cache_key(self.program, self.checked)
+        key = cache_key(self.program, self.checked, self.machine)
         entry = cache.load("cpu", key)
         if entry is not None:
             try:
@@ -363,9 +377,9 @@ class _Plan:
 class CpuModule(Module):
     target = "cpu"
 
-    def __init__(self, program: Program, checked: bool = False):
+    def __init__(self, program: Program, machine: Optional[Target] = None, checked: bool = False):
         super().__init__(program, checked)
-        self.artifacts = Artifacts(program, checked)
+        self.artifacts = Artifacts(program, checked, machine)
         obj, self.infos, self.cache_hit = self.artifacts.load_or_build()
         try:
             self._library = rtlib.load(obj)
@@ -408,7 +422,7 @@ class CpuModule(Module):
         del keep  # the views and arrays the slots point to, alive until here
 
     def _marshal_and_pack(self, info, func: Function, args, grid, buf) -> list:
-        from ...interp.values import Memory
+        from ...runtime.values import Memory
         from ...runtime.args import marshal
 
         memory = Memory()
@@ -521,3 +535,12 @@ class CpuModule(Module):
         else:  # pragma: no cover - defensive
             msg = f"error {code}"
         return KernelError(f"{where}: kernel @{info.name}, group {(gx, gy, gz)}{item}: {msg}")
+
+
+# ---- the registry's entry points (``ttlc.backends``) ---------------------------------------------
+def compile(program: Program, machine: Target, checked: bool) -> CpuModule:
+    return CpuModule(program, machine, checked)
+
+
+def emit(program: Program, stage: str, machine: Target, checked: bool) -> Union[str, bytes]:
+    return Artifacts(program, checked, machine).stage(stage)

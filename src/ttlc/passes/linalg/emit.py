@@ -67,18 +67,16 @@ class _Math(IndexMath):
 class Emitter:
     """Builds the lowering of one BLAS instruction ``inst``.
 
-    ``sgs`` is the subgroup size the code is specialised for, ``subgroups`` the grid of
-    subgroups of the work-group (x, y); ``sgs_fixed`` says whether the function fixes the
-    subgroup size (else code that strides by the subgroup size asks the builtin).
+    ``sgs`` is the subgroup size the code is specialised for (the function's, which the
+    work-group-size pass has set), ``subgroups`` the grid of subgroups of the work-group
+    (x, y).
     """
 
-    def __init__(self, inst: Instruction, target: Target, sgs: int, subgroups: Tuple[int, int],
-                 sgs_fixed: bool):
+    def __init__(self, inst: Instruction, target: Target, sgs: int, subgroups: Tuple[int, int]):
         self.inst = inst
         self.target = target
         self.sgs = sgs
         self.subgroups = subgroups
-        self.sgs_fixed = sgs_fixed
         self.pre = Region()
         self.body = Region()
         self.pb = Builder(self.pre)
@@ -91,7 +89,6 @@ class Emitter:
         self._alpha: Dict[ScalarType, Value] = {}
         self._beta: Dict[ScalarType, Value] = {}
         self._beta_zero: Optional[Value] = None
-        self._builtins: Dict[str, Value] = {}
 
     # ---- constants, sizes, casts ---------------------------------------------------------
     def const(self, value: Number, t: Type) -> Value:
@@ -145,26 +142,12 @@ class Emitter:
         return v if v.type == t else self.b.cast(v, t)
 
     def subgroup_size_index(self) -> Value:
-        """The subgroup size as an index: a constant when the function fixes it, else the
-        ``subgroup_size`` builtin (code striding by it then runs with any size)."""
-        if self.sgs_fixed:
-            return self.index(self.sgs)
-        if "sgs_index" not in self._builtins:
-            self._builtins["sgs_index"] = self.pb.cast(self._sgs_i32(), INDEX)
-        return self._builtins["sgs_index"]
+        """The subgroup size as an index constant."""
+        return self.index(self.sgs)
 
     def last_lane(self) -> Value:
         """The subgroup-local id of the last work-item of a subgroup (i32)."""
-        if self.sgs_fixed:
-            return self.const(self.sgs - 1, I32)
-        if "last_lane" not in self._builtins:
-            self._builtins["last_lane"] = self.pb.sub(self._sgs_i32(), self.const(1, I32))
-        return self._builtins["last_lane"]
-
-    def _sgs_i32(self) -> Value:
-        if "sgs" not in self._builtins:
-            self._builtins["sgs"] = self.pb.subgroup_size()
-        return self._builtins["sgs"]
+        return self.const(self.sgs - 1, I32)
 
     def view_as_column(self, vec: Value) -> Value:
         """An n x 1 matrix view of a vector (``expand``), made in ``pre``."""

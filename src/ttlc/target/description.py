@@ -1,15 +1,17 @@
 """Target descriptions: what the middle end needs to know about a machine.
 
 Passes read tile shapes, subgroup sizes and work-group limits from here instead of
-scattering constants; a backend names its description.
+scattering constants; each back end's registry entry (``ttlc.backends``) names the
+description it compiles for.  The sizes a function runs with are computed from these
+descriptions in one place, ``ttlc.target.config``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
-from .ir.layout import MatrixLayout, NestedLayout, layout_of
-from .ir.types import CoopMatrixType, MemrefType
+from ..ir.layout import MatrixLayout, NestedLayout, layout_of
+from ..ir.types import CoopMatrixType, MemrefType
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,11 @@ class Target:
     vector_bytes: int = 0
     #: the matrix hardware (none: every coopmatrix instruction is lowered generically)
     matrix: MatrixUnit = field(default_factory=MatrixUnit)
+    #: how a function that leaves its sizes to the compiler runs here (``ExecConfig.of``):
+    #: 0 for one subgroup of the preferred size, as written (the interpreter); else with
+    #: the sizes work-group-size chooses, a chosen work-group having at most this many
+    #: work-items
+    auto_work_group_limit: int = 0
 
     def storage_layout(self, t: CoopMatrixType, S: int) -> MatrixLayout:
         """The layout a coopmatrix of type t has inside a kernel for this target."""
@@ -140,12 +147,20 @@ TARGETS: Dict[str, Target] = {
     # the reference interpreter: any power-of-two subgroup; work-items are NumPy lanes
     "interp": Target("interp", (16, 8, 32, 1, 2, 4, 64), 1024, 64 * 1024, simt=False),
     # the CPU: a subgroup is a set of SIMD lanes (a 16 x f32 AVX-512 register preferred;
-    # smaller subgroups use part of one, larger ones several); 32 zmm registers of 64 bytes
-    "cpu": Target("cpu", (16, 8, 32, 4, 2, 1, 64), 1024, 32 * 64, simt=False, vector_bytes=64),
+    # smaller subgroups use part of one, larger ones several); 32 zmm registers of 64 bytes.
+    # The work-items of a work-group are SIMD lanes of one thread, so more lanes give
+    # longer vectors (more registers, more code: coopmatrix code is emitted once per
+    # subgroup), not more parallelism, which comes from work-groups on other threads:
+    # chosen work-groups have 16 lanes, one subgroup of 16 (f32: one AVX-512 register)
+    # or two of 8 (f64)
+    "cpu": Target("cpu", (16, 8, 32, 4, 2, 1, 64), 1024, 32 * 64, simt=False, vector_bytes=64,
+                  auto_work_group_limit=16),
     # Intel Data Center GPU Max (Ponte Vecchio): 64 KiB GRF per thread in large-GRF mode
-    "pvc": Target("pvc", (16, 32), 1024, 64 * 1024, simt=True, matrix=XE_DPAS),
+    "pvc": Target("pvc", (16, 32), 1024, 64 * 1024, simt=True, matrix=XE_DPAS,
+                  auto_work_group_limit=1024),
     # NVIDIA GPUs: warps of 32
-    "nvidia": Target("nvidia", (32,), 1024, 255 * 4 * 32, simt=True, matrix=NVIDIA_MMA),
+    "nvidia": Target("nvidia", (32,), 1024, 255 * 4 * 32, simt=True, matrix=NVIDIA_MMA,
+                     auto_work_group_limit=1024),
 }
 
 
@@ -153,4 +168,5 @@ def get_target(name: str) -> Target:
     try:
         return TARGETS[name]
     except KeyError:
-        raise ValueError(f"unknown target {name!r} (known: {', '.join(TARGETS)})") from None
+        raise ValueError(f"unknown target description {name!r} (known: "
+                         f"{', '.join(TARGETS)})") from None

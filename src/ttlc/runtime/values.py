@@ -1,15 +1,18 @@
-"""Run-time values of the reference interpreter.
+"""The memory model every target shares: buffers, memrefs, groups and element dtypes.
+
+``runtime.args`` turns a launch's arguments into these values; the reference
+interpreter computes with them and target cpu packs them into its kernel ABI.
 
 Memory is a list of flat NumPy buffers; a memref is a pointer into one of them
-(buffer id and element offset) plus shape and strides.  Inside SPMD regions any of
-these fields may vary per work-item (a NumPy array over the lanes of the
-work-group), which is how subviews with per-item offsets and group loads with
+(buffer id and element offset) plus shape and strides.  Inside SPMD regions of the
+interpreter any of these fields may vary per work-item (a NumPy array over the lanes
+of the work-group), which is how subviews with per-item offsets and group loads with
 per-item indices stay true views that write through.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Tuple, Union
+from typing import List, Tuple, Union
 
 import ml_dtypes
 import numpy as np
@@ -37,17 +40,17 @@ class OutOfBounds(Exception):
     """A memory access outside the buffer it belongs to (never performed)."""
 
 
-Lanes = Union[int, np.ndarray]  # uniform integer or one integer per work-item
+PerLane = Union[int, np.ndarray]  # uniform integer or one integer per work-item
 
 
 @dataclass
 class MemRef:
     """A view: element (buffer, offset) + shape and strides, each uniform or per lane."""
 
-    buffer: Lanes  # index into Memory.buffers
-    offset: Lanes
-    shape: Tuple[Lanes, ...]
-    stride: Tuple[Lanes, ...]
+    buffer: PerLane  # index into Memory.buffers
+    offset: PerLane
+    shape: Tuple[PerLane, ...]
+    stride: Tuple[PerLane, ...]
     dtype: np.dtype
 
     @property
@@ -56,8 +59,9 @@ class MemRef:
 
 
 @dataclass
-class Group:
-    """Pointers to memrefs: one MemRef per member (offset already applied)."""
+class GroupValue:
+    """A group at run time: one MemRef per member (offset already applied).  (The
+    argument a caller passes is ``ttlc.Group``, in ``runtime.args``.)"""
 
     members: List[MemRef]
     #: False for a null group (``None`` passed for the argument): associated gives false

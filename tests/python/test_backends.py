@@ -1,0 +1,221 @@
+"""The back-end registry (``ttlc.backends``), the execution configuration
+(``ttlc.target.ExecConfig``) and the import rules they stand on: the runtime and the CPU
+back end do not import the reference interpreter.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import ttlc
+from ttlc.backends import BACKENDS, get_backend
+from ttlc.cli import main
+from ttlc.target import TARGETS, ExecConfig, get_target
+
+SCALE = """func @scale(%x: memref<f32x?>) {
+    %c0 = constant 0 : index
+    %n = size %x[0] : index
+    foreach (%i) = (%c0), (%n) {
+        %v = load %x[%i] : f32
+        %w = mul %v, %v : f32
+        store %w, %x[%i]
+    }
+}
+"""
+
+
+# ---- the registry ---------------------------------------------------------------------------
+def test_registry_lists_the_back_ends():
+    assert list(BACKENDS) == ["cpu", "interp"]
+    cpu, interp = BACKENDS["cpu"], BACKENDS["interp"]
+    assert [(s.name, s.binary) for s in cpu.stages] == [
+        ("lowered", False), ("llvm", False), ("llvm-opt", False), ("object", True)]
+    assert cpu.stage().name == "object"  # the default: the last stage
+    assert interp.stages == ()
+    assert cpu.executes and interp.executes
+    for b in BACKENDS.values():
+        assert b.machine in TARGETS and b.target() is get_target(b.machine)
+        assert b.description
+
+
+def test_back_ends_load_on_first_use_only():
+    script = ("import sys, ttlc, ttlc.backends, ttlc.cli\n"
+              "ttlc.cli.build_parser()\n"
+              "print(sorted(m for m in sys.modules if m.startswith(('ttlc.interp', "
+              "'ttlc.backends.cpu', 'llvmlite', 'numpy'))))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_registered_back_end_provides_what_its_entry_promises():
+    for b in BACKENDS.values():
+        if b.name == "cpu":
+            pytest.importorskip("llvmlite")
+        module = b.load()
+        assert callable(getattr(module, "compile", None)) == b.executes
+        assert callable(getattr(module, "emit", None)) == bool(b.stages)
+
+
+def test_unknown_target_lists_the_registered_ones():
+    with pytest.raises(ValueError, match=r"unknown target 'nope' \(registered: cpu, interp\)"):
+        ttlc.compile(SCALE, target="nope")
+    with pytest.raises(ValueError, match="'llvm-opt' is a stage of target cpu"):
+        get_backend("llvm-opt")
+    with pytest.raises(ValueError, match=r"unknown stage 'asm' of target cpu \(stages: lowered, "
+                                         r"llvm, llvm-opt, object\)"):
+        BACKENDS["cpu"].stage("asm")
+    with pytest.raises(ValueError, match="target interp has no stages"):
+        BACKENDS["interp"].stage()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["compile", "--target", "nope"], "ttlc: unknown target 'nope' (registered: cpu, interp)"),
+    (["compile", "--target", "llvm"], "ttlc: unknown target 'llvm' (registered: cpu, interp); "
+                                      "'llvm' is a stage of target cpu"),
+    (["compile", "--target", "cpu", "--stage", "asm"],
+     "ttlc: unknown stage 'asm' of target cpu (stages: lowered, llvm, llvm-opt, object)"),
+    (["compile", "--target", "interp"],
+     "ttlc: target interp has no stages to write (it runs kernels: ttlc run --target interp)"),
+    (["run", "--target", "nope"], "ttlc: unknown target 'nope' (registered: cpu, interp)"),
+])
+def test_cli_unknown_target_or_stage(tmp_path, capsys, args, message):
+    f = tmp_path / "k.ttl"
+    f.write_text(SCALE)
+    extra = ["-o", str(tmp_path / "out")] if args[0] == "compile" else []
+    assert main([*args, str(f), *extra]) == 2
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err.strip()) == ("", message)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("stage", [s.name for s in BACKENDS["cpu"].stages] + [None])
+def test_cli_writes_every_stage_of_target_cpu(tmp_path, stage):
+    llvmlite = pytest.importorskip("llvmlite.binding")
+    f, out = tmp_path / "k.ttl", tmp_path / "out"
+    f.write_text(SCALE)
+    args = ["compile", "--target", "cpu", str(f), "-o", str(out)]
+    assert main(args + (["--stage", stage] if stage else [])) == 0
+    data = out.read_bytes()
+    if stage == "lowered":
+        lowered = ttlc.check(data.decode())  # text that verifies
+        assert [f.name for f in lowered.functions] == ["scale"]
+        assert lowered.functions[0].work_group_size == (16, 1)  # written by the back end
+        assert "foreach" not in data.decode()  # lowered to per-work-item loops
+    elif stage in ("llvm", "llvm-opt"):
+        text = data.decode()
+        llvmlite.parse_assembly(text).verify()
+        assert "define" in text and "ttlc.scale" in text  # the kernel's entry point
+    else:  # object, the default
+        assert data[:4] == b"\x7fELF"
+
+
+def test_lowered_stage_is_what_target_cpu_runs():
+    """The sizes in the lowered stage are those the kernels run with (``ExecConfig``)."""
+    pytest.importorskip("llvmlite")
+    text = BACKENDS["cpu"].emit(ttlc.check(SCALE), "lowered")
+    module = ttlc.compile(SCALE, target="cpu")
+    assert module.infos["scale"].config == ExecConfig.of(ttlc.check(text).functions[0],
+                                                         get_target("cpu"))
+
+
+# ---- the execution configuration --------------------------------------------------------------
+def _gemm(t: str, m: int, n: int, k: int, attrs: str = "") -> str:
+    return (f"func @k(%A: memref<{t}x{m}x{k}>, %B: memref<{t}x{k}x{n}>, %C: memref<{t}x{m}x{n}>)"
+            f"{attrs} {{\n    %one = constant 1.0 : {t}\n    gemm %one, %A, %B, %one, %C\n}}\n")
+
+
+#: name -> (function, (subgroup size, work-group size) on interp, the same on cpu), as the
+#: interpreter's Config.of and target cpu's lowering chose them before ExecConfig
+SIZES = {
+    "none": ("func @k() {\n}\n", (16, (16, 1)), (16, (16, 1))),
+    "sgs8": ("func @k() attributes{subgroup_size=8} {\n}\n", (8, (8, 1)), (8, (8, 1))),
+    "sgs32": ("func @k() attributes{subgroup_size=32} {\n}\n", (32, (32, 1)), (32, (32, 1))),
+    "wgs64": ("func @k() attributes{work_group_size=[64,2]} {\n}\n", (16, (64, 2)),
+              (16, (64, 2))),
+    # the interpreter runs the function as written; cpu picks a subgroup dividing 24
+    "wgs24": ("func @k() attributes{work_group_size=[24,1]} {\n}\n", (16, (24, 1)),
+              (8, (24, 1))),
+    "both": ("func @k() attributes{work_group_size=[64,4], subgroup_size=32} {\n}\n",
+             (32, (64, 4)), (32, (64, 4))),
+    "f32gemm": (_gemm("f32", 128, 37, 64), (16, (16, 1)), (16, (16, 1))),
+    # cpu: 8 f64 lanes fill a vector register; at most 16 lanes chosen
+    "f64gemm": (_gemm("f64", 128, 128, 128), (16, (16, 1)), (8, (8, 2))),
+    "f64gemm_sgs4": (_gemm("f64", 128, 128, 128, " attributes{subgroup_size=4}"),
+                     (4, (4, 1)), (4, (8, 2))),
+    "foreach": ("func @k(%A: memref<f32x100>) {\n    %c0 = constant 0 : index\n"
+                "    %c100 = constant 100 : index\n    foreach (%i)=(%c0),(%c100) {\n    }\n}\n",
+                (16, (16, 1)), (16, (16, 1))),
+    # tiles of 8 rows need subgroups of at most 8 on cpu
+    "tiles8": ("func @k(%A: memref<f32x64x64>) {\n    %c0 = constant 0 : index\n"
+               "    %c64 = constant 64 : index\n"
+               "    foreach_tile (%i,%j)=(%c0,%c0),(%c64,%c64) as (%m,%n)<=(8,8) {\n    }\n}\n",
+               (16, (16, 1)), (8, (16, 1))),
+}
+
+
+@pytest.mark.parametrize("name", SIZES)
+def test_exec_config_sizes(name):
+    text, on_interp, on_cpu = SIZES[name]
+    program = ttlc.check(text)
+    func = program.functions[0]
+    for target, (sgs, wgs) in (("interp", on_interp), ("cpu", on_cpu)):
+        config = ExecConfig.of(func, get_target(target), program)
+        assert (config.subgroup_size, config.work_group_size) == (sgs, wgs), target
+        assert config.lanes == wgs[0] * wgs[1] and config.subgroups == config.lanes // sgs
+    assert func.attrs == ttlc.check(text).functions[0].attrs  # nothing written
+
+
+def test_exec_config_of_target_cpu_is_what_the_cpu_lowering_writes():
+    pytest.importorskip("llvmlite")
+    from ttlc.backends.cpu.module import lower
+
+    for text, _, (sgs, wgs) in SIZES.values():
+        func = lower(ttlc.check(text)).functions[0]
+        assert (func.subgroup_size, tuple(func.work_group_size)) == (sgs, wgs)
+
+
+def test_exec_config_checks_given_sizes_against_the_target():
+    program = ttlc.check("func @k() attributes{subgroup_size=128} {\n}\n")
+    with pytest.raises(ttlc.CompileError, match="subgroup size 128 is not supported by target cpu"):
+        ExecConfig.of(program.functions[0], get_target("cpu"), program)
+    # the interpreter runs what it is given
+    assert ExecConfig.of(program.functions[0], get_target("interp")).subgroup_size == 128
+
+
+# ---- import rules -------------------------------------------------------------------------------
+IMPORTS = """
+import json, sys
+import numpy as np
+import ttlc.runtime, ttlc.runtime.args, ttlc.runtime.values
+runtime = sorted(m for m in sys.modules if m.startswith(("ttlc.interp", "ttlc.backends",
+                                                          "ttlc.target", "ttlc.passes")))
+import ttlc.backends.cpu.abi
+abi = sorted(m for m in sys.modules if m.startswith("ttlc.interp"))
+module = ttlc.compile({text!r}, target="cpu")
+x = np.arange(5, dtype=np.float32)
+module["scale"](x, grid=(1,))
+print(json.dumps({{"runtime": runtime, "abi": abi, "hit": module.cache_hit, "x": x.tolist(),
+                  "loaded": sorted(m for m in sys.modules if m.startswith("ttlc.interp"))}}))
+"""
+
+
+def test_runtime_and_cpu_back_end_import_no_interpreter(tmp_path):
+    """The runtime imports no interpreter, back end, target or pass; the CPU ABI and a
+    kernel loaded from the disk cache (and run) import no interpreter."""
+    pytest.importorskip("llvmlite")
+    env = dict(os.environ, TTLC_CACHE="1", TTLC_CACHE_DIR=str(tmp_path))
+    runs = []
+    while len(runs) < 3 and not (runs and runs[-1]["hit"]):  # (see test_cpu_compile)
+        proc = subprocess.run([sys.executable, "-c", IMPORTS.format(text=SCALE)], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    hit = runs[-1]
+    assert hit["hit"] and hit["x"] == [0.0, 1.0, 4.0, 9.0, 16.0]
+    assert (hit["runtime"], hit["abi"], hit["loaded"]) == ([], [], [])
