@@ -107,15 +107,18 @@ def model_features(cpu: str, feature_string: str = "") -> frozenset:
     LLVM has no query for this, but its inliner has the answer: a function may be inlined
     only into a caller that has all of its features.  For every feature LLVM knows, one
     probe function with that feature added is called from one without it; where the call
-    is inlined, the model has the feature.  A name LLVM does not know is ``UnknownCPU``."""
+    is inlined, the model has the feature.  The feature is added after the feature string
+    (LLVM applies the flags in order: before it, a ``-avx512bf16`` there would remove it
+    from the probe as well, and the model would seem to have it).  A name LLVM does not
+    know is ``UnknownCPU``."""
     known = sorted(llvm.get_host_cpu_features()) if host_features() else []
-    extra = f',{feature_string}' if feature_string else ""
+    extra = f'{feature_string},' if feature_string else ""
     lines, attrs = [], [f'attributes #0 = {{ "target-cpu"="{cpu}" "target-features"="{feature_string}" }}']
     for i, f in enumerate(known):
         lines.append(f"define internal i32 @probe{i}(i32 %x) #{i + 1} {{\n  %y = add i32 %x, 1\n"
                      f"  ret i32 %y\n}}\ndefine i32 @call{i}(i32 %x) #0 {{\n"
                      f"  %y = call i32 @probe{i}(i32 %x)\n  ret i32 %y\n}}")
-        attrs.append(f'attributes #{i + 1} = {{ "target-cpu"="{cpu}" "target-features"="+{f}{extra}" }}')
+        attrs.append(f'attributes #{i + 1} = {{ "target-cpu"="{cpu}" "target-features"="{extra}+{f}" }}')
     with LOCK:
         # an unknown name is only a warning here, but a fatal error in the optimiser
         with _stderr_captured() as messages:
