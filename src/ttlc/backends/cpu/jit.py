@@ -219,6 +219,21 @@ def amx_usable() -> bool:
         return False
 
 
+#: tests set this to True to run the dot-product path of bf16 mul_add (``dpbf16.py``) on
+#: machines without AVX512-BF16: each vdpbf16ps is then emulated in plain LLVM IR with the
+#: instruction's exact semantics (not a user option: the emulation is slow)
+EMULATE_DPBF16PS = False
+
+
+def bf16_dot() -> Optional[str]:
+    """How bf16 mul_add's dot-product path computes (``dpbf16.py``): "vdpbf16ps" where the
+    target has AVX512-BF16, "emulated" where tests ask for it (``EMULATE_DPBF16PS``),
+    None where the path is not taken.  Part of the cache key."""
+    if EMULATE_DPBF16PS:
+        return "emulated"
+    return "vdpbf16ps" if has_feature("avx512bf16") else None
+
+
 def vector_bits() -> int:
     """Width of the widest vector registers the target has (512 with AVX-512)."""
     if has_feature("avx512f"):
@@ -294,7 +309,8 @@ def versions() -> str:
     """What the generated code depends on besides the program: for cache keys."""
     cpu, features = host()
     return (f"llvmlite {llvmlite.__version__} llvm {llvm.llvm_version_info} {triple()} {cpu} "
-            f"{features} vector math {sorted(vector_math())} amx {amx_usable()}")
+            f"{features} vector math {sorted(vector_math())} amx {amx_usable()} "
+            f"bf16 dot {bf16_dot()}")
 
 
 def parse(ir_text: str) -> "llvm.ModuleRef":
