@@ -317,9 +317,11 @@ def test_code_for_cpus_with_the_instruction(cpu):
     assert got["odd"]["vdpbf16ps"] == 5  # K = 1: one (padded) pair per column
 
 
-@pytest.mark.parametrize("cpu,features", [("x86-64-v3", ""), ("znver4", "-avx512bf16")])
+@pytest.mark.parametrize("cpu,features", [("x86-64-v3", ""), ("znver4", "-avx512bf16"),
+                                          ("znver4", "-avx512vl")])
 def test_no_instruction_for_cpus_without_it(cpu, features):
-    """Also for a model whose feature TTLC_CPU_FEATURES removes."""
+    """Also for a model whose feature TTLC_CPU_FEATURES removes (AVX512-VL: the 128- and
+    256-bit forms)."""
     for name, code in _inspect(cpu, features).items():
         assert code["intrinsics"] == [] and code["vdpbf16ps"] == 0, name
         assert code["fma"] > 0, name

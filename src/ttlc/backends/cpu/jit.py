@@ -227,11 +227,13 @@ EMULATE_DPBF16PS = False
 
 def bf16_dot() -> Optional[str]:
     """How bf16 mul_add's dot-product path computes (``dpbf16.py``): "vdpbf16ps" where the
-    target has AVX512-BF16, "emulated" where tests ask for it (``EMULATE_DPBF16PS``),
-    None where the path is not taken.  Part of the cache key."""
+    target has AVX512-BF16 (and AVX512-VL for the instruction's 128- and 256-bit forms,
+    which every such CPU has, but ``TTLC_CPU_FEATURES`` may remove), "emulated" where
+    tests ask for it (``EMULATE_DPBF16PS``), None where the path is not taken.  Part of
+    the cache key."""
     if EMULATE_DPBF16PS:
         return "emulated"
-    return "vdpbf16ps" if has_feature("avx512bf16") else None
+    return "vdpbf16ps" if has_feature("avx512bf16") and has_feature("avx512vl") else None
 
 
 def vector_bits() -> int:
