@@ -1,4 +1,4 @@
-"""Diagnostics: errors that point at source ranges, printed as DESIGN.md specifies.
+"""Diagnostics: errors that point at source ranges, printed as the command line shows them.
 
     FILE:LINE.COL-ENDCOL: error: MESSAGE
     <source line>

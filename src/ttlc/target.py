@@ -5,8 +5,106 @@ scattering constants; a backend names its description.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict, Tuple
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Tuple
+
+from .ir.layout import MatrixLayout, NestedLayout, layout_of
+from .ir.types import CoopMatrixType, MemrefType
+
+
+@dataclass(frozen=True)
+class MatrixInstruction:
+    """One multiply-add of a matrix unit: D (m x n) = A (m x k) B (k x n) + C, carried out
+    by the ``subgroup_size`` work-items of a subgroup together."""
+
+    m: int
+    n: int
+    k: int
+    a: str  # component type names
+    b: str
+    acc: str
+    subgroup_size: int
+
+    def tiles(self, a: CoopMatrixType, b: CoopMatrixType, c: CoopMatrixType, S: int) -> bool:
+        """Whether the product of these operands is a grid of this instruction's products."""
+        return (S == self.subgroup_size and (a.component.name, b.component.name) == (self.a, self.b)
+                and c.component.name == self.acc and a.rows % self.m == 0
+                and c.cols % self.n == 0 and a.cols % self.k == 0)
+
+
+@dataclass(frozen=True)
+class BlockIO:
+    """2-D block loads and stores of a column-major tile (rows contiguous in memory)."""
+
+    element_bytes: Tuple[int, ...]
+    #: widest contiguous run of one block, in bytes, and most runs per block
+    max_width_bytes: int
+    max_height: int
+
+
+@dataclass(frozen=True)
+class MatrixUnit:
+    """What a target's matrix hardware does natively: the multiply-adds it has, its block
+    IO, and the operand layouts it needs inside a kernel.  ``lower-coopmatrix`` keeps the
+    instructions it executes whole; the generic lowering handles the rest."""
+
+    name: str = "none"
+    instructions: Tuple[MatrixInstruction, ...] = ()
+    block_io: Optional[BlockIO] = None
+    #: operands whose components are packed per work-item along the k mode ("VNNI"):
+    #: matrix_b keeps 4 bytes of consecutive rows together
+    packed_b_bytes: int = 0
+
+    def mul_add(self, a: CoopMatrixType, b: CoopMatrixType, c: CoopMatrixType,
+                S: int) -> Optional[MatrixInstruction]:
+        """The instruction whose grid computes A B + C, if one does."""
+        return next((i for i in self.instructions if i.tiles(a, b, c, S)), None)
+
+    def block_access(self, t: CoopMatrixType, memref: MemrefType, transposed: bool) -> bool:
+        """Whether a load or store of t at a memref position is one block access: rows
+        contiguous (static unit stride in the mode the rows run along), element size and
+        block shape within the unit's limits."""
+        io = self.block_io
+        if io is None or transposed or not memref.stride or memref.stride[0] != 1:
+            return False
+        size = t.component.bits // 8 if not t.component.is_complex else 0
+        return (size in io.element_bytes and t.rows * size <= io.max_width_bytes
+                and t.cols <= io.max_height)
+
+    def storage_layout(self, t: CoopMatrixType, S: int) -> MatrixLayout:
+        """How the unit holds an operand of type t inside a kernel: rows across the
+        registers and columns across the lanes for matrix_a and the accumulator, with
+        matrix_b's consecutive rows packed in pairs or quadruples (``packed_b_bytes``).
+        The language's layout (``ir.layout``) for anything the unit does not take."""
+        if not self.instructions or t.cols % S or t.component.is_complex:
+            return layout_of(t, S)
+        pack = 1
+        if t.use == "matrix_b" and self.packed_b_bytes:
+            pack = max(1, self.packed_b_bytes * 8 // t.component.bits)
+        if t.rows % pack:
+            return layout_of(t, S)
+        nested = NestedLayout(subgroup_tile=(1, 1), batch_tile=(t.rows // pack, t.cols // S),
+                              outer_tile=(1, 1), thread_tile=(1, S), element_tile=(pack, 1),
+                              subgroup_strides=(0, 0), thread_strides=(0, 1))
+        return MatrixLayout(t.rows, t.cols, S, nested)
+
+
+#: Intel Xe matrix engines (DPAS): repeat count (rows) 1-8 per instruction; 16 columns
+#: per subgroup of 16; k is 32 bytes of A's and B's components; B packed in 4-byte pairs
+#: or quadruples of rows
+XE_DPAS = MatrixUnit(
+    "dpas",
+    tuple(MatrixInstruction(m, 16, 256 // bits, a, a, acc, 16)
+          for a, bits, acc in (("f16", 16, "f32"), ("bf16", 16, "f32"), ("i8", 8, "i32"))
+          for m in (8, 4, 2, 1)),
+    BlockIO(element_bytes=(1, 2, 4), max_width_bytes=64, max_height=32),
+    packed_b_bytes=4)
+
+#: NVIDIA tensor cores, warp-wide mma.sync: m16n8k16 for 16-bit operands, m16n8k32 for i8
+NVIDIA_MMA = MatrixUnit(
+    "mma.sync",
+    tuple(MatrixInstruction(16, 8, k, a, a, acc, 32)
+          for a, k, acc in (("f16", 16, "f32"), ("bf16", 16, "f32"), ("i8", 32, "i32"))))
 
 
 @dataclass(frozen=True)
@@ -26,6 +124,12 @@ class Target:
     #: bytes of one vector register where a subgroup is a set of SIMD lanes (CPUs; 0 for
     #: SIMT machines and the interpreter): work-group-size fits subgroups to it
     vector_bytes: int = 0
+    #: the matrix hardware (none: every coopmatrix instruction is lowered generically)
+    matrix: MatrixUnit = field(default_factory=MatrixUnit)
+
+    def storage_layout(self, t: CoopMatrixType, S: int) -> MatrixLayout:
+        """The layout a coopmatrix of type t has inside a kernel for this target."""
+        return self.matrix.storage_layout(t, S)
 
     @property
     def default_subgroup_size(self) -> int:
@@ -39,9 +143,9 @@ TARGETS: Dict[str, Target] = {
     # smaller subgroups use part of one, larger ones several); 32 zmm registers of 64 bytes
     "cpu": Target("cpu", (16, 8, 32, 4, 2, 1, 64), 1024, 32 * 64, simt=False, vector_bytes=64),
     # Intel Data Center GPU Max (Ponte Vecchio): 64 KiB GRF per thread in large-GRF mode
-    "pvc": Target("pvc", (16, 32), 1024, 64 * 1024, simt=True),
+    "pvc": Target("pvc", (16, 32), 1024, 64 * 1024, simt=True, matrix=XE_DPAS),
     # NVIDIA GPUs: warps of 32
-    "nvidia": Target("nvidia", (32,), 1024, 255 * 4 * 32, simt=True),
+    "nvidia": Target("nvidia", (32,), 1024, 255 * 4 * 32, simt=True, matrix=NVIDIA_MMA),
 }
 
 

@@ -1,4 +1,4 @@
-"""The Python contracts of DESIGN.md: ``ttlc.parse`` / ``ttlc.check``.
+"""The Python contracts (README, "Using ttlc"): ``ttlc.parse`` / ``ttlc.check``.
 
 * any input text gives IR or raises ``ttlc.CompileError``, never another exception;
 * ``CompileError.diagnostics`` entries unpack as ``(line, column, end, message)``;

@@ -1,4 +1,4 @@
-"""The command line contract of DESIGN.md, run as ``python -m ttlc`` in subprocesses.
+"""The command line contract (README, "Using ttlc"), run as ``python -m ttlc`` in subprocesses.
 
 ``ttlc check`` exits 0 for a valid program and 1 otherwise, with diagnostics in the
 ``FILE:LINE.COL-ENDCOL: error: MESSAGE`` form and never a Python traceback; ``ttlc opt``

@@ -3,7 +3,7 @@
 Small kernels, valid per the language reference, run on each target (see
 interp_testing.py); expected results are computed here with NumPy, independently of
 ``ttlc.interp``, from the formulas of the reference (load/store tables, subgroup
-operation definitions) and from the work-item layout of DESIGN.md ("Coopmatrix
+operation definitions) and from the work-item layout of docs/language-notes.md ("Coopmatrix
 distribution").
 """
 from __future__ import annotations
@@ -54,7 +54,7 @@ def rand(shape, ty, lo=-8, hi=8):
 
 
 def expected_layout(S, M, N):
-    """DESIGN.md: element (r, c), r = i + k I, lives in work-item L mod S at index L / S
+    """docs/language-notes.md: element (r, c), r = i + k I, lives in work-item L mod S at index L / S
     with L = i + I c + I J k.  Returns V and {(p, v): (r, c) or None for padding}."""
     I = min(M, S)
     K = M // I
@@ -123,7 +123,7 @@ def test_extract_layout(sgs, M, N, use):
             rc = table[(p, v)]
             want[v, w] = 0.0 if rc is None else A[rc[0], g * N + rc[1]]
     np.testing.assert_array_equal(B, want)
-    if (sgs, M, N) == (16, 4, 15):  # the example of DESIGN.md, spelled out
+    if (sgs, M, N) == (16, 4, 15):  # the example of docs/language-notes.md, spelled out
         assert list(B[:, 0]) == [A[0, 0], A[0, 4], A[0, 8], A[0, 12]]
         assert list(B[:, 15]) == [A[3, 3], A[3, 7], A[3, 11], 0.0]
 

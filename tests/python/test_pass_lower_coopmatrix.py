@@ -361,3 +361,69 @@ def test_mul_add_rows_not_multiple_is_an_error():
         run_passes(program, ["lower-coopmatrix"], PassContext())
     assert "multiple of the subgroup size 16" in str(e.value)
     assert "cooperative_matrix_mul_add" in str(e.value)
+
+
+# ---- what the target's matrix unit keeps ----------------------------------------------------
+def _lowered_for(src: str, target: str) -> str:
+    from ttlc.target import get_target
+
+    program = ttlc.check(src)
+    run_passes(program, ["lower-coopmatrix"], PassContext(target=get_target(target)))
+    text = str(program)
+    ttlc.check(text)
+    return text
+
+
+DPAS_KERNEL = kernel(16, "%A: memref<bf16x16x32>, %B: memref<bf16x32x16>, %D: memref<f32x16x16>, "
+                         "%E: memref<f32x16x16>", """\
+        %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<bf16x16x32,matrix_a>
+        %b = cooperative_matrix_load.rows_checked %B[%c0,%c0] : coopmatrix<bf16x32x16,matrix_b>
+        %z = constant 0.0 : coopmatrix<f32x16x16,matrix_acc>
+        %d = cooperative_matrix_mul_add %a, %b, %z : coopmatrix<f32x16x16,matrix_acc>
+        %da = cast %d : coopmatrix<f32x16x16,matrix_a>
+        %db = cast %d : coopmatrix<f32x16x16,matrix_b>
+        %e = cooperative_matrix_mul_add %da, %db, %z : coopmatrix<f32x16x16,matrix_acc>
+        cooperative_matrix_store %e, %E[%c0,%c0]
+        """)
+
+
+def test_a_matrix_unit_keeps_what_it_executes():
+    """On pvc (DPAS: bf16 x bf16 -> f32 in 8 x 16 x 16 steps, 2-D block IO) the bf16
+    product, the unchecked load of A (16 bf16 rows = 32 bytes wide) and the store stay
+    whole; the f32 product (no f32 DPAS here) and the checked load are lowered.  The
+    interpreter's results are the same either way."""
+    text = _lowered_for(DPAS_KERNEL, "pvc")
+    assert text.count("cooperative_matrix_mul_add") == 1
+    assert "cooperative_matrix_load %A" in text
+    assert "cooperative_matrix_load.rows_checked" not in text
+    assert "cooperative_matrix_store %" in text
+    # the generic target lowers everything
+    generic = _lowered_for(DPAS_KERNEL, "interp")
+    assert not any(op in generic for op in LOWERED)
+    A, B = ints((16, 32), "bf16", -2, 3), ints((32, 16), "bf16", -2, 3)
+    args = [A, B, np.asfortranarray(np.zeros((16, 16), np.float32)),
+            np.asfortranarray(np.zeros((16, 16), np.float32))]
+    D = A.astype(np.float64) @ B.astype(np.float64)
+    for version in (DPAS_KERNEL, text, generic):
+        *_, E = run(version, args, checked=True)
+        assert_equal(E, (D @ D).astype(np.float32))
+
+
+def test_matrix_unit_operand_layouts():
+    """DPAS keeps A and the accumulator with rows across registers and columns across
+    lanes, and packs B's rows in pairs (16-bit) or quadruples (8-bit) per work-item."""
+    from ttlc.ir.types import CoopMatrixType, SCALAR_TYPES
+    from ttlc.target import get_target
+
+    pvc = get_target("pvc")
+    b16 = pvc.storage_layout(CoopMatrixType(SCALAR_TYPES["bf16"], 32, 16, "matrix_b"), 16)
+    assert [b16.element(3, v) for v in range(4)] == [(0, 3), (1, 3), (2, 3), (3, 3)]
+    assert b16.nested.element_tile == (2, 1)
+    b8 = pvc.storage_layout(CoopMatrixType(SCALAR_TYPES["i8"], 32, 16, "matrix_b"), 16)
+    assert b8.nested.element_tile == (4, 1)
+    acc = pvc.storage_layout(CoopMatrixType(SCALAR_TYPES["f32"], 8, 16, "matrix_acc"), 16)
+    assert [acc.element(5, v) for v in range(8)] == [(r, 5) for r in range(8)]
+    # a shape the unit does not take keeps the language's layout
+    odd = CoopMatrixType(SCALAR_TYPES["f32"], 8, 5, "matrix_acc")
+    assert pvc.storage_layout(odd, 16) == ttlc.ir.layout.layout_of(odd, 16)
+    assert get_target("cpu").storage_layout(odd, 16) == ttlc.ir.layout.layout_of(odd, 16)

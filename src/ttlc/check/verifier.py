@@ -13,6 +13,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set
 from ..diagnostics import CompileError, Diagnostic
 from ..ir.constants import literal_fits
 from ..ir.core import Function, Instruction, Location, Program, Region, Value
+from ..ir.layout import layout_of
 from ..ir.ops import BUILTIN_TYPES, COLLECTIVE, KNOWN_ATTRIBUTE_NAMES, OPS, SPMD
 from ..ir.types import (BOOL, DYNAMIC, I32, INDEX, SCALAR_TYPES, BoolType, CoopMatrixType,
                         GroupType, MemrefType, ScalarType, Type, VoidType, cast_allowed, promotable,
@@ -147,7 +148,10 @@ class Verifier:
 
     @property
     def subgroup_size(self) -> Optional[int]:
-        return self.func.subgroup_size if self.func else None
+        """The function's subgroup size when it is valid (an invalid one is reported once,
+        at the attribute; the rules that depend on it are then not checked)."""
+        sgs = self.func.subgroup_size if self.func else None
+        return sgs if _is_int_attr(sgs) and _is_pow2(sgs) else None
 
     # ---- functions ---------------------------------------------------------------
     def verify(self) -> None:
@@ -835,14 +839,11 @@ def check_coop_construct(vf: Verifier, inst: Instruction) -> None:
 
 
 def _work_item_length(vf: Verifier, t: CoopMatrixType) -> Optional[int]:
-    """Entries per work-item of the layout in DESIGN.md, when the subgroup size is known."""
+    """Entries per work-item (``ttlc.ir.layout``), when the subgroup size is known."""
     sgs = vf.subgroup_size
-    if not sgs:
+    if not sgs or not _is_pow2(t.rows):  # (invalid rows are reported where the type is)
         return None
-    rows_per = min(t.rows, sgs)
-    blocks = t.rows // rows_per
-    cols = -(-rows_per * t.cols // sgs) * sgs // rows_per
-    return blocks * rows_per * cols // sgs
+    return layout_of(t, sgs).registers
 
 
 def _check_work_item_index(vf: Verifier, inst: Instruction, t: CoopMatrixType) -> None:

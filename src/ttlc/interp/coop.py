@@ -3,8 +3,7 @@
 A coopmatrix value is an array of shape (subgroups, rows, cols), one whole matrix per
 subgroup, or (1, rows, cols) when every subgroup holds the same matrix (a constant or
 a value made in a collective region).  Work-item views of a matrix (extract, insert,
-apply) go through the distribution of DESIGN.md ("Coopmatrix distribution"), see
-``coop_layout``.
+apply) go through the distribution of the language (``ttlc.ir.layout``).
 
 Load, store, the atomics, mul_add, reduce and prefetch are executed by a subgroup as a
 whole: a subgroup takes part when any of its work-items is active, and checked mode
@@ -18,62 +17,15 @@ work-items of a subgroup that disagree.
 """
 from __future__ import annotations
 
-import functools
 from typing import List, NamedTuple, Tuple
 
 import numpy as np
 
+from ..ir.layout import layout_of
 from ..ir.types import CoopMatrixType
 from .semantics import (_accumulate_dtype, _buffer, _compute_dtype, _in_buffer, as_type, convert,
                         operand, result_dtype, semantics)
 from .values import MemRef, dtype_of
-
-
-# ---- layout ---------------------------------------------------------------------------------
-class Layout(NamedTuple):
-    """Where the entries of an M x N coopmatrix live in a subgroup of size S.
-
-    ``row[p, v]``, ``col[p, v]`` give the element held by work-item p at vector index v;
-    ``valid[p, v]`` is False for padding (col >= N; row and col are then clamped into
-    the matrix so they can still be used as indices)."""
-
-    I: int
-    K: int
-    J: int
-    V: int
-    row: np.ndarray
-    col: np.ndarray
-    valid: np.ndarray
-
-
-@functools.lru_cache(maxsize=None)
-def coop_layout(S: int, M: int, N: int) -> Layout:
-    I = min(M, S)
-    K = M // I
-    J = -(-I * N // S) * S // I
-    V = K * I * J // S
-    p = np.arange(S)[:, None]
-    v = np.arange(V)[None, :]
-    L = v * S + p
-    k, rest = L // (I * J), L % (I * J)
-    c, i = rest // I, rest % I
-    r = i + k * I
-    valid = c < N
-    for a in (r, c, valid):
-        a.setflags(write=False)
-    return Layout(I, K, J, V, r, np.minimum(c, N - 1), valid)
-
-
-@functools.lru_cache(maxsize=None)
-def coop_owner(S: int, M: int, N: int) -> np.ndarray:
-    """The subgroup-local id of the work-item holding each entry (an M x N array)."""
-    r = np.arange(M)[:, None]
-    c = np.arange(N)[None, :]
-    I = min(M, S)
-    J = -(-I * N // S) * S // I
-    owner = (r % I + I * c + I * J * (r // I)) % S
-    owner.setflags(write=False)
-    return owner
 
 
 def owner_mask(wg, t: CoopMatrixType, mask: np.ndarray) -> np.ndarray:
@@ -82,7 +34,7 @@ def owner_mask(wg, t: CoopMatrixType, mask: np.ndarray) -> np.ndarray:
     This is how values of divergent control flow merge (``WorkGroup.select``): every
     work-item keeps its own part of the matrix from the branch it took."""
     G, S = wg.cfg.subgroups, wg.cfg.subgroup_size
-    owner = coop_owner(S, t.rows, t.cols)
+    owner = layout_of(t, S).owners
     return np.asarray(mask).reshape(G, S)[:, owner]
 
 
@@ -300,12 +252,13 @@ def coop_construct(wg, inst, mask):
 def _lane_coords(wg, t: CoopMatrixType, v: int):
     """Per work-item: subgroup, row, column and validity of vector index v."""
     S = wg.cfg.subgroup_size
-    lay = coop_layout(S, t.rows, t.cols)
-    if not 0 <= v < lay.V:
+    lay = layout_of(t, S)
+    if not 0 <= v < lay.registers:
         raise wg.fail(f"work-item vector index {v} is out of bounds for {t} with subgroup size "
-                      f"{S} ({lay.V} entries per work-item)")
+                      f"{S} ({lay.registers} entries per work-item)")
     p = wg.local_id
-    return wg.sg_linear, lay.row[p, v], lay.col[p, v], lay.valid[p, v]
+    row, col, valid = lay.tables
+    return wg.sg_linear, row[p, v], col[p, v], valid[p, v]
 
 
 @semantics("cooperative_matrix_extract")
@@ -333,12 +286,13 @@ def coop_apply(wg, inst, mask):
     out = per_subgroup(wg, t, operand(wg, inst, "a")).copy()
     body = inst.regions[0]
     arg_i, arg_j, arg_v = body.args
-    lay = coop_layout(wg.cfg.subgroup_size, t.rows, t.cols)
+    lay = layout_of(t, wg.cfg.subgroup_size)
+    rows, cols, valid = lay.tables
     m = _mask(wg, mask)
     g, p = wg.sg_linear, wg.local_id
-    for v in range(lay.V):
-        r, c = lay.row[p, v], lay.col[p, v]
-        active = m & lay.valid[p, v]
+    for v in range(lay.registers):
+        r, c = rows[p, v], cols[p, v]
+        active = m & valid[p, v]
         if not active.any():
             continue
         wg.env[arg_i] = r.astype(np.int32)

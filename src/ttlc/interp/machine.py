@@ -5,7 +5,7 @@ values.  SPMD regions run all work-items of the work-group at once as NumPy lane
 a varying value is an array of shape (W,), W the work-group size, and divergent
 control flow runs under a lane mask.  A coopmatrix is an array of shape
 (subgroups, rows, cols), one whole matrix per subgroup; work-item views of it
-(extract, insert, apply) go through the layout in DESIGN.md.
+(extract, insert, apply) go through the layout of ``ttlc.ir.layout``.
 
 Semantics of single instructions live in ``ttlc.interp.semantics`` as one table
 keyed by opcode; this module holds control flow, memory and the launch.
@@ -108,7 +108,7 @@ class WorkGroup:
 
     def select(self, t, mask: np.ndarray, a, b):
         """Per work-item choice between two values of type t (coopmatrix: per entry, by
-        the work-item holding it in the layout of DESIGN.md)."""
+        the work-item holding it in the layout of ``ttlc.ir.layout``)."""
         if isinstance(t, CoopMatrixType):
             from .coop import owner_mask
 

@@ -14,6 +14,7 @@ from typing import Callable, Dict, List
 import numpy as np
 
 from ..ir.core import Instruction
+from ..ir.layout import layout_of
 from ..ir.types import CoopMatrixType, GroupType, MemrefType
 from . import checks
 from .values import Group, MemRef, OutOfBounds, dtype_of
@@ -122,11 +123,9 @@ def _check_division(wg, inst, mask, a, b) -> None:
     if not zero.any():
         return
     t = inst.results[0].type
-    if isinstance(t, CoopMatrixType):  # per entry, held by a work-item (DESIGN.md layout)
-        from .coop import coop_owner
-
+    if isinstance(t, CoopMatrixType):  # per entry, held by a work-item (ttlc.ir.layout)
         G, S = wg.cfg.subgroups, wg.cfg.subgroup_size
-        owner = np.arange(G)[:, None, None] * S + coop_owner(S, t.rows, t.cols)
+        owner = np.arange(G)[:, None, None] * S + layout_of(t, S).owners
         zero = np.broadcast_to(zero, owner.shape)
         if mask is not None:
             zero = zero & mask[owner]

@@ -1,17 +1,20 @@
 """lower-coopmatrix: coopmatrix instructions become per-work-item code in the language.
 
-On SIMT targets a work-item holds V entries of each coopmatrix (DESIGN.md, "Coopmatrix
-distribution").  With S the subgroup size, I = min(M, S) rows per block, J the padded
-column count and B = I*J/S entries per row block, vector index v = k*B + w of an
-M x N matrix holds, on the work-item with subgroup_local_id p,
+On SIMT targets a work-item holds V entries of each coopmatrix, where the language's
+layout puts them (``ttlc.ir.layout``).  With S the subgroup size, I = min(M, S) rows per
+block, J the padded column count and B = I*J/S entries per row block, vector index
+v = k*B + w of an M x N matrix holds, on the work-item with subgroup_local_id p,
 
     row = p rem I + k*I,   column = p div I + w*(S/I),   present iff column < N
 
-(``_Lanes.entry``, the one place these are computed; ``rem``/``div`` disappear when
-I = S; padding, column >= N, occurs only when M < S).  Every instruction that acts on
-whole matrices in a way that is not already one vector instruction per work-item is
-rewritten here into scalar code over those V entries, using
-``cooperative_matrix_extract``/``insert`` (which see exactly this layout):
+(``NestedLayout.lane_terms`` gives these terms, ``_Lanes.entry`` turns them into code;
+``rem``/``div`` disappear when I = S; padding, column >= N, occurs only when M < S).
+Every instruction that acts on whole matrices in a way that is not already one vector
+instruction per work-item is rewritten here into scalar code over those V entries,
+using ``cooperative_matrix_extract``/``insert`` (which see exactly this layout), unless
+the target's matrix unit executes it (``Target.matrix``, ``native``): a mul_add its
+multiply-add instructions tile, an unchecked load or store that is one 2-D block access.
+Those stay whole for the back end.  The rewrites:
 
 * ``cooperative_matrix_apply``: per v, the entry's row and column, extract, a copy of
   the region with %i, %j, %v bound, insert.  Where the entry may be padding the region
@@ -58,69 +61,25 @@ keep coopmatrix values whole (their pipeline does not include it).  Invoked expl
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from ..diagnostics import error
 from ..ir.builder import Builder
 from ..ir.core import Instruction, Program, Region, Value
+from ..ir.layout import MatrixLayout, layout_of
 from ..ir.rewrite import clone_instructions, replace, replace_uses
 from ..ir.types import BF16, DYNAMIC, F16, F32, I32, INDEX, CoopMatrixType, ScalarType
+from ..target import MatrixUnit
 from . import PassContext, register
 from .index_math import Bool, IndexMath, Int, known, require_sizes, set_locations
 
 
 # ---- the distribution ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Layout:
-    """DESIGN.md "Coopmatrix distribution" of a rows x cols coopmatrix, subgroup size S."""
-
-    rows: int
-    cols: int
-    S: int
-
-    @property
-    def I(self) -> int:  # noqa: E743 -- the name DESIGN.md uses
-        return min(self.rows, self.S)
-
-    @property
-    def J(self) -> int:
-        return -(-self.I * self.cols // self.S) * self.S // self.I
-
-    @property
-    def block(self) -> int:
-        """Vector entries per block of I rows."""
-        return self.I * self.J // self.S
-
-    @property
-    def V(self) -> int:
-        return self.rows // self.I * self.block
-
-    @property
-    def per_row(self) -> int:
-        """Work-items sharing one row of a block (their columns are this far apart)."""
-        return self.S // self.I
-
-    def split(self, v: int) -> Tuple[int, int]:
-        """(row block k, column step w) of vector index v."""
-        return divmod(v, self.block)
-
-    def padded(self, v: int) -> bool:
-        """Whether some work-item holds padding at vector index v."""
-        w = self.split(v)[1]
-        return (w + 1) * self.per_row - 1 >= self.cols
-
-    def locate(self, r: int, c: int) -> Tuple[int, int]:
-        """(subgroup-local id, vector index) holding entry (r, c)."""
-        L = r % self.I + self.I * c + self.I * self.J * (r // self.I)
-        return L % self.S, L // self.S
-
-
-def layout(t: CoopMatrixType, S: int, inst: Instruction) -> Layout:
+def layout(t: CoopMatrixType, S: int, inst: Instruction) -> MatrixLayout:
     if t.rows <= 0 or t.rows & (t.rows - 1):
         raise error(inst.loc, f"lower-coopmatrix: coopmatrix rows must be a power of two, "
                               f"got {t.rows}")
-    return Layout(t.rows, t.cols, S)
+    return layout_of(t, S)
 
 
 # ---- per-work-item code -------------------------------------------------------------------
@@ -149,26 +108,35 @@ class _Lanes:
         lid = self._once(("lid", I32), self.b.subgroup_local_id)
         return self._once(("lid", ty), lambda: self.m.cast(lid, I32, ty))
 
-    def entry(self, lay: Layout, v: int, ty: ScalarType, row: bool = True,
+    def entry(self, lay: MatrixLayout, v: int, ty: ScalarType, row: bool = True,
               col: bool = True) -> Tuple[Optional[Int], Optional[Int], Bool]:
         """(row, column, present) of vector index v on this work-item, in type ty.
 
         Row and column are computed only when asked for (the column also when the entry
         may be padding); present is True unless the entry may be padding."""
-        I = lay.I
-        k, w = lay.split(v)
-        r = c = None
-        if row:
-            row0 = self._once(("row0", I, ty), lambda: self.lane(ty) if I == self.S
-                              else self.m.rem(self.lane(ty), I, ty))
-            r = self._once(("row", I, ty, k), lambda: self.m.add(row0, k * I, ty))
+        row_terms, col_terms = lay.nested.lane_terms(v)
         padded = lay.padded(v)
-        if col or padded:
-            col0 = self._once(("col0", I, ty), lambda: 0 if I == self.S
-                              else self.m.div(self.lane(ty), I, ty))
-            c = self._once(("col", I, ty, w), lambda: self.m.add(col0, w * lay.per_row, ty))
+        r = self.coordinate(row_terms, ty) if row else None
+        c = self.coordinate(col_terms, ty) if col or padded else None
         present = self.m.less_than(c, lay.cols, ty) if padded else True
         return r, c, present
+
+    def coordinate(self, terms: Tuple[int, int, int, int], ty: ScalarType) -> Int:
+        """offset + ((lane div divisor) rem tile) * scale (``NestedLayout.lane_terms``)."""
+        offset, divisor, tile, scale = terms
+
+        def per_lane() -> Int:
+            if not divisor or tile == 1:
+                return 0
+            x = self.lane(ty)
+            if divisor > 1:
+                x = self.m.div(x, divisor, ty)
+            if divisor * tile < self.S:
+                x = self.m.rem(x, tile, ty)
+            return self.m.mul(x, scale, ty) if scale != 1 else x
+
+        base = self._once(("lane term", divisor, tile, scale, ty), per_lane)
+        return self._once(("coordinate", terms, ty), lambda: self.m.add(base, offset, ty))
 
     # ---- small builders ------------------------------------------------------------------
     def constant(self, x: int) -> Value:
@@ -245,18 +213,23 @@ def lower_coopmatrix(program: Program, ctx: PassContext) -> None:
                                need_work_group=False)
         used = {v for i in func.body.walk() for v in i.operands}
         replaced: Dict[Value, Value] = {}
-        _lower_region(func.body, sgs, used, replaced)
+        _lower_region(func.body, sgs, used, replaced, ctx.target.matrix)
         # one walk for all replacements: code made meanwhile may still use old results
         replace_uses(func.body, replaced)
 
 
-def _lower_region(region: Region, S: int, used: Set[Value], replaced: Dict[Value, Value]) -> None:
-    """Lower every instruction of the table in region, inner ones first (post-order)."""
+def _lower_region(region: Region, S: int, used: Set[Value], replaced: Dict[Value, Value],
+                  unit: MatrixUnit) -> None:
+    """Lower every instruction of the table in region, inner ones first (post-order),
+    except those the target's matrix unit executes."""
     for inst in list(region.instructions):
         for r in inst.regions:
-            _lower_region(r, S, used, replaced)
+            _lower_region(r, S, used, replaced, unit)
         fn = LOWERINGS.get(inst.opcode)
-        if fn is None:
+        if fn is None or native(unit, inst, S):
+            if fn is not None:
+                for r in inst.regions:
+                    replace_uses(r, replaced)
             continue
         for r in inst.regions:  # a region about to be copied must use the new values
             replace_uses(r, replaced)
@@ -266,6 +239,20 @@ def _lower_region(region: Region, S: int, used: Set[Value], replaced: Dict[Value
         if result is not None:
             replaced[inst.results[0]] = result
         replace(region, inst, lanes.region.instructions)
+
+
+def native(unit: MatrixUnit, inst: Instruction, S: int) -> bool:
+    """Whether the target's matrix unit executes inst as it stands: a mul_add its
+    multiply-adds tile, a load or store (not checked, not atomic) that is one block
+    access."""
+    if inst.opcode == "cooperative_matrix_mul_add":
+        a, b, c = (inst.slots[s].type for s in ("a", "b", "c"))
+        return unit.mul_add(a, b, c, S) is not None
+    if inst.opcode in ("cooperative_matrix_load", "cooperative_matrix_store"):
+        t = (inst.results[0] if inst.results else inst.slots["value"]).type
+        return (inst.modifier("checked") is None and
+                unit.block_access(t, inst.slots["tensor"].type, inst.modifier("ta") == "t"))
+    return False
 
 
 @lowers("cooperative_matrix_apply")
@@ -281,7 +268,7 @@ def _apply(e: _Lanes, inst: Instruction) -> Value:
     a: Value = inst.slots["a"]
     b = e.b
     current = a
-    for v in range(lay.V):
+    for v in range(lay.registers):
         row, col, present = e.entry(lay, v, I32, row=arg_i in used, col=arg_j in used)
         mapping: Dict[Value, Value] = {}
         if arg_i in used:
@@ -302,7 +289,7 @@ def _apply(e: _Lanes, inst: Instruction) -> Value:
 
 
 # ---- memory -------------------------------------------------------------------------------------
-def _position(e: _Lanes, inst: Instruction, lay: Layout, v: int) -> Tuple[List[Value], Bool]:
+def _position(e: _Lanes, inst: Instruction, lay: MatrixLayout, v: int) -> Tuple[List[Value], Bool]:
     """Memref indices of entry v on this work-item and whether it is accessed.
 
     Entry (i, j) is at M[x + i, y + j], with ``.t`` at M[x + j, y + i]; it is accessed if
@@ -311,15 +298,15 @@ def _position(e: _Lanes, inst: Instruction, lay: Layout, v: int) -> Tuple[List[V
     the one of the column index.  Index and test of a row (column) are shared by the
     entries of that row (column)."""
     row, col, ok = e.entry(lay, v, INDEX)
-    k, w = lay.split(v)
+    row_terms, col_terms = lay.nested.lane_terms(v)
     row_mode, col_mode = (1, 0) if inst.modifier("ta") == "t" else (0, 1)
     checked = inst.modifier("checked")
     check_row = checked in ("rows_checked", "both_checked")
     check_col = checked in ("cols_checked", "both_checked")
     index: List[Value] = [None, None]
-    for mode, coord, key, check in ((row_mode, row, ("row", k), check_row),
-                                    (col_mode, col, ("col", w), check_col)):
-        index[mode], inside = e._once(("position", mode, lay.I) + key,
+    for mode, coord, terms, check in ((row_mode, row, row_terms, check_row),
+                                      (col_mode, col, col_terms, check_col)):
+        index[mode], inside = e._once(("position", mode, terms),
                                       lambda: _bounded(e, inst, mode, coord, check))
         ok = e.m.and_(ok, inside)
     return index, ok
@@ -357,7 +344,7 @@ def _load(e: _Lanes, inst: Instruction) -> Value:
     tensor = inst.slots["tensor"]
     atomic = inst.opcode == "cooperative_matrix_atomic_load"
     current = e.zero(t)
-    for v in range(lay.V):
+    for v in range(lay.registers):
         index, ok = _position(e, inst, lay, v)
         if atomic:
             value = e.guarded(ok, lambda: e.b.atomic_load(tensor, *index,
@@ -374,7 +361,7 @@ def _store(e: _Lanes, inst: Instruction) -> None:
     lay = layout(a.type, e.S, inst)
     tensor = inst.slots["tensor"]
     atomic = inst.opcode == "cooperative_matrix_atomic_store"
-    for v in range(lay.V):
+    for v in range(lay.registers):
         index, ok = _position(e, inst, lay, v)
         x = e.extract(a, v)
         if atomic:
@@ -395,7 +382,7 @@ def _atomic_update(e: _Lanes, inst: Instruction) -> Optional[Value]:
     result = inst.results[0]
     used = result in e.used
     current = e.zero(inst.results[0].type) if used else None
-    for v in range(lay.V):
+    for v in range(lay.registers):
         index, ok = _position(e, inst, lay, v)
         x = e.extract(a, v)
         old = e.guarded(ok, lambda: e.b.op(scalar_op, x, tensor, *index,
@@ -412,7 +399,7 @@ def _prefetch(e: _Lanes, inst: Instruction) -> None:
 
 
 # ---- work across the subgroup ---------------------------------------------------------------
-def _rows_multiple(inst: Instruction, t: CoopMatrixType, S: int, what: str) -> Layout:
+def _rows_multiple(inst: Instruction, t: CoopMatrixType, S: int, what: str) -> MatrixLayout:
     lay = layout(t, S, inst)
     if t.rows % S:
         raise error(inst.loc, f"lower-coopmatrix: '{inst.opcode}' needs the rows of {what} "
@@ -483,7 +470,7 @@ def _reduce(e: _Lanes, inst: Instruction) -> Value:
     for c in range(N):
         part = fold([a(k, c) for k in range(blocks)])
         totals.append(b.op(f"subgroup_reduce_{op}", part) if S > 1 else part)
-    for v in range(lr.V):  # the work-item holding column c at v takes totals[c]
+    for v in range(lr.registers):  # the work-item holding column c at v takes totals[c]
         held = [(c, lr.locate(0, c)[0]) for c in range(N) if lr.locate(0, c)[1] == v]
         value = totals[held[0][0]]
         for c, lane in held[1:]:

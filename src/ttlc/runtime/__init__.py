@@ -1,4 +1,4 @@
-"""Compiled modules and kernel launches (DESIGN.md, "Python")."""
+"""Compiled modules and kernel launches (README, "Running kernels")."""
 from __future__ import annotations
 
 import operator

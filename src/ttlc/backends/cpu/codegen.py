@@ -68,6 +68,7 @@ from llvmlite import ir
 from ...diagnostics import CompileError, Diagnostic
 from ...interp.machine import Config
 from ...ir.core import Function, Instruction, Program, Region, Value
+from ...ir.layout import layout_of
 from ...ir.types import (DYNAMIC, SCALAR_TYPES, BoolType, CoopMatrixType, GroupType, MemrefType,
                          ScalarType, Type)
 from .abi import (E_BARRIER, E_BROADCAST, E_COOP_DIV_ZERO, E_DIV_ZERO,  # noqa: F401
@@ -1034,12 +1035,11 @@ def _check_coop_divisor(cg: FunctionCodegen, t: CoopMatrixType, a, c) -> None:
     """Checked code: no component held by an active work-item divides by zero (reported
     with the first such entry, its dividend and the work-item holding it)."""
     from . import coop
-    from ...interp.coop import coop_owner
 
     b = cg.b
     M, N = t.rows, t.cols
     n = M * N
-    owner = coop_owner(cg.S, M, N)
+    owner = layout_of(t, cg.S).owners
     # entries in row-major order (the interpreter's): entry k is component by_rows[k]
     by_rows = [col * M + row for row in range(M) for col in range(N)]
     order = ir.Constant(ir.VectorType(I32, n), by_rows)

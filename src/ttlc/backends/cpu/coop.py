@@ -17,7 +17,7 @@ uniform code (a constant, a construct from a uniform number) holds G equal copie
   on the same microkernel with vdpbf16ps on pairs of k (``dpbf16.py``) where the CPU
   has them (``Microkernel``: the loop is shared, the steps differ).
 * Work-item views (extract, insert, apply) and the merging of divergent control flow go
-  through the layout of DESIGN.md ("Coopmatrix distribution"): each is a shuffle with a
+  through the distribution of ``ttlc.ir.layout``: each is a shuffle with a
   constant mask between the W-lane vectors of work-items and the matrices.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any, List, Optional, Tuple
 
 from llvmlite import ir
 
-from ...interp.coop import coop_layout, coop_owner
+from ...ir.layout import layout_of
 from ...ir.core import Instruction
 from ...ir.types import SCALAR_TYPES, CoopMatrixType, ScalarType
 from .codegen import (I1, I32, I64, LLTYPE, Cplx, FunctionCodegen, InstRef, Lanes,
@@ -147,7 +147,7 @@ def memref_in(cg: FunctionCodegen, m: MemVal, lane) -> MemVal:
 
 def owner_mask(cg: FunctionCodegen, t: CoopMatrixType, lane_mask: ir.Value, g: int) -> ir.Value:
     """Per component of subgroup g's matrix: is the work-item holding it in lane_mask?"""
-    owner = coop_owner(cg.S, t.rows, t.cols)  # rows x cols
+    owner = layout_of(t, cg.S).owners  # rows x cols
     idx = [g * cg.S + int(owner[r, c]) for c in range(t.cols) for r in range(t.rows)]
     if not is_vec(lane_mask):
         return splat_n(cg, lane_mask, t.rows * t.cols)
@@ -644,18 +644,14 @@ def _build(cg: FunctionCodegen, scalars: list, lt: ir.Type) -> ir.Value:
 
 
 # ---- work-item views ----------------------------------------------------------------------------
-def _layout(cg: FunctionCodegen, t: CoopMatrixType):
-    return coop_layout(cg.S, t.rows, t.cols)
-
-
 def extract(cg: FunctionCodegen, m: CoopVal, v: int):
     """Entry v of every work-item's part (W lanes; padding reads as 0)."""
-    lay = _layout(cg, m.type)
+    rows, cols, valid = layout_of(m.type, cg.S).tables
     M = m.type.rows
     n = M * m.type.cols
     pieces = []
     for mat in m.mats:
-        idx = [int(lay.col[p, v]) * M + int(lay.row[p, v]) if lay.valid[p, v] else n
+        idx = [int(cols[p, v]) * M + int(rows[p, v]) if valid[p, v] else n
                for p in range(cg.S)]
         zero = _map(lambda x: ir.Constant(x.type, None), mat)
         pieces.append(shuffle(cg, mat, zero, idx))
@@ -666,18 +662,15 @@ def insert(cg: FunctionCodegen, m: CoopVal, value, v: int, mask) -> CoopVal:
     """The matrix with entry v of every active work-item's part replaced by its value."""
     b = cg.b
     t = m.type
-    lay = _layout(cg, t)
+    lay = layout_of(t, cg.S)
     M, N = t.rows, t.cols
     value = cg.splat(value)
-    # entry (r, c) is held by work-item p at index w: L = i + I c + I J k
-    I, J = lay.I, lay.J
     out = []
     for g, mat in enumerate(m.mats):
         src, here = [], []
         for c in range(N):
             for r in range(M):
-                L = r % I + I * c + I * J * (r // I)
-                p, w = L % cg.S, L // cg.S
+                p, w = lay.locate(r, c)
                 src.append(g * cg.S + p)
                 here.append(w == v)
         picked = shuffle(cg, value, value, src)
@@ -708,14 +701,15 @@ def emit_apply(cg: FunctionCodegen, inst: Instruction):
     m: CoopVal = cg.get(inst.slots["a"])
     body = inst.regions[0]
     arg_i, arg_j, arg_v = body.args
-    lay = _layout(cg, t)
+    lay = layout_of(t, cg.S)
+    row_of, col_of, valid_at = lay.tables
     G, S = subgroups(cg), cg.S
-    for v in range(lay.V):
-        valid = [bool(lay.valid[p, v]) for _ in range(G) for p in range(S)]
+    for v in range(lay.registers):
+        valid = [bool(valid_at[p, v]) for _ in range(G) for p in range(S)]
         if not any(valid):
             continue
-        rows = tuple(int(lay.row[p, v]) for _ in range(G) for p in range(S))
-        cols = tuple(int(lay.col[p, v]) for _ in range(G) for p in range(S))
+        rows = tuple(int(row_of[p, v]) for _ in range(G) for p in range(S))
+        cols = tuple(int(col_of[p, v]) for _ in range(G) for p in range(S))
         run_mask = _consts([1 if x else 0 for x in valid], I1)
         if cg.mask is not None:
             run_mask = b.and_(run_mask, cg.mask)
