@@ -36,11 +36,23 @@ import llvmlite.binding as llvm
 LOCK = threading.RLock()
 
 
+#: LLVM code-generation options (process-wide ``llc`` flags).  The register coalescer
+#: stops joining an interval with more than 100 values after this many joins (LLVM's
+#: default: 256): generated coopmatrix code is long straight-line code over wide vectors,
+#: on which the coalescer's cost grows quadratically where the CPU has few vector registers
+#: (AVX2: a c32 16 x 16 x 16 mul_add took 46 s to compile, 8 s with this limit).  The limit
+#: changes which copies remain, not what the code computes.  (Not settable from outside:
+#: LLVM ends the process on an option it does not know.)  Part of the cache key.
+CODEGEN_OPTIONS = ("-large-interval-freq-threshold=10",)
+
+
 @functools.lru_cache(maxsize=None)
 def _initialize() -> None:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     llvm.initialize_native_asmparser()
+    for option in CODEGEN_OPTIONS:
+        llvm.set_option("ttlc", option)
 
 
 #: features whose instructions LLVM emits only for their intrinsics, which generated code
@@ -312,7 +324,7 @@ def versions() -> str:
     cpu, features = host()
     return (f"llvmlite {llvmlite.__version__} llvm {llvm.llvm_version_info} {triple()} {cpu} "
             f"{features} vector math {sorted(vector_math())} amx {amx_usable()} "
-            f"bf16 dot {bf16_dot()}")
+            f"bf16 dot {bf16_dot()} options {' '.join(CODEGEN_OPTIONS)}")
 
 
 def parse(ir_text: str) -> "llvm.ModuleRef":
