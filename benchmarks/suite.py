@@ -10,7 +10,8 @@ GEMM, one work-group per matrix, through a subview of a 3-d memref and through p
 groups, f32 and f64, a memory-bound batch and one that fits in L2), ``groups`` (the launch
 cost of groups: the same batched GEMM over a 3-d memref, a ``ttlc.PreparedGroup`` and a
 list of arrays, 4096 to 65536 matrices), ``fused`` (D += alpha A B^T C),
-``mix`` (gemv/axpby/sum), ``bf16`` (cooperative-matrix mul_add against torch's bf16 bmm),
+``mix`` (gemv/axpby/sum), ``bf16`` (cooperative-matrix mul_add against torch's bf16 bmm;
+the output and the JSON name what computed ttlc's: AMX, AVX512-BF16 or f32 FMA),
 ``compile`` (cold: empty cache; warm: cache hit), ``overhead`` (the Python cost of
 launching one work-group).
 
@@ -171,6 +172,7 @@ class Suite:
     targets: List[dict] = field(default_factory=list)
     compile_ms: Dict[str, Dict[str, float]] = field(default_factory=dict)
     overhead_us: Dict[str, float] = field(default_factory=dict)
+    bf16_path: str = ""     # what computed ttlc's bf16 mul_add (AMX, AVX512-BF16, f32 FMA)
     group_ratios: List[dict] = field(default_factory=list)  # group_vs_memref's
 
     def compare(self, entries: List["Entry"]) -> List[Row]:
@@ -542,14 +544,24 @@ func @bf16_gemm(%A: memref<bf16x{n}x{n}x?>, %B: memref<bf16x{n}x{n}x?>, %C: memr
 """
 
 
+def bf16_path() -> str:
+    """What computes ttlc's bf16 mul_add on this machine: AMX, AVX512-BF16 or f32 FMA."""
+    from ttlc.backends.cpu.coop import mul_add_path
+
+    path = mul_add_path("bf16", "bf16", "f32")
+    return "f32 FMA" if path == "FMA" else path
+
+
 def bench_bf16(suite: Suite, torch) -> None:
     """C_k = A_k B_k, bf16 inputs, f32 results: 16x16x16 cooperative-matrix tiles."""
     import ml_dtypes
 
     cfg = suite.cfg
     n, batch = (32, 64) if cfg.quick else (64, 2048)
-    print(f"bf16 cooperative-matrix gemm {n}x{n}x{n}, f32 accumulation, batch {batch}:")
     kernel = ttlc.compile(BF16_GEMM.format(n=n), target="cpu")["bf16_gemm"]
+    path = suite.bf16_path = bf16_path()
+    print(f"bf16 cooperative-matrix gemm {n}x{n}x{n}, f32 accumulation, batch {batch}, "
+          f"ttlc on {path}:")
     rng = np.random.default_rng(5)
     A, B = (fortran(rng, (n, n, batch), ml_dtypes.bfloat16) for _ in range(2))
     C = np.asfortranarray(np.empty((n, n, batch), np.float32))
@@ -567,7 +579,7 @@ def bench_bf16(suite: Suite, torch) -> None:
                      TOLERANCE["f32"] if impl == "ttlc" else TOLERANCE["bf16"])
     suite.compare([
         Entry(Row("bf16", "coopmatrix gemm", impl, "bf16", f"{n}x{n}x{n}", batch, "compute",
-                  0.0, flops=flops, nbytes=float(nbytes)),
+                  0.0, flops=flops, nbytes=float(nbytes), note=path if impl == "ttlc" else ""),
               fn, lambda impl=impl: verify(impl), prepare=lambda: C.fill(1e3))
         for impl, fn in runs.items()])
 
@@ -716,7 +728,8 @@ def evaluate_targets(suite: Suite) -> None:
     mine = find(suite, section="bf16", impl="ttlc")
     other = find(suite, section="bf16", impl="torch")
     if mine and other:
-        goal("bf16 coopmatrix % of torch bf16", 100 * other.seconds / mine.seconds, 50.0, "%")
+        goal(f"bf16 coopmatrix % of torch bf16 ({mine.note})", 100 * other.seconds / mine.seconds,
+             50.0, "%")
     for name, ms in suite.compile_ms.items():
         goal(f"compile {name} cold", ms["cold"], 150.0, "ms", at_most=True)
         goal(f"compile {name} warm", ms["warm"], 5.0, "ms", at_most=True)
@@ -788,6 +801,8 @@ def print_table(suite: Suite) -> None:
     if "bandwidth_gbs" in lim:
         print(f"%limit of memory-bound rows: of {lim['bandwidth_gbs']:.2f} GB/s "
               f"({lim.get('bandwidth_from', 'triad')})")
+    if suite.bf16_path:
+        print(f"bf16 coopmatrix gemm of ttlc on {suite.bf16_path}")
     for dname in DTYPES:
         if f"peak_{dname}_gflops" in lim:
             print(f"%limit of compute-bound {dname} rows: of {lim[f'peak_{dname}_gflops']:.2f} "
@@ -837,7 +852,8 @@ def summary(suite: Suite) -> dict:
                      "threads": suite.cfg.threads, "versions": versions,
                      "config": asdict(suite.cfg)},
             "limits": suite.limits, "results": rows, "compile_ms": suite.compile_ms,
-            "overhead_us": suite.overhead_us, "group_vs_memref": suite.group_ratios,
+            "overhead_us": suite.overhead_us, "bf16_path": suite.bf16_path,
+            "group_vs_memref": suite.group_ratios,
             "targets": suite.targets,
             "skipped": suite.skipped, "checks": {"count": suite.checks, "failed": 0}}
 

@@ -35,6 +35,11 @@ def test_quick_suite_checks_times_and_writes_json(tmp_path):
     for section in ("gemm", "fused", "mix", "overhead"):
         assert {(section, "ttlc"), (section, "numpy")} <= impls, section
     assert {("gemm", "ttlc group"), ("bf16", "ttlc")} <= impls
+    # the bf16 rows name what computed ttlc's mul_add
+    assert data["bf16_path"] in ("AMX", "AVX512-BF16", "f32 FMA")
+    assert [r["note"] for r in data["results"] if (r["section"], r["impl"]) == ("bf16", "ttlc")] \
+        == [data["bf16_path"]]
+    assert f"ttlc on {data['bf16_path']}" in proc.stdout
     # groups: prepared groups next to the memref for batches of 4096 and more, with ratios
     assert {("groups", "ttlc"), ("groups", "ttlc group"), ("groups", "ttlc list")} <= impls
     ratios = data["group_vs_memref"]
