@@ -17,7 +17,7 @@ from ..ir.layout import layout_of
 from ..ir.ops import BUILTIN_TYPES, COLLECTIVE, KNOWN_ATTRIBUTE_NAMES, OPS, SPMD
 from ..ir.types import (BOOL, DYNAMIC, I32, INDEX, SCALAR_TYPES, BoolType, CoopMatrixType,
                         GroupType, MemrefType, ScalarType, Type, VoidType, cast_allowed, promotable,
-                        promote)
+                        promote, stride_error)
 
 #: largest alignment alloca may request, in bytes (the default alignment of local memory)
 ALLOCA_MAX_ALIGNMENT = 64
@@ -242,13 +242,9 @@ class Verifier:
                               f"order {len(t.shape)}")
             if any(s is not DYNAMIC and s <= 0 for s in t.shape):
                 raise Invalid("memref mode sizes must be positive")
-            for i in range(1, len(t.stride)):
-                a, s, b = t.stride[i - 1], t.shape[i - 1], t.stride[i]
-                if DYNAMIC not in (a, s, b) and a * s > b:
-                    raise Invalid(f"stride {b} of mode {i} is smaller than stride {a} times size "
-                                  f"{s} of mode {i - 1}")
-            if t.stride and t.stride[0] is not DYNAMIC and t.stride[0] < 1:
-                raise Invalid("the first stride must be at least 1")
+            problem = stride_error(t.shape, t.stride)
+            if problem:
+                raise Invalid(problem)
         elif isinstance(t, CoopMatrixType):
             if t.rows <= 0 or t.cols <= 0:
                 raise Invalid("coopmatrix rows and columns must be positive")

@@ -40,7 +40,7 @@ from .core import Argument, Function, Instruction, Program, Region, Value
 from .ops import ALIASES, BUILTIN_TYPES, KNOWN_ATTRIBUTE_NAMES, OPS, OpDef
 from .types import (BF16, BOOL, C32, C64, DYNAMIC, F16, F32, F64, I8, I16, I32, I64, INDEX,
                     MATRIX_USES, SCALAR_TYPES, VOID, BoolType, CoopMatrixType, GroupType,
-                    MemrefType, ScalarType, Type)
+                    MemrefType, ScalarType, Type, stride_error)
 
 __all__ = ["Builder", "ProgramBuilder", "RegionOp", "memref", "group", "coopmatrix",
            "I8", "I16", "I32", "I64", "INDEX", "BF16", "F16", "F32", "F64", "C32", "C64",
@@ -98,13 +98,9 @@ def memref(element: Union[ScalarType, str], *shape: Dim, stride: Optional[Sequen
         if len(stride_t) != len(shape_t):
             raise ValueError(f"stride has {len(stride_t)} entries but the memref has order "
                              f"{len(shape_t)}")
-        if stride_t and stride_t[0] is not DYNAMIC and stride_t[0] < 1:
-            raise ValueError("the first stride must be at least 1")
-        for i in range(1, len(stride_t)):
-            a, s, b = stride_t[i - 1], shape_t[i - 1], stride_t[i]
-            if DYNAMIC not in (a, s, b) and a * s > b:
-                raise ValueError(f"stride {b} of mode {i} is smaller than {a} x {s}: modes "
-                                 "must not overlap (column-major order)")
+        problem = stride_error(shape_t, stride_t)
+        if problem:
+            raise ValueError(problem)
     if space not in ("global", "local"):
         raise ValueError(f"address space must be 'global' or 'local', got {space!r}")
     return MemrefType.get(_scalar(element), shape_t, stride_t, space)
