@@ -14,7 +14,7 @@ from ..diagnostics import CompileError, Diagnostic
 from ..ir.constants import literal_fits
 from ..ir.core import Function, Instruction, Location, Program, Region, Value
 from ..ir.layout import layout_of
-from ..ir.ops import COLLECTIVE, KNOWN_ATTRIBUTE_NAMES, OPS, SPMD
+from ..ir.ops import COLLECTIVE, KNOWN_ATTRIBUTE_NAMES, OPS, SPMD, YIELDING_OPS
 from ..ir.types import (BOOL, DYNAMIC, I32, INDEX, BoolType, CoopMatrixType, GroupType,
                         MemrefType, ScalarType, Type, VoidType, cast_allowed, promotable, promote,
                         stride_error)
@@ -271,9 +271,9 @@ class Verifier:
         last = len(region.instructions) - 1
         for i, inst in enumerate(region.instructions):
             if inst.opcode == "yield" and (i != last or parent is None
-                                           or parent.opcode not in YIELDING):
+                                           or parent.opcode not in YIELDING_OPS):
                 where = "as the last instruction of" if parent is not None \
-                    and parent.opcode in YIELDING else "inside"
+                    and parent.opcode in YIELDING_OPS else "inside"
                 self.report(inst.loc, f"yield is only allowed {where} the region of for, if or "
                             "cooperative_matrix_apply")
             self.verify_instruction(inst, kind, inner)
@@ -319,8 +319,6 @@ class Verifier:
             raise Invalid(f"{what} yields ({', '.join(map(str, got))}) but "
                           f"({', '.join(map(str, types))}) is expected", *values)
 
-
-YIELDING = ("for", "if", "cooperative_matrix_apply")
 
 
 # ---- the instruction families (spec: "Restrictions" of each section) --------------------

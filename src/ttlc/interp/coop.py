@@ -22,6 +22,7 @@ from typing import List, NamedTuple, Tuple
 import numpy as np
 
 from ..ir.layout import layout_of
+from ..ir.ops import SUBGROUP_OPS
 from ..ir.types import CoopMatrixType
 from .semantics import (_accumulate_dtype, _buffer, _compute_dtype, _in_buffer, as_type, convert,
                         operand, result_dtype, semantics)
@@ -385,11 +386,7 @@ def _identity(op: str, dtype: np.dtype):
     return np.array(-np.inf if op == "max" else np.inf, dtype=dtype)
 
 
-_SUBGROUP_OPS = tuple(f"subgroup_{k}_{op}" for k in ("exclusive_scan", "inclusive_scan", "reduce")
-                      for op in ("add", "max", "min"))
-
-
-@semantics(*_SUBGROUP_OPS)
+@semantics(*SUBGROUP_OPS)
 def subgroup_operation(wg, inst, mask):
     """Scans and reductions over the work-items of each subgroup, in subgroup-local id order.
 

@@ -9,7 +9,8 @@ all derived from this table; semantic checks live in ``ttlc.check``.
 Entries also carry facts that the rest of the compiler reads here instead of keeping
 its own list of opcodes (the traits, ``ttlc.ir.traits``): the memory each instruction
 reads and writes, the operand roles of BLAS instructions, and the rule giving the
-result type (``ttlc.ir.infer``).
+result type (``ttlc.ir.infer``).  The sets of opcodes that several parts treat alike
+(``SUBGROUP_OPS``, ``SPMD_REGION_OPS``, ...) are defined at the end, once.
 """
 from __future__ import annotations
 
@@ -373,6 +374,7 @@ _op("cooperative_matrix_scale", SPMD, [*_operands("a", "b"), *RES],
 _op("subgroup_broadcast", SPMD, [*_operands("a", "lane"), *RES],
     "The value of one work-item, given to every work-item of the subgroup.", "subgroup_broadcast",
     pure=True, infer_type=infer.same_as("a"))
+#: scans and reductions over a subgroup
 SUBGROUP_OPS = tuple(f"subgroup_{k}_{op}" for k in ("exclusive_scan", "inclusive_scan", "reduce")
                      for op in ("add", "max", "min"))
 for _name in SUBGROUP_OPS:
@@ -381,6 +383,18 @@ for _name in SUBGROUP_OPS:
 
 
 KEYWORDS = frozenset(OPS) | frozenset(ALIASES)
+
+# ---- sets of instructions that several parts of the compiler treat alike -----------------
+#: collective instructions opening an SPMD region
+SPMD_REGION_OPS = ("parallel", "foreach", "foreach_tile")
+#: SPMD regions over an iteration space
+FOREACH_OPS = ("foreach", "foreach_tile")
+#: instructions whose regions end with a ``yield`` of the instruction's results
+YIELDING_OPS = ("for", "if", "cooperative_matrix_apply")
+#: views of a memref operand's memory
+VIEW_OPS = ("subview", "expand", "fuse")
+#: instructions with regions; their effects are those of their regions (none of their own)
+REGION_OPS = tuple(name for name, d in OPS.items() if d.regions)
 
 assert all((d.effects is None) == (not d.memory_slots) for d in OPS.values()), \
     "an instruction takes a memref operand exactly when it declares its memory effects"

@@ -47,6 +47,7 @@ from ..check.verifier import Verifier
 from ..diagnostics import CompileError, Diagnostic
 from ..ir import rewrite
 from ..ir.core import Function, Program, Value
+from ..ir.ops import FOREACH_OPS
 from ..ir.types import CoopMatrixType, MemrefType
 from ..target import Target
 from . import register
@@ -101,7 +102,7 @@ def _parallel_counts(func: Function, sgs: int) -> List[Optional[int]]:
     """Subgroups each foreach_tile (tiles) and foreach (iterations / sgs) could use."""
     out: List[Optional[int]] = []
     for inst in func.body.walk():
-        if inst.opcode not in ("foreach", "foreach_tile"):
+        if inst.opcode not in FOREACH_OPS:
             continue
         count: Optional[int] = 1
         tiles = inst.attrs.get("tile_shape") if inst.opcode == "foreach_tile" else None

@@ -69,6 +69,7 @@ from ...diagnostics import CompileError, Diagnostic
 from ...interp.machine import Config
 from ...ir.core import Function, Instruction, Program, Region, Value
 from ...ir.layout import layout_of
+from ...ir.ops import SUBGROUP_OPS
 from ...ir.types import (DYNAMIC, SCALAR_TYPES, BoolType, CoopMatrixType, GroupType, MemrefType,
                          ScalarType, Type)
 from .abi import (E_BARRIER, E_BROADCAST, E_COOP_DIV_ZERO, E_DIV_ZERO,  # noqa: F401
@@ -281,8 +282,6 @@ def elem_bytes(t: ScalarType) -> int:
 # ---- which values vary between work-items -----------------------------------------------
 VARYING_BUILTINS = ("subgroup_id", "subgroup_linear_id", "subgroup_local_id")
 ATOMIC_UPDATES = ("atomic_add", "atomic_max", "atomic_min")
-SUBGROUP_OPS = tuple(f"subgroup_{k}_{op}" for k in ("exclusive_scan", "inclusive_scan", "reduce")
-                     for op in ("add", "max", "min")) + ("subgroup_broadcast",)
 
 
 def analyze_varying(func: Function) -> Set[Value]:
@@ -335,7 +334,8 @@ def analyze_varying(func: Function) -> Set[Value]:
                 for r in inst.results:
                     mark(r)
                 visit(inst.regions[0], True)
-            elif op in VARYING_BUILTINS or op in ATOMIC_UPDATES or op in SUBGROUP_OPS:
+            elif (op in VARYING_BUILTINS or op in ATOMIC_UPDATES or op in SUBGROUP_OPS
+                  or op == "subgroup_broadcast"):
                 for r in inst.results:
                     mark(r)
             elif any(v in varying for v in inst.operands):
@@ -2112,7 +2112,7 @@ def _subgroup_lanes(cg: FunctionCodegen, k: int) -> ir.Constant:
     return ir.Constant(ir.VectorType(I32, G), [g * cg.S + k for g in range(G)])
 
 
-@emits(*SUBGROUP_OPS[:-1])
+@emits(*SUBGROUP_OPS)
 def emit_subgroup_op(cg: FunctionCodegen, inst: Instruction):
     """Scans and reductions in subgroup-local id order; inactive lanes give the identity."""
     b = cg.b
