@@ -312,7 +312,7 @@ def coop_mul_add(wg, inst, mask):
     coop_subgroups(wg, mask)
     a, b, c = (operand(wg, inst, s) for s in ("a", "b", "c"))
     c_dtype = dtype_of(inst.slots["c"].type)
-    cd = _accumulate_dtype(c_dtype)
+    cd = _accumulate_dtype(inst.slots["c"].type)
     acc = np.matmul(np.asarray(a).astype(cd), np.asarray(b).astype(cd)) + np.asarray(c).astype(cd)
     acc = np.asarray(acc).astype(cd)
     if cd != c_dtype:  # the sum is a value of C's type before the cast to D's
@@ -327,7 +327,7 @@ def coop_reduce(wg, inst, mask):
     a = np.asarray(operand(wg, inst, "a"))
     dtype = result_dtype(inst)
     axis = 2 if inst.modifier("mode") == "row" else 1
-    cd = _accumulate_dtype(dtype)
+    cd = _accumulate_dtype(inst.results[0].type)
     x = a.astype(cd)
     op = inst.opcode.rsplit("_", 1)[1]
     if op == "add":
@@ -395,7 +395,7 @@ def subgroup_operation(wg, inst, mask):
     G, S = wg.cfg.subgroups, wg.cfg.subgroup_size
     dtype = result_dtype(inst)
     kind, op = inst.opcode[len("subgroup_"):].rsplit("_", 1)
-    cd = _accumulate_dtype(dtype)
+    cd = _accumulate_dtype(inst.results[0].type)
     ident = _identity(op, cd)
     x = np.asarray(wg.lanes(operand(wg, inst, "a"))).astype(cd).reshape(G, S)
     x = np.where(_mask(wg, mask).reshape(G, S), x, ident)

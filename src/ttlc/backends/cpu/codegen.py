@@ -69,6 +69,7 @@ from ...diagnostics import CompileError, Diagnostic
 from ...interp.machine import Config
 from ...ir.core import Function, Instruction, Program, Region, Value
 from ...ir.layout import layout_of
+from ...ir.numerics import fold_int, wrap
 from ...ir.ops import SUBGROUP_OPS
 from ...ir.types import (DYNAMIC, SCALAR_TYPES, BoolType, CoopMatrixType, GroupType, MemrefType,
                          ScalarType, Type)
@@ -179,49 +180,6 @@ class Lanes:
     def consecutive(self) -> bool:
         first = self.offsets[0]
         return all(o - first == k for k, o in enumerate(self.offsets))
-
-
-def wrap(v: int, bits: int) -> int:
-    v &= (1 << bits) - 1
-    return v - (1 << bits) if bits > 1 and v >> (bits - 1) else v
-
-
-def _c_div(a: int, c: int) -> int:
-    if c == 0:
-        return 0
-    q = abs(a) // abs(c)
-    return q if (a < 0) == (c < 0) else -q
-
-
-def _int_fold(op: str, a: int, c: int, bits: int) -> Optional[int]:
-    """Exact integer semantics of a binary instruction on constants (None: not folded)."""
-    if op == "add":
-        r = a + c
-    elif op == "sub":
-        r = a - c
-    elif op == "mul":
-        r = a * c
-    elif op == "div":
-        r = _c_div(a, c)
-    elif op == "rem":
-        r = 0 if c == 0 else a - _c_div(a, c) * c
-    elif op == "max":
-        r = max(a, c)
-    elif op == "min":
-        r = min(a, c)
-    elif op == "and":
-        r = a & c
-    elif op == "or":
-        r = a | c
-    elif op == "xor":
-        r = a ^ c
-    elif op == "shl":
-        r = a << (c & (bits - 1))
-    elif op == "shr":
-        r = a >> (c & (bits - 1))
-    else:
-        return None
-    return wrap(r, bits)
 
 
 IndexLike = Union[int, ir.Value, Lanes]
@@ -552,7 +510,7 @@ class FunctionCodegen:
             if a is None:
                 return c if op == "add" else self.scalar_op("sub", ir.Constant(t, 0), c, t)
         if isinstance(a, ir.Constant) and isinstance(c, ir.Constant):
-            return ir.Constant(t, _int_fold(op, int(a.constant), int(c.constant), t.width))
+            return ir.Constant(t, fold_int(op, int(a.constant), int(c.constant), t.width))
         return {"add": self.b.add, "sub": self.b.sub, "mul": self.b.mul}[op](a, c)
 
     def lanes_binary(self, op: str, a, c, bits: int) -> Optional[Lanes]:
@@ -568,7 +526,7 @@ class FunctionCodegen:
             bc = 0 if lc.base is None else int(lc.base.constant)
             out = []
             for x, y in zip(la.offsets, lc.offsets):
-                r = _int_fold(op, wrap(ba + x, bits), wrap(bc + y, bits), bits)
+                r = fold_int(op, wrap(ba + x, bits), wrap(bc + y, bits), bits)
                 if r is None:
                     return None
                 out.append(r)
