@@ -25,7 +25,7 @@ from typing import Dict, FrozenSet, List, Set, Tuple
 
 from ..ir.core import Function, Instruction, Region, Value
 from ..ir.ops import VIEW_OPS
-from ..ir.types import GroupType, MemrefType
+from ..ir.types import GroupType
 
 
 class _Unknown:
@@ -115,10 +115,5 @@ class Aliasing:
     def _allocas_alias(self, a: Value, b: Value) -> bool:
         pa, pb = a.owner.attrs.get("stack_ptr"), b.owner.attrs.get("stack_ptr")
         if isinstance(pa, int) and isinstance(pb, int):
-            return pa < pb + _bytes(b.type) and pb < pa + _bytes(a.type)
+            return pa < pb + b.type.bytes and pb < pa + a.type.bytes
         return not (a in self.live_at[b] or b in self.live_at[a])
-
-
-def _bytes(t: MemrefType) -> int:
-    extent = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride))
-    return extent * t.element.size

@@ -377,8 +377,7 @@ def atomic_update(wg, inst, mask):
 def alloca(wg, inst, mask):
     t: MemrefType = inst.results[0].type
     dtype = dtype_of(t.element)
-    extent = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride))
-    buf = np.zeros(extent, dtype=dtype)
+    buf = np.zeros(t.extent, dtype=dtype)
     bid = wg.memory.add(buf, "local")
     return MemRef(bid, 0, tuple(t.shape), tuple(t.stride), dtype)
 

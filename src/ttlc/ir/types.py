@@ -180,6 +180,16 @@ class MemrefType(Type):
         return len(self.shape)
 
     @property
+    def extent(self) -> int:
+        """Elements from the first to the last one, inclusive (static shape and strides)."""
+        return 1 + sum((s - 1) * st for s, st in zip(self.shape, self.stride))
+
+    @property
+    def bytes(self) -> int:
+        """Bytes from the first element to the end of the last (static shape and strides)."""
+        return self.extent * self.element.size
+
+    @property
     def is_packed(self) -> bool:
         return self.stride == self.packed_stride(self.shape)
 
