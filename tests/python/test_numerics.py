@@ -85,7 +85,8 @@ def test_a_one_bit_integer_is_a_bool():
 @pytest.mark.parametrize("bits", [8, 16, 32, 64])
 def test_shifts_take_the_amount_modulo_the_width(bits):
     dtype = DTYPES[bits]
-    for a, c in itertools.product(EDGES[bits], [0, 1, 3, bits - 1, bits, bits + 1, 2 * bits + 3, -1]):
+    amounts = [0, 1, 3, bits - 1, bits, bits + 1, 2 * bits + 3, -1]
+    for a, c in itertools.product(EDGES[bits], amounts):
         amount = int(np.array(c, dtype=dtype)) & (bits - 1)  # OpenCL: modulo the width
         assert shift_amount(c, bits) == amount
         left = np.left_shift(np.array(a, dtype=dtype), np.array(amount, dtype=dtype))

@@ -61,7 +61,7 @@ def test_op_sets_name_instructions_of_the_table():
 def corpus():
     """Checked programs: the valid lit tests, the examples and some generated programs."""
     programs = []
-    for path in sorted(list((ROOT / "tests" / "lit").rglob("*.ir")) + list((ROOT / "examples").glob("*.ir"))):
+    for path in sorted((ROOT / "tests" / "lit").rglob("*.ir")) + sorted(ROOT.glob("examples/*.ir")):
         try:
             programs.append(ttlc.check(path.read_text(), str(path)))
         except ttlc.CompileError:

@@ -320,7 +320,6 @@ class Verifier:
                           f"({', '.join(map(str, types))}) is expected", *values)
 
 
-
 # ---- the instruction families (spec: "Restrictions" of each section) --------------------
 def check_alloca(vf: Verifier, inst: Instruction) -> None:
     t = inst.results[0].type

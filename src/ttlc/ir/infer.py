@@ -99,5 +99,6 @@ def fuse(slots: dict, attrs: dict, modifiers: dict) -> Optional[MemrefType]:
     m, lo, hi = _type(slots, "tensor"), attrs["from"], attrs["to"]
     if not isinstance(m, MemrefType) or not 0 <= lo < hi < m.order:
         return None
-    return MemrefType(m.element, m.shape[:lo] + (dim_product(m.shape[lo:hi + 1]),) + m.shape[hi + 1:],
+    size = dim_product(m.shape[lo:hi + 1])
+    return MemrefType(m.element, m.shape[:lo] + (size,) + m.shape[hi + 1:],
                       m.stride[:lo + 1] + m.stride[hi + 1:], m.space)

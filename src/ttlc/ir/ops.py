@@ -180,7 +180,8 @@ _BLAS = {
              "c := alpha op(A) b + beta c"),
     "ger": (("alpha", "A", "B", "beta", "C"), (ATOMIC,), "abC", "C := alpha a b^T + beta C"),
     "hadamard": (("alpha", "A", "B", "beta", "C"), (ATOMIC,), "ABC", "C := alpha A .* B + beta C"),
-    "sum": (("alpha", "A", "beta", "B"), (ATOMIC, TRANSPOSE_A), "Ab", "b := alpha op(A) 1 + beta b"),
+    "sum": (("alpha", "A", "beta", "B"), (ATOMIC, TRANSPOSE_A), "Ab",
+            "b := alpha op(A) 1 + beta b"),
 }
 _BLAS_MEMREFS = ("A", "B", "C")  # as far as present; the last one is written
 
@@ -328,7 +329,8 @@ _op("cooperative_matrix_apply", SPMD,
     [S.Lit("("), S.Args("ijv", 3), S.Lit(")"), S.Lit("=", aliases=("in",)), S.Opnd("a"),
      S.Lit("->", " -> "), S.Result(), S.RegionEl("inherit")],
     "Replace every component of a coopmatrix by the value its region yields.", "coop_apply",
-    infer_type=infer.same_as("a"), region_arg_types=lambda slots, results: [I32, I32, results[0].component]
+    infer_type=infer.same_as("a"),
+    region_arg_types=lambda slots, results: [I32, I32, results[0].component]
     if results and isinstance(results[0], CoopMatrixType) else [I32, I32, I32])
 
 _COOP_MEM_MODS = (TRANSPOSE_A, CHECKED)
