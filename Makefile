@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all install demo test lit pytest bench fuzz conformance clean
+.PHONY: all install demo test lit pytest test-cpu-models bench fuzz conformance clean
 
 all: test
 
@@ -19,10 +19,26 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
-test: pytest lit
+test: pytest lit test-cpu-models
 
 pytest: $(STAMP)
 	$(PY) -m pytest -q -n auto
+
+# The executing tests once more with code for older x86-64 models (TTLC_CPU; such code
+# runs on any newer machine): casts of every pair of types, math, f16/bf16, coopmatrix
+# code and 24 generated programs, so that no path needing AVX-512, FMA or F16C hides
+# behind the host's features.  Target cpu only (the interpreter does not depend on it).
+CPU_MODELS := x86-64-v2 x86-64-v3
+CPU_MODEL_TESTS := tests/python/test_cpu_backend.py tests/python/test_cpu_rtlib.py \
+	tests/python/test_interp_semantics.py tests/python/test_interp_coop.py \
+	tests/python/test_differential.py
+
+test-cpu-models: $(STAMP)
+	set -e; for model in $(CPU_MODELS); do \
+		echo "== TTLC_CPU=$$model"; \
+		TTLC_CPU=$$model TTLC_DIFF_SEEDS=24 $(PY) -m pytest -q -n auto --targets cpu \
+			$(CPU_MODEL_TESTS); \
+	done
 
 lit: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/lit -sv tests/lit

@@ -6,9 +6,12 @@
 Sections (``--only``): ``limits`` (the machine's practical peak: a large SGEMM/DGEMM and a
 bf16 GEMM through NumPy/PyTorch, raised to the best rate another library reaches on the
 cached batches; its bandwidth: a STREAM-like triad), ``gemm`` (batched
-GEMM, one work-group per matrix, through a subview of a 3-d memref and through groups, f32
-and f64, a memory-bound batch and one that fits in L2), ``fused`` (D += alpha A B^T C),
-``mix`` (gemv/axpby/sum), ``bf16`` (cooperative-matrix mul_add against torch's bf16 bmm),
+GEMM, one work-group per matrix, through a subview of a 3-d memref and through prepared
+groups, f32 and f64, a memory-bound batch and one that fits in L2), ``groups`` (the launch
+cost of groups: the same batched GEMM over a 3-d memref, a ``ttlc.PreparedGroup`` and a
+list of arrays, 4096 to 65536 matrices), ``fused`` (D += alpha A B^T C),
+``mix`` (gemv/axpby/sum), ``bf16`` (cooperative-matrix mul_add against torch's bf16 bmm;
+the output and the JSON name what computed ttlc's: AMX, AVX512-BF16 or f32 FMA),
 ``compile`` (cold: empty cache; warm: cache hit), ``overhead`` (the Python cost of
 launching one work-group).
 
@@ -53,7 +56,7 @@ except ImportError:  # run from a checkout without installing
 sys.path.insert(0, str(HERE))
 import native  # noqa: E402
 
-SECTIONS = ("limits", "gemm", "fused", "mix", "bf16", "compile", "overhead")
+SECTIONS = ("limits", "gemm", "groups", "fused", "mix", "bf16", "compile", "overhead")
 SHAPES = [(8, 8, 8), (16, 16, 16), (32, 32, 32), (64, 64, 64), (16, 8, 8)]  # (M, N, K)
 DTYPES = {"f32": np.float32, "f64": np.float64}
 #: relative tolerance of the check against NumPy (times the largest magnitude)
@@ -72,7 +75,7 @@ class Config:
     memory_batch: int          # the batch of the memory-bound regime (grown past the L3)
     memory_bytes: tuple        # (least, most) bytes of a memory-bound working set
     l2_bytes: int              # the L2 of one core: the compute-bound working set per thread
-    group_max_batch: int       # every member of a group is checked at every call
+    group_batches: tuple       # the batches of the groups section
     sample_seconds: float      # a sample repeats the call until it takes this long
     threads: int
     shapes: List[tuple]
@@ -86,10 +89,10 @@ def make_config(opts) -> Config:
         shapes = [tuple(int(x) for x in s.split("x")) for s in opts.shapes.split(",")]
     dtypes = opts.dtypes.split(",") if opts.dtypes else list(DTYPES)
     if opts.quick:
-        return Config(True, opts.repeat or 3, 256, (0, 4 << 20), 256 << 10, 256, 0.002,
+        return Config(True, opts.repeat or 3, 256, (0, 4 << 20), 256 << 10, (4096,), 0.002,
                       threads, shapes, dtypes)
-    return Config(False, opts.repeat or 7, 100_000, (256 << 20, 512 << 20), l2_size(), 4096, 0.02,
-                  threads, shapes, dtypes)
+    return Config(False, opts.repeat or 7, 100_000, (256 << 20, 512 << 20), l2_size(),
+                  (4096, 16384, 65536), 0.02, threads, shapes, dtypes)
 
 
 def ttlc_threads() -> int:
@@ -169,6 +172,8 @@ class Suite:
     targets: List[dict] = field(default_factory=list)
     compile_ms: Dict[str, Dict[str, float]] = field(default_factory=dict)
     overhead_us: Dict[str, float] = field(default_factory=dict)
+    bf16_path: str = ""     # what computed ttlc's bf16 mul_add (AMX, AVX512-BF16, f32 FMA)
+    group_ratios: List[dict] = field(default_factory=list)  # group_vs_memref's
 
     def compare(self, entries: List["Entry"]) -> List[Row]:
         """Check each implementation's first call against NumPy (after its prepare), then
@@ -327,40 +332,90 @@ def bench_gemm(suite: Suite, torch, lib: native.Native) -> None:
         dtype = DTYPES[dname]
         for M, N, K in cfg.shapes:
             fields = dict(t=dname, M=M, N=N, K=K)
-            kernels = {impl: ttlc.compile(text.format(**fields), target="cpu")["gemm"]
-                       for impl, text in (("ttlc", GEMM_SUBVIEW), ("ttlc group", GEMM_GROUP))}
-            size = np.dtype(dtype).itemsize
-            entry = (M * K + K * N + M * N) * size
+            kernels = gemm_kernels(dname, M, N, K)
+            entry = gemm_entry_bytes(dname, M, N, K)
             for regime, batch in gemm_batches(cfg, entry).items():
-                A, B = fortran(rng, (M, K, batch), dtype), fortran(rng, (K, N, batch), dtype)
-                C = np.asfortranarray(np.empty((M, N, batch), dtype))
-                ref = np.einsum("ikb,kjb->ijb", A.astype(np.float64), B.astype(np.float64))
+                A, B, C, ref = gemm_data(rng, dname, M, N, K, batch)
                 At, Bt, Ct = rows_of(A), rows_of(B), rows_of(C)
-                impls = {"ttlc": (kernels["ttlc"], (A, B, C), batch, "")}
-                gbatch = min(batch, cfg.group_max_batch)
-                views = [[X[:, :, k] for k in range(gbatch)] for X in (A, B, C)]
-                note = (f"batch cut to {gbatch}: every call checks each member"
-                        if gbatch < batch else "")
-                impls["ttlc group"] = (kernels["ttlc group"], views, gbatch, note)
-                runs = {name: (lambda k=k, a=a, g=g: k(*a, grid=(g,)), g, note)
-                        for name, (k, a, g, note) in impls.items()}
-                runs["numpy"] = (lambda: np.matmul(Bt, At, out=Ct), batch, "matmul")
+                runs = ttlc_gemm_runs(kernels, A, B, C)
+                runs["numpy"] = (lambda: np.matmul(Bt, At, out=Ct), "matmul")
                 if torch is not None:
                     tA, tB, tC = (torch.from_numpy(x) for x in (At, Bt, Ct))
-                    runs["torch"] = (lambda: torch.bmm(tB, tA, out=tC), batch, "bmm")
+                    runs["torch"] = (lambda: torch.bmm(tB, tA, out=tC), "bmm")
                 if lib.has_libxsmm:
                     runs["libxsmm"] = (lambda: lib.xsmm_gemm(A, B, C, M, N, K, batch, cfg.threads),
-                                       batch, "")
-                suite.compare([
-                    Entry(Row("gemm", "batched gemm", impl, dname, f"{M}x{N}x{K}", count, regime,
-                              0.0, flops=2.0 * M * N * K * count, nbytes=float(entry * count),
-                              note=note),
-                          fn, lambda impl=impl, count=count: check(
-                              f"{impl} {dname} {M}x{N}x{K}", C[:, :, :count], ref[:, :, :count],
-                              TOLERANCE[dname]),
-                          prepare=lambda: C.fill(1e3))
-                    for impl, (fn, count, note) in runs.items()])
-                del A, B, C, views, runs
+                                       "")
+                compare_gemm(suite, "gemm", runs, dname, (M, N, K), batch, regime, C, ref)
+                del A, B, C, runs
+
+
+def gemm_kernels(dname: str, M: int, N: int, K: int) -> Dict[str, object]:
+    """The batched GEMM over a 3-d memref ("ttlc") and over groups ("ttlc group")."""
+    fields = dict(t=dname, M=M, N=N, K=K)
+    return {impl: ttlc.compile(text.format(**fields), target="cpu")["gemm"]
+            for impl, text in (("ttlc", GEMM_SUBVIEW), ("ttlc group", GEMM_GROUP))}
+
+
+def gemm_entry_bytes(dname: str, M: int, N: int, K: int) -> int:
+    return (M * K + K * N + M * N) * np.dtype(DTYPES[dname]).itemsize
+
+
+def gemm_data(rng, dname: str, M: int, N: int, K: int, batch: int):
+    """A, B, an output C (column-major (rows, cols, batch)) and the float64 A_k B_k."""
+    dtype = DTYPES[dname]
+    A, B = fortran(rng, (M, K, batch), dtype), fortran(rng, (K, N, batch), dtype)
+    C = np.asfortranarray(np.empty((M, N, batch), dtype))
+    return A, B, C, np.einsum("ikb,kjb->ijb", A.astype(np.float64), B.astype(np.float64))
+
+
+def ttlc_gemm_runs(kernels, A, B, C, lists: bool = False) -> dict:
+    """impl -> (call, note): the memref kernel on A, B, C; the group kernel on prepared
+    groups of their matrices (prepared here, once) and on plain lists (every call checks
+    each member)."""
+    batch = A.shape[2]
+    grid = (batch,)
+    runs = {"ttlc": (lambda: kernels["ttlc"](A, B, C, grid=grid), "")}
+    views = [[X[:, :, k] for k in range(batch)] for X in (A, B, C)]
+    groups = [ttlc.PreparedGroup(v) for v in views]
+    runs["ttlc group"] = (lambda: kernels["ttlc group"](*groups, grid=grid), "ttlc.PreparedGroup")
+    if lists:
+        runs["ttlc list"] = (lambda: kernels["ttlc group"](*views, grid=grid),
+                             "lists: every call checks each member")
+    return runs
+
+
+def compare_gemm(suite: Suite, section: str, runs: dict, dname: str, mnk: tuple, batch: int,
+                 regime: str, C, ref) -> None:
+    """Check and time batched GEMM implementations (``runs``: impl -> (call, note)) that
+    all write C."""
+    M, N, K = mnk
+    entry = gemm_entry_bytes(dname, M, N, K)
+    suite.compare([
+        Entry(Row(section, "batched gemm", impl, dname, f"{M}x{N}x{K}", batch, regime, 0.0,
+                  flops=2.0 * M * N * K * batch, nbytes=float(entry * batch), note=note),
+              fn, lambda impl=impl: check(f"{impl} {dname} {M}x{N}x{K}", C, ref, TOLERANCE[dname]),
+              prepare=lambda: C.fill(1e3))
+        for impl, (fn, note) in runs.items()])
+
+
+#: the GEMM of the groups section: the smallest matrices, where launch costs show most
+GROUPS_SHAPE = (8, 8, 8)
+
+
+def bench_groups(suite: Suite) -> None:
+    """The launch cost of groups: the same batched GEMM over a 3-d memref, over prepared
+    groups and over lists of the matrices, for batches of 4096 matrices and more."""
+    cfg = suite.cfg
+    M, N, K = GROUPS_SHAPE
+    print(f"groups: batched gemm {M}x{N}x{K} over a 3-d memref, a ttlc.PreparedGroup and lists:")
+    rng = np.random.default_rng(5)
+    for dname in cfg.dtypes:
+        kernels = gemm_kernels(dname, M, N, K)
+        for batch in cfg.group_batches:
+            A, B, C, ref = gemm_data(rng, dname, M, N, K, batch)
+            runs = ttlc_gemm_runs(kernels, A, B, C, lists=True)
+            compare_gemm(suite, "groups", runs, dname, (M, N, K), batch, "", C, ref)
+            del A, B, C, runs
 
 
 # ---- fused sample, gemv/axpby/sum mix ------------------------------------------------------
@@ -489,14 +544,24 @@ func @bf16_gemm(%A: memref<bf16x{n}x{n}x?>, %B: memref<bf16x{n}x{n}x?>, %C: memr
 """
 
 
+def bf16_path() -> str:
+    """What computes ttlc's bf16 mul_add on this machine: AMX, AVX512-BF16 or f32 FMA."""
+    from ttlc.backends.cpu.coop import mul_add_path
+
+    path = mul_add_path("bf16", "bf16", "f32")
+    return "f32 FMA" if path == "FMA" else path
+
+
 def bench_bf16(suite: Suite, torch) -> None:
     """C_k = A_k B_k, bf16 inputs, f32 results: 16x16x16 cooperative-matrix tiles."""
     import ml_dtypes
 
     cfg = suite.cfg
     n, batch = (32, 64) if cfg.quick else (64, 2048)
-    print(f"bf16 cooperative-matrix gemm {n}x{n}x{n}, f32 accumulation, batch {batch}:")
     kernel = ttlc.compile(BF16_GEMM.format(n=n), target="cpu")["bf16_gemm"]
+    path = suite.bf16_path = bf16_path()
+    print(f"bf16 cooperative-matrix gemm {n}x{n}x{n}, f32 accumulation, batch {batch}, "
+          f"ttlc on {path}:")
     rng = np.random.default_rng(5)
     A, B = (fortran(rng, (n, n, batch), ml_dtypes.bfloat16) for _ in range(2))
     C = np.asfortranarray(np.empty((n, n, batch), np.float32))
@@ -514,7 +579,7 @@ def bench_bf16(suite: Suite, torch) -> None:
                      TOLERANCE["f32"] if impl == "ttlc" else TOLERANCE["bf16"])
     suite.compare([
         Entry(Row("bf16", "coopmatrix gemm", impl, "bf16", f"{n}x{n}x{n}", batch, "compute",
-                  0.0, flops=flops, nbytes=float(nbytes)),
+                  0.0, flops=flops, nbytes=float(nbytes), note=path if impl == "ttlc" else ""),
               fn, lambda impl=impl: verify(impl), prepare=lambda: C.fill(1e3))
         for impl, fn in runs.items()])
 
@@ -651,6 +716,11 @@ def evaluate_targets(suite: Suite) -> None:
             goal(f"{label} % peak" + (" (compute-bound at this intensity)"
                                       if r.regime == "memory" else ""),
                  limit_percent(suite, r), 60.0, "%")
+    suite.group_ratios = group_vs_memref(suite)
+    if suite.group_ratios:
+        goal(f"group launches within 1.25x of memref launches (worst of "
+             f"{len(suite.group_ratios)})", max(r["ratio"] for r in suite.group_ratios), 1.25,
+             at_most=True)
     mine = find(suite, section="fused", impl="ttlc")
     others = [r for r in suite.rows if r.section == "fused" and r.impl != "ttlc"]
     if mine and others:
@@ -658,12 +728,33 @@ def evaluate_targets(suite: Suite) -> None:
     mine = find(suite, section="bf16", impl="ttlc")
     other = find(suite, section="bf16", impl="torch")
     if mine and other:
-        goal("bf16 coopmatrix % of torch bf16", 100 * other.seconds / mine.seconds, 50.0, "%")
+        goal(f"bf16 coopmatrix % of torch bf16 ({mine.note})", 100 * other.seconds / mine.seconds,
+             50.0, "%")
     for name, ms in suite.compile_ms.items():
         goal(f"compile {name} cold", ms["cold"], 150.0, "ms", at_most=True)
         goal(f"compile {name} warm", ms["warm"], 5.0, "ms", at_most=True)
     if "ttlc" in suite.overhead_us:
         goal("call overhead (1 work-group)", suite.overhead_us["ttlc"], 20.0, "us", at_most=True)
+
+
+#: the least batch at which group launches are held to memref launches
+GROUP_TARGET_BATCH = 4096
+
+
+def group_vs_memref(suite: Suite) -> List[dict]:
+    """The time of each batched GEMM over a prepared group over the time of the same
+    work over a 3-d memref, for batches of at least GROUP_TARGET_BATCH matrices."""
+    out = []
+    for g in suite.rows:
+        if g.impl != "ttlc group" or g.batch < GROUP_TARGET_BATCH:
+            continue
+        m = find(suite, section=g.section, kernel=g.kernel, impl="ttlc", dtype=g.dtype,
+                 shape=g.shape, regime=g.regime, batch=g.batch)
+        if m is not None:
+            out.append(dict(section=g.section, dtype=g.dtype, shape=g.shape, regime=g.regime,
+                            batch=g.batch, group_ms=1e3 * g.seconds, memref_ms=1e3 * m.seconds,
+                            ratio=g.seconds / m.seconds))
+    return out
 
 
 def binding_limit(suite: Suite, r: Row) -> Optional[str]:
@@ -699,7 +790,7 @@ def print_table(suite: Suite) -> None:
           f"{'time ms':>10s} {'GFLOP/s':>8s} {'GB/s':>7s} {'%limit':>6s} {'ttlc is':>8s}")
     for r in suite.rows:
         mine = find(suite, section=r.section, kernel=r.kernel, impl="ttlc", dtype=r.dtype,
-                    shape=r.shape, regime=r.regime)
+                    shape=r.shape, regime=r.regime, batch=r.batch)
         speed = f"{r.seconds / mine.seconds:7.2f}x" if mine and r.impl != "ttlc" else ""
         pct = limit_percent(suite, r)
         print(f"{r.kernel:18s} {r.impl:11s} {r.dtype:5s} {r.shape:9s} {r.regime:7s} {r.batch:7d} "
@@ -710,10 +801,18 @@ def print_table(suite: Suite) -> None:
     if "bandwidth_gbs" in lim:
         print(f"%limit of memory-bound rows: of {lim['bandwidth_gbs']:.2f} GB/s "
               f"({lim.get('bandwidth_from', 'triad')})")
+    if suite.bf16_path:
+        print(f"bf16 coopmatrix gemm of ttlc on {suite.bf16_path}")
     for dname in DTYPES:
         if f"peak_{dname}_gflops" in lim:
             print(f"%limit of compute-bound {dname} rows: of {lim[f'peak_{dname}_gflops']:.2f} "
                   f"GFLOP/s ({lim[f'peak_{dname}_from']})")
+    if suite.group_ratios:
+        print(f"\nprepared-group launches / memref launches (batches >= {GROUP_TARGET_BATCH}):")
+        for r in suite.group_ratios:
+            print(f"  {r['section']:6s} {r['dtype']:4s} {r['shape']:9s} {r['regime']:7s} "
+                  f"{r['batch']:7d}  {r['group_ms']:9.4f} ms / {r['memref_ms']:9.4f} ms = "
+                  f"{r['ratio']:5.2f}x")
     if suite.compile_ms or suite.overhead_us:
         print()
     for name, ms in suite.compile_ms.items():
@@ -753,7 +852,9 @@ def summary(suite: Suite) -> dict:
                      "threads": suite.cfg.threads, "versions": versions,
                      "config": asdict(suite.cfg)},
             "limits": suite.limits, "results": rows, "compile_ms": suite.compile_ms,
-            "overhead_us": suite.overhead_us, "targets": suite.targets,
+            "overhead_us": suite.overhead_us, "bf16_path": suite.bf16_path,
+            "group_vs_memref": suite.group_ratios,
+            "targets": suite.targets,
             "skipped": suite.skipped, "checks": {"count": suite.checks, "failed": 0}}
 
 
@@ -766,7 +867,7 @@ def plot(suite: Suite, path: Path) -> Optional[Path]:
         suite.skip("plot", f"matplotlib not installed ({e}); pip install -e '.[bench]'")
         return None
     panels = sorted({(r.section, r.dtype, r.regime) for r in suite.rows
-                     if r.flops and r.section != "limits"},
+                     if r.flops and r.section not in ("limits", "groups")},
                     key=lambda p: (SECTIONS.index(p[0]), p[1:]))
     if not panels:
         return None
@@ -814,6 +915,7 @@ def compare(suite: Suite, old_path: Path) -> None:
 SECTION_FUNCTIONS = {
     "limits": lambda s, torch, lib: bench_limits(s, torch, lib),
     "gemm": lambda s, torch, lib: bench_gemm(s, torch, lib),
+    "groups": lambda s, torch, lib: bench_groups(s),
     "fused": lambda s, torch, lib: bench_fused(s, torch),
     "mix": lambda s, torch, lib: bench_mix(s, torch),
     "bf16": lambda s, torch, lib: bench_bf16(s, torch),

@@ -31,10 +31,10 @@ def __getattr__(name):
         from .ir import builder
 
         return getattr(builder, name)
-    if name == "Group":  # ttlc.Group(arrays, offset=k, shapes=[...]): see ttlc.runtime.args.Group
-        from .runtime.args import Group
+    if name in ("Group", "PreparedGroup"):  # group arguments: see ttlc.runtime.args
+        from .runtime import args
 
-        return Group
+        return getattr(args, name)
     if name == "types":
         import importlib
 
@@ -54,5 +54,5 @@ def compile(text_or_program, target: str = "cpu", checked: bool = False,
 
 
 
-__all__ = ["KernelError", "compile", "Group", "CompileError", "Diagnostic", "Program", "parse", "check", "__version__",
+__all__ = ["KernelError", "compile", "Group", "PreparedGroup", "CompileError", "Diagnostic", "Program", "parse", "check", "__version__",
            "ProgramBuilder", "Builder", "RegionOp", "types"]

@@ -55,6 +55,13 @@ def pytest_configure(config):
                    "the reason on the other targets")
 
 
+def pytest_addoption(parser):
+    parser.addoption("--targets", default=None,
+                     help="comma-separated execution targets for the tests of test_interp_*.py "
+                          "(default: all); `make test` runs them for target cpu alone again "
+                          "under older CPU models (TTLC_CPU)")
+
+
 def _runs_on_every_target(module) -> bool:
     return module.__name__.startswith("test_interp_")
 
@@ -66,11 +73,13 @@ def pytest_generate_tests(metafunc):
     from interp_testing import TARGETS
 
     only = metafunc.definition.get_closest_marker("interp_only")
-    params = list(TARGETS)
+    chosen = metafunc.config.getoption("targets")
+    targets = [t for t in TARGETS if chosen is None or t in chosen.split(",")]
+    params = list(targets)
     if only:  # listed as skipped, with the reason, on the other targets
         why = only.kwargs.get("reason") or (only.args[0] if only.args else "interp only")
         params = [t if t == "interp" else pytest.param(t, marks=pytest.mark.skip(reason=why))
-                  for t in TARGETS]
+                  for t in targets]
     metafunc.parametrize("target", params, indirect=True)
 
 

@@ -35,6 +35,19 @@ def test_quick_suite_checks_times_and_writes_json(tmp_path):
     for section in ("gemm", "fused", "mix", "overhead"):
         assert {(section, "ttlc"), (section, "numpy")} <= impls, section
     assert {("gemm", "ttlc group"), ("bf16", "ttlc")} <= impls
+    # the bf16 rows name what computed ttlc's mul_add
+    assert data["bf16_path"] in ("AMX", "AVX512-BF16", "f32 FMA")
+    assert [r["note"] for r in data["results"] if (r["section"], r["impl"]) == ("bf16", "ttlc")] \
+        == [data["bf16_path"]]
+    assert f"ttlc on {data['bf16_path']}" in proc.stdout
+    # groups: prepared groups next to the memref for batches of 4096 and more, with ratios
+    assert {("groups", "ttlc"), ("groups", "ttlc group"), ("groups", "ttlc list")} <= impls
+    ratios = data["group_vs_memref"]
+    assert ratios and all(r["batch"] >= 4096 and r["ratio"] > 0 for r in ratios)
+    assert {r["section"] for r in ratios} == {"groups"}  # (quick gemm batches are smaller)
+    assert any(t["name"].startswith("group launches within 1.25x of memref launches")
+               for t in data["targets"])
+    assert "prepared-group launches / memref launches" in proc.stdout
     assert set(data["compile_ms"]) and all({"cold", "warm"} <= set(v)
                                            for v in data["compile_ms"].values())
     assert {"bandwidth_gbs", "peak_f32_gflops", "peak_f64_gflops"} <= set(data["limits"])

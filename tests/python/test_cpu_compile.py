@@ -4,7 +4,9 @@
   constants, or in a shorter form (``splat (...)``, ``undef``) that LLVM reads as the
   same constant;
 * the disk cache keys on where instructions are in the source, so that errors found by
-  cached code point at the right line of a program laid out differently.
+  cached code point at the right line of a program laid out differently;
+* the features of a CPU model (``TTLC_CPU``) follow ``TTLC_CPU_FEATURES``, removals
+  included: code generation asks them which instructions it may use.
 """
 from __future__ import annotations
 
@@ -163,3 +165,16 @@ def test_cache_hit_needs_no_code_generator(tmp_path):
     assert all(r["x"] == expected for r in runs)
     assert "ttlc.backends.cpu.codegen" in miss["loaded"]  # the check can see the modules
     assert hit["loaded"] == []
+
+
+@pytest.mark.parametrize("cpu,features,lacks,has", [
+    ("znver4", "", set(), {"avx512f", "avx512bw", "avx512bf16"}),
+    ("znver4", "-avx512bf16", {"avx512bf16"}, {"avx512f", "avx512bw"}),
+    ("znver4", "-avx512f", {"avx512f", "avx512bw", "avx512bf16"}, {"avx2", "fma"}),
+    ("x86-64-v3", "+avx512f", {"avx512bw"}, {"avx512f", "avx2"}),
+])
+def test_feature_string_changes_the_model(cpu, features, lacks, has):
+    """A removed feature (and every feature that needs it) is not the model's: code using
+    it would stop LLVM with a fatal error."""
+    got = jit.model_features(cpu, features)
+    assert not got & lacks and has <= got

@@ -20,6 +20,7 @@ from ttlc.runtime import args
 pytest.importorskip("llvmlite")
 
 from test_cpu_launch import agree  # noqa: E402
+from test_interp_group_args import Producer  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not args._FIELDS_OK, reason="ndarray fields are not readable "
                                 "here (not 64-bit little-endian CPython)")
@@ -224,3 +225,95 @@ def test_member_by_member_gives_the_same_slots(params, monkeypatch):
     monkeypatch.setattr(args, "_FIELDS_OK", False)
     assert slots() == at_once
     assert at_once[0][1][8:12] == [3, 7, 1, 3]  # member 2 of %a
+
+
+# ---- prepared groups ---------------------------------------------------------------------------
+GEMM = """
+func @gemm(%A: group<memref<f32x4x4>x?>, %B: group<memref<f32x4x4>x?>,
+           %C: group<memref<f32x4x4>x?>) {
+    %k = group_id.x : index
+    %a = load %A[%k] : memref<f32x4x4>
+    %b = load %B[%k] : memref<f32x4x4>
+    %c = load %C[%k] : memref<f32x4x4>
+    %one = constant 1.0 : f32
+    %zero = constant 0.0 : f32
+    gemm %one, %a, %b, %zero, %c
+}
+"""
+
+
+def gemm_data(count):
+    rng = np.random.default_rng(count)
+    A, B = (np.asfortranarray(rng.integers(-4, 5, (4, 4, count)).astype(np.float32))
+            for _ in range(2))
+    C = np.asfortranarray(np.zeros((4, 4, count), np.float32))
+    return A, B, C, np.einsum("ikb,kjb->ijb", A.astype(np.float64), B)
+
+
+def test_prepared_launches_do_no_work_per_member(monkeypatch):
+    """The tables are built at the first launch and reused: later launches check no
+    member (every function that looks at members fails here)."""
+    k = ttlc.compile(GEMM, target="cpu")["gemm"]
+    count = 5000
+    A, B, C, want = gemm_data(count)
+    groups = [ttlc.PreparedGroup([X[:, :, i] for i in range(count)]) for X in (A, B, C)]
+    k(*groups, grid=(count,))
+    np.testing.assert_array_equal(C, want)
+    tables = [dict(g._tables) for g in groups]
+    assert all(len(t) == 1 for t in tables)
+
+    def refuse(*_):
+        raise AssertionError("a member was looked at")
+    for name in ("group_arg", "memref_arg", "as_array", "_array_words", "_address"):
+        monkeypatch.setattr(args, name, refuse)
+    C[...] = 0
+    for _ in range(3):
+        k(*groups, grid=(count,))
+        np.testing.assert_array_equal(C, want)
+    for g, before in zip(groups, tables):
+        assert g._tables.keys() == before.keys()
+        assert all(g._tables[key] is before[key] for key in before)
+
+
+def test_prepared_groups_give_the_slots_of_lists(params):
+    """Through the quick path, the same slots as marshal makes of the lists."""
+    module, fargs = params
+    rng = np.random.default_rng(9)
+    for count in (1, 2, 300):
+        groups = [alike(p, count) for p in fargs]
+        assert agree(module, "p", [ttlc.PreparedGroup(g) for g in groups])
+        for _ in range(20):
+            groups = [alike(p, count) for p in fargs]
+            i, j = int(rng.integers(len(groups))), int(rng.integers(count))
+            t = fargs[i].value.type.memref
+            groups[i][j] = odd_member(rng, DTYPES[fargs[i].value.name], t.order, groups[i][0])
+            try:
+                prepared = [ttlc.PreparedGroup(g) for g in groups]
+            except TypeError:  # (a member that is no array: refused when preparing)
+                continue
+            agree(module, "p", prepared)
+
+
+def test_only_dlpack_members_are_checked_at_each_launch():
+    k = ttlc.compile(GEMM, target="cpu")["gemm"]
+    count = 100
+    A, B, C, want = gemm_data(count)
+    As = [A[:, :, i] for i in range(count)]
+    producers = [Producer(As[7]), Producer(As[50])]
+    As[7], As[50] = producers
+    groups = [ttlc.PreparedGroup(x) for x in (As, [B[:, :, i] for i in range(count)],
+                                             [C[:, :, i] for i in range(count)])]
+    assert [p.exports for p in producers] == [1, 1]  # (the view)
+    assert len(groups[0]._producers) == 2 and not groups[1]._producers
+    for launch in range(1, 4):
+        k(*groups, grid=(count,))
+        assert [p.exports for p in producers] == [1 + launch] * 2
+    np.testing.assert_array_equal(C, want)
+
+
+def test_torch_members_are_checked_through_data_ptr():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (the bench extra)")
+    t = torch.zeros(4, 4).T
+    group = ttlc.PreparedGroup([t])
+    (_, producer, address, now), = group._producers
+    assert producer is t and address == t.data_ptr() and now == t.data_ptr

@@ -190,16 +190,24 @@ def test_quick_groups_agree_with_marshal():
         i = int(rng.integers(3))
         n = int(rng.choice([0, 1, 2, 3, 4]))
         members = [random_array(rng, orders[i], dtypes[i]) for _ in range(n)]
-        kind = rng.integers(6)
+        kind = rng.integers(7)
         args[i] = (tuple(members) if kind == 0 else np.zeros(3, np.float32) if kind == 1 and n
                    else ttlc.Group(members) if kind == 2 else members)
+        if kind == 3:
+            try:
+                args[i] = ttlc.PreparedGroup(members)
+            except TypeError:  # (a member that is no array)
+                pass
         accepted += agree(module, "g", args)
     assert accepted > 40  # (members are drawn independently: many lists are invalid)
 
 
 def test_groups_with_an_offset_take_marshal():
+    """Lists for a group with an offset go through marshal; prepared groups do not."""
     module = ttlc.compile("func @o(%g: group<memref<f32x4>x?, offset: 2>) {}", target="cpu")
-    assert module._plan(module["o"].func).quick is None
+    quick = module._plan(module["o"].func).quick
+    assert quick([[np.zeros(6, np.float32)]], []) is None
+    assert quick([ttlc.PreparedGroup([np.zeros(6, np.float32)])], []) is not None
     module["o"]([np.zeros(6, np.float32)], grid=(1,))
     with pytest.raises(ValueError, match="does not fit"):
         module["o"]([np.zeros(5, np.float32)], grid=(1,))

@@ -416,7 +416,8 @@ def test_group_dynamic_offset(fill):
     ([np.zeros(3, np.float32), np.zeros(3, np.int32)], TypeError, "member 1"),
     ([np.zeros(3, np.float32), [1.0, 2.0]], TypeError, "member 1: expected an array"),
     (np.zeros((2, 3), np.float32), TypeError, "list of arrays"),
-    ({"a": np.zeros(3, np.float32)}, TypeError, "list of arrays or a ttlc.Group"),
+    ({"a": np.zeros(3, np.float32)}, TypeError, "expected a list of arrays, a ttlc.Group or a "
+     "ttlc.PreparedGroup for group<memref<f32x?>x?, offset: ?>, got dict"),
 ])
 def test_group_mismatch(fill, group, exc, what):
     msg = _raises(exc, fill, (group,), ["argument 0 (%g) of @fill", what], grid=(1,))

@@ -167,3 +167,299 @@ def test_read_only_member_written(gemm_static, target):
         a.flags.writeable = False
     gemm_static(As, views(B), views(C), grid=(COUNT,))
     np.testing.assert_array_equal(C, np.einsum("ikb,kjb->ijb", A.astype(np.float64), B))
+
+
+# ---- prepared groups (ttlc.PreparedGroup) ------------------------------------------------------
+def prepared(*arrays):
+    """One prepared group of the views of each 3-d array."""
+    return [ttlc.PreparedGroup(views(X)) for X in arrays]
+
+
+@pytest.mark.parametrize("checked", [False, True])
+def test_prepared_groups_compute_what_lists_do(checked):
+    k = compile_for_target(GEMM_STATIC, checked=checked)["gemm"]
+    A, B = F((4, 4, COUNT), 1), F((4, 4, COUNT), 2)
+    C = np.asfortranarray(np.full((4, 4, COUNT), 7, np.float32))
+    groups = prepared(A, B, C)
+    for seed in (3, 4):  # a second launch sees the new contents: the memory is shared
+        A[...] = F((4, 4, COUNT), seed)
+        k(*groups, grid=(COUNT,))
+        np.testing.assert_array_equal(C, np.einsum("ikb,kjb->ijb", A.astype(np.float64), B))
+
+
+def test_prepared_members_of_several_sizes(gemm):
+    rng = np.random.default_rng(8)
+    As, Bs, Cs = [], [], []
+    for k in range(COUNT):
+        m, n, kk = (int(x) for x in rng.integers(1, 7, size=3))
+        As.append(F((m, 2 * kk), 300 + k)[:, ::2])  # (dynamic strides)
+        Bs.append(F((kk, n), 400 + k))
+        Cs.append(np.asfortranarray(np.full((m, n), 5, np.float32)))
+    gemm(*(ttlc.PreparedGroup(x) for x in (As, Bs, Cs)), grid=(COUNT,))
+    for c, want in zip(Cs, expected(As, Bs)):
+        np.testing.assert_array_equal(c, want)
+
+
+# B_k := A_k for members stored `offset` elements into their buffers
+COPY_OFFSET = """
+func @copy(%A: group<memref<f32x4x?>x?, offset: ?>, %B: group<memref<f32x4x?>x?>) {
+    %k = group_id.x : index
+    %a = load %A[%k] : memref<f32x4x?>
+    %b = load %B[%k] : memref<f32x4x?>
+    %one = constant 1.0 : f32
+    %zero = constant 0.0 : f32
+    axpby %one, %a, %zero, %b
+}
+"""
+
+
+def test_prepared_group_with_an_offset_and_shapes():
+    k = compile_for_target(COPY_OFFSET)["copy"]
+    widths = [3, 1, 5]
+    bufs = [np.arange(8 + 4 * w, dtype=np.float32) + 100 * i for i, w in enumerate(widths)]
+    outs = [np.zeros((4, w), np.float32, order="F") for w in widths]
+    shapes = [[4, w] for w in widths]  # (lists: copied as tuples)
+    A = ttlc.PreparedGroup(bufs, offset=8, shapes=shapes)
+    shapes[0][1] = 99  # changes nothing: the shapes were copied
+    assert A.shapes == ((4, 3), (4, 1), (4, 5)) and A.offset == 8 and len(A) == 3
+    k(A, ttlc.PreparedGroup(outs), grid=(3,))
+    for buf, out, w in zip(bufs, outs, widths):
+        np.testing.assert_array_equal(out, buf[8:].reshape((4, w), order="F"))
+    with pytest.raises(ValueError, match=r"argument 0 \(%A\) of @copy, member 2: the memref "
+                                         r"\(24 elements from offset 8\) does not fit"):
+        k(ttlc.PreparedGroup(bufs, offset=8, shapes=[(4, 3), (4, 1), (4, 6)]),
+          ttlc.PreparedGroup(outs), grid=(3,))
+
+
+def test_changing_the_list_after_preparing_changes_nothing(gemm_static):
+    A, B = F((4, 4, COUNT), 1), F((4, 4, COUNT), 2)
+    C = np.asfortranarray(np.full((4, 4, COUNT), 7, np.float32))
+    As = views(A)
+    group = ttlc.PreparedGroup(As)
+    As[3] = np.zeros((4, 5), np.float32)  # would be refused (size), if it were seen
+    As.append(As[0])
+    gemm_static(group, *prepared(B, C), grid=(COUNT,))
+    np.testing.assert_array_equal(C, np.einsum("ikb,kjb->ijb", A.astype(np.float64), B))
+
+
+def test_changing_a_member_array_after_preparing_changes_nothing(gemm):
+    """A private view: a new shape of the caller's array does not reach the group."""
+    A, B = F((4, 4), 1), F((4, 4), 2)
+    C = np.zeros((4, 4), np.float32, order="F")
+    group = ttlc.PreparedGroup([A])
+    A.shape = (4, 2, 2)
+    with pytest.raises(ValueError, match="member 0: expected an array of order 2"):
+        gemm([A], [B], [C], grid=(1,))  # (the list sees it)
+    gemm(group, [B], [C], grid=(1,))
+    np.testing.assert_array_equal(C, F((4, 4), 1).astype(np.float64) @ B)
+
+
+def test_a_prepared_group_keeps_its_memory():
+    """The caller's arrays may go; resizing one while it is prepared is refused."""
+    k = compile_for_target(GEMM_STATIC)["gemm"]
+    A, B = F((4, 4, COUNT), 1), F((4, 4, COUNT), 2)
+    want = np.einsum("ikb,kjb->ijb", A.astype(np.float64), B)
+    groups = [ttlc.PreparedGroup([X[:, :, i].copy(order="F") for i in range(COUNT)])
+              for X in (A, B)]
+    del A, B
+    import gc
+    gc.collect()
+    C = np.asfortranarray(np.zeros((4, 4, COUNT), np.float32))
+    k(*groups, ttlc.PreparedGroup(views(C)), grid=(COUNT,))
+    np.testing.assert_array_equal(C, want)
+    own = np.zeros((4, 4), np.float32, order="F")
+    group = ttlc.PreparedGroup([own])
+    with pytest.raises(ValueError, match="cannot resize an array that references or is "
+                                         "referenced"):
+        own.resize((64, 64))
+    del group
+    own.resize((64, 64))  # (refused above only because of the group)
+
+
+def test_read_only_member_of_a_prepared_group_written(gemm_static, target):
+    A, B = F((4, 4, COUNT), 1), F((4, 4, COUNT), 2)
+    C = np.asfortranarray(np.full((4, 4, COUNT), 7, np.float32))
+    Cs = views(C)
+    Cs[20] = Cs[20].view()
+    Cs[20].flags.writeable = False
+    group = ttlc.PreparedGroup(Cs)
+    for _ in range(2):  # (also once the group's tables exist)
+        with pytest.raises(ttlc.KernelError, match="write to a read-only array") as info:
+            gemm_static(*prepared(A, B), group, grid=(COUNT,))
+        if target == "cpu":
+            assert "argument 2, %C, member 20, is not writeable" in str(info.value)
+            assert (C == 7).all()
+    # the group is read-only for kernels that write it, fine for one that reads it
+    C[...] = 7  # (the interpreter wrote the members before member 20)
+    D = np.asfortranarray(np.zeros((4, 4, COUNT), np.float32))
+    gemm_static(group, *prepared(B, D), grid=(COUNT,))
+    np.testing.assert_array_equal(D, np.einsum("ikb,kjb->ijb", np.full((4, 4, COUNT), 7.0), B))
+
+
+def test_writeability_is_read_when_preparing(gemm_static):
+    A, B = F((4, 4, COUNT), 1), F((4, 4, COUNT), 2)
+    C = np.asfortranarray(np.full((4, 4, COUNT), 7, np.float32))
+    Cs = views(C)
+    group = ttlc.PreparedGroup(Cs)
+    Cs[5].flags.writeable = False  # after preparing: the group's own view stays writeable
+    gemm_static(*prepared(A, B), group, grid=(COUNT,))
+    np.testing.assert_array_equal(C, np.einsum("ikb,kjb->ijb", A.astype(np.float64), B))
+
+
+ALIGNED = GEMM_STATIC.replace("%A: group<memref<f32x4x4>x?>",
+                              "%A: group<memref<f32x4x4>x?> {alignment=64}")
+
+
+@pytest.mark.parametrize("kind", ["dtype", "size", "stride", "negative"])
+def test_bad_member_of_a_prepared_group_is_named(gemm_static, kind):
+    A, B = F((4, 4, COUNT), 1), F((4, 4, COUNT), 2)
+    C = np.asfortranarray(np.full((4, 4, COUNT), 7, np.float32))
+    As = views(A)
+    As[9], exc, what = _bad_member(kind, A, 9)
+    group = ttlc.PreparedGroup(As)
+    for _ in range(2):  # every launch: a group that fails is not remembered as valid
+        with pytest.raises(exc) as info:
+            gemm_static(group, *prepared(B, C), grid=(COUNT,))
+        assert f"argument 0 (%A) of @gemm, member 9: {what}" in str(info.value)
+    assert (C == 7).all()
+
+
+def test_one_prepared_group_for_kernels_of_other_types():
+    """Checked per parameter type: valid for one kernel, refused by another."""
+    plain = compile_for_target(GEMM_STATIC)["gemm"]
+    aligned = compile_for_target(ALIGNED, filename="aligned.ir")["gemm"]
+    A, B = F((4, 4, COUNT), 1), F((4, 4, COUNT), 2)
+    C = np.asfortranarray(np.full((4, 4, COUNT), 7, np.float32))
+    raw = np.zeros(16 * COUNT + 32, np.float32)
+    start = (-raw.ctypes.data % 64) // 4 + 4  # every member 16 bytes past a 64-byte boundary
+    A_odd = raw[start:start + 16 * COUNT].reshape((4, 4, COUNT), order="F")
+    A_odd[...] = A
+    group, Bs, Cs = ttlc.PreparedGroup(views(A_odd)), *prepared(B, C)
+    plain(group, Bs, Cs, grid=(COUNT,))
+    np.testing.assert_array_equal(C, np.einsum("ikb,kjb->ijb", A.astype(np.float64), B))
+    C[...] = 7
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"argument 0 \(%A\) of @gemm, member 0: base "
+                                             r"address 0x[0-9a-f]+ is not aligned to 64 bytes"):
+            aligned(group, Bs, Cs, grid=(COUNT,))
+    assert (C == 7).all()
+    plain(group, Bs, Cs, grid=(COUNT,))
+    np.testing.assert_array_equal(C, np.einsum("ikb,kjb->ijb", A.astype(np.float64), B))
+
+
+def test_member_count_and_offset_of_a_prepared_group():
+    three = compile_for_target(GEMM_THREE)["gemm"]
+    A = F((4, 4, 4), 1)
+    with pytest.raises(ValueError, match=r"argument 1 \(%B\) of @gemm: expected 3 members "
+                                         r"for group<memref<f32x4x4>x3>, got 4"):
+        three(ttlc.PreparedGroup(views(A)[:3]), ttlc.PreparedGroup(views(A)), views(A)[:3],
+              grid=(3,))
+    static = compile_for_target("func @o(%g: group<memref<f32x4>x?, offset: 2>) {}")["o"]
+    static(ttlc.PreparedGroup([np.zeros(6, np.float32)]), grid=(1,))
+    with pytest.raises(ValueError, match=r"argument 0 \(%g\) of @o: .* has the static offset "
+                                         "2, got offset 1"):
+        static(ttlc.PreparedGroup([np.zeros(6, np.float32)], offset=1), grid=(1,))
+
+
+@pytest.mark.parametrize("arrays, options, exc, message", [
+    (["text"], {}, TypeError, "ttlc.PreparedGroup, member 0: expected an array (NumPy, DLPack "
+                              "or buffer protocol), got str"),
+    (np.zeros((4, 4, 2)), {}, TypeError, "ttlc.PreparedGroup: the members of the group must be "
+                                         "given as a list of arrays, got ndarray"),
+    ([np.zeros(4)], {"offset": -1}, ValueError, "the group offset must not be negative, got -1"),
+    ([np.zeros(4)], {"offset": 1.5}, TypeError, "the group offset must be an integer, got float"),
+    ([np.zeros(4)] * 2, {"shapes": [(4,)]}, ValueError, "shapes must give one shape per member "
+                                                        "(2 members)"),
+    ([np.zeros(4)], {"shapes": [(2, -1)]}, ValueError, "ttlc.PreparedGroup, member 0: shape "
+                                                       "(2, -1) has a negative size"),
+    ([np.zeros(4)], {"shapes": [3]}, TypeError, "member 0: shape 3 must be a tuple of integers"),
+])
+def test_errors_when_preparing(arrays, options, exc, message):
+    with pytest.raises(exc) as info:
+        ttlc.PreparedGroup(arrays, **options)
+    assert message in str(info.value)
+
+
+# out_k := A_k[0, 0]
+FIRST = """
+func @first(%A: group<memref<f32x4x4>x?>, %out: memref<f32x?>) {
+    %k = group_id.x : index
+    %a = load %A[%k] : memref<f32x4x4>
+    %z = constant 0 : index
+    %v = load %a[%z, %z] : f32
+    store %v, %out[%k]
+}
+"""
+
+
+def test_null_member_of_a_prepared_group():
+    A = F((4, 4, 5), 1)
+    As = views(A)
+    out = np.zeros(5, np.float32)
+    compile_for_target(FIRST)["first"](ttlc.PreparedGroup(As), out, grid=(5,))
+    np.testing.assert_array_equal(out, A[0, 0, :])
+    As[3] = None  # a null memref: access through it is an error in checked code
+    checked = compile_for_target(FIRST, checked=True)["first"]
+    with pytest.raises(ttlc.KernelError, match=r"group \(3, 0, 0\): access through a null "
+                                               "memref"):
+        checked(ttlc.PreparedGroup(As), out, grid=(5,))
+
+
+def test_null_and_empty_groups_next_to_prepared_ones(gemm):
+    gemm(None, None, None, grid=(0,))
+    gemm(ttlc.PreparedGroup([]), [], None, grid=(0,))
+    checked = compile_for_target(GEMM, checked=True)["gemm"]
+    with pytest.raises(ttlc.KernelError, match="out of bounds"):
+        checked(ttlc.PreparedGroup([]), [], [], grid=(1,))
+
+
+class Producer:
+    """A DLPack producer whose memory can be replaced, as torch's ``resize_`` does; it
+    counts its exports."""
+
+    def __init__(self, array):
+        self.array, self.exports = array, 0
+
+    def __dlpack__(self, **kwargs):
+        self.exports += 1
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_reallocated_dlpack_member_is_refused(gemm_static):
+    A, B = F((4, 4, COUNT), 1), F((4, 4, COUNT), 2)
+    C = np.asfortranarray(np.full((4, 4, COUNT), 7, np.float32))
+    As = [Producer(a) for a in views(A)]
+    group = ttlc.PreparedGroup(As)
+    gemm_static(group, *prepared(B, C), grid=(COUNT,))
+    np.testing.assert_array_equal(C, np.einsum("ikb,kjb->ijb", A.astype(np.float64), B))
+    C[...] = 7
+    As[11].array = A[:, :, 11].copy(order="F")  # the producer's memory moved
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"argument 0 \(%A\) of @gemm, member 11: the "
+                                             r"Producer's data moved from 0x[0-9a-f]+ to "
+                                             r"0x[0-9a-f]+ since the group was prepared"):
+            gemm_static(group, *prepared(B, C), grid=(COUNT,))
+    assert (C == 7).all()
+    gemm_static(ttlc.PreparedGroup(As), *prepared(B, C), grid=(COUNT,))  # prepared again
+    np.testing.assert_array_equal(C, np.einsum("ikb,kjb->ijb", A.astype(np.float64), B))
+
+
+def test_resized_torch_tensor_member_is_refused(gemm_static):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (the bench extra)")
+    A, B = F((4, 4, COUNT), 1), F((4, 4, COUNT), 2)
+    # column-major tensors whose storage torch owns (it may reallocate it)
+    tensors = [torch.from_numpy(np.ascontiguousarray(A[:, :, i].T)).clone().T
+               for i in range(COUNT)]
+    C = np.asfortranarray(np.full((4, 4, COUNT), 7, np.float32))
+    group = ttlc.PreparedGroup(tensors)
+    gemm_static(group, *prepared(B, C), grid=(COUNT,))
+    np.testing.assert_array_equal(C, np.einsum("ikb,kjb->ijb", A.astype(np.float64), B))
+    C[...] = 7
+    tensors[30].resize_(64, 64)  # frees the memory the group's view of member 30 pointed to
+    with pytest.raises(ValueError, match=r"argument 0 \(%A\) of @gemm, member 30: the Tensor's "
+                                         "data moved"):
+        gemm_static(group, *prepared(B, C), grid=(COUNT,))
+    assert (C == 7).all()

@@ -159,7 +159,10 @@ class Verifier:
 
     @property
     def subgroup_size(self) -> Optional[int]:
-        return self.func.subgroup_size if self.func else None
+        """The function's subgroup size when it is valid (an invalid one is reported once,
+        at the attribute; the rules that depend on it are then not checked)."""
+        sgs = self.func.subgroup_size if self.func else None
+        return sgs if _is_int_attr(sgs) and _is_pow2(sgs) else None
 
     # ---- functions ---------------------------------------------------------------
     def verify(self) -> None:

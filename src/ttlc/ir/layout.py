@@ -30,9 +30,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence, Tuple
 
-import numpy as np
-
 if TYPE_CHECKING:
+    import numpy as np
+
     from .types import CoopMatrixType
 
 Tiles = Tuple[int, ...]
@@ -178,10 +178,11 @@ class MatrixLayout:
         return self.nested.element(lane, register)
 
     @functools.cached_property
-    def tables(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def tables(self) -> Tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
         """``row[p, v]``, ``col[p, v]``, ``valid[p, v]`` for every lane p and register v
         (read-only; the column of padding is clamped into the matrix so that it can be
         used as an index)."""
+        import numpy as np  # here: the verifier uses layouts and imports no NumPy
         p = np.arange(self.subgroup_size)[:, None]
         v = np.arange(self.registers)[None, :]
         r, c = self.element(p % self.nested.lanes, v)
@@ -193,8 +194,9 @@ class MatrixLayout:
         return out
 
     @functools.cached_property
-    def owners(self) -> np.ndarray:
+    def owners(self) -> "np.ndarray":
         """The lane holding each component (a rows x cols array, read-only)."""
+        import numpy as np
         r = np.arange(self.rows)[:, None]
         c = np.arange(self.cols)[None, :]
         lane, _ = self.locate(r, c)

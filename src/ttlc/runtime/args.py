@@ -6,8 +6,9 @@ strides of the memref type must match the array; dynamic ones are taken from it.
 Strides are in elements and must be positive and non-overlapping in column-major
 order (``np.asfortranarray`` gives the packed layout; slices such as ``F[::2]`` of a
 Fortran-ordered ``F`` are fine for memrefs with dynamic strides).  ``None`` passes a null
-memref (``associated`` gives false).  A group takes a sequence of such arrays, or a
-``ttlc.Group`` (see ``Group``) when it needs an offset.  Scalars are checked for kind
+memref (``associated`` gives false).  A group takes a sequence of such arrays, a
+``ttlc.Group`` (see ``Group``) when it needs an offset, or a ``ttlc.PreparedGroup``
+(checked once, for launches over many members).  Scalars are checked for kind
 and range.  Every mismatch raises TypeError or ValueError naming the argument (its
 position, its name and the kernel) and what differs.
 """
@@ -52,7 +53,9 @@ class Group:
 
     Every member is checked before the kernel runs: element type, static sizes, the
     argument's alignment/shape_gcd/stride_gcd attributes, and that the memref fits in
-    the member's array after the offset (``offset + extent <= array.size``).
+    the member's array after the offset (``offset + extent <= array.size``).  This
+    happens at every launch; a group passed to many launches is better prepared once
+    (``PreparedGroup``, which takes the same arguments).
 
     Example: ``group<memref<f32x4x?>x?, offset: ?>`` with members of shape 4x3 and
     4x5 stored 8 elements into two buffers::
@@ -64,6 +67,110 @@ class Group:
     arrays: Sequence[Any]
     offset: Optional[int] = None
     shapes: Optional[Sequence[Tuple[int, ...]]] = None
+
+
+class PreparedGroup:
+    """A group argument checked once and passed to many launches (``ttlc.PreparedGroup``).
+
+    ``PreparedGroup(arrays, offset=None, shapes=None)`` takes what ``Group`` takes.  A
+    list of arrays (or a ``Group``) is checked member by member at every launch, which
+    costs about a microsecond per member and dominates a launch over thousands of small
+    matrices.  A prepared group is checked against a kernel parameter's type at its
+    first launch for that type (element type, static sizes and strides, the parameter's
+    alignment/shape_gcd/stride_gcd attributes, that each memref fits its array: the
+    checks and messages of a list); the table of member pointers and the table of their
+    sizes and strides are built then, kept, and reused by every later launch of target
+    cpu, whose cost no longer depends on the member count.  Target interp checks the
+    members at every launch, as for a list.
+
+    Preparing copies what later changes must not reach:
+
+    * the list: the group keeps its own tuple of members; ``shapes`` are copied too;
+    * each member: a private view of the array, so a later ``a.shape = ...`` on the
+      caller's array changes nothing here; the views keep the memory alive, and NumPy
+      refuses ``a.resize(...)`` of an array that is viewed elsewhere;
+    * writeability, read once now: a kernel that writes the group raises
+      ``ttlc.KernelError`` for a member that was read-only when prepared; making an
+      array read-only afterwards does not reach the group;
+    * DLPack members (e.g. torch tensors) whose producer may reallocate its memory in
+      place (torch's ``resize_``, which frees the memory the view points to): the
+      producer and its data address are kept, and every launch compares the addresses
+      of these members (of these only) and refuses a changed one with ValueError.
+      Prepare the group again after such a change.
+
+    Raises TypeError/ValueError now for what does not depend on a kernel: a member that
+    is not an array, a negative offset, ``shapes`` not one per member.
+    """
+
+    __slots__ = ("_arrays", "_offset", "_shapes", "_producers", "_tables")
+
+    def __init__(self, arrays: Sequence[Any], offset: Optional[int] = None,
+                 shapes: Optional[Sequence[Optional[Tuple[int, ...]]]] = None):
+        what = "ttlc.PreparedGroup"
+        arrays, offset, shapes = _group_parts(arrays, offset, shapes, what)
+        views: List[Optional[np.ndarray]] = []
+        producers = []
+        for i, x in enumerate(arrays):
+            member = f"{what}, member {i}"
+            arr = None if x is None else as_array(x, member).view()
+            views.append(arr)
+            if arr is not None and not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__"):
+                producers.append((i, x, arr.ctypes.data, _data_address(x, arr.ctypes.data)))
+        self._arrays = tuple(views)
+        self._offset = offset
+        self._shapes = (None if shapes is None else
+                        tuple(None if sh is None else _as_shape(sh, f"{what}, member {i}")
+                              for i, sh in enumerate(shapes)))
+        #: (member, producer, its data address when prepared, a function giving it now)
+        self._producers = tuple(producers)
+        #: the quick path's slots per parameter type (``_quick_prepared``)
+        self._tables: dict = {}
+
+    arrays = property(lambda self: self._arrays, doc="the private views of the members")
+    offset = property(lambda self: self._offset, doc="the offset given (None: the type's)")
+    shapes = property(lambda self: self._shapes, doc="the shapes given (None: from the arrays)")
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+    def __repr__(self) -> str:
+        return f"<ttlc.PreparedGroup of {len(self._arrays)} members, offset {self._offset}>"
+
+    def _moved(self) -> Optional[str]:
+        """Why a DLPack member's memory is no longer what was prepared (the first such
+        member), or None."""
+        for i, producer, address, now in self._producers:
+            kind = type(producer).__name__
+            try:
+                current = now()
+            except Exception as e:  # the producer's own failures (e.g. freed storage)
+                return (f"member {i}: the {kind} can no longer be viewed ({e}); prepare the "
+                        "group again")
+            if current != address:
+                return (f"member {i}: the {kind}'s data moved from {address:#x} to {current:#x} "
+                        "since the group was prepared (reallocated, e.g. by resize_); prepare "
+                        "the group again")
+        return None
+
+    def check_current(self, what: str) -> None:
+        """Raise ValueError naming the argument when a DLPack member was reallocated."""
+        moved = self._moved() if self._producers else None
+        if moved is not None:
+            raise ValueError(f"{what}, {moved}")
+
+
+def _data_address(producer: Any, address: int):
+    """A function giving a DLPack producer's current data address: its ``data_ptr()``
+    (PyTorch: a tenth of a microsecond) when that gives the address DLPack gave, else a
+    new DLPack view (a few microseconds)."""
+    data_ptr = getattr(producer, "data_ptr", None)
+    if callable(data_ptr):
+        try:
+            if data_ptr() == address:
+                return data_ptr
+        except Exception:  # not the method this expects: take the DLPack view
+            pass
+    return lambda: np.from_dlpack(producer).ctypes.data
 
 
 def as_array(x: Any, what: str) -> np.ndarray:
@@ -146,6 +253,17 @@ def _check_attrs(address: int, shape, stride, attrs: dict, what: str) -> None:
                                  f"mode {i}")
 
 
+def _as_shape(shape: Any, what: str) -> Tuple[int, ...]:
+    """A member's shape given in ``shapes=[...]`` as a tuple of non-negative integers."""
+    try:
+        shape = tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"{what}: shape {shape!r} must be a tuple of integers") from None
+    if any(s < 0 for s in shape):
+        raise ValueError(f"{what}: shape {shape} has a negative size")
+    return shape
+
+
 def _null_memref(t: MemrefType) -> MemRef:
     return MemRef(-1, 0, tuple(s or 0 for s in t.shape), tuple(s or 0 for s in t.stride),
                   DTYPES[t.element.name])
@@ -172,15 +290,10 @@ def memref_arg(x: Any, t: MemrefType, attrs: dict, memory: Memory, what: str,
         if shape is None:
             raise ValueError(f"{what}: the shape of the memref is needed: {t} has dynamic sizes "
                              "(give shapes=[...] in ttlc.Group)")
-        try:
-            shape = tuple(operator.index(s) for s in shape)
-        except TypeError:
-            raise TypeError(f"{what}: shape {shape!r} must be a tuple of integers") from None
+        shape = _as_shape(shape, what)
         if len(shape) != t.order:
             raise ValueError(f"{what}: shape {shape} has order {len(shape)}, expected {t.order} "
                              f"for {t}")
-        if any(s < 0 for s in shape):
-            raise ValueError(f"{what}: shape {shape} has a negative size")
         if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
             raise ValueError(f"{what}: a group member with an offset or an explicit shape is "
                              "addressed as flat memory and must be a contiguous array")
@@ -207,19 +320,13 @@ def memref_arg(x: Any, t: MemrefType, attrs: dict, memory: Memory, what: str,
     return MemRef(buffer_id, offset, shape, stride, want)
 
 
-def group_arg(x: Any, t: GroupType, attrs: dict, memory: Memory, what: str) -> GroupValue:
-    if x is None:
-        return GroupValue([], associated=False)
-    offset, shapes = None, None
-    if isinstance(x, Group):
-        offset, shapes, arrays = x.offset, x.shapes, x.arrays
-    elif isinstance(x, (list, tuple)):
-        arrays = x
-    else:
-        raise TypeError(f"{what}: expected a list of arrays or a ttlc.Group for {t}, got "
-                        f"{type(x).__name__}")
+def _group_parts(arrays: Any, offset: Any, shapes: Any, what: str,
+                 of: str = "the group") -> Tuple[list, Optional[int], Optional[Sequence[Any]]]:
+    """The members (a new list), the offset (None or a non-negative integer) and the
+    shapes (None or one entry per member) of a group, checked for what does not
+    depend on the group's type (`of` names that type in messages)."""
     if isinstance(arrays, np.ndarray) or not isinstance(arrays, Sequence):
-        raise TypeError(f"{what}: the members of {t} must be given as a list of arrays, got "
+        raise TypeError(f"{what}: the members of {of} must be given as a list of arrays, got "
                         f"{type(arrays).__name__}")
     arrays = list(arrays)
     if offset is not None:
@@ -230,6 +337,27 @@ def group_arg(x: Any, t: GroupType, attrs: dict, memory: Memory, what: str) -> G
                             f"{type(offset).__name__}") from None
         if offset < 0:
             raise ValueError(f"{what}: the group offset must not be negative, got {offset}")
+    if shapes is not None:
+        if (isinstance(shapes, np.ndarray) or not isinstance(shapes, Sequence)
+                or len(shapes) != len(arrays)):
+            raise ValueError(f"{what}: shapes must give one shape per member ({len(arrays)} "
+                             f"members), got {shapes!r}")
+    return arrays, offset, shapes
+
+
+def group_arg(x: Any, t: GroupType, attrs: dict, memory: Memory, what: str) -> GroupValue:
+    if x is None:
+        return GroupValue([], associated=False)
+    if isinstance(x, PreparedGroup):
+        x.check_current(what)
+        arrays, offset, shapes = list(x.arrays), x.offset, x.shapes
+    elif isinstance(x, (Group, list, tuple)):
+        arrays, offset, shapes = ((x.arrays, x.offset, x.shapes) if isinstance(x, Group)
+                                  else (x, None, None))
+        arrays, offset, shapes = _group_parts(arrays, offset, shapes, what, str(t))
+    else:
+        raise TypeError(f"{what}: expected a list of arrays, a ttlc.Group or a "
+                        f"ttlc.PreparedGroup for {t}, got {type(x).__name__}")
     if t.offset is not DYNAMIC:
         if offset is not None and offset != t.offset:
             raise ValueError(f"{what}: {t} has the static offset {t.offset}, got offset {offset}")
@@ -238,11 +366,6 @@ def group_arg(x: Any, t: GroupType, attrs: dict, memory: Memory, what: str) -> G
         offset = 0
     if t.size is not DYNAMIC and len(arrays) != t.size:
         raise ValueError(f"{what}: expected {t.size} members for {t}, got {len(arrays)}")
-    if shapes is not None:
-        if (isinstance(shapes, np.ndarray) or not isinstance(shapes, Sequence)
-                or len(shapes) != len(arrays)):
-            raise ValueError(f"{what}: shapes must give one shape per member ({len(arrays)} "
-                             f"members), got {shapes!r}")
     members = []
     for i, a in enumerate(arrays):
         shape = shapes[i] if shapes is not None else None
@@ -597,7 +720,7 @@ def _quick_members(t: MemrefType, attrs: dict, writes: bool):
 _AT_ONCE = 16
 
 
-def _quick_group(t: GroupType, attrs: dict, writes: bool):
+def _quick_list(t: GroupType, attrs: dict, writes: bool):
     """A non-empty list (or tuple) of arrays for a group without offset (static 0 or
     dynamic); [address of the member addresses, address of the members' sizes and
     strides (2 order int64 per member), the member count, 1 (associated)] or None.  The
@@ -638,6 +761,85 @@ def _quick_group(t: GroupType, attrs: dict, writes: bool):
         keep += table
         return [_address(table[0]), _address(table[1]), n, 1]
     return convert
+
+
+def _quick_prepared(t: GroupType, attrs: dict, writes: bool):
+    """A ``PreparedGroup``: the slots ``_quick_list`` describes, built at the group's
+    first launch for this parameter type and attributes and kept on the group (with the
+    tables they point to), so that later launches cost the same for any member count;
+    or None when the group is invalid for the type (``group_arg`` decides), a DLPack
+    member was reallocated, or the kernel writes a group with a read-only member."""
+    key = f"{t} {sorted(attrs.items())}"  # (a string: its hash is computed once)
+    lists = _quick_list(t, attrs, False)  # the tables of valid plain lists, quickly
+
+    def build(g: PreparedGroup) -> Optional[Tuple[list, bool, list]]:
+        """(slots, whether every member is writeable, the tables)."""
+        keep: list = []
+        slots = None
+        if lists is not None and g.offset in (None, 0) and g.shapes is None:
+            slots = lists(g.arrays, keep)
+        if slots is None:  # offsets, shapes, null or empty members, or an invalid member
+            memory = Memory()
+            try:
+                value = group_arg(g, t, attrs, memory, "")
+            except (TypeError, ValueError):
+                return None
+            keep = list(group_tables(value.members, memory, t.memref.order))
+            slots = [_address(keep[0]), _address(keep[1]), len(value.members), 1]
+        return slots, all(a is None or a.flags.writeable for a in g.arrays), keep
+
+    def convert(g: PreparedGroup) -> Optional[list]:
+        if g._producers and g._moved() is not None:
+            return None
+        entry = g._tables.get(key)
+        if entry is None:
+            entry = build(g)
+            if entry is None:
+                return None
+            g._tables[key] = entry
+        slots, writeable, _ = entry
+        return None if writes and not writeable else slots
+    return convert
+
+
+def _quick_group(t: GroupType, attrs: dict, writes: bool):
+    """A group: a ``PreparedGroup`` (``_quick_prepared``) or a list (``_quick_list``,
+    where there is a quick path for lists of this type)."""
+    prepared = _quick_prepared(t, attrs, writes)
+    lists = _quick_list(t, attrs, writes)
+
+    def convert(x, keep: list):
+        if type(x) is PreparedGroup:
+            return prepared(x)
+        return None if lists is None else lists(x, keep)
+    return convert
+
+
+#: a non-null, 64-byte aligned address for memrefs with no elements (never accessed)
+_EMPTY = np.zeros(16, dtype=np.uint64)
+_EMPTY_ADDRESS = (_EMPTY.ctypes.data + 63) // 64 * 64
+
+
+def memref_address(m: MemRef, memory: Memory) -> int:
+    """The kernel ABI's data pointer of a memref ``marshal`` made: its first element;
+    0 for a null memref, a valid address for one with no elements."""
+    if int(m.buffer) < 0:
+        return 0
+    buf = memory.buffers[int(m.buffer)]
+    if buf.size == 0:
+        return _EMPTY_ADDRESS
+    return buf.__array_interface__["data"][0] + int(m.offset) * buf.itemsize
+
+
+def group_tables(members: Sequence[MemRef], memory: Memory,
+                 order: int) -> Tuple[np.ndarray, np.ndarray]:
+    """The kernel ABI's tables of a group ``marshal`` made: the members' data pointers,
+    and their sizes then strides (2 order int64 per member); one zero row for no
+    members (the slots must point somewhere)."""
+    ptrs = np.array([memref_address(m, memory) for m in members] or [0], dtype=np.int64)
+    dopes = np.array([[int(s) for s in m.shape] + [int(s) for s in m.stride]
+                      for m in members] or [[0] * (2 * order)], dtype=np.int64)
+    return ptrs, dopes
 
 
 def quick(params: List[Argument], writes: Collection[int] = ()):

@@ -13,7 +13,9 @@ uniform code (a constant, a construct from a uniform number) holds G equal copie
   ``cols_checked`` mask the components outside the memref (they read as 0).
 * mul_add is an outer-product microkernel: ``D[:, j] = C[:, j] + sum_k A[:, k] B[k, j]``
   on M-lane vectors, one FMA per (k, j) with B's entry broadcast, in C's type (16-bit
-  floats in f32), then cast to D's type.
+  floats in f32), then cast to D's type.  bf16 x bf16 runs on AMX tiles (``amx.py``) or
+  on the same microkernel with vdpbf16ps on pairs of k (``dpbf16.py``) where the CPU
+  has them (``Microkernel``: the loop is shared, the steps differ).
 * Work-item views (extract, insert, apply) and the merging of divergent control flow go
   through the distribution of ``ttlc.ir.layout``: each is a shuffle with a
   constant mask between the W-lane vectors of work-items and the matrices.
@@ -21,7 +23,7 @@ uniform code (a constant, a construct from a uniform number) holds G equal copie
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 from llvmlite import ir
 
@@ -466,15 +468,115 @@ def _fma(cg: FunctionCodegen, t: ScalarType, a, c, acc):
     return binary(cg, "add", t, binary(cg, "mul", t, a, c), acc)
 
 
+class Microkernel:
+    """How mul_add computes its products: the register-blocked outer-product loop of
+    ``microkernel`` is shared, the operands and the step are the kernel's.
+
+    The accumulator's columns are split into pieces of rows (one vector each, padded with
+    zeros); a block of pieces and columns is updated over all of K, step by step (``k_step``
+    entries of K each, in order), with A's operand of the step for each piece and B's
+    operand of the step for each column; a scheduling barrier separates the blocks.  This
+    base is the FMA kernel: the whole column is one piece, all columns one block (LLVM
+    keeps them in registers), each step one FMA of a column of A (in the accumulation
+    type) and a broadcast entry of B."""
+
+    #: entries of K per step
+    k_step = 1
+
+    def pieces(self, M: int) -> List[Tuple[int, int]]:
+        """The pieces (first row, lanes) of an accumulator column."""
+        return [(0, M)]
+
+    def blocks(self, pieces: int, N: int) -> List[Tuple[range, range]]:
+        """The (pieces, columns) whose accumulators are updated together over all of K."""
+        return [(range(pieces), range(N))]
+
+    def prepare(self, cg: FunctionCodegen, a, t: ScalarType, cd: ScalarType):
+        """A's matrix as the operands are taken from it."""
+        return convert(cg, a, t, cd)
+
+    def a_operand(self, cg: FunctionCodegen, a, M: int, K: int, k: int, r0: int, lanes: int):
+        return _column(cg, a, k, M)
+
+    def b_operand(self, cg: FunctionCodegen, b, t: ScalarType, K: int, k: int, j: int,
+                  cd: ScalarType):
+        # B's entry is taken in its own type and converted as a scalar: LLVM 22 for x86
+        # (AVX-512) miscompiles broadcasts of lanes of a sign-extended masked gather
+        # (i8 -> i64: entry B[1, j] read as B[0, j])
+        bkj = _map(lambda v: cg.b.extract_element(v, ir.Constant(I32, j * K + k)), b)
+        return convert(cg, bkj, t, cd)
+
+    def step(self, cg: FunctionCodegen, cd: ScalarType, acc, a_op, b_op, lanes: int):
+        return _fma(cg, cd, a_op, splat_n(cg, b_op, lanes), acc)
+
+
+def scheduling_barrier(cg: FunctionCodegen) -> None:
+    """An empty inline asm that may touch memory: no memory access moves across it."""
+    cg.b.asm(ir.FunctionType(ir.VoidType(), []), "", "~{memory}", [], True)
+
+
+def _rows(cg: FunctionCodegen, v, c: int, M: int, r0: int, lanes: int):
+    """Rows r0 .. r0 + lanes - 1 of column c of the column-major matrix v (M rows); rows
+    past M read as 0."""
+    if (r0, lanes) == (0, M):
+        return _column(cg, v, c, M)
+    n = (v.re if isinstance(v, Cplx) else v).type.count
+    zero = _map(lambda x: ir.Constant(x.type, None), v)
+    return shuffle(cg, v, zero, [c * M + r if r < M else n for r in range(r0, r0 + lanes)])
+
+
+def microkernel(cg: FunctionCodegen, kernel: Microkernel, A: CoopVal, B: CoopVal, g: int,
+                c, cd: ScalarType):
+    """A B + c for subgroup g with ``kernel`` (c, the result: column-major in cd)."""
+    M, K, N = A.type.rows, A.type.cols, B.type.cols
+    a = kernel.prepare(cg, A.mats[g], A.type.component, cd)
+    pieces = kernel.pieces(M)
+    acc = {(p, j): _rows(cg, c, j, M, r0, lanes)
+           for j in range(N) for p, (r0, lanes) in enumerate(pieces)}
+    for n, (ps, cols) in enumerate(kernel.blocks(len(pieces), N)):
+        if n:  # LLVM's scheduler would interleave the blocks again (and spill)
+            scheduling_barrier(cg)
+        for k in range(0, K, kernel.k_step):
+            a_ops = {p: kernel.a_operand(cg, a, M, K, k, *pieces[p]) for p in ps}
+            for j in cols:
+                b_op = kernel.b_operand(cg, B.mats[g], B.type.component, K, k, j, cd)
+                for p in ps:
+                    acc[p, j] = kernel.step(cg, cd, acc[p, j], a_ops[p], b_op, pieces[p][1])
+    columns = []
+    for j in range(N):
+        col = concat(cg, [acc[p, j] for p in range(len(pieces))])
+        if sum(lanes for _, lanes in pieces) != M:  # the padding of the last piece
+            col = shuffle(cg, col, col, range(M))
+        columns.append(col)
+    return concat(cg, columns)
+
+
+FMA = Microkernel()
+
+
+def mul_add_path(a_type: str, b_type: str, acc_type: str) -> str:
+    """What computes mul_add with these component types here: "AMX" (``amx.py``),
+    "AVX512-BF16" (``dpbf16.py``) or "FMA" (the vector path: FMAs in the accumulation
+    type, f32 for 16-bit floats)."""
+    from . import amx, dpbf16  # (they use this module)
+
+    if amx.eligible(a_type, b_type, acc_type):
+        return "AMX"
+    if dpbf16.eligible(a_type, b_type, acc_type):
+        return "AVX512-BF16"
+    return "FMA"
+
+
 @emits("cooperative_matrix_mul_add")
 def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
     """D = A B + C per subgroup, in C's type (16-bit floats in f32), then cast to D's.
 
-    The register-blocked outer-product microkernel: the accumulator columns
-    ``D[:, j]`` (M-lane vectors, M / lanes registers each) start as C's columns and take,
-    for k = 0 .. K-1 in order, ``A[:, k] * B[k, j]`` (a column of A times a broadcast
-    entry of B) with one FMA each; LLVM keeps the N columns in registers.  bf16 x bf16
-    into f32 runs on AMX tiles where the machine has them (``amx.py``)."""
+    The register-blocked outer-product microkernel (``microkernel``): the accumulator
+    columns ``D[:, j]`` start as C's columns and take, for k = 0 .. K-1 in order,
+    ``A[:, k] * B[k, j]`` (a column of A times a broadcast entry of B) with one FMA each;
+    LLVM keeps the N columns in registers.  bf16 x bf16 into f32 runs on AMX tiles where
+    the machine has them (``amx.py``), else on vdpbf16ps where it has AVX512-BF16
+    (``dpbf16.py``)."""
     A: CoopVal = cg.get(inst.slots["a"])
     B: CoopVal = cg.get(inst.slots["b"])
     C: CoopVal = cg.get(inst.slots["c"])
@@ -482,31 +584,18 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
     ct = C.type.component
     cd = _accumulate_type(ct)
     M, K, N = A.type.rows, A.type.cols, B.type.cols
-    from . import amx  # (amx uses this module)
+    from . import amx, dpbf16  # (they use this module)
 
     if isinstance(C, amx.TileAccumulator):  # held in tile registers across a loop
         return C.mul_add(cg, inst, A, B)
-    on_amx = amx.eligible(A.type.component.name, B.type.component.name, ct.name)
+    path = mul_add_path(A.type.component.name, B.type.component.name, ct.name)
+    kernel = dpbf16.KERNEL if path == "AVX512-BF16" else FMA
     out = []
     for g in range(subgroups(cg)):
-        if on_amx:  # bf16 x bf16 -> f32 on the tile unit
+        if path == "AMX":  # bf16 x bf16 -> f32 on the tile unit
             d = amx.mul_add_bf16(cg, A.mats[g], B.mats[g], C.mats[g], M, K, N)
-            out.append(convert(cg, d, ct, D.component))
-            continue
-        a = convert(cg, A.mats[g], A.type.component, cd)
-        c = convert(cg, C.mats[g], ct, cd)
-        cols = [_column(cg, c, j, M) for j in range(N)]
-        for k in range(K):
-            a_col = _column(cg, a, k, M)
-            for j in range(N):
-                # B's entry is taken in its own type and converted as a scalar: LLVM 22 for
-                # x86 (AVX-512) miscompiles broadcasts of lanes of a sign-extended masked
-                # gather (i8 -> i64: entry B[1, j] read as B[0, j])
-                bkj = _map(lambda v: cg.b.extract_element(v, ir.Constant(I32, j * K + k)),
-                           B.mats[g])
-                bkj = convert(cg, bkj, B.type.component, cd)
-                cols[j] = _fma(cg, cd, a_col, splat_n(cg, bkj, M), cols[j])
-        d = concat(cg, cols)
+        else:
+            d = microkernel(cg, kernel, A, B, g, convert(cg, C.mats[g], ct, cd), cd)
         if cd != ct:
             d = convert(cg, d, cd, ct)
         out.append(convert(cg, d, ct, D.component))

@@ -107,15 +107,18 @@ def model_features(cpu: str, feature_string: str = "") -> frozenset:
     LLVM has no query for this, but its inliner has the answer: a function may be inlined
     only into a caller that has all of its features.  For every feature LLVM knows, one
     probe function with that feature added is called from one without it; where the call
-    is inlined, the model has the feature.  A name LLVM does not know is ``UnknownCPU``."""
+    is inlined, the model has the feature.  The feature is added after the feature string
+    (LLVM applies the flags in order: before it, a ``-avx512bf16`` there would remove it
+    from the probe as well, and the model would seem to have it).  A name LLVM does not
+    know is ``UnknownCPU``."""
     known = sorted(llvm.get_host_cpu_features()) if host_features() else []
-    extra = f',{feature_string}' if feature_string else ""
+    extra = f'{feature_string},' if feature_string else ""
     lines, attrs = [], [f'attributes #0 = {{ "target-cpu"="{cpu}" "target-features"="{feature_string}" }}']
     for i, f in enumerate(known):
         lines.append(f"define internal i32 @probe{i}(i32 %x) #{i + 1} {{\n  %y = add i32 %x, 1\n"
                      f"  ret i32 %y\n}}\ndefine i32 @call{i}(i32 %x) #0 {{\n"
                      f"  %y = call i32 @probe{i}(i32 %x)\n  ret i32 %y\n}}")
-        attrs.append(f'attributes #{i + 1} = {{ "target-cpu"="{cpu}" "target-features"="+{f}{extra}" }}')
+        attrs.append(f'attributes #{i + 1} = {{ "target-cpu"="{cpu}" "target-features"="{extra}+{f}" }}')
     with LOCK:
         # an unknown name is only a warning here, but a fatal error in the optimiser
         with _stderr_captured() as messages:
@@ -216,6 +219,23 @@ def amx_usable() -> bool:
         return False
 
 
+#: tests set this to True to run the dot-product path of bf16 mul_add (``dpbf16.py``) on
+#: machines without AVX512-BF16: each vdpbf16ps is then emulated in plain LLVM IR with the
+#: instruction's exact semantics (not a user option: the emulation is slow)
+EMULATE_DPBF16PS = False
+
+
+def bf16_dot() -> Optional[str]:
+    """How bf16 mul_add's dot-product path computes (``dpbf16.py``): "vdpbf16ps" where the
+    target has AVX512-BF16 (and AVX512-VL for the instruction's 128- and 256-bit forms,
+    which every such CPU has, but ``TTLC_CPU_FEATURES`` may remove), "emulated" where
+    tests ask for it (``EMULATE_DPBF16PS``), None where the path is not taken.  Part of
+    the cache key."""
+    if EMULATE_DPBF16PS:
+        return "emulated"
+    return "vdpbf16ps" if has_feature("avx512bf16") and has_feature("avx512vl") else None
+
+
 def vector_bits() -> int:
     """Width of the widest vector registers the target has (512 with AVX-512)."""
     if has_feature("avx512f"):
@@ -291,7 +311,8 @@ def versions() -> str:
     """What the generated code depends on besides the program: for cache keys."""
     cpu, features = host()
     return (f"llvmlite {llvmlite.__version__} llvm {llvm.llvm_version_info} {triple()} {cpu} "
-            f"{features} vector math {sorted(vector_math())} amx {amx_usable()}")
+            f"{features} vector math {sorted(vector_math())} amx {amx_usable()} "
+            f"bf16 dot {bf16_dot()}")
 
 
 def parse(ir_text: str) -> "llvm.ModuleRef":

@@ -5,11 +5,12 @@ cpu), generates LLVM IR (``codegen``), and loads the object code -- from the dis
 (``cache``) when it holds it, else optimised (O3) and compiled by LLVM (``jit``).
 
 A launch checks the arguments with ``ttlc.runtime.args`` (the same checks and errors as
-every target): NumPy arrays, lists of them for groups and Python numbers go through
-``quick`` (checks specialised to the kernel's parameters at its first launch, written with
-one ``struct.pack_into``), anything else and every error through ``marshal``.  The slot
-array of the kernel ABI (see ``codegen``) is a new buffer per launch, so launches of one
-kernel from several Python threads at once are independent.  The grid's work-groups are
+every target): NumPy arrays, lists of them for groups, prepared groups and Python numbers
+go through ``quick`` (checks specialised to the kernel's parameters at its first launch,
+written with one ``struct.pack_into``; a ``ttlc.PreparedGroup`` gives the slots it
+keeps), anything else and every error through ``marshal``.  The slot array of the kernel
+ABI (see ``codegen``) is a new buffer per launch, so launches of one kernel from several
+Python threads at once are independent.  The grid's work-groups are
 split into contiguous chunks, one per thread: the calling thread runs the first chunk (a
 single work-group never leaves it), worker threads waiting in machine code the others
 (``pool``; a Python thread pool where that cannot be built).  Kernels are called through
@@ -50,10 +51,6 @@ if TYPE_CHECKING:
 
 _KERNEL_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                                 ctypes.c_void_p, ctypes.c_void_p)
-
-#: a non-null, 64-byte aligned address for arrays with no elements (never accessed)
-_EMPTY = np.zeros(16, dtype=np.uint64)
-_EMPTY_ADDRESS = (_EMPTY.ctypes.data + 63) // 64 * 64 if _EMPTY.ctypes.data % 64 else _EMPTY.ctypes.data
 
 
 def _compiler_version() -> str:
@@ -442,40 +439,29 @@ class CpuModule(Module):
 
     def _pack(self, info, func: Function, values, memory, grid, keep: list, slots) -> None:
         """Fill the slot array of the kernel ABI (`keep` holds what it points to)."""
+        from ...runtime.args import group_tables, memref_address
+
         slots[0], slots[1], slots[2] = grid
         for a, lay, v in zip(func.args, info.slots, values):
             k = lay.first
             if lay.kind == "memref":
                 n = len(v.shape)
-                slots[k] = self._address(v, memory)
+                slots[k] = memref_address(v, memory)
                 for i in range(n):
                     slots[k + 1 + i] = int(v.shape[i])
                     slots[k + 1 + n + i] = int(v.stride[i])
             elif lay.kind == "group":
-                n = a.value.type.memref.order
-                members = v.members
-                ptrs = np.array([self._address(m, memory) for m in members] or [0], dtype=np.int64)
-                dopes = np.array([[int(s) for s in m.shape] + [int(s) for s in m.stride]
-                                  for m in members] or [[0] * (2 * n)], dtype=np.int64)
+                ptrs, dopes = group_tables(v.members, memory, a.value.type.memref.order)
                 keep += [ptrs, dopes]
                 if v.associated:
                     slots[k] = ptrs.__array_interface__["data"][0]
                     slots[k + 1] = dopes.__array_interface__["data"][0]
-                slots[k + 2] = len(members)
+                slots[k + 2] = len(v.members)
                 slots[k + 3] = 1 if v.associated else 0
             else:
                 data = np.asarray(v).tobytes().ljust(8 * lay.count, b"\0")
                 for i in range(lay.count):
                     slots[k + i] = int.from_bytes(data[8 * i:8 * i + 8], "little", signed=True)
-
-    @staticmethod
-    def _address(m, memory) -> int:
-        if int(m.buffer) < 0:
-            return 0
-        buf = memory.buffers[int(m.buffer)]
-        if buf.size == 0:
-            return _EMPTY_ADDRESS
-        return buf.__array_interface__["data"][0] + int(m.offset) * buf.itemsize
 
     def _check_writable(self, info, func: Function, values, memory) -> None:
         """A kernel that writes an argument needs writeable arrays (checked before running)."""
