@@ -69,7 +69,7 @@ from ...diagnostics import CompileError, Diagnostic
 from ...interp.machine import Config
 from ...ir.core import Function, Instruction, Program, Region, Value
 from ...ir.layout import layout_of
-from ...ir.numerics import fold_int, wrap
+from ...ir.numerics import accumulate_type, fold_int, wrap
 from ...ir.ops import SUBGROUP_OPS
 from ...ir.types import (DYNAMIC, SCALAR_TYPES, BoolType, CoopMatrixType, GroupType, MemrefType,
                          ScalarType, Type)
@@ -2078,8 +2078,8 @@ def emit_subgroup_op(cg: FunctionCodegen, inst: Instruction):
     kind, op = inst.opcode[len("subgroup_"):].rsplit("_", 1)
     x = cg.splat(cg.get(inst.slots["a"]))
     G, S = cg.W // cg.S, cg.S
-    # combine 16-bit floats in f32, round every result once
-    wide = t.name in ("f16", "bf16")
+    # combine 16-bit floats in f32 (accumulate_type), round every result once
+    wide = accumulate_type(t) != t
 
     def widen(v):
         if t.name == "bf16":
