@@ -14,10 +14,10 @@ from ..diagnostics import CompileError, Diagnostic
 from ..ir.constants import literal_fits
 from ..ir.core import Function, Instruction, Location, Program, Region, Value
 from ..ir.layout import layout_of
-from ..ir.ops import BUILTIN_TYPES, COLLECTIVE, KNOWN_ATTRIBUTE_NAMES, OPS, SPMD
-from ..ir.types import (BOOL, DYNAMIC, I32, INDEX, SCALAR_TYPES, BoolType, CoopMatrixType,
-                        GroupType, MemrefType, ScalarType, Type, VoidType, cast_allowed, promotable,
-                        promote)
+from ..ir.ops import COLLECTIVE, KNOWN_ATTRIBUTE_NAMES, OPS, SPMD, YIELDING_OPS
+from ..ir.types import (BOOL, DYNAMIC, I32, INDEX, BoolType, CoopMatrixType, GroupType,
+                        MemrefType, ScalarType, Type, VoidType, cast_allowed, promotable, promote,
+                        stride_error)
 
 #: largest alignment alloca may request, in bytes (the default alignment of local memory)
 ALLOCA_MAX_ALIGNMENT = 64
@@ -109,6 +109,17 @@ def expect_type(inst: Instruction, expected: Type, what: str = "the result type"
     got = inst.results[0].type
     if got != expected:
         raise Invalid(f"{what} must be {expected}, not {got}")
+
+
+def inferred(inst: Instruction) -> Type:
+    """The result type the instruction table's rule gives (after the operands are checked)."""
+    t = inst.opdef.result_type(inst.slots, inst.attrs, inst.modifiers)
+    assert t is not None, f"no result type rule fits checked '{inst.opcode}'"
+    return t
+
+
+def expect_inferred(inst: Instruction, what: str = "the result type") -> None:
+    expect_type(inst, inferred(inst), what)
 
 
 def require_order(t: MemrefType, orders, what: str) -> None:
@@ -245,13 +256,9 @@ class Verifier:
                               f"order {len(t.shape)}")
             if any(s is not DYNAMIC and s <= 0 for s in t.shape):
                 raise Invalid("memref mode sizes must be positive")
-            for i in range(1, len(t.stride)):
-                a, s, b = t.stride[i - 1], t.shape[i - 1], t.stride[i]
-                if DYNAMIC not in (a, s, b) and a * s > b:
-                    raise Invalid(f"stride {b} of mode {i} is smaller than stride {a} times size "
-                                  f"{s} of mode {i - 1}")
-            if t.stride and t.stride[0] is not DYNAMIC and t.stride[0] < 1:
-                raise Invalid("the first stride must be at least 1")
+            problem = stride_error(t.shape, t.stride)
+            if problem:
+                raise Invalid(problem)
         elif isinstance(t, CoopMatrixType):
             if t.rows <= 0 or t.cols <= 0:
                 raise Invalid("coopmatrix rows and columns must be positive")
@@ -267,9 +274,9 @@ class Verifier:
         last = len(region.instructions) - 1
         for i, inst in enumerate(region.instructions):
             if inst.opcode == "yield" and (i != last or parent is None
-                                           or parent.opcode not in YIELDING):
+                                           or parent.opcode not in YIELDING_OPS):
                 where = "as the last instruction of" if parent is not None \
-                    and parent.opcode in YIELDING else "inside"
+                    and parent.opcode in YIELDING_OPS else "inside"
                 self.report(inst.loc, f"yield is only allowed {where} the region of for, if or "
                             "cooperative_matrix_apply")
             self.verify_instruction(inst, kind, inner)
@@ -316,9 +323,6 @@ class Verifier:
                           f"({', '.join(map(str, types))}) is expected", *values)
 
 
-YIELDING = ("for", "if", "cooperative_matrix_apply")
-
-
 # ---- the instruction families (spec: "Restrictions" of each section) --------------------
 def check_alloca(vf: Verifier, inst: Instruction) -> None:
     t = inst.results[0].type
@@ -355,20 +359,14 @@ def _check_atomic_beta(inst: Instruction) -> None:
                           f"{shown}", beta)
 
 
-#: the spec's names of the memref operands (slots A, B, C) of each BLAS instruction
-_BLAS_NAMES = {"axpby": ("A", "B"), "cumsum": ("A", "B"), "sum": ("A", "b"),
-               "gemm": ("A", "B", "C"), "gemv": ("A", "b", "c"), "ger": ("a", "b", "C"),
-               "hadamard": ("A", "B", "C")}
-
-
 def check_blas(vf: Verifier, inst: Instruction) -> None:
     op = inst.opcode
-    names = _BLAS_NAMES[op]
+    roles = inst.opdef.blas
+    names = roles.names
     alpha = scalar(inst.slots["alpha"], "alpha")
     beta = scalar(inst.slots["beta"], "beta")
     A = memref(inst.slots["A"], names[0])
-    out_slot = "C" if "C" in inst.slots else "B"
-    out = memref(inst.slots[out_slot], names[-1])
+    out = memref(inst.slots[roles.written], names[-1])
     ta = inst.modifier("ta") if any(m.slot == "ta" for m in inst.opdef.modifiers) else "n"
     if op in ("axpby", "cumsum", "sum"):
         if op == "axpby":
@@ -516,7 +514,7 @@ def check_arith_binary(vf: Verifier, inst: Instruction) -> None:
         raise Invalid(f"operands must have the same type ({_name(a)}: {a.type}, "
                       f"{_name(b)}: {b.type})", a, b)
     _allowed_for_arith(inst.opcode, _arith_element(inst, a.type), isinstance(a.type, CoopMatrixType))
-    expect_type(inst, a.type, "the result type (the operands' type)")
+    expect_inferred(inst, "the result type (the operands' type)")
 
 
 def check_arith_unary(vf: Verifier, inst: Instruction) -> None:
@@ -525,17 +523,14 @@ def check_arith_unary(vf: Verifier, inst: Instruction) -> None:
     _allowed_for_arith(inst.opcode, e, isinstance(a.type, CoopMatrixType))
     if inst.opcode in ("abs", "neg", "conj", "im", "re") and isinstance(e, BoolType):
         raise Invalid(f"boolean type is not supported by '{inst.opcode}'")
-    result = a.type
-    if inst.opcode in ("abs", "im", "re") and isinstance(e, ScalarType) and e.is_complex:
-        result = a.type.with_component(e.component) if isinstance(a.type, CoopMatrixType) else e.component
-    expect_type(inst, result)
+    expect_inferred(inst)
 
 
 def check_associated(vf: Verifier, inst: Instruction) -> None:
     v = inst.slots["tensor"]
     if not isinstance(v.type, (MemrefType, GroupType)):
         raise Invalid(f"associated needs a memref or group, but {_name(v)} has type {v.type}", v)
-    expect_type(inst, BOOL)
+    expect_inferred(inst)
 
 
 def _check_indexed(inst: Instruction, allow_group: bool) -> Type:
@@ -557,7 +552,8 @@ def _check_indexed(inst: Instruction, allow_group: bool) -> Type:
 
 
 def check_load(vf: Verifier, inst: Instruction) -> None:
-    expected = _check_indexed(inst, allow_group=inst.opcode == "load")
+    _check_indexed(inst, allow_group=inst.opcode == "load")
+    expected = inferred(inst)
     what = "the group's memref type" if isinstance(expected, MemrefType) else "the element type"
     expect_type(inst, expected, f"the result type ({what})")
 
@@ -570,11 +566,11 @@ def check_store(vf: Verifier, inst: Instruction) -> None:
     if inst.opdef.family == "atomic_update":
         if inst.opcode != "atomic_add" and element.is_complex:
             raise Invalid(f"complex type is not supported by '{inst.opcode}'")
-        expect_type(inst, element, "the result type (the element type)")
+        expect_inferred(inst, "the result type (the element type)")
 
 
 def check_builtin(vf: Verifier, inst: Instruction) -> None:
-    expect_type(inst, SCALAR_TYPES[BUILTIN_TYPES[inst.opcode]], f"the type of {inst.opcode}")
+    expect_inferred(inst, f"the type of {inst.opcode}")
 
 
 def check_cast(vf: Verifier, inst: Instruction) -> None:
@@ -604,7 +600,7 @@ def check_compare(vf: Verifier, inst: Instruction) -> None:
     t = scalar(a, "the operands")
     if t.is_complex and inst.opcode not in ("equal", "not_equal"):
         raise Invalid(f"complex numbers are not ordered: '{inst.opcode}' does not support {t}")
-    expect_type(inst, BOOL)
+    expect_inferred(inst)
 
 
 def check_constant(vf: Verifier, inst: Instruction) -> None:
@@ -640,7 +636,7 @@ def check_expand(vf: Verifier, inst: Instruction) -> None:
             raise Invalid(f"expand sizes must be positive, not {e}")
         else:
             dims.append(e)
-    size, stride = t.shape[mode], t.stride[mode]
+    size = t.shape[mode]
     static = [d for d in dims if d is not DYNAMIC]
     product = 1
     for d in static:
@@ -652,13 +648,7 @@ def check_expand(vf: Verifier, inst: Instruction) -> None:
         if size % product:
             raise Invalid(f"the static part of the expand shape ({product}) does not divide the "
                           f"size {size} of mode {mode}")
-    new_stride, s = [], stride
-    for d in dims:
-        new_stride.append(s)
-        s = DYNAMIC if s is DYNAMIC or d is DYNAMIC else s * d
-    expected = MemrefType.get(t.element, t.shape[:mode] + tuple(dims) + t.shape[mode + 1:],
-                              t.stride[:mode] + tuple(new_stride) + t.stride[mode + 1:], t.space)
-    _check_view_type(inst, expected)
+    _check_view_type(inst, inferred(inst))
 
 
 def _check_view_type(inst: Instruction, expected: MemrefType, hint: str = "") -> None:
@@ -716,12 +706,7 @@ def check_fuse(vf: Verifier, inst: Instruction) -> None:
         if DYNAMIC not in (a, s, b) and a * s != b:
             raise Invalid(f"modes {k} and {k + 1} cannot be fused: stride {a} times size {s} is not "
                           f"stride {b}")
-    size = 1
-    for d in t.shape[lo:hi + 1]:
-        size = DYNAMIC if size is DYNAMIC or d is DYNAMIC else size * d
-    expected = MemrefType.get(t.element, t.shape[:lo] + (size,) + t.shape[hi + 1:],
-                              t.stride[:lo + 1] + t.stride[hi + 1:], t.space)
-    _check_view_type(inst, expected)
+    _check_view_type(inst, inferred(inst))
 
 
 def check_if(vf: Verifier, inst: Instruction) -> None:
@@ -747,7 +732,7 @@ def check_math(vf: Verifier, inst: Instruction) -> None:
     if t.is_int or (t.is_complex and inst.opcode not in MATH_COMPLEX):
         allowed = "floating-point or complex" if inst.opcode in MATH_COMPLEX else "floating-point"
         raise Invalid(f"'{inst.opcode}' needs a {allowed} operand, not {t}")
-    expect_type(inst, t, "the result type (the operand's type)")
+    expect_inferred(inst, "the result type (the operand's type)")
 
 
 def check_size(vf: Verifier, inst: Instruction) -> None:
@@ -762,7 +747,7 @@ def check_size(vf: Verifier, inst: Instruction) -> None:
         t = v.type
         if not 0 <= mode < t.order:
             raise Invalid(f"mode {mode} is out of range for a memref of order {t.order}")
-    expect_type(inst, INDEX)
+    expect_inferred(inst)
 
 
 def check_subview(vf: Verifier, inst: Instruction) -> None:
@@ -771,22 +756,17 @@ def check_subview(vf: Verifier, inst: Instruction) -> None:
     if len(slices) != t.order:
         raise Invalid(f"{_plural(len(slices), 'index or slice', 'indices or slices')} given for "
                       f"a memref of order {t.order}")
-    shape, stride = [], []
     for mode, (offset, size) in enumerate(slices):
         for x, what in ((offset, "offset"), (size, "size")):
             if isinstance(x, Value):
                 index_values([x], f"a dynamic {what}")
             elif x < 0:
                 raise Invalid(f"the {what} of mode {mode} must not be negative")
-        if isinstance(size, int) and size == 0:
-            continue  # rank reduction
-        shape.append(DYNAMIC if isinstance(size, Value) else size)
-        stride.append(t.stride[mode])
     reduced = [m for m, (_, size) in enumerate(slices) if isinstance(size, int) and size == 0]
     hint = (f"; a single index (offset without ':size') removes its mode, as in mode"
             f"{'s' if len(reduced) > 1 else ''} {', '.join(map(str, reduced))} here: write "
             "offset:size to keep a mode") if reduced else ""
-    _check_view_type(inst, MemrefType.get(t.element, shape, stride, t.space), hint)
+    _check_view_type(inst, inferred(inst), hint)
 
 
 def check_yield(vf: Verifier, inst: Instruction) -> None:
@@ -796,7 +776,7 @@ def check_yield(vf: Verifier, inst: Instruction) -> None:
 def check_coop_apply(vf: Verifier, inst: Instruction) -> None:
     a = inst.slots["a"]
     t = coopmatrix(a, "the operand")
-    expect_type(inst, t, "the result type (the operand's type)")
+    expect_inferred(inst, "the result type (the operand's type)")
     args = inst.regions[0].args
     if [x.type for x in args] != [I32, I32, t.component]:
         raise Invalid(f"the region must declare 3 arguments (row: i32, column: i32, value: "
@@ -826,7 +806,7 @@ def check_coop_store(vf: Verifier, inst: Instruction) -> None:
     if inst.opdef.has_results:
         if inst.opcode != "cooperative_matrix_atomic_add" and t.component.is_complex:
             raise Invalid(f"complex type is not supported by '{inst.opcode}'")
-        expect_type(inst, t, "the result type (the stored value's type)")
+        expect_inferred(inst, "the result type (the stored value's type)")
 
 
 def check_coop_construct(vf: Verifier, inst: Instruction) -> None:
@@ -857,7 +837,7 @@ def _check_work_item_index(vf: Verifier, inst: Instruction, t: CoopMatrixType) -
 def check_coop_extract(vf: Verifier, inst: Instruction) -> None:
     t = coopmatrix(inst.slots["matrix"], "the operand")
     _check_work_item_index(vf, inst, t)
-    expect_type(inst, t.component, "the result type (the component type)")
+    expect_inferred(inst, "the result type (the component type)")
 
 
 def check_coop_insert(vf: Verifier, inst: Instruction) -> None:
@@ -866,7 +846,7 @@ def check_coop_insert(vf: Verifier, inst: Instruction) -> None:
     if v.type != t.component:
         raise Invalid(f"the inserted value has type {v.type} but the component type is {t.component}", v)
     _check_work_item_index(vf, inst, t)
-    expect_type(inst, t, "the result type (the matrix's type)")
+    expect_inferred(inst, "the result type (the matrix's type)")
 
 
 def check_coop_mul_add(vf: Verifier, inst: Instruction) -> None:
@@ -913,8 +893,7 @@ def check_coop_reduce(vf: Verifier, inst: Instruction) -> None:
     r = inst.results[0].type
     if inst.opcode != "cooperative_matrix_reduce_add" and a.component.is_complex:
         raise Invalid(f"complex type is not supported by '{inst.opcode}'")
-    shape = (a.rows, 1) if inst.modifier("mode") == "row" else (1, a.cols)
-    expect_type(inst, CoopMatrixType(a.component, shape[0], shape[1], a.use))
+    expect_inferred(inst)
     sgs = vf.subgroup_size
     if sgs and a.rows % sgs:
         raise Invalid(f"rows of the operand ({a.rows}) must be a multiple of the subgroup size {sgs}")
@@ -925,7 +904,7 @@ def check_coop_scale(vf: Verifier, inst: Instruction) -> None:
     t = coopmatrix(m, "the matrix operand")
     if s.type != t.component:
         raise Invalid(f"the scalar has type {s.type} but the component type is {t.component}", s)
-    expect_type(inst, t, "the result type (the matrix's type)")
+    expect_inferred(inst, "the result type (the matrix's type)")
 
 
 def check_subgroup_broadcast(vf: Verifier, inst: Instruction) -> None:
@@ -934,14 +913,14 @@ def check_subgroup_broadcast(vf: Verifier, inst: Instruction) -> None:
     lane = inst.slots["lane"]
     if lane.type != I32:
         raise Invalid(f"the lane index must have type i32, but {_name(lane)} has type {lane.type}", lane)
-    expect_type(inst, a.type, "the result type (the value's type)")
+    expect_inferred(inst, "the result type (the value's type)")
 
 
 def check_subgroup_op(vf: Verifier, inst: Instruction) -> None:
     t = scalar(inst.slots["a"], "the operand")
     if t.is_complex and not inst.opcode.endswith("_add"):
         raise Invalid(f"complex type is not supported by '{inst.opcode}'")
-    expect_type(inst, t, "the result type (the operand's type)")
+    expect_inferred(inst, "the result type (the operand's type)")
 
 
 def check_barrier(vf: Verifier, inst: Instruction) -> None:

@@ -25,31 +25,11 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ..analysis.effects import ATOMIC_READ, READ, WRITE, access_kind, conflicts, is_atomic
 from ..ir.core import Instruction
 
-# ---- access kinds ---------------------------------------------------------------------------
-READ, WRITE, ATOMIC_READ, ATOMIC_WRITE = 0, 1, 2, 3
-_WRITES = (WRITE, ATOMIC_WRITE)
-_ATOMICS = (ATOMIC_READ, ATOMIC_WRITE)
-_KIND_WORD = {READ: "read", WRITE: "write", ATOMIC_READ: "atomic read",
-              ATOMIC_WRITE: "atomic write"}
-
-#: scalar memory instructions and their kind of access
-SCALAR_KIND = {"load": READ, "store": WRITE, "atomic_load": ATOMIC_READ,
-               "atomic_store": ATOMIC_WRITE, "atomic_add": ATOMIC_WRITE,
-               "atomic_max": ATOMIC_WRITE, "atomic_min": ATOMIC_WRITE}
-#: coopmatrix memory instructions and their kind of access
-COOP_KIND = {"cooperative_matrix_load": READ, "cooperative_matrix_store": WRITE,
-             "cooperative_matrix_atomic_load": ATOMIC_READ,
-             "cooperative_matrix_atomic_store": ATOMIC_WRITE,
-             "cooperative_matrix_atomic_add": ATOMIC_WRITE,
-             "cooperative_matrix_atomic_max": ATOMIC_WRITE,
-             "cooperative_matrix_atomic_min": ATOMIC_WRITE}
-
-
-def _conflicts(a: int, b: int) -> bool:
-    return (a in _WRITES or b in _WRITES) and not (a in _ATOMICS and b in _ATOMICS)
-
+#: families of the coopmatrix memory instructions (a block per subgroup, tracked after it ran)
+_COOP_MEMORY = ("coop_load", "coop_store", "coop_atomic_update")
 
 # ---- helpers ----------------------------------------------------------------------------------
 def work_item(wg, lane: int) -> str:
@@ -113,7 +93,7 @@ def _local_name(wg, bid: int) -> str:
     return f"local memory {name}" if name else "local memory"
 
 
-def track(wg, bid: int, flat: np.ndarray, lanes: np.ndarray, kind: int, coop: bool,
+def track(wg, bid: int, flat: np.ndarray, lanes: np.ndarray, kind: str, coop: bool,
           describe: Callable[[int], str]) -> None:
     """Record accesses of local buffer ``bid`` at elements ``flat`` by work-items ``lanes``
     (for coopmatrix accesses: any work-item of the accessing subgroup) and raise on a race.
@@ -128,9 +108,8 @@ def track(wg, bid: int, flat: np.ndarray, lanes: np.ndarray, kind: int, coop: bo
     S = wg.cfg.subgroup_size
     n = len(wg.memory.buffers[bid])
     state = races.buffers.setdefault(bid, {})
-    verb = _KIND_WORD[kind]
 
-    def report(k: int, other_actor: int, other_kind: int, other_inst: Optional[Instruction]):
+    def report(k: int, other_actor: int, other_kind: str, other_inst: Optional[Instruction]):
         lane = int(lanes[k])
         me = work_item(wg, lane) + (f" (subgroup {lane // S})" if coop else "")
         other_lane = int(other_actor) % wg.cfg.lanes
@@ -142,15 +121,15 @@ def track(wg, bid: int, flat: np.ndarray, lanes: np.ndarray, kind: int, coop: bo
         if races.unfenced is not None:
             hint = (f"; the barrier at {races.unfenced.loc} has no .local fence and does not "
                     f"order local memory")
-        article = "an" if other_kind in _ATOMICS else "a"
-        return wg.fail(f"data race on {_local_name(wg, bid)}: {verb} of index {describe(k)} "
+        article = "an" if is_atomic(other_kind) else "a"
+        return wg.fail(f"data race on {_local_name(wg, bid)}: {kind} of index {describe(k)} "
                        f"(element {int(flat[k])}) by work-item {me} conflicts with {article} "
-                       f"{_KIND_WORD[other_kind]} by work-item {other}{where} with no "
+                       f"{other_kind} by work-item {other}{where} with no "
                        f"barrier.local in between{hint}", lane)
 
     # against earlier accesses in this interval
     for (other_kind, other_coop), acc in state.items():
-        if not _conflicts(kind, other_kind):
+        if not conflicts(kind, other_kind):
             continue
         low, high = acc.low[flat], acc.high[flat]
         unit = S if coop or other_coop else 1  # coopmatrix accesses: subgroup granularity
@@ -182,7 +161,7 @@ def track(wg, bid: int, flat: np.ndarray, lanes: np.ndarray, kind: int, coop: bo
 def track_scalar(wg, inst: Instruction, bid: int, flat, lanes, index: Sequence) -> None:
     """Race tracking for a scalar load/store/atomic by work-items ``lanes`` (SPMD regions)
     of elements ``flat`` of buffer ``bid``; ``index`` is the instruction's index list."""
-    kind = SCALAR_KIND.get(inst.opcode)
+    kind = access_kind(inst, "tensor")
     if kind is None or wg.memory.spaces[bid] != "local":
         return
     lanes = np.asarray(lanes)
@@ -205,7 +184,7 @@ def track_coop(wg, inst: Instruction, mask: Optional[np.ndarray]) -> None:
     known to be uniform and its accesses in bounds): one block per executing subgroup."""
     from .coop import memref_per_subgroup, uniform_per_subgroup
 
-    kind = COOP_KIND[inst.opcode]
+    kind = access_kind(inst, "tensor")
     G, S = wg.cfg.subgroups, wg.cfg.subgroup_size
     m = mask.reshape(G, S) if mask is not None else np.ones((G, S), dtype=bool)
     active = m.any(axis=1)
@@ -239,5 +218,5 @@ def track_coop(wg, inst: Instruction, mask: Optional[np.ndarray]) -> None:
 
 def after(wg, inst: Instruction, mask: Optional[np.ndarray]) -> None:
     """Checked mode, SPMD regions: bookkeeping after ``inst`` ran successfully."""
-    if inst.opcode in COOP_KIND:
+    if inst.opdef.family in _COOP_MEMORY:
         track_coop(wg, inst, mask)

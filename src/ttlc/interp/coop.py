@@ -22,6 +22,7 @@ from typing import List, NamedTuple, Tuple
 import numpy as np
 
 from ..ir.layout import layout_of
+from ..ir.ops import SUBGROUP_OPS
 from ..ir.types import CoopMatrixType
 from .semantics import (_accumulate_dtype, _buffer, _compute_dtype, _in_buffer, as_type, convert,
                         operand, result_dtype, semantics)
@@ -311,7 +312,7 @@ def coop_mul_add(wg, inst, mask):
     coop_subgroups(wg, mask)
     a, b, c = (operand(wg, inst, s) for s in ("a", "b", "c"))
     c_dtype = dtype_of(inst.slots["c"].type)
-    cd = _accumulate_dtype(c_dtype)
+    cd = _accumulate_dtype(inst.slots["c"].type)
     acc = np.matmul(np.asarray(a).astype(cd), np.asarray(b).astype(cd)) + np.asarray(c).astype(cd)
     acc = np.asarray(acc).astype(cd)
     if cd != c_dtype:  # the sum is a value of C's type before the cast to D's
@@ -326,7 +327,7 @@ def coop_reduce(wg, inst, mask):
     a = np.asarray(operand(wg, inst, "a"))
     dtype = result_dtype(inst)
     axis = 2 if inst.modifier("mode") == "row" else 1
-    cd = _accumulate_dtype(dtype)
+    cd = _accumulate_dtype(inst.results[0].type)
     x = a.astype(cd)
     op = inst.opcode.rsplit("_", 1)[1]
     if op == "add":
@@ -385,11 +386,7 @@ def _identity(op: str, dtype: np.dtype):
     return np.array(-np.inf if op == "max" else np.inf, dtype=dtype)
 
 
-_SUBGROUP_OPS = tuple(f"subgroup_{k}_{op}" for k in ("exclusive_scan", "inclusive_scan", "reduce")
-                      for op in ("add", "max", "min"))
-
-
-@semantics(*_SUBGROUP_OPS)
+@semantics(*SUBGROUP_OPS)
 def subgroup_operation(wg, inst, mask):
     """Scans and reductions over the work-items of each subgroup, in subgroup-local id order.
 
@@ -398,7 +395,7 @@ def subgroup_operation(wg, inst, mask):
     G, S = wg.cfg.subgroups, wg.cfg.subgroup_size
     dtype = result_dtype(inst)
     kind, op = inst.opcode[len("subgroup_"):].rsplit("_", 1)
-    cd = _accumulate_dtype(dtype)
+    cd = _accumulate_dtype(inst.results[0].type)
     ident = _identity(op, cd)
     x = np.asarray(wg.lanes(operand(wg, inst, "a"))).astype(cd).reshape(G, S)
     x = np.where(_mask(wg, mask).reshape(G, S), x, ident)

@@ -3,8 +3,8 @@
 Every function takes the work-group state, the instruction and the lane mask
 (None in collective regions) and returns the result value (or None).  Values are
 NumPy scalars (uniform) or arrays over the work-items (varying); integer arithmetic
-wraps at the type's width; division and remainder of integers truncate toward zero
-as in C.  Coopmatrix and subgroup instructions are in ``coop.py``.
+wraps at the type's width; division, remainder and shifts of integers follow
+``ttlc.ir.numerics``.  Coopmatrix and subgroup instructions are in ``coop.py``.
 """
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import numpy as np
 
 from ..ir.core import Instruction
 from ..ir.layout import layout_of
-from ..ir.types import CoopMatrixType, GroupType, MemrefType
+from ..ir.numerics import accumulate_type, c_divmod, shift_amount
+from ..ir.types import CoopMatrixType, GroupType, MemrefType, Type, element_type
 from . import checks
 from ..runtime.values import GroupValue as Group, MemRef, OutOfBounds, dtype_of
 
@@ -48,23 +49,8 @@ def active_lanes(wg, mask) -> np.ndarray:
 
 
 # ---- arithmetic ---------------------------------------------------------------------------
-def _int_div(a, b):
-    """C division (truncation toward zero) and remainder; b == 0 gives 0."""
-    b_safe = np.where(b == 0, 1, b).astype(np.result_type(a, b))
-    q = np.floor_divide(a, b_safe)
-    r = a - q * b_safe
-    # floor division rounds toward -inf; truncation differs exactly when the division is
-    # inexact and the operands' signs differ (the old test compared r's sign with b's,
-    # which floor division always makes equal, so 1 / -100 gave -1 and -7 / 2 gave -4)
-    fix = (r != 0) & ((a < 0) != (b_safe < 0))
-    q = np.where(fix, q + 1, q)
-    r = np.where(fix, r - b_safe, r)
-    zero = b == 0
-    return np.where(zero, 0, q), np.where(zero, 0, r)
-
-
 def _shift_amount(b, dtype):
-    return np.asarray(b).astype(dtype) & (dtype.itemsize * 8 - 1)
+    return shift_amount(np.asarray(b).astype(dtype), dtype.itemsize * 8)
 
 
 def _binary(op: str, a, b, dtype: np.dtype):
@@ -77,7 +63,7 @@ def _binary(op: str, a, b, dtype: np.dtype):
         return a * b
     if op in ("div", "rem"):
         if kind in "iu":
-            q, r = _int_div(np.asarray(a), np.asarray(b))
+            q, r = c_divmod(np.asarray(a), np.asarray(b))
             return q if op == "div" else r
         return a / b if op == "div" else np.fmod(a, b)
     if op == "max":
@@ -102,9 +88,9 @@ def _compute_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if dtype.name == "bfloat16" else dtype
 
 
-def _accumulate_dtype(dtype: np.dtype) -> np.dtype:
-    """Collective instructions accumulate 16-bit floats in f32, everything else in its type."""
-    return np.dtype(np.float32) if dtype.name in ("float16", "bfloat16") else dtype
+def _accumulate_dtype(t: Type) -> np.dtype:
+    """Where sums of a scalar or coopmatrix type are formed (``numerics.accumulate_type``)."""
+    return dtype_of(accumulate_type(element_type(t)))
 
 
 @semantics("add", "sub", "mul", "div", "rem", "max", "min", "shl", "shr", "and", "or", "xor")
@@ -391,8 +377,7 @@ def atomic_update(wg, inst, mask):
 def alloca(wg, inst, mask):
     t: MemrefType = inst.results[0].type
     dtype = dtype_of(t.element)
-    extent = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride))
-    buf = np.zeros(extent, dtype=dtype)
+    buf = np.zeros(t.extent, dtype=dtype)
     bid = wg.memory.add(buf, "local")
     return MemRef(bid, 0, tuple(t.shape), tuple(t.stride), dtype)
 
@@ -504,42 +489,47 @@ def _op(x: np.ndarray, transpose: str) -> np.ndarray:
     return x.T if transpose == "t" and x.ndim == 2 else x
 
 
+def _blas_dtype(inst) -> np.dtype:
+    """Where a BLAS instruction accumulates: its output's element type (16-bit floats in f32)."""
+    return _accumulate_dtype(inst.slots[inst.opdef.blas.written].type.element)
+
+
 def _update(wg, inst, out: np.ndarray, value: np.ndarray) -> None:
     """out := alpha * value + beta * out, accumulated in the output's precision.
 
     beta = 0 does not read out (BLAS convention: NaN in the output is overwritten)."""
     alpha, beta = operand(wg, inst, "alpha"), operand(wg, inst, "beta")
-    cd = _accumulate_dtype(out.dtype)
+    cd = _blas_dtype(inst)
     result = np.asarray(alpha).astype(cd) * np.asarray(value).astype(cd)
     if beta != 0:
         result = result + np.asarray(beta).astype(cd) * out.astype(cd)
     out[...] = result.astype(out.dtype)
 
 
-def _compute(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+def _compute(x: np.ndarray, inst) -> np.ndarray:
     """An input converted to the precision the output accumulates in (promotion)."""
-    return x.astype(_accumulate_dtype(out.dtype))
+    return x.astype(_blas_dtype(inst))
 
 
 @semantics("axpby")
 def axpby(wg, inst, mask):
     B = _array(wg, inst, "B")
     A = _op(_array(wg, inst, "A"), inst.modifier("ta"))
-    _update(wg, inst, B, _compute(A, B))
+    _update(wg, inst, B, _compute(A, inst))
 
 
 @semantics("cumsum")
 def cumsum(wg, inst, mask):
     B = _array(wg, inst, "B")
     A = _array(wg, inst, "A")
-    _update(wg, inst, B, np.cumsum(_compute(A, B), axis=inst.attrs["mode"]))
+    _update(wg, inst, B, np.cumsum(_compute(A, inst), axis=inst.attrs["mode"]))
 
 
 @semantics("sum")
 def sum_(wg, inst, mask):
     B = _array(wg, inst, "B")
     A = _op(_array(wg, inst, "A"), inst.modifier("ta"))
-    total = _compute(A, B).sum(axis=1) if B.ndim == 1 else _compute(A, B).sum()
+    total = _compute(A, inst).sum(axis=1) if B.ndim == 1 else _compute(A, inst).sum()
     _update(wg, inst, B, total)
 
 
@@ -548,26 +538,28 @@ def gemm(wg, inst, mask):
     C = _array(wg, inst, "C")
     A = _op(_array(wg, inst, "A"), inst.modifier("ta"))
     B = _op(_array(wg, inst, "B"), inst.modifier("tb"))
-    _update(wg, inst, C, _compute(A, C) @ _compute(B, C))
+    _update(wg, inst, C, _compute(A, inst) @ _compute(B, inst))
 
 
 @semantics("gemv")
 def gemv(wg, inst, mask):
     C = _array(wg, inst, "C")
     A = _op(_array(wg, inst, "A"), inst.modifier("ta"))
-    _update(wg, inst, C, _compute(A, C) @ _compute(_array(wg, inst, "B"), C))
+    _update(wg, inst, C, _compute(A, inst) @ _compute(_array(wg, inst, "B"), inst))
 
 
 @semantics("ger")
 def ger(wg, inst, mask):
     C = _array(wg, inst, "C")
-    _update(wg, inst, C, np.outer(_compute(_array(wg, inst, "A"), C), _compute(_array(wg, inst, "B"), C)))
+    a, b = (_compute(_array(wg, inst, slot), inst) for slot in ("A", "B"))
+    _update(wg, inst, C, np.outer(a, b))
 
 
 @semantics("hadamard")
 def hadamard(wg, inst, mask):
     C = _array(wg, inst, "C")
-    _update(wg, inst, C, _compute(_array(wg, inst, "A"), C) * _compute(_array(wg, inst, "B"), C))
+    a, b = (_compute(_array(wg, inst, slot), inst) for slot in ("A", "B"))
+    _update(wg, inst, C, a * b)
 
 
 from . import coop  # noqa: E402,F401  (registers coopmatrix and subgroup semantics)

@@ -37,10 +37,10 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set,
 from . import syntax as S
 from .constants import canonical, literal_fits
 from .core import Argument, Function, Instruction, Program, Region, Value
-from .ops import ALIASES, BUILTIN_TYPES, KNOWN_ATTRIBUTE_NAMES, OPS, OpDef
+from .ops import ALIASES, KNOWN_ATTRIBUTE_NAMES, OPS, OpDef
 from .types import (BF16, BOOL, C32, C64, DYNAMIC, F16, F32, F64, I8, I16, I32, I64, INDEX,
                     MATRIX_USES, SCALAR_TYPES, VOID, BoolType, CoopMatrixType, GroupType,
-                    MemrefType, ScalarType, Type)
+                    MemrefType, ScalarType, Type, stride_error)
 
 __all__ = ["Builder", "ProgramBuilder", "RegionOp", "memref", "group", "coopmatrix",
            "I8", "I16", "I32", "I64", "INDEX", "BF16", "F16", "F32", "F64", "C32", "C64",
@@ -98,13 +98,9 @@ def memref(element: Union[ScalarType, str], *shape: Dim, stride: Optional[Sequen
         if len(stride_t) != len(shape_t):
             raise ValueError(f"stride has {len(stride_t)} entries but the memref has order "
                              f"{len(shape_t)}")
-        if stride_t and stride_t[0] is not DYNAMIC and stride_t[0] < 1:
-            raise ValueError("the first stride must be at least 1")
-        for i in range(1, len(stride_t)):
-            a, s, b = stride_t[i - 1], shape_t[i - 1], stride_t[i]
-            if DYNAMIC not in (a, s, b) and a * s > b:
-                raise ValueError(f"stride {b} of mode {i} is smaller than {a} x {s}: modes "
-                                 "must not overlap (column-major order)")
+        problem = stride_error(shape_t, stride_t)
+        if problem:
+            raise ValueError(problem)
     if space not in ("global", "local"):
         raise ValueError(f"address space must be 'global' or 'local', got {space!r}")
     return MemrefType.get(_scalar(element), shape_t, stride_t, space)
@@ -177,91 +173,6 @@ def _signature(opcode: str) -> _Signature:
     if sig is None:
         sig = _SIGNATURES[opcode] = _Signature(OPS[opcode])
     return sig
-
-
-# ---- result type inference (only where the reference leaves no choice) -----------------
-def _infer_result(opdef: OpDef, slots: dict, attrs: dict, modifiers: dict) -> Optional[Type]:
-    fam, name = opdef.family, opdef.name
-
-    def t(slot):
-        v = slots.get(slot)
-        return v.type if isinstance(v, Value) else None
-
-    if fam in ("arith_binary", "math", "subgroup_op", "subgroup_broadcast", "coop_apply"):
-        return t("a")
-    if fam == "arith_unary":
-        a = t("a")
-        if name in ("abs", "im", "re"):
-            if isinstance(a, ScalarType) and a.is_complex:
-                return a.component
-            if isinstance(a, CoopMatrixType) and a.component.is_complex:
-                return a.with_component(a.component.component)
-        return a
-    if fam in ("compare", "associated"):
-        return BOOL
-    if fam == "builtin":
-        return SCALAR_TYPES[BUILTIN_TYPES[name]]
-    if fam == "size":
-        return INDEX
-    if fam in ("load", "atomic_load", "atomic_update"):
-        tensor = t("tensor")
-        if isinstance(tensor, MemrefType):
-            return tensor.element
-        if isinstance(tensor, GroupType) and fam == "load":
-            return tensor.memref
-        return None
-    if fam == "coop_mul_add":
-        return t("c")
-    if fam == "coop_scale":
-        return t("b")
-    if fam == "coop_insert":
-        return t("matrix")
-    if fam == "coop_extract":
-        m = t("matrix")
-        return m.component if isinstance(m, CoopMatrixType) else None
-    if fam == "coop_reduce":
-        a = t("a")
-        if not isinstance(a, CoopMatrixType):
-            return None
-        rows, cols = (a.rows, 1) if modifiers.get("mode") == "row" else (1, a.cols)
-        return CoopMatrixType(a.component, rows, cols, a.use)
-    if fam in ("subview", "expand", "fuse"):
-        return _infer_view(fam, t("tensor"), slots, attrs)
-    return None
-
-
-def _infer_view(fam: str, m: Any, slots: dict, attrs: dict) -> Optional[MemrefType]:
-    """The most precise result type of subview, expand and fuse (strides kept or computed)."""
-    if not isinstance(m, MemrefType):
-        return None
-    if fam == "subview":
-        entries = slots["slices"]
-        if len(entries) != m.order:
-            return None
-        kept = [(size if isinstance(size, int) else DYNAMIC, st)
-                for (_, size), st in zip(entries, m.stride) if not (isinstance(size, int) and size == 0)]
-        shape, stride = tuple(k[0] for k in kept), tuple(k[1] for k in kept)
-    elif fam == "expand":
-        mode, entries = attrs["mode"], slots["shape"]
-        if not 0 <= mode < m.order:
-            return None
-        sizes = [e if isinstance(e, int) else DYNAMIC for e in entries]
-        strides, s = [], m.stride[mode]
-        for size in sizes:
-            strides.append(s)
-            s = DYNAMIC if s is DYNAMIC or size is DYNAMIC else s * size
-        shape = m.shape[:mode] + tuple(sizes) + m.shape[mode + 1:]
-        stride = m.stride[:mode] + tuple(strides) + m.stride[mode + 1:]
-    else:  # fuse
-        lo, hi = attrs["from"], attrs["to"]
-        if not 0 <= lo < hi < m.order:
-            return None
-        size: Optional[int] = 1
-        for s in m.shape[lo:hi + 1]:
-            size = DYNAMIC if size is DYNAMIC or s is DYNAMIC else size * s
-        shape = m.shape[:lo] + (size,) + m.shape[hi + 1:]
-        stride = m.stride[:lo + 1] + m.stride[hi + 1:]
-    return MemrefType(m.element, shape, stride, m.space)
 
 
 # ---- checks that keep the printed text parseable ---------------------------------------
@@ -519,7 +430,7 @@ class Builder:
             if results is not None:
                 raise TypeError(f"'{base}' returns one value: use result=, not results=")
             if result_type is None:
-                result_type = _infer_result(opdef, slots, attrs, modifiers)
+                result_type = opdef.result_type(slots, attrs, modifiers)
             if result_type is None:
                 raise TypeError(f"'{base}' needs its result type (result=TYPE or a type as the "
                                 "last argument)")

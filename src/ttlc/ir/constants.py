@@ -31,12 +31,6 @@ def round_float(x: float, type_name: str) -> float:
     return math.copysign(rounded, x)
 
 
-def wrap_int(x: int, bits: int) -> int:
-    """Two's complement wrap-around to a signed integer of the given width."""
-    x &= (1 << bits) - 1
-    return x - (1 << bits) if x >> (bits - 1) else x
-
-
 def scalar_of(t: Type):
     return t.component if isinstance(t, CoopMatrixType) else t
 

@@ -73,6 +73,9 @@ class Opnd(Element):
     """A single SSA value operand bound to a slot."""
 
     slot: str
+    #: the operand is a memref (or group) whose memory the instruction may access: its
+    #: table entry declares what it does with it (``OpDef.effects``)
+    memory: bool = False
 
     def parse(self, p, st):
         st.slots[self.slot] = p.parse_value_use()

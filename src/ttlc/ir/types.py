@@ -121,6 +121,31 @@ def cast_allowed(src: ScalarType, dst: ScalarType) -> bool:
     return not (src.is_complex and not dst.is_complex)
 
 
+def dim_product(dims) -> Dim:
+    """The product of mode sizes or strides; DYNAMIC if any of them is."""
+    product: Dim = 1
+    for d in dims:
+        if d is DYNAMIC:
+            return DYNAMIC
+        product *= d
+    return product
+
+
+def stride_error(shape: Tuple[Dim, ...], stride: Tuple[Dim, ...]) -> Optional[str]:
+    """Which rule of the strided layout ``stride`` breaks, or None.
+
+    The rules: ``S_1 >= 1`` and ``S_(i-1) s_(i-1) <= S_i`` (modes do not overlap), each
+    checked where all its entries are static."""
+    if stride and stride[0] is not DYNAMIC and stride[0] < 1:
+        return "the first stride must be at least 1"
+    for i in range(1, len(stride)):
+        a, s, b = stride[i - 1], shape[i - 1], stride[i]
+        if DYNAMIC not in (a, s, b) and a * s > b:
+            return (f"stride {b} of mode {i} is smaller than stride {a} times size {s} of mode "
+                    f"{i - 1}; modes must not overlap (column-major order)")
+    return None
+
+
 @dataclass(frozen=True)
 class MemrefType(Type):
     """``memref<T x s1 x ... , strided<S1,...>, space>``.
@@ -135,12 +160,13 @@ class MemrefType(Type):
     space: str = "global"  # "global" or "local"
 
     @staticmethod
-    def packed_stride(shape: Tuple[Dim, ...]) -> Tuple[Dim, ...]:
+    def packed_stride(shape: Tuple[Dim, ...], first: Dim = 1) -> Tuple[Dim, ...]:
+        """Column-major strides of modes laid out one after another from stride ``first``."""
         stride: list = []
-        s: Dim = 1
+        s: Dim = first
         for size in shape:
             stride.append(s)
-            s = DYNAMIC if s is DYNAMIC or size is DYNAMIC else s * size
+            s = dim_product((s, size))
         return tuple(stride)
 
     @classmethod
@@ -152,6 +178,16 @@ class MemrefType(Type):
     @property
     def order(self) -> int:
         return len(self.shape)
+
+    @property
+    def extent(self) -> int:
+        """Elements from the first to the last one, inclusive (static shape and strides)."""
+        return 1 + sum((s - 1) * st for s, st in zip(self.shape, self.stride))
+
+    @property
+    def bytes(self) -> int:
+        """Bytes from the first element to the end of the last (static shape and strides)."""
+        return self.extent * self.element.size
 
     @property
     def is_packed(self) -> bool:

@@ -16,7 +16,7 @@ from ..ir.constants import canonical, literal_fits
 from ..ir.core import Argument, Function, Instruction, Location, Program, Region, Value
 from ..ir.ops import ALIASES, KNOWN_ATTRIBUTE_NAMES, OPS
 from ..ir.types import (BOOL, DYNAMIC, MATRIX_USES, SCALAR_TYPES, VOID, CoopMatrixType, GroupType,
-                        MemrefType, Type)
+                        MemrefType, Type, stride_error)
 from .lexer import Token, location, scan
 
 INT_MAX = 2**63 - 1
@@ -264,7 +264,9 @@ class Parser:
             if len(stride) != len(shape):
                 raise self.fail(f"strided layout has {len(stride)} entries but the memref has "
                                 f"order {len(shape)}", stride_loc)
-            check_strides(shape, stride, stride_loc, self)
+            problem = stride_error(shape, stride)
+            if problem:
+                raise self.fail(problem, stride_loc)
         return MemrefType.get(element, shape, stride, space)
 
     def parse_group(self) -> GroupType:
@@ -519,17 +521,6 @@ class Parser:
                 raise self.fail(f"'{opdef.name}' needs one of: "
                                 + ", ".join("." + c for c in mod.choices), op_tok.loc)
         return bound
-
-
-def check_strides(shape, stride, loc, p) -> None:
-    """The strided-layout restrictions: S_1 >= 1 and S_(i-1) s_(i-1) <= S_i."""
-    if stride and stride[0] is not DYNAMIC and stride[0] < 1:
-        raise p.fail("the first stride must be at least 1", loc)
-    for i in range(1, len(stride)):
-        a, s, b = stride[i - 1], shape[i - 1], stride[i]
-        if a is not DYNAMIC and s is not DYNAMIC and b is not DYNAMIC and a * s > b:
-            raise p.fail(f"stride {b} of mode {i} is smaller than stride {a} times size {s} of "
-                         f"mode {i - 1}; modes must not overlap (column-major order)", loc)
 
 
 def parse(text: str, filename: str = "<input>") -> Program:

@@ -39,8 +39,8 @@ from ..interp.semantics import SEMANTICS
 from ..runtime.values import dtype_of
 from ..ir import rewrite
 from ..ir.builder import Builder
-from ..ir.constants import wrap_int
 from ..ir.core import Function, Instruction, Region, Value
+from ..ir.numerics import shift_amount, wrap
 from ..ir.types import BoolType, CoopMatrixType, GroupType, MemrefType, ScalarType, Type
 from . import register
 
@@ -287,7 +287,7 @@ class _Folder:
                 return _Fold(value=x, op="neg")
             if op == "rem" and c in (1, -1):
                 return _Fold(const=0)
-            if op in ("shl", "shr") and c & (s.bits - 1) == 0:
+            if op in ("shl", "shr") and shift_amount(c, s.bits) == 0:
                 return _Fold(value=x)
             if op == "and" and c == -1:
                 return _Fold(value=x)
@@ -379,7 +379,7 @@ class _Folder:
         if lo is None or hi is None or step is None:
             return
         bits = inst.slots["from"].type.bits
-        if lo < hi and wrap_int(lo + step, bits) >= hi:
+        if lo < hi and wrap(lo + step, bits) >= hi:
             self.subst[inst.regions[0].args[0]] = self.resolve(inst.slots["from"])
 
     def pass_through(self, inst: Instruction) -> None:

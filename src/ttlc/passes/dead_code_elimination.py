@@ -20,11 +20,8 @@ from typing import Dict, List
 
 from ..ir import rewrite
 from ..ir.core import Function, Instruction, Region, Value
+from ..ir.ops import REGION_OPS
 from . import register
-
-#: instructions with regions that have no effect of their own (only their regions' effects)
-REGION_OPS = frozenset({"if", "for", "parallel", "foreach", "foreach_tile",
-                        "cooperative_matrix_apply"})
 
 
 def _constant(v: Value):

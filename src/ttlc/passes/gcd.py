@@ -60,12 +60,6 @@ class MemrefInfo:
     stride_gcd: Tuple[int, ...]
 
 
-def memref_bytes(t: MemrefType) -> int:
-    """Bytes spanned by a memref with static shape and strides."""
-    extent = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride))
-    return extent * t.element.size
-
-
 def _from_type(t: MemrefType, offset: int, shape_attr=(), stride_attr=()) -> MemrefInfo:
     def pick(static, attr, i):
         if static is not None:
@@ -327,7 +321,7 @@ def set_stack_pointers(func: Function, alignment: int) -> int:
     def place(inst: Instruction) -> None:
         nonlocal high
         t = inst.result.type
-        size = memref_bytes(t)
+        size = t.bytes
         align = _alignment(inst, alignment)
         ptr = 0
         index = 0
@@ -371,7 +365,7 @@ def stack_size(func: Function) -> int:
     for inst in func.body.walk():
         ptr = inst.attrs.get("stack_ptr") if inst.opcode == "alloca" else None
         if isinstance(ptr, int):
-            out = max(out, ptr + memref_bytes(inst.result.type))
+            out = max(out, ptr + inst.result.type.bytes)
     return out
 
 

@@ -4,7 +4,7 @@ Lowering passes compute loop bounds, tile offsets and coopmatrix coordinates.  M
 the operands are known when the pass runs (work-group sizes, tile shapes, constant loop
 bounds), others only at run time.  ``IndexMath`` takes either a Python ``int`` (known)
 or a ``Value`` (emitted) for every operand, folds known operands with the language's
-semantics (two's complement wrap-around, C division) and the obvious identities
+semantics (``ttlc.ir.numerics``: wrap-around, C division) and the obvious identities
 (``x + 0``, ``x * 1``, ``x rem 1``), and appends instructions through a ``Builder``
 only where something is unknown.  The generated code then needs no constant
 propagation to be readable, and static cases come out fully specialised.
@@ -19,18 +19,12 @@ from typing import Optional, Tuple, Union
 from ..diagnostics import error
 from ..ir.builder import Builder
 from ..ir.core import UNKNOWN_LOCATION, Function, Location, Program, Region, Value
+from ..ir.numerics import fold_int, wrap
 from ..ir.types import BOOL, GroupType, MemrefType, ScalarType
 from ..target.config import ExecConfig
 
 Int = Union[int, Value]
 Bool = Union[bool, Value]
-
-
-def wrap(x: int, t: ScalarType) -> int:
-    """x in the two's complement range of integer type t."""
-    bits = t.bits
-    x &= (1 << bits) - 1
-    return x - (1 << bits) if x >> (bits - 1) else x
 
 
 def known(v: Int) -> Optional[int]:
@@ -65,7 +59,7 @@ class IndexMath:
         """x as an SSA value of type t (a constant instruction for a known int)."""
         if isinstance(x, Value):
             return x
-        return self.b.constant(wrap(x, t), t)
+        return self.b.constant(wrap(x, t.bits), t)
 
     def flag(self, x: Bool) -> Value:
         if isinstance(x, Value):
@@ -75,7 +69,7 @@ class IndexMath:
     def cast(self, x: Int, src: ScalarType, dst: ScalarType) -> Int:
         k = known(x)
         if k is not None:
-            return wrap(k, dst)
+            return wrap(k, dst.bits)
         if src == dst:
             return x
         return self.b.cast(x, dst)
@@ -84,7 +78,7 @@ class IndexMath:
     def add(self, a: Int, c: Int, t: ScalarType) -> Int:
         ka, kc = known(a), known(c)
         if ka is not None and kc is not None:
-            return wrap(ka + kc, t)
+            return fold_int("add", ka, kc, t.bits)
         if ka == 0:
             return c
         if kc == 0:
@@ -94,7 +88,7 @@ class IndexMath:
     def sub(self, a: Int, c: Int, t: ScalarType) -> Int:
         ka, kc = known(a), known(c)
         if ka is not None and kc is not None:
-            return wrap(ka - kc, t)
+            return fold_int("sub", ka, kc, t.bits)
         if kc == 0:
             return a
         if a is c:
@@ -104,7 +98,7 @@ class IndexMath:
     def mul(self, a: Int, c: Int, t: ScalarType) -> Int:
         ka, kc = known(a), known(c)
         if ka is not None and kc is not None:
-            return wrap(ka * kc, t)
+            return fold_int("mul", ka, kc, t.bits)
         if ka == 0 or kc == 0:
             return 0
         if ka == 1:
@@ -117,8 +111,7 @@ class IndexMath:
         """Division truncating toward zero (C); c must not be zero when both are known."""
         ka, kc = known(a), known(c)
         if ka is not None and kc is not None and kc != 0:
-            q = abs(ka) // abs(kc)
-            return wrap(q if (ka < 0) == (kc < 0) else -q, t)
+            return fold_int("div", ka, kc, t.bits)
         if kc == 1:
             return a
         return self.b.div(self.value(a, t), self.value(c, t))
@@ -127,8 +120,7 @@ class IndexMath:
         """Remainder with the sign of the dividend (C)."""
         ka, kc = known(a), known(c)
         if ka is not None and kc is not None and kc != 0:
-            r = abs(ka) % abs(kc)
-            return wrap(-r if ka < 0 else r, t)
+            return fold_int("rem", ka, kc, t.bits)
         if kc == 1 or kc == -1:
             return 0
         return self.b.rem(self.value(a, t), self.value(c, t))

@@ -11,8 +11,8 @@ one region's stores before the next region's loads.
 
 The analysis is a forward data-flow over the collective regions.  The state is the set
 of memory accesses *pending* since the last barrier, per address space: ``(root, kind)``
-pairs where the root is the memory object an access goes through (below) and the kind
-is read, write, atomic read or atomic write.  Before every collective instruction the
+pairs where the root is the memory object an access goes through (``Aliasing.roots``) and
+the kind is read, write, atomic read or atomic write.  Before every collective instruction the
 accesses it makes are compared with the pending ones; a conflict (read after write,
 write after read, write after write; two atomic accesses never conflict, two reads
 neither) in an address space asks for a barrier fencing that space (``.global``,
@@ -35,79 +35,24 @@ same, so it is respected and never doubled.
   when the region ends stay pending after its instruction, so a ``parallel`` that stores
   to memory read later gets a barrier after it.
 
-Alias analysis.  Views (``subview``, ``expand``, ``fuse``) and memrefs loaded from a
-group access the memory of their *root*: the function argument or ``alloca`` they derive
-from (an ``if`` result, should the language allow memref results one day, has the roots
-of the values its branches yield).  Any other memref has an unknown root, which aliases
-everything in its address space.  Two roots alias when
-
-- they are the same value (two subviews of one memref always alias: no attempt is made
-  to prove that index ranges are disjoint, so memrefs loaded from one group with
-  different indices alias too);
-- they are two allocas whose local memory may overlap: when set-stack-ptr assigned both
-  a ``stack_ptr``, exactly when their byte ranges overlap; otherwise when neither is
-  live where the other is allocated (any static allocator may then give them the same
-  memory, and reuse after ``lifetime_stop`` must be ordered like any other conflict).
-
-Distinct function arguments are assumed not to alias, like C ``restrict`` pointers and
-like the reference implementation: passing overlapping arrays for two arguments of which
-one is written is outside what ttlc guarantees on machines that run work-items in
-parallel.  An argument never aliases an alloca.
+Which memrefs may share memory is ``ttlc.analysis.aliasing``; which accesses an
+instruction makes, and which of them conflict, is ``ttlc.analysis.effects``.
 """
 from __future__ import annotations
 
 from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
+from ..analysis import effects
+from ..analysis.aliasing import Aliasing
+from ..analysis.effects import conflicts
 from ..ir import rewrite
 from ..ir.builder import Builder
-from ..ir.core import Function, Instruction, Region, Value
-from ..ir.types import GroupType, MemrefType
+from ..ir.core import Function, Instruction, Region
+from ..ir.ops import SPMD_REGION_OPS
 from . import register
-
-# ---- access kinds -------------------------------------------------------------------------
-READ, WRITE, ATOMIC_READ, ATOMIC_WRITE = "r", "w", "ar", "aw"
-_WRITES = (WRITE, ATOMIC_WRITE)
-_ATOMICS = (ATOMIC_READ, ATOMIC_WRITE)
 
 GLOBAL, LOCAL = "global", "local"
 SPACES = (GLOBAL, LOCAL)
-
-
-def conflicts(a: str, b: str) -> bool:
-    """Two accesses to the same memory need ordering: one writes, not both atomic."""
-    return (a in _WRITES or b in _WRITES) and not (a in _ATOMICS and b in _ATOMICS)
-
-
-class _Unknown:
-    """The root of a memref whose origin the analysis does not follow."""
-
-    def __repr__(self) -> str:
-        return "<unknown memory>"
-
-
-UNKNOWN = _Unknown()
-
-#: SPMD-region instructions: collective units seen from outside
-SPMD_REGION_OPS = ("parallel", "foreach", "foreach_tile")
-
-#: scalar and coopmatrix memory instructions (operand slot "tensor") and their kind
-_MEMORY_KIND = {
-    "load": READ, "store": WRITE, "atomic_load": ATOMIC_READ, "atomic_store": ATOMIC_WRITE,
-    "atomic_add": ATOMIC_WRITE, "atomic_max": ATOMIC_WRITE, "atomic_min": ATOMIC_WRITE,
-    "cooperative_matrix_load": READ, "cooperative_matrix_store": WRITE,
-    "cooperative_matrix_atomic_load": ATOMIC_READ,
-    "cooperative_matrix_atomic_store": ATOMIC_WRITE,
-    "cooperative_matrix_atomic_add": ATOMIC_WRITE,
-    "cooperative_matrix_atomic_max": ATOMIC_WRITE,
-    "cooperative_matrix_atomic_min": ATOMIC_WRITE,
-}
-
-#: collective BLAS instructions: (operands read, operand written)
-_BLAS_OPERANDS = {
-    "axpby": (("A",), "B"), "sum": (("A",), "B"), "cumsum": (("A",), "B"),
-    "gemm": (("A", "B"), "C"), "gemv": (("A", "B"), "C"), "ger": (("A", "B"), "C"),
-    "hadamard": (("A", "B"), "C"),
-}
 
 #: an access: (address space, root, kind)
 Access = Tuple[str, object, str]
@@ -119,113 +64,11 @@ State = FrozenSet[Pending]
 _MAX_ROUNDS = 1000
 
 
-# ---- memory roots and aliasing -------------------------------------------------------------
-class Aliasing:
-    """Roots of memref values and which roots may share memory, for one function."""
-
-    def __init__(self, func: Function):
-        self.args = {a.value for a in func.args}
-        self.allocas: Set[Value] = set()
-        #: allocas live where each alloca is allocated
-        self.live_at: Dict[Value, Set[Value]] = {}
-        self.parent: Dict[Region, Instruction] = {}
-        self._roots: Dict[Value, FrozenSet[object]] = {}
-        self._alias: Dict[Tuple[int, int], bool] = {}
-        self._liveness(func.body, [])
-
-    def _liveness(self, region: Region, live: List[Value]) -> None:
-        mine: List[Value] = []
-        for inst in region.instructions:
-            for r in inst.regions:
-                self.parent[r] = inst
-                self._liveness(r, live)
-            if inst.opcode == "alloca":
-                v = inst.result
-                self.allocas.add(v)
-                self.live_at[v] = set(live)
-                live.append(v)
-                mine.append(v)
-            elif inst.opcode == "lifetime_stop":
-                v = inst.slots["object"]
-                if v in live:
-                    live.remove(v)
-        for v in mine:  # the region ends: its allocas are freed
-            if v in live:
-                live.remove(v)
-
-    def roots(self, v: Value) -> FrozenSet[object]:
-        cached = self._roots.get(v)
-        if cached is None:
-            cached = self._roots[v] = self._compute_roots(v, 0)
-        return cached
-
-    def _compute_roots(self, v: Value, depth: int) -> FrozenSet[object]:
-        inst = v.owner
-        if depth > 200:
-            return frozenset([UNKNOWN])
-        if inst is None:
-            return frozenset([v]) if v in self.args else frozenset([UNKNOWN])
-        op = inst.opcode
-        if op == "alloca":
-            return frozenset([v])
-        if op in ("subview", "expand", "fuse"):
-            return self.roots(inst.slots["tensor"])
-        if op == "load" and isinstance(inst.slots["tensor"].type, GroupType):
-            return self.roots(inst.slots["tensor"])
-        if op == "if":
-            index = inst.results.index(v)
-            out: Set[object] = set()
-            for region in inst.regions:
-                last = region.instructions[-1] if region.instructions else None
-                if last is None or last.opcode != "yield":
-                    return frozenset([UNKNOWN])
-                out |= self.roots(last.slots["values"][index])
-            return frozenset(out)
-        return frozenset([UNKNOWN])
-
-    def alias(self, a: object, b: object) -> bool:
-        if a is UNKNOWN or b is UNKNOWN or a is b:
-            return True
-        if a in self.allocas and b in self.allocas:
-            key = (id(a), id(b)) if id(a) < id(b) else (id(b), id(a))
-            cached = self._alias.get(key)
-            if cached is None:
-                cached = self._alias[key] = self._allocas_alias(a, b)
-            return cached
-        return False
-
-    def _allocas_alias(self, a: Value, b: Value) -> bool:
-        pa, pb = a.owner.attrs.get("stack_ptr"), b.owner.attrs.get("stack_ptr")
-        if isinstance(pa, int) and isinstance(pb, int):
-            return pa < pb + _bytes(b.type) and pb < pa + _bytes(a.type)
-        return not (a in self.live_at[b] or b in self.live_at[a])
-
-
-def _bytes(t: MemrefType) -> int:
-    extent = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride))
-    return extent * t.element.size
-
-
 # ---- what an instruction accesses ------------------------------------------------------------
 def accesses(inst: Instruction, aliasing: Aliasing) -> List[Access]:
     """The memory accesses of one instruction, not counting nested regions."""
-    out: List[Access] = []
-
-    def add(v, kind):
-        if isinstance(v, Value) and isinstance(v.type, MemrefType):
-            for root in aliasing.roots(v):
-                out.append((v.type.space, root, kind))
-
-    op = inst.opcode
-    kind = _MEMORY_KIND.get(op)
-    if kind is not None:
-        add(inst.slots.get("tensor"), kind)
-    elif op in _BLAS_OPERANDS:
-        reads, written = _BLAS_OPERANDS[op]
-        for slot in reads:
-            add(inst.slots.get(slot), READ)
-        add(inst.slots.get(written), ATOMIC_WRITE if inst.modifier("atomic") else WRITE)
-    return out
+    return [(v.type.space, root, kind) for v, kind in effects.accesses(inst)
+            for root in aliasing.roots(v)]
 
 
 def fences(inst: Instruction) -> Set[str]:

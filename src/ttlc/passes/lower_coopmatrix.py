@@ -67,8 +67,9 @@ from ..diagnostics import error
 from ..ir.builder import Builder
 from ..ir.core import Instruction, Program, Region, Value
 from ..ir.layout import MatrixLayout, layout_of
+from ..ir.numerics import accumulate_type
 from ..ir.rewrite import clone_instructions, replace, replace_uses
-from ..ir.types import BF16, DYNAMIC, F16, F32, I32, INDEX, CoopMatrixType, ScalarType
+from ..ir.types import DYNAMIC, I32, INDEX, CoopMatrixType, ScalarType
 from ..target import MatrixUnit
 from . import PassContext, register
 from .index_math import Bool, IndexMath, Int, known, require_sizes, set_locations
@@ -181,11 +182,6 @@ def _zero(t):
     if c.is_float:
         return 0.0
     return 0
-
-
-def _accumulate(t: ScalarType) -> ScalarType:
-    """The type sums of t are formed in: f32 for 16-bit floats (as the interpreter does)."""
-    return F32 if t in (F16, BF16) else t
 
 
 # ---- the lowerings ------------------------------------------------------------------------------
@@ -414,7 +410,7 @@ def _mul_add(e: _Lanes, inst: Instruction) -> Value:
     S, b = e.S, e.b
     la = _rows_multiple(inst, ta, S, "A")
     lb, lc, ld = layout(tb, S, inst), layout(tc, S, inst), layout(td, S, inst)
-    acc = _accumulate(tc.component)
+    acc = accumulate_type(tc.component)
     blocks, inner, N = ta.rows // S, ta.cols, tc.cols
     current = e.zero(td)
     for c in range(N):
@@ -446,7 +442,7 @@ def _reduce(e: _Lanes, inst: Instruction) -> Value:
     la = _rows_multiple(inst, ta, S, "the operand")
     lr = layout(tr, S, inst)
     op = inst.opcode.rsplit("_", 1)[1]
-    acc = _accumulate(ta.component)
+    acc = accumulate_type(ta.component)
     blocks, N = ta.rows // S, ta.cols
 
     def fold(values: List[Value]) -> Value:

@@ -47,12 +47,11 @@ from typing import Dict, List, Optional, Tuple
 
 from ..ir.builder import Builder
 from ..ir.core import Instruction, Program, Region, Value
+from ..ir.ops import FOREACH_OPS
 from ..ir.rewrite import clone_instructions, replace, walk_with_parent
 from ..ir.types import I32, ScalarType
 from . import PassContext, register
 from .index_math import Bool, Int, IndexMath, known, require_sizes, set_locations
-
-FOREACH_OPS = ("foreach", "foreach_tile")
 
 
 @register("lower-foreach")

@@ -57,6 +57,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..diagnostics import CompileError, Diagnostic
 from ..ir.core import Function, Program, Value
+from ..ir.ops import FOREACH_OPS
 from ..ir.types import CoopMatrixType, MemrefType
 from .description import Target
 
@@ -106,20 +107,15 @@ class ExecConfig:
 
 
 # ---- what the function asks for ---------------------------------------------------------------
-#: collective BLAS instructions and the slot of their output
-BLAS_OUTPUT = {"axpby": "B", "sum": "B", "cumsum": "B", "gemm": "C", "gemv": "C", "ger": "C",
-               "hadamard": "C"}
-BLAS_INPUTS = {"axpby": ("A",), "sum": ("A",), "cumsum": ("A",), "gemm": ("A", "B"),
-               "gemv": ("A", "B"), "ger": ("A", "B"), "hadamard": ("A", "B")}
-
 Shape = Tuple[Optional[int], Optional[int]]  # rows, columns; None: dynamic
 
 
 def _element_sizes(func: Function) -> List[int]:
     sizes = []
     for inst in func.body.walk():
-        if inst.opcode in BLAS_OUTPUT:
-            for slot in BLAS_INPUTS[inst.opcode] + (BLAS_OUTPUT[inst.opcode],):
+        roles = inst.opdef.blas
+        if roles is not None:
+            for slot in roles.slots:
                 v = inst.slots.get(slot)
                 if isinstance(v, Value) and isinstance(v.type, MemrefType):
                     sizes.append(v.type.element.size)
@@ -134,10 +130,10 @@ def _blas_shapes(func: Function) -> List[Tuple[Shape, int]]:
     """(rows, columns) of every BLAS output with its element size."""
     out = []
     for inst in func.body.walk():
-        slot = BLAS_OUTPUT.get(inst.opcode)
-        if slot is None:
+        roles = inst.opdef.blas
+        if roles is None:
             continue
-        v = inst.slots.get(slot)
+        v = inst.slots.get(roles.written)
         if not isinstance(v, Value) or not isinstance(v.type, MemrefType):
             continue
         shape = v.type.shape
@@ -160,7 +156,7 @@ def _parallel_counts(func: Function, sgs: int) -> List[Optional[int]]:
     """Subgroups each foreach_tile (tiles) and foreach (iterations / sgs) could use."""
     out: List[Optional[int]] = []
     for inst in func.body.walk():
-        if inst.opcode not in ("foreach", "foreach_tile"):
+        if inst.opcode not in FOREACH_OPS:
             continue
         count: Optional[int] = 1
         tiles = inst.attrs.get("tile_shape") if inst.opcode == "foreach_tile" else None

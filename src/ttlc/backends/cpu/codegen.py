@@ -68,6 +68,8 @@ from llvmlite import ir
 from ...diagnostics import CompileError, Diagnostic
 from ...ir.core import Function, Instruction, Program, Region, Value
 from ...ir.layout import layout_of
+from ...ir.numerics import accumulate_type, fold_int, wrap
+from ...ir.ops import SUBGROUP_OPS
 from ...ir.types import (DYNAMIC, SCALAR_TYPES, BoolType, CoopMatrixType, GroupType, MemrefType,
                          ScalarType, Type)
 from ...target import ExecConfig, get_target
@@ -180,49 +182,6 @@ class Lanes:
         return all(o - first == k for k, o in enumerate(self.offsets))
 
 
-def wrap(v: int, bits: int) -> int:
-    v &= (1 << bits) - 1
-    return v - (1 << bits) if bits > 1 and v >> (bits - 1) else v
-
-
-def _c_div(a: int, c: int) -> int:
-    if c == 0:
-        return 0
-    q = abs(a) // abs(c)
-    return q if (a < 0) == (c < 0) else -q
-
-
-def _int_fold(op: str, a: int, c: int, bits: int) -> Optional[int]:
-    """Exact integer semantics of a binary instruction on constants (None: not folded)."""
-    if op == "add":
-        r = a + c
-    elif op == "sub":
-        r = a - c
-    elif op == "mul":
-        r = a * c
-    elif op == "div":
-        r = _c_div(a, c)
-    elif op == "rem":
-        r = 0 if c == 0 else a - _c_div(a, c) * c
-    elif op == "max":
-        r = max(a, c)
-    elif op == "min":
-        r = min(a, c)
-    elif op == "and":
-        r = a & c
-    elif op == "or":
-        r = a | c
-    elif op == "xor":
-        r = a ^ c
-    elif op == "shl":
-        r = a << (c & (bits - 1))
-    elif op == "shr":
-        r = a >> (c & (bits - 1))
-    else:
-        return None
-    return wrap(r, bits)
-
-
 IndexLike = Union[int, ir.Value, Lanes]
 
 
@@ -281,8 +240,6 @@ def elem_bytes(t: ScalarType) -> int:
 # ---- which values vary between work-items -----------------------------------------------
 VARYING_BUILTINS = ("subgroup_id", "subgroup_linear_id", "subgroup_local_id")
 ATOMIC_UPDATES = ("atomic_add", "atomic_max", "atomic_min")
-SUBGROUP_OPS = tuple(f"subgroup_{k}_{op}" for k in ("exclusive_scan", "inclusive_scan", "reduce")
-                     for op in ("add", "max", "min")) + ("subgroup_broadcast",)
 
 
 def analyze_varying(func: Function) -> Set[Value]:
@@ -335,7 +292,8 @@ def analyze_varying(func: Function) -> Set[Value]:
                 for r in inst.results:
                     mark(r)
                 visit(inst.regions[0], True)
-            elif op in VARYING_BUILTINS or op in ATOMIC_UPDATES or op in SUBGROUP_OPS:
+            elif (op in VARYING_BUILTINS or op in ATOMIC_UPDATES or op in SUBGROUP_OPS
+                  or op == "subgroup_broadcast"):
                 for r in inst.results:
                     mark(r)
             elif any(v in varying for v in inst.operands):
@@ -552,7 +510,7 @@ class FunctionCodegen:
             if a is None:
                 return c if op == "add" else self.scalar_op("sub", ir.Constant(t, 0), c, t)
         if isinstance(a, ir.Constant) and isinstance(c, ir.Constant):
-            return ir.Constant(t, _int_fold(op, int(a.constant), int(c.constant), t.width))
+            return ir.Constant(t, fold_int(op, int(a.constant), int(c.constant), t.width))
         return {"add": self.b.add, "sub": self.b.sub, "mul": self.b.mul}[op](a, c)
 
     def lanes_binary(self, op: str, a, c, bits: int) -> Optional[Lanes]:
@@ -568,7 +526,7 @@ class FunctionCodegen:
             bc = 0 if lc.base is None else int(lc.base.constant)
             out = []
             for x, y in zip(la.offsets, lc.offsets):
-                r = _int_fold(op, wrap(ba + x, bits), wrap(bc + y, bits), bits)
+                r = fold_int(op, wrap(ba + x, bits), wrap(bc + y, bits), bits)
                 if r is None:
                     return None
                 out.append(r)
@@ -2112,7 +2070,7 @@ def _subgroup_lanes(cg: FunctionCodegen, k: int) -> ir.Constant:
     return ir.Constant(ir.VectorType(I32, G), [g * cg.S + k for g in range(G)])
 
 
-@emits(*SUBGROUP_OPS[:-1])
+@emits(*SUBGROUP_OPS)
 def emit_subgroup_op(cg: FunctionCodegen, inst: Instruction):
     """Scans and reductions in subgroup-local id order; inactive lanes give the identity."""
     b = cg.b
@@ -2120,8 +2078,8 @@ def emit_subgroup_op(cg: FunctionCodegen, inst: Instruction):
     kind, op = inst.opcode[len("subgroup_"):].rsplit("_", 1)
     x = cg.splat(cg.get(inst.slots["a"]))
     G, S = cg.W // cg.S, cg.S
-    # combine 16-bit floats in f32, round every result once
-    wide = t.name in ("f16", "bf16")
+    # combine 16-bit floats in f32 (accumulate_type), round every result once
+    wide = accumulate_type(t) != t
 
     def widen(v):
         if t.name == "bf16":

@@ -28,8 +28,9 @@ from typing import Any, List, Optional, Tuple
 from llvmlite import ir
 
 from ...ir.layout import layout_of
+from ...ir.numerics import accumulate_type
 from ...ir.core import Instruction
-from ...ir.types import SCALAR_TYPES, CoopMatrixType, ScalarType
+from ...ir.types import CoopMatrixType, ScalarType
 from .codegen import (I1, I32, I64, LLTYPE, Cplx, FunctionCodegen, InstRef, Lanes,
                       MemVal, VectorConstant, _align, _masked_load, _masked_store,
                       atomic_update, binary, convert, elem_type, emits, is_vec, lane_loop, parts)
@@ -456,10 +457,6 @@ def emit_prefetch(cg: FunctionCodegen, inst: Instruction):
 
 
 # ---- arithmetic -----------------------------------------------------------------------------------
-def _accumulate_type(t: ScalarType) -> ScalarType:
-    return SCALAR_TYPES["f32"] if t.name in ("f16", "bf16") else t
-
-
 def _fma(cg: FunctionCodegen, t: ScalarType, a, c, acc):
     """a * c + acc on vectors of t: one fused multiply-add for real floats (rounded once,
     as the FMA units compute it), a product and a sum otherwise."""
@@ -582,7 +579,7 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
     C: CoopVal = cg.get(inst.slots["c"])
     D: CoopMatrixType = inst.results[0].type
     ct = C.type.component
-    cd = _accumulate_type(ct)
+    cd = accumulate_type(ct)
     M, K, N = A.type.rows, A.type.cols, B.type.cols
     from . import amx, dpbf16  # (they use this module)
 
@@ -609,7 +606,7 @@ def emit_reduce(cg: FunctionCodegen, inst: Instruction):
     a: CoopVal = cg.get(inst.slots["a"])
     t: CoopMatrixType = inst.results[0].type
     comp = a.type.component
-    cd = _accumulate_type(comp)
+    cd = accumulate_type(comp)
     op = inst.opcode.rsplit("_", 1)[1]
     M, N = a.type.rows, a.type.cols
     out = []

@@ -13,7 +13,7 @@ from ...ir.core import Function, Instruction, Program, Region
 from ...ir.rewrite import replace, walk_with_parent
 from ..index_math import require_sizes
 from .elementwise import lower_axpby, lower_cumsum, lower_hadamard, lower_sum
-from .emit import Emitter, accumulator_type
+from .emit import Emitter
 from .matmul import lower_gemm, lower_gemv, lower_ger
 from .tiles import Tiles, choose_tiles
 
@@ -50,4 +50,4 @@ def _set_loc(inst: Instruction, loc) -> None:
             _set_loc(x, loc)
 
 
-__all__ = ["lower_function", "choose_tiles", "Tiles", "accumulator_type", "LOWERINGS"]
+__all__ = ["lower_function", "choose_tiles", "Tiles", "LOWERINGS"]

@@ -24,9 +24,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from ...ir.core import Value
+from ...ir.numerics import accumulate_type
 from ...ir.types import I32, INDEX, ScalarType
 from ..index_math import Int
-from .emit import Emitter, accumulator_type
+from .emit import Emitter
 
 
 def _load(em: Emitter, m: Value, index: Sequence[Value], acc: ScalarType) -> Value:
@@ -46,7 +47,7 @@ def lower_axpby(em: Emitter) -> None:
     """B := alpha op(A) + beta B."""
     inst = em.inst
     A, B = inst.slots["A"], inst.slots["B"]
-    acc = accumulator_type(B.type.element)
+    acc = accumulate_type(B.type.element)
     transpose = inst.modifier("ta") == "t" and A.type.order == 2
     order = B.type.order
     if order == 2:
@@ -69,7 +70,7 @@ def lower_hadamard(em: Emitter) -> None:
     """C := alpha A .* B + beta C (vectors or matrices)."""
     inst = em.inst
     A, B, C = inst.slots["A"], inst.slots["B"], inst.slots["C"]
-    acc = accumulator_type(C.type.element)
+    acc = accumulate_type(C.type.element)
     sizes = [em.pick_dim((C, d), (A, d), (B, d)) for d in range(C.type.order)]
 
     def emit(read: bool) -> None:
@@ -84,7 +85,7 @@ def lower_sum(em: Emitter) -> None:
     """b := alpha op(A) 1 + beta b (row sums), or b := alpha <A, 1> + beta b (a scalar)."""
     inst = em.inst
     A, Bv = inst.slots["A"], inst.slots["B"]
-    acc = accumulator_type(Bv.type.element)
+    acc = accumulate_type(Bv.type.element)
     b = em.b
     if Bv.type.order == 1:
         transpose = inst.modifier("ta") == "t"
@@ -123,7 +124,7 @@ def lower_cumsum(em: Emitter) -> None:
     inst = em.inst
     A, B = inst.slots["A"], inst.slots["B"]
     mode = inst.attrs["mode"]
-    acc = accumulator_type(B.type.element)
+    acc = accumulate_type(B.type.element)
     b = em.b
     order = A.type.order
     sizes = [em.pick_dim((B, d), (A, d)) for d in range(order)]

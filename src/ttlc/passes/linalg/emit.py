@@ -8,7 +8,7 @@ through ``IndexMath`` (``..index_math``), so static shapes give constant bounds,
 each constant is made once (in ``pre``) however often it is used.
 
 The BLAS update follows the interpreter (``ttlc.interp.semantics._update``): the product
-accumulates in the output's element type (16-bit floats in f32, ``accumulator_type``),
+accumulates in the output's element type (16-bit floats in f32, ``accumulate_type``),
 then ``alpha * value``, then ``+ beta * out`` unless beta is zero (the output is not read:
 NaN in it is overwritten), then one cast to the output's type.  With ``.atomic`` (beta is
 a constant 0 or 1) the update is an atomic store (beta 0) or an atomic add (beta 1).
@@ -19,16 +19,12 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ...ir.builder import Builder, _constant_value
 from ...ir.core import Instruction, Region, Value
-from ...ir.types import F32, I32, INDEX, CoopMatrixType, MemrefType, ScalarType, Type
+from ...ir.numerics import wrap
+from ...ir.types import I32, INDEX, CoopMatrixType, MemrefType, ScalarType, Type
 from ...target import Target
-from ..index_math import IndexMath, Int, wrap
+from ..index_math import IndexMath, Int
 
 Number = Union[int, float, complex]
-
-
-def accumulator_type(out: ScalarType) -> ScalarType:
-    """Where a BLAS instruction writing ``out`` accumulates (docs/language-notes.md)."""
-    return F32 if out.name in ("f16", "bf16") else out
 
 
 def constant_number(v: Value) -> Optional[Number]:
@@ -61,7 +57,7 @@ class _Math(IndexMath):
     def value(self, x: Int, t: ScalarType) -> Value:
         if isinstance(x, Value):
             return x
-        return self.em.const(wrap(x, t), t)
+        return self.em.const(wrap(x, t.bits), t)
 
 
 class Emitter:

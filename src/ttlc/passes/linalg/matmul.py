@@ -33,9 +33,10 @@ from typing import Optional
 
 from ...ir.builder import coopmatrix
 from ...ir.core import Value
+from ...ir.numerics import accumulate_type
 from ...ir.types import INDEX
 from ..index_math import Int, known
-from .emit import Emitter, accumulator_type, checked_flag
+from .emit import Emitter, checked_flag
 from .tiles import choose_tiles
 
 FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
@@ -87,7 +88,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
            M: Int, N: Int, K: Int) -> None:
     """C := alpha op(A) op(B) + beta C with op(A): M x K, op(B): K x N (2-D memrefs)."""
     b, m = em.b, em.m
-    acc = accumulator_type(C.type.element)
+    acc = accumulate_type(C.type.element)
     ea, eb = A.type.element, B.type.element
     tiles = choose_tiles(em.target, em.sgs, em.subgroups, known(M), known(N), known(K),
                          acc, ea, eb)

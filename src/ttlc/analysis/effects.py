@@ -1,0 +1,63 @@
+"""The memory accesses of one instruction, from the effects its table entry declares.
+
+An access is a memref operand and a kind: read, write, atomic read or atomic write
+(``ttlc.ir.traits.MemoryEffect`` with its ``atomic`` modifier resolved).  Two accesses
+to the same memory *conflict*, and need a barrier or make a data race between them,
+when one writes and they are not both atomic.  insert-barrier and the interpreter's
+race detection (``ttlc.interp.checks``) both decide with ``conflicts``.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+from ..ir.core import Instruction, Value
+from ..ir.traits import READ, WRITE, MemoryEffect
+from ..ir.types import MemrefType
+
+ATOMIC_READ, ATOMIC_WRITE = "atomic read", "atomic write"
+KINDS = (READ, WRITE, ATOMIC_READ, ATOMIC_WRITE)
+_WRITES = (WRITE, ATOMIC_WRITE)
+_ATOMICS = (ATOMIC_READ, ATOMIC_WRITE)
+
+#: an access: the memref operand and the kind
+Access = Tuple[Value, str]
+
+__all__ = ["READ", "WRITE", "ATOMIC_READ", "ATOMIC_WRITE", "KINDS", "Access", "accesses",
+           "access_kind", "conflicts", "is_atomic"]
+
+
+def _kind(inst: Instruction, effect: MemoryEffect) -> str:
+    atomic = effect.atomic if isinstance(effect.atomic, bool) else inst.modifier(effect.atomic)
+    if atomic:
+        return ATOMIC_WRITE if effect.kind == WRITE else ATOMIC_READ
+    return effect.kind
+
+
+def accesses(inst: Instruction) -> List[Access]:
+    """The memrefs inst reads and writes, not counting nested regions.
+
+    Operands of other types are left out: a ``load`` from a group reads the group's
+    pointers, which no instruction writes."""
+    out: List[Access] = []
+    for effect in inst.opdef.effects or ():
+        v = inst.slots.get(effect.slot)
+        if isinstance(v, Value) and isinstance(v.type, MemrefType):
+            out.append((v, _kind(inst, effect)))
+    return out
+
+
+def access_kind(inst: Instruction, slot: str) -> Optional[str]:
+    """How inst accesses the memory of operand ``slot``; None: not at all."""
+    for effect in inst.opdef.effects or ():
+        if effect.slot == slot:
+            return _kind(inst, effect)
+    return None
+
+
+def conflicts(a: str, b: str) -> bool:
+    """Two accesses to the same memory need ordering: one writes, not both atomic."""
+    return (a in _WRITES or b in _WRITES) and not (a in _ATOMICS and b in _ATOMICS)
+
+
+def is_atomic(kind: str) -> bool:
+    return kind in _ATOMICS
