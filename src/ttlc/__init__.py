@@ -8,7 +8,7 @@ from .ir.core import Program
 # callable").  Import them now, so that the definitions below are the final bindings.
 from . import parse as _parse_package, check as _check_package  # noqa: E402,F401
 
-__version__ = "0.1.0"
+from .version import __version__
 
 
 def parse(text: str, filename: str = "<input>") -> Program:

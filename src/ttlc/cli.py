@@ -89,7 +89,7 @@ def cmd_run(args) -> int:
     from . import api
     from .diagnostics import CompileError, KernelError
     from .runtime.args import Group
-    from .testing.inputs import generated_inputs
+    from .runtime.inputs import generated_inputs
 
     if _backend(args.target) is None:
         return 2
@@ -188,7 +188,7 @@ def _grid_arg(text: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .version import __version__
     from .backends import BACKENDS
     from .target import TARGETS
 

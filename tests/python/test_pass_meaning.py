@@ -56,7 +56,7 @@ import ttlc
 from ttlc.ir.types import GroupType, MemrefType
 from ttlc.passes import PASS_MODULES, PIPELINES, PassContext, expand, get_pass, run_passes
 from ttlc.target import get_target
-from ttlc.testing.inputs import generated_inputs
+from ttlc.runtime.inputs import generated_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -116,7 +116,7 @@ def step_param(step: Step):
     return pytest.param(step, id=step.id, marks=marks)
 
 
-# ---- inputs for kernels without an input builder: ttlc.testing.inputs ----------------
+# ---- inputs for kernels without an input builder: ttlc.runtime.inputs ----------------
 
 
 def _arrays(args) -> List[np.ndarray]:

@@ -95,7 +95,7 @@ def _locations(program: Program) -> str:
 def cache_key(program: Program, checked: bool, machine: Target) -> str:
     """The program (text and source locations), the target and options, the machine and
     the compiler versions."""
-    from ... import __version__
+    from ...version import __version__
     import llvmlite
 
     return cache.key("ttlc", __version__, compiler_version(), "llvmlite", llvmlite.__version__,

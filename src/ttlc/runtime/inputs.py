@@ -15,9 +15,9 @@ from typing import List, Tuple
 
 import numpy as np
 
-from ..runtime.values import DTYPES
+from .values import DTYPES
 from ..ir.types import DYNAMIC, BoolType, GroupType, MemrefType
-from ..runtime.args import Group
+from .args import Group
 
 
 def _round_up(x: int, m: int) -> int:
