@@ -60,7 +60,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from llvmlite import ir
@@ -72,6 +72,7 @@ from ...ir.numerics import accumulate_type, fold_int, wrap
 from ...ir.ops import SUBGROUP_OPS
 from ...ir.types import (DYNAMIC, SCALAR_TYPES, BoolType, CoopMatrixType, GroupType, MemrefType,
                          ScalarType, Type)
+from ...analysis.uniformity import analyze_varying
 from ...target import ExecConfig, get_target
 from .abi import (E_BARRIER, E_BROADCAST, E_COOP_DIV_ZERO, E_DIV_ZERO,  # noqa: F401
                   E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_NULL, E_STEP, ERR_SLOTS,
@@ -235,75 +236,6 @@ def mangle(t: ir.Type) -> str:
 
 def elem_bytes(t: ScalarType) -> int:
     return t.size
-
-
-# ---- which values vary between work-items -----------------------------------------------
-VARYING_BUILTINS = ("subgroup_id", "subgroup_linear_id", "subgroup_local_id")
-ATOMIC_UPDATES = ("atomic_add", "atomic_max", "atomic_min")
-
-
-def analyze_varying(func: Function) -> Set[Value]:
-    """Values that may differ between the work-items of a work-group (a fixed point)."""
-    varying: Set[Value] = set()
-    changed = True
-
-    def mark(v: Value) -> None:
-        nonlocal changed
-        if v not in varying:
-            varying.add(v)
-            changed = True
-
-    def yielded(region: Region, k: int) -> Optional[Value]:
-        if region.instructions and region.instructions[-1].opcode == "yield":
-            vals = region.instructions[-1].slots["values"]
-            return vals[k] if k < len(vals) else None
-        return None
-
-    def visit(region: Region, spmd: bool) -> None:
-        for inst in region.instructions:
-            op = inst.opcode
-            if op == "parallel":
-                visit(inst.regions[0], True)
-                continue
-            if not spmd:
-                for r in inst.regions:
-                    visit(r, False)
-                continue
-            if op == "for":
-                body = inst.regions[0]
-                bounds = any(inst.slots.get(k) in varying for k in ("from", "to", "step"))
-                if bounds:
-                    mark(body.args[0])
-                for k, (arg, res) in enumerate(zip(body.args[1:], inst.results)):
-                    if bounds or inst.slots["init"][k] in varying or yielded(body, k) in varying:
-                        mark(arg)
-                        mark(res)
-                visit(body, True)
-            elif op == "if":
-                cond = inst.slots["condition"] in varying
-                for r in inst.regions:
-                    visit(r, True)
-                for k, res in enumerate(inst.results):
-                    if cond or any(yielded(r, k) in varying for r in inst.regions):
-                        mark(res)
-            elif op == "cooperative_matrix_apply":  # row, column and value vary per work-item
-                for a in inst.regions[0].args:
-                    mark(a)
-                for r in inst.results:
-                    mark(r)
-                visit(inst.regions[0], True)
-            elif (op in VARYING_BUILTINS or op in ATOMIC_UPDATES or op in SUBGROUP_OPS
-                  or op == "subgroup_broadcast"):
-                for r in inst.results:
-                    mark(r)
-            elif any(v in varying for v in inst.operands):
-                for r in inst.results:
-                    mark(r)
-
-    while changed:
-        changed = False
-        visit(func.body, False)
-    return varying
 
 
 # ---- the emitter table -----------------------------------------------------------------------
