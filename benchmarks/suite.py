@@ -546,7 +546,7 @@ func @bf16_gemm(%A: memref<bf16x{n}x{n}x?>, %B: memref<bf16x{n}x{n}x?>, %C: memr
 
 def bf16_path() -> str:
     """What computes ttlc's bf16 mul_add on this machine: AMX, AVX512-BF16 or f32 FMA."""
-    from ttlc.backends.cpu.coop import mul_add_path
+    from ttlc.backends.cpu.mul_add import mul_add_path
 
     path = mul_add_path("bf16", "bf16", "f32")
     return "f32 FMA" if path == "FMA" else path

@@ -1,6 +1,6 @@
 """Compiling for target cpu: pieces of the pipeline that exist to make it fast stay exact.
 
-* ``codegen.VectorConstant`` and ``codegen.UndefVector`` print as llvmlite's own vector
+* ``values.VectorConstant`` and ``values.UndefVector`` print as llvmlite's own vector
   constants, or in a shorter form (``splat (...)``, ``undef``) that LLVM reads as the
   same constant;
 * the disk cache keys on where instructions are in the source, so that errors found by
@@ -21,8 +21,8 @@ pytest.importorskip("llvmlite")
 
 from llvmlite import ir  # noqa: E402
 
-from ttlc.backends.cpu.codegen import (F16, F32, F64, I1, I8, I32, I64,  # noqa: E402
-                                      UndefVector, VectorConstant)
+from ttlc.backends.cpu.values import (F16, F32, F64, I1, I8, I32, I64,  # noqa: E402
+                                     UndefVector, VectorConstant)
 from ttlc.backends.cpu import jit  # noqa: E402
 
 

@@ -47,8 +47,9 @@ from llvmlite import ir
 from ...ir.core import Instruction, Region, Value
 from ...ir.types import CoopMatrixType
 from . import jit
-from .codegen import F32, I8, I16, I32, I64, LOOP_CARRIERS, PTR, lt_size
 from .coop import concat
+from .memory import lt_size
+from .values import F32, I8, I16, I32, I64, PTR, CoopVal, HeldMatrix
 
 TILE_ROWS = 16
 TILE_BYTES = 64  # bytes of one accumulator tile row (16 floats)
@@ -368,8 +369,6 @@ class TileAccumulator:
 
     def leave(self, cg):
         """After the loop: the value as a CoopVal (or a TileResult for its store)."""
-        from .coop import CoopVal
-
         assert self.pending is None, "internal error: half a pair of AMX products"
         if self.stored_next:
             self.stored_next = False  # (a TileResult that cannot store directly calls leave)
@@ -435,7 +434,7 @@ def _b_in_memory(cg, inst: Instruction, s: _Slots, g: int) -> Optional[TileSourc
     return None if at is None else (lambda n, k: at(s.ks * k, TILE_ROWS * n))
 
 
-class TileResult:
+class TileResult(HeldMatrix):
     """A loop's result still in its accumulator's tiles, for the cooperative_matrix_store
     that comes next (``claim_loop``): stored from the tiles without a trip through
     vector registers."""
@@ -570,6 +569,3 @@ def _users(cg) -> Dict[Value, List[Instruction]]:
             for v in i.operands:
                 users.setdefault(v, []).append(i)
     return users
-
-
-LOOP_CARRIERS.append(claim_loop)

@@ -15,35 +15,32 @@ uniform code (a constant, a construct from a uniform number) holds G equal copie
   on M-lane vectors, one FMA per (k, j) with B's entry broadcast, in C's type (16-bit
   floats in f32), then cast to D's type.  bf16 x bf16 runs on AMX tiles (``amx.py``) or
   on the same microkernel with vdpbf16ps on pairs of k (``dpbf16.py``) where the CPU
-  has them (``Microkernel``: the loop is shared, the steps differ).
+  has them (``Microkernel``: the loop is shared, the steps differ; ``mul_add.py`` chooses).
 * Work-item views (extract, insert, apply) and the merging of divergent control flow go
   through the distribution of ``ttlc.ir.layout``: each is a shuffle with a
   constant mask between the W-lane vectors of work-items and the matrices.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from llvmlite import ir
 
 from ...ir.layout import layout_of
 from ...ir.numerics import accumulate_type
 from ...ir.core import Instruction
+from ...ir.ops import ARITH_BINARY, ARITH_UNARY
 from ...ir.types import CoopMatrixType, ScalarType
-from .codegen import (I1, I32, I64, LLTYPE, Cplx, FunctionCodegen, InstRef, Lanes,
-                      MemVal, VectorConstant, _align, _masked_load, _masked_store,
-                      atomic_update, binary, convert, elem_type, emits, is_vec, lane_loop, parts)
+from .abi import E_COOP_DIV_ZERO
+from .arith import binary, convert, unary
+from .arith import constant as scalar_constant
+from .function import FunctionCodegen, lane_loop
+from .memory import (_align, _component_ptrs, _masked_load, _masked_store, _note_write,
+                     _store_atomic, atomic_update, elem_type, lt_size)
+from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, MemVal,
+                     VectorConstant, is_vec, parts)
 
 E_COOP_BOUNDS = 9
-
-
-@dataclass
-class CoopVal:
-    """Per subgroup, the matrix as a vector of M*N components (column-major)."""
-
-    mats: List[Any]  # G entries: ir vector or Cplx of vectors
-    type: CoopMatrixType
 
 
 def _vt(t: CoopMatrixType) -> ir.VectorType:
@@ -165,14 +162,11 @@ def select(cg: FunctionCodegen, cond, a: CoopVal, c: CoopVal) -> CoopVal:
 
 # ---- values ---------------------------------------------------------------------------------------
 def constant(cg: FunctionCodegen, t: CoopMatrixType, value) -> CoopVal:
-    from .codegen import constant as scalar_constant
-
     x = scalar_constant(t.component, value)
     mat = splat_n(cg, x, t.rows * t.cols)
     return CoopVal([mat] * subgroups(cg), t)
 
 
-@emits("cooperative_matrix_construct")
 def emit_construct(cg: FunctionCodegen, inst: Instruction):
     t: CoopMatrixType = inst.results[0].type
     a = cg.get(inst.slots["a"])
@@ -181,7 +175,6 @@ def emit_construct(cg: FunctionCodegen, inst: Instruction):
     return CoopVal(mats, t)
 
 
-@emits("cooperative_matrix_scale")
 def emit_scale(cg: FunctionCodegen, inst: Instruction):
     t: CoopMatrixType = inst.results[0].type
     a = cg.get(inst.slots["a"])
@@ -336,31 +329,23 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
 
 def _gather_n(cg: FunctionCodegen, lt: ir.Type, ptrs, mask):
     vt = ir.VectorType(lt, ptrs.type.count)
-    from .codegen import lt_size
-
     return cg.intrinsic("llvm.masked.gather", vt, [ptrs, ir.Constant(I32, lt_size(lt)), mask,
                                                    ir.Constant(vt, None)], [vt, ptrs.type])
 
 
 def _scatter_n(cg: FunctionCodegen, v, ptrs, mask) -> None:
-    from .codegen import lt_size
-
     cg.intrinsic("llvm.masked.scatter", ir.VoidType(),
                  [v, ptrs, ir.Constant(I32, lt_size(v.type.element)), mask], [v.type, ptrs.type])
 
 
-@emits("cooperative_matrix_load", "cooperative_matrix_atomic_load")
 def emit_load(cg: FunctionCodegen, inst: Instruction):
     return load_matrix(cg, inst, inst.results[0].type)
 
 
-@emits("cooperative_matrix_store")
 def emit_store(cg: FunctionCodegen, inst: Instruction):
     b = cg.b
     value: CoopVal = cg.get(inst.slots["value"])
-    from . import amx  # (amx uses this module)
-
-    if isinstance(value, amx.TileResult):  # a loop's result still in AMX tiles
+    if isinstance(value, HeldMatrix):  # a loop's result still in AMX tiles
         _note_write(cg, inst)
         return value.store(cg, inst)
     t = value.type
@@ -387,12 +372,6 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
         _access(cg, inst, t, g, store)
 
 
-def _note_write(cg: FunctionCodegen, inst: Instruction) -> None:
-    root = cg.roots.get(inst.slots["tensor"])
-    if root is not None and root not in cg.writes:
-        cg.writes[root] = InstRef.of(inst)
-
-
 def _entry_loop(cg: FunctionCodegen, n: int, valid, fn, result_types) -> list:
     """for e in 0..n-1 where valid[e]: results[e] = fn(e) (an LLVM loop, in order)."""
     saved_W = cg.W
@@ -403,8 +382,6 @@ def _entry_loop(cg: FunctionCodegen, n: int, valid, fn, result_types) -> list:
         cg.W = saved_W
 
 
-@emits("cooperative_matrix_atomic_store", "cooperative_matrix_atomic_add",
-       "cooperative_matrix_atomic_max", "cooperative_matrix_atomic_min")
 def emit_atomic(cg: FunctionCodegen, inst: Instruction):
     """Component by component, each a real atomic instruction (other work-groups run
     concurrently); the update variants return the previous values (0 where not accessed)."""
@@ -428,8 +405,6 @@ def emit_atomic(cg: FunctionCodegen, inst: Instruction):
                 p = b.extract_element(ptrs, e)
                 v = _map(lambda x: b.extract_element(x, e), mat)
                 if op == "store":
-                    from .codegen import _component_ptrs, _store_atomic
-
                     if comp.is_complex:
                         pr, pi = _component_ptrs(cg, comp, p)
                         _store_atomic(b, v.re, pr, ordering, _align(comp))
@@ -451,7 +426,6 @@ def emit_atomic(cg: FunctionCodegen, inst: Instruction):
     return CoopVal(olds, t)
 
 
-@emits("cooperative_matrix_prefetch")
 def emit_prefetch(cg: FunctionCodegen, inst: Instruction):
     return None  # a hint
 
@@ -551,56 +525,6 @@ def microkernel(cg: FunctionCodegen, kernel: Microkernel, A: CoopVal, B: CoopVal
 FMA = Microkernel()
 
 
-def mul_add_path(a_type: str, b_type: str, acc_type: str) -> str:
-    """What computes mul_add with these component types here: "AMX" (``amx.py``),
-    "AVX512-BF16" (``dpbf16.py``) or "FMA" (the vector path: FMAs in the accumulation
-    type, f32 for 16-bit floats)."""
-    from . import amx, dpbf16  # (they use this module)
-
-    if amx.eligible(a_type, b_type, acc_type):
-        return "AMX"
-    if dpbf16.eligible(a_type, b_type, acc_type):
-        return "AVX512-BF16"
-    return "FMA"
-
-
-@emits("cooperative_matrix_mul_add")
-def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
-    """D = A B + C per subgroup, in C's type (16-bit floats in f32), then cast to D's.
-
-    The register-blocked outer-product microkernel (``microkernel``): the accumulator
-    columns ``D[:, j]`` start as C's columns and take, for k = 0 .. K-1 in order,
-    ``A[:, k] * B[k, j]`` (a column of A times a broadcast entry of B) with one FMA each;
-    LLVM keeps the N columns in registers.  bf16 x bf16 into f32 runs on AMX tiles where
-    the machine has them (``amx.py``), else on vdpbf16ps where it has AVX512-BF16
-    (``dpbf16.py``)."""
-    A: CoopVal = cg.get(inst.slots["a"])
-    B: CoopVal = cg.get(inst.slots["b"])
-    C: CoopVal = cg.get(inst.slots["c"])
-    D: CoopMatrixType = inst.results[0].type
-    ct = C.type.component
-    cd = accumulate_type(ct)
-    M, K, N = A.type.rows, A.type.cols, B.type.cols
-    from . import amx, dpbf16  # (they use this module)
-
-    if isinstance(C, amx.TileAccumulator):  # held in tile registers across a loop
-        return C.mul_add(cg, inst, A, B)
-    path = mul_add_path(A.type.component.name, B.type.component.name, ct.name)
-    kernel = dpbf16.KERNEL if path == "AVX512-BF16" else FMA
-    out = []
-    for g in range(subgroups(cg)):
-        if path == "AMX":  # bf16 x bf16 -> f32 on the tile unit
-            d = amx.mul_add_bf16(cg, A.mats[g], B.mats[g], C.mats[g], M, K, N)
-        else:
-            d = microkernel(cg, kernel, A, B, g, convert(cg, C.mats[g], ct, cd), cd)
-        if cd != ct:
-            d = convert(cg, d, cd, ct)
-        out.append(convert(cg, d, ct, D.component))
-    return CoopVal(out, D)
-
-
-@emits("cooperative_matrix_reduce_add", "cooperative_matrix_reduce_max",
-       "cooperative_matrix_reduce_min")
 def emit_reduce(cg: FunctionCodegen, inst: Instruction):
     """Rows (mode row: an M x 1 result) or columns (1 x N) combined in order."""
     a: CoopVal = cg.get(inst.slots["a"])
@@ -678,18 +602,15 @@ def insert(cg: FunctionCodegen, m: CoopVal, value, v: int, mask) -> CoopVal:
     return CoopVal(out, t)
 
 
-@emits("cooperative_matrix_extract")
 def emit_extract(cg: FunctionCodegen, inst: Instruction):
     return extract(cg, cg.get(inst.slots["matrix"]), inst.attrs["index"])
 
 
-@emits("cooperative_matrix_insert")
 def emit_insert(cg: FunctionCodegen, inst: Instruction):
     return insert(cg, cg.get(inst.slots["matrix"]), cg.get(inst.slots["value"]),
                   inst.attrs["index"], cg.mask)
 
 
-@emits("cooperative_matrix_apply")
 def emit_apply(cg: FunctionCodegen, inst: Instruction):
     """The region once per entry index v of the work-items' parts, under the mask of the
     work-items whose entry v is not padding; the yielded values are inserted."""
@@ -729,3 +650,82 @@ def emit_apply(cg: FunctionCodegen, inst: Instruction):
         cg.add_incoming(merged, m, pre)
         m = merged
     return CoopVal(list(m.mats), t)
+
+
+# ---- the coopmatrix forms of the instructions on numbers ------------------------------------------
+def emit_constant(cg: FunctionCodegen, inst: Instruction):
+    return constant(cg, inst.results[0].type, inst.attrs["value"])
+
+
+def emit_binary(cg: FunctionCodegen, inst: Instruction):
+    t = inst.results[0].type
+    a, c = cg.get(inst.slots["a"]), cg.get(inst.slots["b"])
+    if cg.checked and inst.opcode in ("div", "rem") and t.component.is_int:
+        _check_divisor(cg, t, a, c)
+    return elementwise_binary(cg, inst.opcode, t, a, c)
+
+
+def _check_divisor(cg: FunctionCodegen, t: CoopMatrixType, a, c) -> None:
+    """Checked code: no component held by an active work-item divides by zero (reported
+    with the first such entry, its dividend and the work-item holding it)."""
+    b = cg.b
+    M, N = t.rows, t.cols
+    n = M * N
+    owner = layout_of(t, cg.S).owners
+    # entries in row-major order (the interpreter's): entry k is component by_rows[k]
+    by_rows = [col * M + row for row in range(M) for col in range(N)]
+    order = ir.Constant(ir.VectorType(I32, n), by_rows)
+    saved, cg.mask = cg.mask, None
+    try:
+        for g, (x, y) in enumerate(zip(a.mats, c.mats)):
+            zero = b.icmp_signed("==", y, ir.Constant(y.type, [0] * n))
+            if saved is not None:
+                zero = b.and_(zero, owner_mask(cg, t, saved, g))
+            k = cg.first_lane(b.shuffle_vector(zero, zero, order))  # n when none: clamp
+            k = b.select(b.icmp_unsigned("<", k, ir.Constant(I32, n)), k, ir.Constant(I32, 0))
+            owners = ir.Constant(ir.VectorType(I32, n), [g * cg.S + int(owner[e % M, e // M])
+                                                         for e in by_rows])
+            cg.fail_if(cg.reduce_or(zero), E_COOP_DIV_ZERO,
+                       [b.extract_element(x, b.extract_element(order, k)),
+                        b.udiv(k, ir.Constant(I32, N)), b.urem(k, ir.Constant(I32, N))],
+                       lane=b.extract_element(owners, k))
+    finally:
+        cg.mask = saved
+
+
+def emit_unary(cg: FunctionCodegen, inst: Instruction):
+    t = inst.slots["a"].type
+    a = cg.get(inst.slots["a"])
+    return CoopVal([unary(cg, inst.opcode, t.component, m) for m in a.mats], inst.results[0].type)
+
+
+def emit_cast(cg: FunctionCodegen, inst: Instruction):
+    return cast(cg, cg.get(inst.slots["a"]), inst.results[0].type)
+
+
+#: opcode -> emitter of its coopmatrix form, for the opcodes whose other forms are
+#: ``arith.EMITTERS`` (``codegen`` picks by the result type)
+ELEMENTWISE: Dict[str, Callable] = {
+    "constant": emit_constant,
+    **dict.fromkeys(ARITH_BINARY, emit_binary),
+    **dict.fromkeys(ARITH_UNARY, emit_unary),
+    "cast": emit_cast,
+}
+
+
+#: the coopmatrix instructions (but mul_add: ``mul_add.EMITTERS``)
+EMITTERS: Dict[str, Callable] = {
+    "cooperative_matrix_construct": emit_construct,
+    "cooperative_matrix_scale": emit_scale,
+    **dict.fromkeys(("cooperative_matrix_load", "cooperative_matrix_atomic_load"), emit_load),
+    "cooperative_matrix_store": emit_store,
+    **dict.fromkeys(("cooperative_matrix_atomic_store", "cooperative_matrix_atomic_add",
+                     "cooperative_matrix_atomic_max", "cooperative_matrix_atomic_min"),
+                    emit_atomic),
+    "cooperative_matrix_prefetch": emit_prefetch,
+    **dict.fromkeys(("cooperative_matrix_reduce_add", "cooperative_matrix_reduce_max",
+                     "cooperative_matrix_reduce_min"), emit_reduce),
+    "cooperative_matrix_extract": emit_extract,
+    "cooperative_matrix_insert": emit_insert,
+    "cooperative_matrix_apply": emit_apply,
+}

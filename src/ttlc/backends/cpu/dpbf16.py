@@ -49,8 +49,9 @@ from llvmlite import ir
 
 from ...ir.types import ScalarType
 from . import jit
-from .codegen import I16, I32, FunctionCodegen
 from .coop import Microkernel, _consts, splat_n
+from .function import FunctionCodegen
+from .values import I16, I32
 
 #: vector registers (of AVX-512's 32) that hold the accumulators of a block; the others
 #: hold the block's A pairs of a step and B's broadcasts

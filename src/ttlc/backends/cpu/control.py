@@ -1,0 +1,222 @@
+"""Control flow on the CPU: parallel regions, for, if and barrier.
+
+Uniform control flow is LLVM control flow; divergent control flow (a varying condition
+or loop bounds) runs under a lane mask and merges its values with ``select``, and a loop
+over work-items keeps its variable as ``Lanes``.  A uniform loop lets the back end's
+loop carriers (``FunctionCodegen.loop_carriers``) hold carried values elsewhere.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict
+
+from llvmlite import ir
+
+from ...ir.core import Instruction
+from . import coop
+from .abi import E_BARRIER, E_STEP
+from .function import FunctionCodegen
+from .values import I1, I64, LLTYPE, Cplx, Lanes, is_vec
+
+
+def select(cg: FunctionCodegen, cond, a, c):
+    """a where cond, else c (per lane when cond varies): the merge of divergent paths."""
+    if hasattr(a, "mats"):
+        return coop.select(cg, cond, a, c)
+    if isinstance(a, Cplx):
+        return Cplx(select(cg, cond, a.re, c.re), select(cg, cond, a.im, c.im))
+    cond, a, c = cg.match(cond, a, c)
+    return cg.b.select(cond, a, c)
+
+
+def emit_parallel(cg: FunctionCodegen, inst: Instruction):
+    saved = cg.spmd
+    cg.spmd = True
+    try:
+        cg.emit_region(inst.regions[0], None, keep_mask=False)
+    finally:
+        cg.spmd = saved
+    return None
+
+
+def emit_for(cg: FunctionCodegen, inst: Instruction):
+    """A loop: uniform bounds loop as usual; varying bounds loop while any lane is active.
+
+    A varying loop whose start is Lanes (``for %i = %work_item, %n, %W``, the loops
+    lower-foreach makes) and whose end and step are uniform keeps its variable as Lanes
+    with a uniform base, so that accesses through it stay vector loads and stores.  Its
+    lanes all advance together; a lane that has left the range stays inactive (a sticky
+    mask), which is what freezing it (the interpreter) means for everything observable."""
+    b = cg.b
+    body = inst.regions[0]
+    lt = inst.slots["from"].type
+    ll = LLTYPE[lt.name]
+    raw_lo = cg.raw(inst.slots["from"])
+    hi = cg.get(inst.slots["to"])
+    step = cg.get(inst.slots["step"]) if "step" in inst.slots else ir.Constant(ll, 1)
+    inits = [cg.get(v) for v in inst.slots.get("init", [])]
+    types = [r.type for r in inst.results]
+    res_var = [r in cg.varying for r in inst.results]
+    varying = cg.spmd and (body.args[0] in cg.varying
+                           or any(is_vec(x) for x in (raw_lo, hi, step)))
+    affine = varying and isinstance(raw_lo, Lanes) and not is_vec(hi) and not is_vec(step)
+    if varying:
+        res_var = [True] * len(types)
+        hi, step = cg.splat(hi), (step if affine else cg.splat(step))
+    lo = raw_lo if affine else (cg.splat(raw_lo) if varying else cg.get(inst.slots["from"]))
+    inits = [cg.coerce(x, v) for x, v in zip(inits, res_var)]
+    held = {} if varying else {k: c for claim in cg.loop_carriers
+                               for k, c in claim(cg, inst).items()}
+    copies = max([c.unroll for c in held.values()], default=1)
+    trip = [x.constant for x in (lo, hi, step) if isinstance(x, ir.Constant)]
+    if copies > 1 and not (len(trip) == 3 and trip[2] > 0
+                           and max(0, -(-(trip[1] - trip[0]) // trip[2])) % copies == 0):
+        copies = 1
+    held = {k: c.enter(cg, inits[k], copies) for k, c in held.items()}
+    prev0 = cg.mask if cg.mask is not None else ir.Constant(cg.vt(I1), [1] * cg.W)
+    pre = b.block
+    header, body_bb, done = cg.block("for"), cg.block("for.body"), cg.block("for.done")
+    b.branch(header)
+    b.position_at_end(header)
+    if affine:
+        i = b.phi(ll, name="i.base")
+        i.add_incoming(lo.base if lo.base is not None else ir.Constant(ll, 0), pre)
+        prev = b.phi(cg.vt(I1), name="active")
+        prev.add_incoming(prev0, pre)
+        var = Lanes(i, lo.offsets, ll)
+    else:
+        i = b.phi(lo.type, name="i")
+        i.add_incoming(lo, pre)
+        var = i
+    carried = []
+    for k, (t, v, x) in enumerate(zip(types, res_var, inits)):
+        if k in held:
+            carried.append(held[k])
+            continue
+        p = cg.phi(t, v)
+        cg.add_incoming(p, x, pre)
+        carried.append(p)
+    if affine:
+        active = b.and_(prev, b.icmp_signed("<", cg.vector(var), hi))
+        b.cbranch(cg.reduce_or(active), body_bb, done)
+    elif varying:
+        active = cg.and_mask(cg.mask, b.icmp_signed("<", i, hi))
+        b.cbranch(cg.reduce_or(active), body_bb, done)
+    else:
+        active = None
+        b.cbranch(b.icmp_signed("<", i, hi), body_bb, done)
+    b.position_at_end(body_bb)
+    if cg.checked:
+        zero = cg.const_like(step, ll, 0)
+        saved = cg.mask
+        cg.mask = active if varying else cg.mask
+        cg.fail_if(b.icmp_signed("<=", step, zero), E_STEP, [step])
+        cg.mask = saved
+    cg.env[body.args[0]] = var
+    for a, p in zip(body.args[1:], carried):
+        cg.env[a] = p
+    out = (cg.emit_region(body, active) if varying else cg.emit_region(body)) or []
+    i_last = i
+    for _ in range(1, copies):  # (uniform loops only: held is empty otherwise)
+        i_last = b.add(i_last, step)
+        cg.env[body.args[0]] = i_last
+        for k, (a, o, v) in enumerate(zip(body.args[1:], out, res_var)):
+            cg.env[a] = o if k in held else cg.coerce(o, v)
+        out = cg.emit_region(body) or []
+    if varying:
+        new = [select(cg, active, cg.coerce(o, True), c) for o, c in zip(out, carried)]
+        nxt = b.add(i, step) if affine else b.select(active, b.add(i, step), i)
+    else:
+        new = [o if k in held else cg.coerce(o, v) for k, (o, v) in enumerate(zip(out, res_var))]
+        nxt = b.add(i_last, step)
+    end = b.block
+    i.add_incoming(nxt, end)
+    if affine:
+        prev.add_incoming(active, end)
+    for k, (p, v) in enumerate(zip(carried, new)):
+        if k not in held:
+            cg.add_incoming(p, v, end)
+    b.branch(header)
+    b.position_at_end(done)
+    return [held[k].leave(cg) if k in held else p for k, p in enumerate(carried)]
+
+
+def emit_if(cg: FunctionCodegen, inst: Instruction):
+    b = cg.b
+    cond = cg.get(inst.slots["condition"])
+    then_r = inst.regions[0]
+    else_r = inst.regions[1] if len(inst.regions) > 1 else None
+    types = [r.type for r in inst.results]
+    res_var = [r in cg.varying for r in inst.results]
+    if not is_vec(cond):
+        then_bb = cg.block("then")
+        else_bb = cg.block("else") if else_r is not None else None
+        merge = cg.block("endif")
+        b.cbranch(cond, then_bb, else_bb or merge)
+        incoming = []
+        b.position_at_end(then_bb)
+        out = cg.emit_region(then_r) or []
+        incoming.append(([cg.coerce(o, v) for o, v in zip(out, res_var)], b.block))
+        b.branch(merge)
+        if else_bb is not None:
+            b.position_at_end(else_bb)
+            out = cg.emit_region(else_r) or []
+            incoming.append(([cg.coerce(o, v) for o, v in zip(out, res_var)], b.block))
+            b.branch(merge)
+        b.position_at_end(merge)
+        results = []
+        for k, (t, v) in enumerate(zip(types, res_var)):
+            p = cg.phi(t, v)
+            for vals, blk in incoming:
+                cg.add_incoming(p, vals[k], blk)
+            results.append(p)
+        return results
+    # divergent: each side runs under its mask, when any of its lanes is active
+    then_mask = cg.and_mask(cg.mask, cond)
+    not_cond = b.xor(cond, cg.const_like(cond, I1, 1))
+    else_mask = cg.and_mask(cg.mask, not_cond)
+
+    def side(region, mask, name):
+        if region is None:
+            return [cg.zero(t, True) for t in types]
+        pre = b.block
+        run, after = cg.block(name), cg.block(name + ".end")
+        b.cbranch(cg.reduce_or(mask), run, after)
+        b.position_at_end(run)
+        out = cg.emit_region(region, mask) or []
+        out = [cg.coerce(o, True) for o in out]
+        end = b.block
+        b.branch(after)
+        b.position_at_end(after)
+        vals = []
+        for t, o in zip(types, out):
+            p = cg.phi(t, True)
+            cg.add_incoming(p, o, end)
+            cg.add_incoming(p, cg.zero(t, True), pre)
+            vals.append(p)
+        return vals
+
+    then_vals = side(then_r, then_mask, "then")
+    else_vals = side(else_r, else_mask, "else")
+    return [select(cg, cond, tv, ev) for tv, ev in zip(then_vals, else_vals)]
+
+
+
+def emit_barrier(cg: FunctionCodegen, inst: Instruction):
+    if cg.checked and cg.mask is not None:
+        b = cg.b
+        first64 = b.zext(cg.first_lane(cg.mask), I64)
+        missing = b.xor(cg.mask, cg.const_like(cg.mask, I1, 1))
+        saved = cg.mask
+        cg.mask = None
+        cg.fail_if(missing, E_BARRIER, [first64])
+        cg.mask = saved
+    return None
+
+
+#: the control-flow instructions
+EMITTERS: Dict[str, Callable] = {
+    "parallel": emit_parallel,
+    "for": emit_for,
+    "if": emit_if,
+    "barrier": emit_barrier,
+}

@@ -1,0 +1,66 @@
+"""Which unit computes a cooperative_matrix_mul_add, and the instruction's emitter.
+
+bf16 x bf16 into f32 runs on AMX tiles (``amx.py``) where the machine has them and the
+process may use them, else on vdpbf16ps where it has AVX512-BF16 (``dpbf16.py``); every
+other product, and these where neither is there, on the vector path's FMA microkernel
+(``coop.microkernel``).  The choice sits above the three paths, which build on
+``coop.py`` and know nothing of each other.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict
+
+from ...ir.core import Instruction
+from ...ir.numerics import accumulate_type
+from ...ir.types import CoopMatrixType
+from . import amx, coop, dpbf16
+from .arith import convert
+from .function import FunctionCodegen
+from .values import CoopVal
+
+
+def mul_add_path(a_type: str, b_type: str, acc_type: str) -> str:
+    """What computes mul_add with these component types here: "AMX" (``amx.py``),
+    "AVX512-BF16" (``dpbf16.py``) or "FMA" (the vector path: FMAs in the accumulation
+    type, f32 for 16-bit floats)."""
+    if amx.eligible(a_type, b_type, acc_type):
+        return "AMX"
+    if dpbf16.eligible(a_type, b_type, acc_type):
+        return "AVX512-BF16"
+    return "FMA"
+
+
+def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
+    """D = A B + C per subgroup, in C's type (16-bit floats in f32), then cast to D's.
+
+    The register-blocked outer-product microkernel (``microkernel``): the accumulator
+    columns ``D[:, j]`` start as C's columns and take, for k = 0 .. K-1 in order,
+    ``A[:, k] * B[k, j]`` (a column of A times a broadcast entry of B) with one FMA each;
+    LLVM keeps the N columns in registers.  bf16 x bf16 into f32 runs on AMX tiles where
+    the machine has them (``amx.py``), else on vdpbf16ps where it has AVX512-BF16
+    (``dpbf16.py``)."""
+    A: CoopVal = cg.get(inst.slots["a"])
+    B: CoopVal = cg.get(inst.slots["b"])
+    C: CoopVal = cg.get(inst.slots["c"])
+    D: CoopMatrixType = inst.results[0].type
+    ct = C.type.component
+    cd = accumulate_type(ct)
+    M, K, N = A.type.rows, A.type.cols, B.type.cols
+    if isinstance(C, amx.TileAccumulator):  # held in tile registers across a loop
+        return C.mul_add(cg, inst, A, B)
+    path = mul_add_path(A.type.component.name, B.type.component.name, ct.name)
+    kernel = dpbf16.KERNEL if path == "AVX512-BF16" else coop.FMA
+    out = []
+    for g in range(coop.subgroups(cg)):
+        if path == "AMX":  # bf16 x bf16 -> f32 on the tile unit
+            d = amx.mul_add_bf16(cg, A.mats[g], B.mats[g], C.mats[g], M, K, N)
+        else:
+            d = coop.microkernel(cg, kernel, A, B, g, convert(cg, C.mats[g], ct, cd), cd)
+        if cd != ct:
+            d = convert(cg, d, cd, ct)
+        out.append(convert(cg, d, ct, D.component))
+    return CoopVal(out, D)
+
+
+#: the product of coopmatrices
+EMITTERS: Dict[str, Callable] = {"cooperative_matrix_mul_add": emit_mul_add}

@@ -1,0 +1,189 @@
+"""How the CPU back end represents ttlc values as LLVM values.
+
+The LLVM types, the fast vector constants, and the Python-side shapes of values that are
+more than one LLVM value: complex numbers (``Cplx``), integers known per lane up to a
+uniform term (``Lanes``), memrefs and groups with their sizes and strides (``MemVal``,
+``GroupVal``) and coopmatrices (``CoopVal``).  Every other module of the back end builds
+on these; this one imports none of them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from llvmlite import ir
+
+from ...ir.types import CoopMatrixType, GroupType, MemrefType
+
+I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
+F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+PTR = ir.PointerType()
+
+#: storage type of each scalar type (complex: of one component)
+LLTYPE = {"i8": I8, "i16": I16, "i32": I32, "i64": I64, "index": I64, "bf16": I16,
+          "f16": F16, "f32": F32, "f64": F64, "c32": F32, "c64": F64}
+COMPONENT = {"c32": "f32", "c64": "f64"}
+
+
+class VectorConstant(ir.Constant):
+    """``ir.Constant(ir.VectorType(elem, n), values)``, made and printed much faster.
+
+    llvmlite makes one Constant per element and formats each anew; the long shuffle
+    masks and splats of coopmatrix code made that the largest part of code generation.
+    Here the elements (and their text) come from a cache.  A splat (every element the
+    same number) prints as ``splat (<elem> <value>)``, which LLVM reads as the same
+    constant as the list of elements llvmlite writes: most of the IR text of coopmatrix
+    code was such lists, and LLVM parses the short form much faster."""
+
+    _cache: Dict[tuple, Tuple[ir.Value, str]] = {}
+
+    def __init__(self, elem: ir.Type, values: Sequence[Any]):
+        name, cache = str(elem), VectorConstant._cache
+        if len(cache) > 100_000:
+            cache.clear()
+        values = values if isinstance(values, (list, tuple)) else list(values)
+        splat = _is_splat(values)  # most vector constants: one lookup for all lanes
+        parts, texts = [], []
+        for v in values[:1] if splat else values:
+            if isinstance(v, ir.Value):
+                parts.append(v)
+                texts.append(f"{v.type} {v.get_reference()}")
+                continue
+            key = (name, type(v), v, repr(v))  # repr: 0.0 and -0.0 are equal keys otherwise
+            hit = cache.get(key)
+            if hit is None:
+                c = ir.Constant(elem, v)
+                hit = cache[key] = (c, f"{name} {c.get_reference()}")
+            parts.append(hit[0])
+            texts.append(hit[1])
+        if splat:
+            parts = parts * len(values)
+        self.type = ir.VectorType(elem, len(parts))
+        self.constant = parts
+        self._text = f"splat ({texts[0]})" if splat else "<" + ", ".join(texts) + ">"
+
+    def _get_reference(self) -> str:
+        return self._text
+
+
+class UndefVector(ir.Constant):
+    """``ir.Constant(vector_type, ir.Undefined)``, printed as ``undef`` (the same LLVM
+    constant as the list of undef elements llvmlite writes, in far less text)."""
+
+    def __init__(self, vt: ir.VectorType):
+        super().__init__(vt, ir.Undefined)
+
+    def _get_reference(self) -> str:
+        return "undef"
+
+
+def _is_splat(values: Sequence[Any]) -> bool:
+    """All entries the same Python number, of one type (0.0 and -0.0 differ; NaNs count
+    as the same only when they are the same object, else they are listed one by one)."""
+    if len(values) < 2:
+        return False
+    first = values[0]
+    kind = type(first)
+    if kind not in (int, float, bool) or values.count(first) != len(values):
+        return False
+    if any(type(v) is not kind for v in values):
+        return False
+    return kind is not float or first != 0.0 or len({math.copysign(1.0, v) for v in values}) == 1
+
+
+class Unsupported(Exception):
+    pass
+
+
+# ---- representation of values ------------------------------------------------------------
+@dataclass
+class Cplx:
+    """A complex number (or one per lane): real and imaginary part."""
+
+    re: ir.Value
+    im: ir.Value
+
+
+@dataclass
+class Lanes:
+    """A varying integer known up to a uniform term: lane l holds ``base + offsets[l]``
+    (wrapping in the type).  Work-item ids and the loop variables of loops over them
+    stay in this form, so that accesses to consecutive elements are found at compile
+    time (a plain vector load instead of a gather).  ``base`` None means 0."""
+
+    base: Optional[ir.Value]
+    offsets: Tuple[int, ...]
+    type: ir.IntType
+
+    def consecutive(self) -> bool:
+        first = self.offsets[0]
+        return all(o - first == k for k, o in enumerate(self.offsets))
+
+
+IndexLike = Union[int, ir.Value, Lanes]
+
+
+@dataclass
+class MemVal:
+    """A memref: data pointer (scalar or per lane), sizes and strides (int when static)."""
+
+    ptr: ir.Value
+    shape: List[IndexLike]
+    stride: List[IndexLike]
+    type: MemrefType
+
+
+@dataclass
+class GroupVal:
+    ptrs: ir.Value
+    dopes: ir.Value
+    count: ir.Value
+    assoc: ir.Value
+    type: GroupType
+
+
+def is_vec(x) -> bool:
+    return isinstance(x, Lanes) or isinstance(getattr(x, "type", None), ir.VectorType)
+
+
+def parts(x) -> list:
+    if isinstance(x, Cplx):
+        return [x.re, x.im]
+    mats = getattr(x, "mats", None)  # a coopmatrix (CoopVal)
+    if mats is not None:
+        return [p for m in mats for p in parts(m)]
+    return [x]
+
+
+def mangle(t: ir.Type) -> str:
+    if isinstance(t, ir.VectorType):
+        return f"v{t.count}{mangle(t.element)}"
+    if isinstance(t, ir.IntType):
+        return f"i{t.width}"
+    if isinstance(t, ir.HalfType):
+        return "f16"
+    if isinstance(t, ir.FloatType):
+        return "f32"
+    if isinstance(t, ir.DoubleType):
+        return "f64"
+    if isinstance(t, ir.PointerType):
+        return "p0"
+    raise AssertionError(t)
+
+
+@dataclass
+class CoopVal:
+    """A coopmatrix: per subgroup, the matrix as a vector of M*N components (column-major;
+    ``coop.py`` describes the representation)."""
+
+    mats: List[Any]  # G entries: ir vector or Cplx of vectors
+    type: CoopMatrixType
+
+
+class HeldMatrix:
+    """A coopmatrix result still held outside LLVM values (``amx.TileResult``: in AMX tile
+    registers after a loop); ``store(cg, inst)`` writes it for a cooperative_matrix_store."""
+
+    def store(self, cg, inst) -> None:
+        raise NotImplementedError
