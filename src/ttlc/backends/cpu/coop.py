@@ -259,7 +259,7 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         valid = b.and_(valid, splat_n(cg, active, n))
     st0, st1 = (cg.ival(s) for s in m.stride)
     off = b.add(b.mul(ri, splat_n(cg, st0, n)), b.mul(ci, splat_n(cg, st1, n)))
-    contiguous = not transpose and isinstance(m.stride[0], int) and m.stride[0] == 1
+    contiguous = not transpose and _unit_row_stride(m)
 
     origin = []
     et = elem_type(t.component)
@@ -286,6 +286,21 @@ def _column(cg: FunctionCodegen, v, c: int, M: int):
     return shuffle(cg, v, v, range(c * M, c * M + M))
 
 
+def _row(cg: FunctionCodegen, v, r: int, M: int, N: int):
+    """Row r of the column-major M x N matrix v."""
+    return shuffle(cg, v, v, range(r, M * N, M))
+
+
+def _unit_row_stride(m: MemVal) -> bool:
+    return isinstance(m.stride[0], int) and m.stride[0] == 1
+
+
+def _transposed_rows(cg: FunctionCodegen, inst: Instruction) -> bool:
+    """A transposed access to a memref with unit row stride: each row of the matrix is
+    contiguous in memory."""
+    return inst.modifier("ta") == "t" and _unit_row_stride(cg.get(inst.slots["tensor"]))
+
+
 def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> CoopVal:
     b = cg.b
     comp = t.component
@@ -295,6 +310,7 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
     # layout), so that each broadcast becomes a broadcasting load (no shuffles, no gather)
     by_entry = (t.use == "matrix_b" and not comp.is_complex
                 and inst.modifier("checked") is None and cg.mask is None)
+    transposed_rows = _transposed_rows(cg, inst)
     mats = []
     for g in range(subgroups(cg)):
         result = {}
@@ -315,6 +331,17 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
                     p = at(0, c)
                     cols.append(_masked_load(cg, lt, p, _column(cg, valid, c, M), M))
                 result["v"] = concat(cg, cols)
+                return
+            if transposed_rows and not comp.is_complex:
+                # a transposed tile of a memref with unit row stride: each row of the
+                # matrix is contiguous (N components), loaded as one vector; one shuffle
+                # makes the rows columns (a gather of M N components is scalarized where
+                # the CPU has no fast gather, and is slow to compile)
+                rows = [_masked_load(cg, lt, at(r, 0), _row(cg, valid, r, M, N), N)
+                        for r in range(M)]
+                by_rows = concat(cg, rows)
+                result["v"] = shuffle(cg, by_rows, by_rows,
+                                      [(e % M) * N + e // M for e in range(M * N)])
                 return
             ptrs = b.gep(splat_n(cg, m.ptr, M * N), [off], source_etype=elem_type(comp))
             if comp.is_complex:
@@ -352,6 +379,7 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
     comp = t.component
     lt = LLTYPE[comp.name]
     M, N = t.rows, t.cols
+    transposed_rows = _transposed_rows(cg, inst)
     _note_write(cg, inst)
     for g in range(subgroups(cg)):
         mat = value.mats[g]
@@ -361,6 +389,11 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
                 for c in range(N):
                     p = at(0, c)
                     _masked_store(cg, _column(cg, mat, c, M), p, _column(cg, valid, c, M))
+                return
+            if transposed_rows and not comp.is_complex:
+                # rows of a transposed tile are contiguous (see load_matrix)
+                for r in range(M):
+                    _masked_store(cg, _row(cg, mat, r, M, N), at(r, 0), _row(cg, valid, r, M, N))
                 return
             ptrs = b.gep(splat_n(cg, m.ptr, M * N), [off], source_etype=elem_type(comp))
             if comp.is_complex:
