@@ -22,22 +22,25 @@ demo: $(STAMP)
 test: pytest lit test-cpu-models
 
 pytest: $(STAMP)
-	$(PY) -m pytest -q -n auto
+	$(PY) -m pytest -q -n auto --durations=25
 
 # The executing tests once more with code for older x86-64 models (TTLC_CPU; such code
-# runs on any newer machine): casts of every pair of types, math, f16/bf16, coopmatrix
-# code and 24 generated programs, so that no path needing AVX-512, FMA or F16C hides
-# behind the host's features.  Target cpu only (the interpreter does not depend on it).
+# runs on any newer machine), on a representative subset: casts of every pair of types,
+# math, the runtime-library routines, f16/bf16 and coopmatrix mul_add, loads and stores,
+# and 12 generated programs, so that no path needing AVX-512, FMA or F16C hides behind
+# the host's features.  Target cpu only (the interpreter does not depend on it).
 CPU_MODELS := x86-64-v2 x86-64-v3
-CPU_MODEL_TESTS := tests/python/test_cpu_backend.py tests/python/test_cpu_rtlib.py \
+CPU_MODEL_TESTS := tests/python/test_cpu_rtlib.py tests/python/test_cpu_backend.py \
 	tests/python/test_interp_semantics.py tests/python/test_interp_coop.py \
 	tests/python/test_differential.py
+CPU_MODEL_SELECT := scalar_ops or casts or math or cast or subgroup_operations or \
+	coopmatrix or mul_add or load or store or rtlib or routine or generated
 
 test-cpu-models: $(STAMP)
 	set -e; for model in $(CPU_MODELS); do \
 		echo "== TTLC_CPU=$$model"; \
-		TTLC_CPU=$$model TTLC_DIFF_SEEDS=24 $(PY) -m pytest -q -n auto --targets cpu \
-			$(CPU_MODEL_TESTS); \
+		TTLC_CPU=$$model TTLC_DIFF_SEEDS=12 $(PY) -m pytest -q -n auto --targets cpu \
+			-k "$(CPU_MODEL_SELECT)" $(CPU_MODEL_TESTS); \
 	done
 
 lit: $(STAMP)
@@ -57,9 +60,12 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/cpu.py
 	$(PY) benchmarks/suite.py $(BENCH_ARGS)
 
+# The long counts that make test samples: front-end fuzzing, thousands of differential
+# programs, and the pass-meaning tests over 500 generated seeds with every GPU target
 fuzz: $(STAMP)
 	$(PY) fuzz/fuzz_frontend.py --inputs 100000
 	$(PY) fuzz/fuzz_differential.py --programs 3000
+	TTLC_LONG=1 $(PY) -m pytest -q -n auto tests/python/test_pass_meaning.py
 
 conformance: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) ../shared/tools/conformance --ttlc "$(CURDIR)/$(PY) -m ttlc" --only reject,accept,roundtrip

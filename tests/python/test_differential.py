@@ -17,7 +17,7 @@ import pytest
 from ttlc.testing import GeneratedCase
 from ttlc.testing.differential import compare_case, compare_seed, differences
 
-N_SEEDS = int(os.environ.get("TTLC_DIFF_SEEDS", "200"))
+N_SEEDS = int(os.environ.get("TTLC_DIFF_SEEDS", "96"))
 FIRST_SEED = int(os.environ.get("TTLC_DIFF_FIRST_SEED", "0"))
 CHUNKS = 24
 
