@@ -39,7 +39,7 @@ CPU_MODEL_SELECT := scalar_ops or casts or math or cast or subgroup_operations o
 test-cpu-models: $(STAMP)
 	set -e; for model in $(CPU_MODELS); do \
 		echo "== TTLC_CPU=$$model"; \
-		TTLC_CPU=$$model TTLC_DIFF_SEEDS=12 $(PY) -m pytest -q -n auto --targets cpu \
+		TTLC_CPU=$$model TTLC_DIFF_SEEDS=12 $(PY) -m pytest -q -n auto --targets=cpu \
 			-k "$(CPU_MODEL_SELECT)" $(CPU_MODEL_TESTS); \
 	done
 
