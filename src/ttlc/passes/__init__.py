@@ -1,7 +1,8 @@
 """Pass registry, pass manager and named pipelines.
 
-A pass is a function ``run(program, ctx)`` registered under a kebab-case name (the
-reference implementation's name where it has the pass), one module per pass.  Passes
+A pass is a function ``name_of_pass(program, ctx)`` in its own module, listed in
+``PASS_MODULES`` under its kebab-case name (the reference implementation's name where it
+has the pass); ``register`` adds passes from outside ttlc.  Passes
 change IR only through ``ttlc.ir.rewrite``.  ``run_passes`` runs names in order; a name
 may also be a pipeline (a named list of passes).  With ``verify_each`` the verifier
 runs after every pass; with ``print_after_all`` the IR is printed after every pass.
@@ -38,9 +39,11 @@ class PassInfo:
     doc: str
 
 
+#: passes added with ``register``
 PASSES: Dict[str, PassInfo] = {}
 
-#: module that registers each pass (imported on first use, so start-up stays light)
+#: the module of each pass, which defines it as a function of the pass's name (imported on
+#: first use, so start-up stays light)
 PASS_MODULES = {
     "check-ir": "check_ir",
     "dump-ir": "dump",
@@ -65,22 +68,30 @@ PIPELINES: Dict[str, List[str]] = {
 }
 
 
+def _info(name: str, run: Callable[[Program, PassContext], None]) -> PassInfo:
+    return PassInfo(name, run, (run.__doc__ or "").strip().split("\n")[0])
+
+
 def register(name: str):
-    """Decorator: register ``run(program, ctx)`` as pass ``name``."""
+    """Decorator: add ``run(program, ctx)`` as pass ``name`` (passes outside ttlc, and
+    tests; ttlc's own are found through ``PASS_MODULES``)."""
     def wrap(fn):
-        PASSES[name] = PassInfo(name, fn, (fn.__doc__ or "").strip().split("\n")[0])
+        PASSES[name] = _info(name, fn)
         return fn
     return wrap
 
 
 def get_pass(name: str) -> PassInfo:
-    if name not in PASSES:
-        module = PASS_MODULES.get(name)
-        if module is None:
-            known = ", ".join(sorted(set(PASS_MODULES) | set(PIPELINES)))
-            raise KeyError(f"unknown pass '{name}' (known passes and pipelines: {known})")
-        importlib.import_module(f"{__name__}.{module}")
-    return PASSES[name]
+    """Pass `name`: one added with ``register``, else the function of the same name
+    (dashes as underscores) in its module of ``PASS_MODULES``."""
+    if name in PASSES:
+        return PASSES[name]
+    module = PASS_MODULES.get(name)
+    if module is None:
+        known = ", ".join(sorted(set(PASS_MODULES) | set(PIPELINES)))
+        raise KeyError(f"unknown pass '{name}' (known passes and pipelines: {known})")
+    run = getattr(importlib.import_module(f"{__name__}.{module}"), name.replace("-", "_"))
+    return _info(name, run)
 
 
 def expand(names: Sequence[str]) -> List[str]:

@@ -35,14 +35,13 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from ..diagnostics import error
-from ..interp.semantics import SEMANTICS
+from ..interp.table import SEMANTICS
 from ..runtime.values import dtype_of
 from ..ir import rewrite
 from ..ir.builder import Builder
 from ..ir.core import Function, Instruction, Region, Value
 from ..ir.numerics import shift_amount, wrap
 from ..ir.types import BoolType, CoopMatrixType, GroupType, MemrefType, ScalarType, Type
-from . import register
 
 INT64_MIN = -(2 ** 63)  # not writable as a constant (the grammar's range starts at -2^63+1)
 
@@ -414,7 +413,6 @@ class _Folder:
                 self.subst[r] = x
 
 
-@register("constant-propagation")
 def constant_propagation(program, ctx):
     """Fold constants through arithmetic, casts, comparisons, math and known builtins."""
     for func in program.functions:

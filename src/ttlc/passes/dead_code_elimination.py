@@ -21,7 +21,6 @@ from typing import Dict, List
 from ..ir import rewrite
 from ..ir.core import Function, Instruction, Region, Value
 from ..ir.ops import REGION_OPS
-from . import register
 
 
 def _constant(v: Value):
@@ -126,7 +125,6 @@ class _Sweep:
                     self.counts[v] -= 1
 
 
-@register("dead-code-elimination")
 def dead_code_elimination(program, ctx):
     """Remove unused pure instructions, constant branches, loops that never run, unused allocas."""
     for func in program.functions:

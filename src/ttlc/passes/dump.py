@@ -1,16 +1,13 @@
 """dump-ir and dump-def-use: print the program, or every value with its uses."""
 from ..ir.printer import Printer
 from ..ir.rewrite import uses
-from . import register
 
 
-@register("dump-ir")
 def dump_ir(program, ctx):
     """Print the program as it is at this point of the pipeline."""
     ctx.out.write(str(program))
 
 
-@register("dump-def-use")
 def dump_def_use(program, ctx):
     """For every instruction of every function: the values it defines and their users."""
     for func in program.functions:

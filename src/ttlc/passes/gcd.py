@@ -50,7 +50,6 @@ from ..ir.core import Function, Instruction, Region, Value
 from ..ir.printer import Printer
 from ..ir.types import GroupType, MemrefType, ScalarType
 from ..target import Target
-from . import register
 
 
 @dataclass(frozen=True)
@@ -276,7 +275,6 @@ def _list(xs: Sequence[int]) -> str:
     return "[" + ",".join(str(x) for x in xs) + "]"
 
 
-@register("dump-gcd")
 def dump_gcd(program, ctx):
     """Print the divisors the GCD analysis knows for integer and memref values."""
     for func in program.functions:
@@ -369,7 +367,6 @@ def stack_size(func: Function) -> int:
     return out
 
 
-@register("set-stack-ptr")
 def set_stack_ptr(program, ctx):
     """Place every alloca in local memory (attribute stack_ptr), reusing freed memory."""
     for func in program.functions:

@@ -49,7 +49,6 @@ from ..ir import rewrite
 from ..ir.builder import Builder
 from ..ir.core import Function, Instruction, Region
 from ..ir.ops import SPMD_REGION_OPS
-from . import register
 
 GLOBAL, LOCAL = "global", "local"
 SPACES = (GLOBAL, LOCAL)
@@ -254,7 +253,6 @@ def insert_barriers(func: Function) -> int:
     return count
 
 
-@register("insert-barrier")
 def insert_barrier(program, ctx):
     """Insert the barriers that collective instructions and SPMD regions need."""
     for func in program.functions:

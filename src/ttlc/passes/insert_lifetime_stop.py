@@ -24,7 +24,6 @@ from ..ir import rewrite
 from ..ir.builder import Builder
 from ..ir.core import Function, Instruction, Region, Value
 from ..ir.types import GroupType, MemrefType
-from . import register
 
 
 def _memory(v: Value) -> bool:
@@ -130,7 +129,6 @@ def _lifetime_stop(v: Value, near: Instruction) -> Instruction:
     return inst
 
 
-@register("insert-lifetime-stop")
 def insert_lifetime_stop(program, ctx):
     """After the last use of every alloca, end its lifetime (lifetime_stop)."""
     for func in program.functions:

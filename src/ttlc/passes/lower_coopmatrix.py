@@ -71,7 +71,7 @@ from ..ir.numerics import accumulate_type
 from ..ir.rewrite import clone_instructions, replace, replace_uses
 from ..ir.types import DYNAMIC, I32, INDEX, CoopMatrixType, ScalarType
 from ..target import MatrixUnit
-from . import PassContext, register
+from . import PassContext
 from .index_math import Bool, IndexMath, Int, known, require_sizes, set_locations
 
 
@@ -197,7 +197,6 @@ def lowers(*opcodes: str):
     return wrap
 
 
-@register("lower-coopmatrix")
 def lower_coopmatrix(program: Program, ctx: PassContext) -> None:
     """Rewrite coopmatrix instructions into per-work-item code (extract/insert, scalar
     memory access, subgroup operations)."""

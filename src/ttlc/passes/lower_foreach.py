@@ -50,11 +50,10 @@ from ..ir.core import Instruction, Program, Region, Value
 from ..ir.ops import FOREACH_OPS
 from ..ir.rewrite import clone_instructions, replace, walk_with_parent
 from ..ir.types import I32, ScalarType
-from . import PassContext, register
+from . import PassContext
 from .index_math import Bool, Int, IndexMath, known, require_sizes, set_locations
 
 
-@register("lower-foreach")
 def lower_foreach(program: Program, ctx: PassContext) -> None:
     """Replace foreach and foreach_tile by parallel regions with distributed loops."""
     for func in program.functions:

@@ -12,11 +12,9 @@ insert-barrier.  See ``ttlc.passes.linalg`` for the pieces.
 """
 from __future__ import annotations
 
-from . import register
 from .linalg import lower_function
 
 
-@register("lower-linalg")
 def lower_linalg(program, ctx):
     """Lower the collective BLAS instructions to foreach_tile/foreach/parallel code."""
     for func in program.functions:

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from ..ir import rewrite
 from ..target.config import choose
-from . import register
 
 
-@register("work-group-size")
 def work_group_size(program, ctx):
     """Choose subgroup and work-group sizes for functions that do not set them."""
     for func in program.functions:
