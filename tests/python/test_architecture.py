@@ -205,3 +205,21 @@ def test_source_files_stay_small():
            list((SRC / "passes").rglob("*.py"))
            if (n := len(p.read_text().splitlines())) > 1000]
     assert not big, "\n".join(big)
+
+
+#: imports kept only for an effect of importing, with the reason
+SIDE_EFFECT_IMPORTS = {
+    # binds the subpackages first, so that the functions ttlc.parse and ttlc.check keep
+    # their names (ttlc/__init__.py explains)
+    "__init__.py",
+}
+
+
+def test_no_registration_by_import():
+    """Tables (emitters, semantics, passes) are composed explicitly: no module is imported
+    for what importing it registers (the pattern: an unused import kept with noqa F401)."""
+    found = [f"src/ttlc/{rel.as_posix()}:{n}" for path, rel in _modules()
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if re.match(r"\s*(from|import) .*# noqa:.*F401", line)
+             and rel.as_posix() not in SIDE_EFFECT_IMPORTS]
+    assert not found, "imports kept for their side effects:\n" + "\n".join(found)

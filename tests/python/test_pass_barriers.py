@@ -20,7 +20,7 @@ import pytest
 
 import ttlc
 from ttlc.check.verifier import verify
-from ttlc.interp import checks, semantics
+from ttlc.interp import checks, table
 from ttlc.ir import rewrite
 from ttlc.passes import PassContext, run_passes
 from ttlc.target import TARGETS, get_target
@@ -32,14 +32,14 @@ from ttlc.testing import generate
 def explicit_barriers(monkeypatch):
     """Checked mode as a machine without implicit barriers around SPMD regions sees it."""
     monkeypatch.setattr(checks, "region_boundary", lambda wg: None)
-    original = semantics.SEMANTICS["barrier"]
+    original = table.SEMANTICS["barrier"]
 
     def barrier(wg, inst, mask):
         if wg.checked and mask is None:  # a barrier between collective instructions
             checks.barrier(wg, inst)
         return original(wg, inst, mask)
 
-    monkeypatch.setitem(semantics.SEMANTICS, "barrier", barrier)
+    monkeypatch.setitem(table.SEMANTICS, "barrier", barrier)
 
 
 def parse(text: str):

@@ -24,9 +24,12 @@ import numpy as np
 from ..ir.layout import layout_of
 from ..ir.ops import SUBGROUP_OPS
 from ..ir.types import CoopMatrixType
-from .semantics import (_accumulate_dtype, _buffer, _compute_dtype, _in_buffer, as_type, convert,
-                        operand, result_dtype, semantics)
+from .semantics import (SemanticsTable, _accumulate_dtype, _buffer, _compute_dtype, _in_buffer,
+                        as_type, convert, operand, result_dtype)
 from ..runtime.values import MemRef, dtype_of
+
+#: the semantics of this module: coopmatrix and subgroup instructions
+COOP = SemanticsTable()
 
 
 def owner_mask(wg, t: CoopMatrixType, mask: np.ndarray) -> np.ndarray:
@@ -173,7 +176,7 @@ def _coop_access(wg, inst, mask, m: MemRef, t: CoopMatrixType, fn) -> None:
         fn(g, buf, flat, valid)
 
 
-@semantics("cooperative_matrix_load", "cooperative_matrix_atomic_load")
+@COOP.of("cooperative_matrix_load", "cooperative_matrix_atomic_load")
 def coop_load(wg, inst, mask):
     t: CoopMatrixType = inst.results[0].type
     out = np.zeros((wg.cfg.subgroups, t.rows, t.cols), dtype=dtype_of(t))
@@ -185,7 +188,7 @@ def coop_load(wg, inst, mask):
     return out
 
 
-@semantics("cooperative_matrix_store", "cooperative_matrix_atomic_store")
+@COOP.of("cooperative_matrix_store", "cooperative_matrix_atomic_store")
 def coop_store(wg, inst, mask):
     t: CoopMatrixType = inst.slots["value"].type
     value = per_subgroup(wg, t, operand(wg, inst, "value"))
@@ -196,7 +199,7 @@ def coop_store(wg, inst, mask):
     _coop_access(wg, inst, mask, operand(wg, inst, "tensor"), t, scatter)
 
 
-@semantics("cooperative_matrix_atomic_add", "cooperative_matrix_atomic_max",
+@COOP.of("cooperative_matrix_atomic_add", "cooperative_matrix_atomic_max",
            "cooperative_matrix_atomic_min")
 def coop_atomic_update(wg, inst, mask):
     """Component-wise read-modify-write; returns the previous values (0 where not accessed)."""
@@ -228,7 +231,7 @@ def coop_atomic_update(wg, inst, mask):
     return old
 
 
-@semantics("cooperative_matrix_prefetch")
+@COOP.of("cooperative_matrix_prefetch")
 def coop_prefetch(wg, inst, mask):
     """A hint: nothing is read.  The operands must still be dynamically uniform."""
     coop_subgroups(wg, mask)
@@ -238,7 +241,7 @@ def coop_prefetch(wg, inst, mask):
 
 
 # ---- values ---------------------------------------------------------------------------------
-@semantics("cooperative_matrix_construct")
+@COOP.of("cooperative_matrix_construct")
 def coop_construct(wg, inst, mask):
     t: CoopMatrixType = inst.results[0].type
     dtype = dtype_of(t)
@@ -262,7 +265,7 @@ def _lane_coords(wg, t: CoopMatrixType, v: int):
     return wg.sg_linear, row[p, v], col[p, v], valid[p, v]
 
 
-@semantics("cooperative_matrix_extract")
+@COOP.of("cooperative_matrix_extract")
 def coop_extract(wg, inst, mask):
     t: CoopMatrixType = inst.slots["matrix"].type
     mat = per_subgroup(wg, t, operand(wg, inst, "matrix"))
@@ -270,7 +273,7 @@ def coop_extract(wg, inst, mask):
     return np.where(valid, mat[g, r, c], np.zeros((), dtype=mat.dtype)).astype(mat.dtype)
 
 
-@semantics("cooperative_matrix_insert")
+@COOP.of("cooperative_matrix_insert")
 def coop_insert(wg, inst, mask):
     t: CoopMatrixType = inst.slots["matrix"].type
     out = per_subgroup(wg, t, operand(wg, inst, "matrix")).copy()
@@ -281,7 +284,7 @@ def coop_insert(wg, inst, mask):
     return out
 
 
-@semantics("cooperative_matrix_apply")
+@COOP.of("cooperative_matrix_apply")
 def coop_apply(wg, inst, mask):
     t: CoopMatrixType = inst.results[0].type
     out = per_subgroup(wg, t, operand(wg, inst, "a")).copy()
@@ -306,7 +309,7 @@ def coop_apply(wg, inst, mask):
     return out
 
 
-@semantics("cooperative_matrix_mul_add")
+@COOP.of("cooperative_matrix_mul_add")
 def coop_mul_add(wg, inst, mask):
     """D = A B + C per subgroup, in C's component type (16-bit floats in f32), then cast."""
     coop_subgroups(wg, mask)
@@ -320,7 +323,7 @@ def coop_mul_add(wg, inst, mask):
     return convert(acc, c_dtype, result_dtype(inst))
 
 
-@semantics("cooperative_matrix_reduce_add", "cooperative_matrix_reduce_max",
+@COOP.of("cooperative_matrix_reduce_add", "cooperative_matrix_reduce_max",
            "cooperative_matrix_reduce_min")
 def coop_reduce(wg, inst, mask):
     coop_subgroups(wg, mask)
@@ -339,7 +342,7 @@ def coop_reduce(wg, inst, mask):
     return as_type(out, dtype)
 
 
-@semantics("cooperative_matrix_scale")
+@COOP.of("cooperative_matrix_scale")
 def coop_scale(wg, inst, mask):
     dtype = result_dtype(inst)
     cd = _compute_dtype(dtype)
@@ -351,7 +354,7 @@ def coop_scale(wg, inst, mask):
 
 
 # ---- subgroup operations --------------------------------------------------------------------
-@semantics("subgroup_broadcast")
+@COOP.of("subgroup_broadcast")
 def subgroup_broadcast(wg, inst, mask):
     G, S = wg.cfg.subgroups, wg.cfg.subgroup_size
     dtype = result_dtype(inst)
@@ -386,7 +389,7 @@ def _identity(op: str, dtype: np.dtype):
     return np.array(-np.inf if op == "max" else np.inf, dtype=dtype)
 
 
-@semantics(*SUBGROUP_OPS)
+@COOP.of(*SUBGROUP_OPS)
 def subgroup_operation(wg, inst, mask):
     """Scans and reductions over the work-items of each subgroup, in subgroup-local id order.
 

@@ -104,7 +104,7 @@ class WorkGroup:
 
     def exec_region(self, region: Region, mask: Optional[np.ndarray]) -> Optional[List[Any]]:
         """Run a region; returns the yielded values, if it ends with yield."""
-        from .semantics import SEMANTICS
+        from .table import SEMANTICS
 
         allocas = []
         result = None

@@ -20,15 +20,21 @@ from ..ir.types import CoopMatrixType, GroupType, MemrefType, Type, element_type
 from . import checks
 from ..runtime.values import GroupValue as Group, MemRef, OutOfBounds, dtype_of
 
-SEMANTICS: Dict[str, Callable] = {}
+class SemanticsTable(Dict[str, Callable]):
+    """opcode -> the function giving its meaning, one table per module of the interpreter
+    (``interp/table.py`` composes them); ``@TABLE.of("opcode", ...)`` adds an entry."""
+
+    def of(self, *opcodes: str):
+        def add(fn):
+            for op in opcodes:
+                assert op not in self, f"semantics of {op} defined twice"
+                self[op] = fn
+            return fn
+        return add
 
 
-def semantics(*opcodes: str):
-    def register(fn):
-        for op in opcodes:
-            SEMANTICS[op] = fn
-        return fn
-    return register
+#: the semantics of this module: scalar instructions, memory, builtins, BLAS
+BASIC = SemanticsTable()
 
 
 def operand(wg, inst: Instruction, slot: str):
@@ -93,7 +99,7 @@ def _accumulate_dtype(t: Type) -> np.dtype:
     return dtype_of(accumulate_type(element_type(t)))
 
 
-@semantics("add", "sub", "mul", "div", "rem", "max", "min", "shl", "shr", "and", "or", "xor")
+@BASIC.of("add", "sub", "mul", "div", "rem", "max", "min", "shl", "shr", "and", "or", "xor")
 def arith_binary(wg, inst, mask):
     dtype = result_dtype(inst)
     a, b = operand(wg, inst, "a"), operand(wg, inst, "b")
@@ -129,7 +135,7 @@ def _check_division(wg, inst, mask, a, b) -> None:
         raise wg.fail(f"integer division by zero in '{inst.opcode}': {num} divided by 0", lane)
 
 
-@semantics("abs", "neg", "not", "conj", "im", "re")
+@BASIC.of("abs", "neg", "not", "conj", "im", "re")
 def arith_unary(wg, inst, mask):
     a = operand(wg, inst, "a")
     op = inst.opcode
@@ -143,7 +149,7 @@ _COMPARE = {"equal": np.equal, "not_equal": np.not_equal, "greater_than": np.gre
             "less_than_equal": np.less_equal}
 
 
-@semantics(*_COMPARE)
+@BASIC.of(*_COMPARE)
 def compare(wg, inst, mask):
     a, b = operand(wg, inst, "a"), operand(wg, inst, "b")
     cd = _compute_dtype(np.asarray(a).dtype)
@@ -164,7 +170,7 @@ def convert(x, src: np.dtype, dst: np.dtype):
     return as_type(x, dst)
 
 
-@semantics("cast")
+@BASIC.of("cast")
 def cast(wg, inst, mask):
     a = operand(wg, inst, "a")
     return convert(a, dtype_of(inst.slots["a"].type), result_dtype(inst))
@@ -181,7 +187,7 @@ def _math(op: str, x):
             "log2": np.log2}[base](x)
 
 
-@semantics("cos", "sin", "exp", "exp2", "log", "log2", "native_cos", "native_sin", "native_exp",
+@BASIC.of("cos", "sin", "exp", "exp2", "log", "log2", "native_cos", "native_sin", "native_exp",
            "native_exp2", "native_log", "native_log2")
 def math_unary(wg, inst, mask):
     dtype = result_dtype(inst)
@@ -190,7 +196,7 @@ def math_unary(wg, inst, mask):
     return as_type(_math(inst.opcode, as_type(x, cd)), dtype)
 
 
-@semantics("constant")
+@BASIC.of("constant")
 def constant(wg, inst, mask):
     t = inst.results[0].type
     value = inst.attrs["value"]
@@ -203,7 +209,7 @@ def constant(wg, inst, mask):
 _AXIS = {"x": 0, "y": 1, "z": 2}
 
 
-@semantics("group_id", "num_groups", "num_subgroups", "subgroup_size", "subgroup_id",
+@BASIC.of("group_id", "num_groups", "num_subgroups", "subgroup_size", "subgroup_id",
            "subgroup_linear_id", "subgroup_local_id")
 def builtin(wg, inst, mask):
     op = inst.opcode
@@ -305,7 +311,7 @@ def _load_element(wg, inst, mask, m: MemRef, index):
     return out
 
 
-@semantics("load", "atomic_load")
+@BASIC.of("load", "atomic_load")
 def load(wg, inst, mask):
     src = operand(wg, inst, "tensor")
     index = [wg.get(v) for v in inst.slots["index"]]
@@ -334,7 +340,7 @@ def load_group(wg, inst, g: Group, i, mask):
                   first.dtype)
 
 
-@semantics("store", "atomic_store")
+@BASIC.of("store", "atomic_store")
 def store(wg, inst, mask):
     m = operand(wg, inst, "tensor")
     value = operand(wg, inst, "value")
@@ -348,7 +354,7 @@ def store(wg, inst, mask):
 _UPDATE = {"atomic_add": np.add, "atomic_max": np.maximum, "atomic_min": np.minimum}
 
 
-@semantics("atomic_add", "atomic_max", "atomic_min")
+@BASIC.of("atomic_add", "atomic_max", "atomic_min")
 def atomic_update(wg, inst, mask):
     """Read-modify-write, one work-item after the other; returns the old values."""
     m = operand(wg, inst, "tensor")
@@ -373,7 +379,7 @@ def atomic_update(wg, inst, mask):
     return result["old"] if mask is None else old
 
 
-@semantics("alloca")
+@BASIC.of("alloca")
 def alloca(wg, inst, mask):
     t: MemrefType = inst.results[0].type
     dtype = dtype_of(t.element)
@@ -382,14 +388,14 @@ def alloca(wg, inst, mask):
     return MemRef(bid, 0, tuple(t.shape), tuple(t.stride), dtype)
 
 
-@semantics("lifetime_stop")
+@BASIC.of("lifetime_stop")
 def lifetime_stop(wg, inst, mask):
     bid = int(operand(wg, inst, "object").buffer)
     wg.memory.free(bid)
     wg.ended[bid] = f" (lifetime_stop at {inst.loc})"
 
 
-@semantics("barrier")
+@BASIC.of("barrier")
 def barrier(wg, inst, mask):
     if wg.checked and mask is not None:
         # no active work-item: a branch run only for its (ignored) results
@@ -401,7 +407,7 @@ def barrier(wg, inst, mask):
         checks.barrier(wg, inst)  # barrier.local ends the race-tracking interval
 
 
-@semantics("associated")
+@BASIC.of("associated")
 def associated(wg, inst, mask):
     x = operand(wg, inst, "tensor")
     if isinstance(x, Group):
@@ -409,7 +415,7 @@ def associated(wg, inst, mask):
     return np.asarray(x.buffer >= 0)[()]
 
 
-@semantics("size")
+@BASIC.of("size")
 def size(wg, inst, mask):
     x = operand(wg, inst, "tensor")
     if isinstance(x, Group):
@@ -422,7 +428,7 @@ def _value_or_int(wg, x):
     return x if isinstance(x, int) else wg.get(x)
 
 
-@semantics("subview")
+@BASIC.of("subview")
 def subview(wg, inst, mask):
     m: MemRef = operand(wg, inst, "tensor")
     offset = m.offset
@@ -445,7 +451,7 @@ def _index_value(wg, x):
     return int(v) if np.ndim(v) == 0 else v.astype(np.int64, copy=False)
 
 
-@semantics("expand")
+@BASIC.of("expand")
 def expand(wg, inst, mask):
     m: MemRef = operand(wg, inst, "tensor")
     mode = inst.attrs["mode"]
@@ -463,7 +469,7 @@ def expand(wg, inst, mask):
                   m.stride[:mode] + tuple(strides) + m.stride[mode + 1:], m.dtype)
 
 
-@semantics("fuse")
+@BASIC.of("fuse")
 def fuse(wg, inst, mask):
     m: MemRef = operand(wg, inst, "tensor")
     lo, hi = inst.attrs["from"], inst.attrs["to"]
@@ -511,21 +517,21 @@ def _compute(x: np.ndarray, inst) -> np.ndarray:
     return x.astype(_blas_dtype(inst))
 
 
-@semantics("axpby")
+@BASIC.of("axpby")
 def axpby(wg, inst, mask):
     B = _array(wg, inst, "B")
     A = _op(_array(wg, inst, "A"), inst.modifier("ta"))
     _update(wg, inst, B, _compute(A, inst))
 
 
-@semantics("cumsum")
+@BASIC.of("cumsum")
 def cumsum(wg, inst, mask):
     B = _array(wg, inst, "B")
     A = _array(wg, inst, "A")
     _update(wg, inst, B, np.cumsum(_compute(A, inst), axis=inst.attrs["mode"]))
 
 
-@semantics("sum")
+@BASIC.of("sum")
 def sum_(wg, inst, mask):
     B = _array(wg, inst, "B")
     A = _op(_array(wg, inst, "A"), inst.modifier("ta"))
@@ -533,7 +539,7 @@ def sum_(wg, inst, mask):
     _update(wg, inst, B, total)
 
 
-@semantics("gemm")
+@BASIC.of("gemm")
 def gemm(wg, inst, mask):
     C = _array(wg, inst, "C")
     A = _op(_array(wg, inst, "A"), inst.modifier("ta"))
@@ -541,25 +547,22 @@ def gemm(wg, inst, mask):
     _update(wg, inst, C, _compute(A, inst) @ _compute(B, inst))
 
 
-@semantics("gemv")
+@BASIC.of("gemv")
 def gemv(wg, inst, mask):
     C = _array(wg, inst, "C")
     A = _op(_array(wg, inst, "A"), inst.modifier("ta"))
     _update(wg, inst, C, _compute(A, inst) @ _compute(_array(wg, inst, "B"), inst))
 
 
-@semantics("ger")
+@BASIC.of("ger")
 def ger(wg, inst, mask):
     C = _array(wg, inst, "C")
     a, b = (_compute(_array(wg, inst, slot), inst) for slot in ("A", "B"))
     _update(wg, inst, C, np.outer(a, b))
 
 
-@semantics("hadamard")
+@BASIC.of("hadamard")
 def hadamard(wg, inst, mask):
     C = _array(wg, inst, "C")
     a, b = (_compute(_array(wg, inst, slot), inst) for slot in ("A", "B"))
     _update(wg, inst, C, a * b)
-
-
-from . import coop  # noqa: E402,F401  (registers coopmatrix and subgroup semantics)

@@ -1289,7 +1289,7 @@ def _embeds(have: Tuple[int, ...], want: Tuple[int, ...]) -> Optional[List[int]]
 
 
 def _coop_supported() -> bool:
-    from ..interp.semantics import SEMANTICS
+    from ..interp.table import SEMANTICS
 
     return all(op in SEMANTICS for op in ("cooperative_matrix_load", "cooperative_matrix_store",
                                           "cooperative_matrix_mul_add",
@@ -1298,7 +1298,7 @@ def _coop_supported() -> bool:
 
 
 def _subgroup_supported() -> bool:
-    from ..interp.semantics import SEMANTICS
+    from ..interp.table import SEMANTICS
 
     return "subgroup_reduce_add" in SEMANTICS and "subgroup_broadcast" in SEMANTICS
 
