@@ -209,9 +209,9 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
 
     offsets (i64 x M*N): element offsets of the components from m.ptr; valid (i1 x M*N):
     the components accessed (the checked flags and the subgroup's activity);
-    contiguous: whether each column of the matrix is contiguous in memory (not
-    transposed, unit row stride); at(r, c): a pointer to component (r, c) (plain
-    address arithmetic, no vector of offsets)."""
+    contiguous: which runs of the matrix are contiguous in memory (the memref's row
+    stride is 1): "columns" (not transposed), "rows" (transposed) or None; at(r, c): a
+    pointer to component (r, c) (plain address arithmetic, no vector of offsets)."""
     b = cg.b
     lane = first_lane(cg, g) if cg.mask is not None else ir.Constant(I32, g * cg.S)
     m = memref_in(cg, cg.get(inst.slots["tensor"]), lane)
@@ -259,7 +259,7 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         valid = b.and_(valid, splat_n(cg, active, n))
     st0, st1 = (cg.ival(s) for s in m.stride)
     off = b.add(b.mul(ri, splat_n(cg, st0, n)), b.mul(ci, splat_n(cg, st1, n)))
-    contiguous = not transpose and _unit_row_stride(m)
+    contiguous = ("rows" if transpose else "columns") if _unit_row_stride(m) else None
 
     origin = []
     et = elem_type(t.component)
@@ -295,12 +295,6 @@ def _unit_row_stride(m: MemVal) -> bool:
     return isinstance(m.stride[0], int) and m.stride[0] == 1
 
 
-def _transposed_rows(cg: FunctionCodegen, inst: Instruction) -> bool:
-    """A transposed access to a memref with unit row stride: each row of the matrix is
-    contiguous in memory."""
-    return inst.modifier("ta") == "t" and _unit_row_stride(cg.get(inst.slots["tensor"]))
-
-
 def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> CoopVal:
     b = cg.b
     comp = t.component
@@ -310,7 +304,6 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
     # layout), so that each broadcast becomes a broadcasting load (no shuffles, no gather)
     by_entry = (t.use == "matrix_b" and not comp.is_complex
                 and inst.modifier("checked") is None and cg.mask is None)
-    transposed_rows = _transposed_rows(cg, inst)
     mats = []
     for g in range(subgroups(cg)):
         result = {}
@@ -325,14 +318,14 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
                         v = b.insert_element(v, e, ir.Constant(I32, c * M + r))
                 result["v"] = v
                 return
-            if contiguous and not comp.is_complex:
+            if contiguous == "columns" and not comp.is_complex:
                 cols = []
                 for c in range(N):
                     p = at(0, c)
                     cols.append(_masked_load(cg, lt, p, _column(cg, valid, c, M), M))
                 result["v"] = concat(cg, cols)
                 return
-            if transposed_rows and not comp.is_complex:
+            if contiguous == "rows" and not comp.is_complex:
                 # a transposed tile of a memref with unit row stride: each row of the
                 # matrix is contiguous (N components), loaded as one vector; one shuffle
                 # makes the rows columns (a gather of M N components is scalarized where
@@ -379,18 +372,17 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
     comp = t.component
     lt = LLTYPE[comp.name]
     M, N = t.rows, t.cols
-    transposed_rows = _transposed_rows(cg, inst)
     _note_write(cg, inst)
     for g in range(subgroups(cg)):
         mat = value.mats[g]
 
         def store(m: MemVal, off, valid, contiguous, at):
-            if contiguous and not comp.is_complex:
+            if contiguous == "columns" and not comp.is_complex:
                 for c in range(N):
                     p = at(0, c)
                     _masked_store(cg, _column(cg, mat, c, M), p, _column(cg, valid, c, M))
                 return
-            if transposed_rows and not comp.is_complex:
+            if contiguous == "rows" and not comp.is_complex:
                 # rows of a transposed tile are contiguous (see load_matrix)
                 for r in range(M):
                     _masked_store(cg, _row(cg, mat, r, M, N), at(r, 0), _row(cg, valid, r, M, N))
