@@ -2,18 +2,7 @@
 of its modules (``semantics.BASIC``, ``coop.COOP``) in this one place."""
 from __future__ import annotations
 
-from typing import Callable, Dict
-
+from ..ir.ops import compose_tables
 from . import coop, semantics
 
-
-def _compose(*tables: Dict[str, Callable]) -> Dict[str, Callable]:
-    out: Dict[str, Callable] = {}
-    for table in tables:
-        twice = set(out) & set(table)
-        assert not twice, f"semantics defined twice: {sorted(twice)}"
-        out.update(table)
-    return out
-
-
-SEMANTICS = _compose(semantics.BASIC, coop.COOP)
+SEMANTICS = compose_tables(semantics.BASIC, coop.COOP)

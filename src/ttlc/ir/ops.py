@@ -401,6 +401,21 @@ REGION_OPS = tuple(name for name, d in OPS.items() if d.regions)
 assert all((d.effects is None) == (not d.memory_slots) for d in OPS.values()), \
     "an instruction takes a memref operand exactly when it declares its memory effects"
 
+
+
+def compose_tables(*tables: Dict[str, Callable]) -> Dict[str, Callable]:
+    """One opcode -> implementation table from the tables of several modules (a back end's
+    emitters, the interpreter's semantics); an opcode claimed twice is a mistake."""
+    out: Dict[str, Callable] = {}
+    for table in tables:
+        for op, fn in table.items():
+            if op in out:
+                raise AssertionError(f"two implementations of {op}: {out[op].__module__}."
+                                     f"{out[op].__name__} and {fn.__module__}.{fn.__name__}")
+            out[op] = fn
+    return out
+
+
 #: attribute names written without quotes (spec section "Attributes")
 KNOWN_ATTRIBUTE_NAMES = ("alignment", "shape_gcd", "stride_gcd", "subgroup_size", "unroll",
                          "work_group_size")

@@ -77,7 +77,7 @@ from llvmlite import ir
 
 from ...diagnostics import CompileError, Diagnostic
 from ...ir.core import Instruction, Program
-from ...ir.ops import FOREACH_OPS, OPS
+from ...ir.ops import FOREACH_OPS, OPS, compose_tables
 from ...ir.types import CoopMatrixType
 from . import amx, arith, control, coop, memory, mul_add, subgroup
 from .abi import KernelInfo
@@ -88,18 +88,6 @@ from .values import Unsupported
 #: opcodes the "lower" pipeline replaces before code generation (``module.lower``): the
 #: BLAS instructions and the foreach loops
 LOWERED = frozenset(name for name, d in OPS.items() if d.blas is not None) | set(FOREACH_OPS)
-
-
-def _compose(*tables: Dict[str, Callable]) -> Dict[str, Callable]:
-    """One table of the concerns' tables; an opcode claimed twice is a mistake."""
-    out: Dict[str, Callable] = {}
-    for table in tables:
-        for op, fn in table.items():
-            if op in out:
-                raise AssertionError(f"two emitters for {op}: {out[op].__module__}."
-                                     f"{out[op].__name__} and {fn.__module__}.{fn.__name__}")
-            out[op] = fn
-    return out
 
 
 def _on_matrices(numbers: Callable, matrices: Callable) -> Callable:
@@ -113,7 +101,7 @@ def _on_matrices(numbers: Callable, matrices: Callable) -> Callable:
 
 
 def _table() -> Dict[str, Callable]:
-    table = _compose(arith.EMITTERS, memory.EMITTERS, control.EMITTERS, subgroup.EMITTERS,
+    table = compose_tables(arith.EMITTERS, memory.EMITTERS, control.EMITTERS, subgroup.EMITTERS,
                      coop.EMITTERS, mul_add.EMITTERS)
     for op, fn in coop.ELEMENTWISE.items():
         table[op] = _on_matrices(table[op], fn)
