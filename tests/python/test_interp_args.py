@@ -506,6 +506,28 @@ def test_access_through_null_memref_is_a_kernel_error(copy):
         copy(np.zeros((4, 3), np.float32, order="F"), None, grid=(1,))
 
 
+NULL_GEMM = """func @g(%A: group<memref<f32x4x4>x?>, %B: memref<f32x4x4>, %C: memref<f32x4x4>) {
+  %i = group_id.x : index
+  %a = load %A[%i] : memref<f32x4x4>
+  %one = constant 1.0 : f32
+  %zero = constant 0.0 : f32
+  gemm.n.n %one, %a, %B, %zero, %C
+}"""
+
+
+@pytest.mark.parametrize("null", ["B", "member"])
+def test_collective_access_through_null_memref_is_a_kernel_error(null):
+    """Checked code (spec: memref access through a null memref is an error): a gemm,
+    lowered to cooperative-matrix loads and stores, names the null operand's group."""
+    a = np.asfortranarray(np.ones((4, 4), np.float32))
+    c = np.zeros((4, 4), np.float32, order="F")
+    members, b = ([a, a], None) if null == "B" else ([a, None], a)
+    k = compile_for_target(NULL_GEMM, checked=True)["g"]
+    group = "0" if null == "B" else "1"
+    with pytest.raises(ttlc.KernelError, match=rf"group \({group}, 0, 0\).*null memref"):
+        k(members, b, c, grid=(2,))
+
+
 @pytest.mark.parametrize("checked", [False, True])
 def test_read_only_arrays(checked):
     double = compile_for_target(DOUBLE_1D, checked=checked)["double"]

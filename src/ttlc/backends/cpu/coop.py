@@ -31,12 +31,12 @@ from ...ir.numerics import accumulate_type
 from ...ir.core import Instruction
 from ...ir.ops import ARITH_BINARY, ARITH_UNARY
 from ...ir.types import CoopMatrixType, ScalarType
-from .abi import E_COOP_DIV_ZERO
+from .abi import E_COOP_DIV_ZERO, E_NULL
 from .arith import binary, convert, unary
 from .arith import constant as scalar_constant
 from .function import FunctionCodegen, lane_loop
 from .memory import (_align, _component_ptrs, _masked_load, _masked_store, _note_write,
-                     _store_atomic, atomic_update, elem_type, lt_size)
+                     _store_atomic, atomic_update, elem_type, is_null, lt_size)
 from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, MemVal,
                      VectorConstant, is_vec, parts)
 
@@ -241,6 +241,12 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         valid = b.and_(valid, col_guard)
     active = subgroup_active(cg, g)
     if cg.checked:
+        null = b.and_(is_null(cg, m), cg.reduce_or(valid))
+        if active is not None:
+            null = b.and_(null, active)
+        saved, cg.mask = cg.mask, None
+        cg.fail_if(null, E_NULL, lane=lane)
+        cg.mask = saved
         bad = b.and_(valid, b.xor(b.and_(in_rows, in_cols), ir.Constant(valid.type, [1] * n)))
         # the first bad component in row-major order (as the interpreter reports it)
         by_rows = [c * M + r for r in range(M) for c in range(N)]

@@ -44,12 +44,18 @@ def _offset(cg: FunctionCodegen, m: MemVal, index: List) -> IndexLike:
     return off
 
 
+def is_null(cg: FunctionCodegen, m: MemVal) -> ir.Value:
+    """Whether m is a null memref (``None`` passed), per lane where m varies."""
+    b = cg.b
+    if not is_vec(m.ptr):
+        return b.icmp_unsigned("==", m.ptr, ir.Constant(PTR, None))
+    return b.icmp_unsigned("==", b.ptrtoint(m.ptr, cg.vt(I64)), cg.const_like(m.ptr, I64, 0))
+
+
 def _check_access(cg: FunctionCodegen, m: MemVal, index: List) -> None:
     """Checked code: no null memref, every index within the shape."""
     b = cg.b
-    null = b.icmp_unsigned("==", m.ptr, ir.Constant(PTR, None)) if not is_vec(m.ptr) else \
-        b.icmp_unsigned("==", b.ptrtoint(m.ptr, cg.vt(I64)), cg.const_like(m.ptr, I64, 0))
-    cg.fail_if(null, E_NULL)
+    cg.fail_if(is_null(cg, m), E_NULL)
     for mode, (i, size) in enumerate(zip(index, m.shape)):
         iv, sv = cg.match(cg.ival(i), cg.ival(size))
         bad = b.or_(b.icmp_signed("<", iv, cg.const_like(iv, I64, 0)), b.icmp_signed(">=", iv, sv))
