@@ -234,10 +234,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dim", type=int, default=16, help="size used for every dynamic mode")
     p.add_argument("--group-size", type=int, default=4, help="members of dynamic-size groups")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
-    p.add_argument("--checked", action="store_true",
-                   help="check bounds, barriers and division by zero (interp: also races "
-                        "and uniformity)")
-    p.set_defaults(run=cmd_run)
+    p.add_argument("--unchecked", dest="checked", action="store_false",
+                   help="run without the run-time checks (bounds, null memrefs, barriers, "
+                        "division by zero; interp: also races and uniformity), which are on "
+                        "by default: a kernel breaking the language's rules is then "
+                        "undefined behaviour")
+    p.add_argument("--checked", dest="checked", action="store_true",
+                   help="run with the run-time checks (the default)")
+    p.set_defaults(run=cmd_run, checked=True)
     return parser
 
 

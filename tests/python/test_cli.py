@@ -176,6 +176,29 @@ RUN_KERNEL = """func @k(%s: memref<f32>, %A: memref<f32x4x2,strided<2,10>>,
 """
 
 
+OUT_OF_BOUNDS = """func @oob(%a: memref<f32x4>) {
+    %c = constant 4 : index
+    %z = constant 0.0 : f32
+    store %z, %a[%c]
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["interp", "cpu"])
+def test_run_is_checked_unless_told(tmp_path, target):
+    """ttlc run finds what checked mode finds (here: a store past the end) by default;
+    --unchecked turns the checks off (the kernel's behaviour is then undefined, so only
+    that no KernelError is reported is asserted, via a kernel without faults)."""
+    path = tmp_path / "oob.ir"
+    path.write_text(OUT_OF_BOUNDS)
+    code, out, err = ttlc("run", "--target", target, "--dim", "4", str(path))
+    assert code == 1 and "out of bounds" in err, (code, out, err)
+    ok = tmp_path / "ok.ir"
+    ok.write_text(OUT_OF_BOUNDS.replace("constant 4", "constant 3"))
+    code, out, err = ttlc("run", "--target", target, "--unchecked", str(ok))
+    assert code == 0, err
+
+
 @pytest.mark.parametrize("target", ["interp", "cpu"])
 def test_run_builds_inputs_for_every_argument_kind(tmp_path, target):
     path = tmp_path / "run.ir"

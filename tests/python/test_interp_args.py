@@ -694,6 +694,20 @@ def test_bad_grid(ids, grid, exc):
     assert out[0, 0, 0] == -1
 
 
+@pytest.mark.parametrize("grid, limit", [(2**63, "limit of 2147483647"),
+                                         ((2**62, 4), "limit of 2147483647"),
+                                         ((2**32, 2**32), "limit of 2147483647"),
+                                         ((1, 2**31), "grid mode y .* limit of 2147483647"),
+                                         ((2**31 - 1,) * 3, r"more than 2\*\*63 - 1")])
+def test_grid_past_the_target_limit(ids, grid, limit):
+    """A grid that cannot be launched is refused (never a struct error, a launch of no
+    work-group through an overflowing product, or a launch that cannot finish)."""
+    out = np.full((1, 1, 1), -1, np.int64)
+    with pytest.raises(ValueError, match=limit):
+        ids(out, grid=grid)
+    assert out[0, 0, 0] == -1
+
+
 def test_defaults_subgroup_16_work_group_16x1():
     k = compile_for_target(DEFAULTS)["defaults"]
     out = np.zeros(4, np.int32)

@@ -19,7 +19,7 @@ class InterpModule(Module):
     target = "interp"
 
     def __init__(self, program: Program, machine: Target, checked: bool = False):
-        super().__init__(program, checked)
+        super().__init__(program, checked, machine.max_grid)
         #: the target description whose sizes functions run with (``ExecConfig.of``)
         self.machine = machine
 

@@ -1,10 +1,14 @@
 """Compiled modules and kernel launches (README, "Running kernels")."""
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any, Dict, Sequence, Tuple
 
 from ..ir.core import Function, Program
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 
 
 class Kernel:
@@ -16,7 +20,7 @@ class Kernel:
         self.name = func.name
 
     def __call__(self, *args: Any, grid: Sequence[int] = (1, 1, 1)) -> None:
-        grid = _grid(grid)
+        grid = _grid(grid, self.module.max_grid)
         self.module.launch(self, args, grid)
 
     def __repr__(self) -> str:
@@ -28,9 +32,12 @@ class Module:
 
     target = "none"
 
-    def __init__(self, program: Program, checked: bool = False):
+    def __init__(self, program: Program, checked: bool = False,
+                 max_grid: Tuple[int, int, int] = (INT32_MAX,) * 3):
         self.program = program
         self.checked = checked
+        #: the largest grid size per mode the target launches (``Target.max_grid``)
+        self.max_grid = max_grid
         self.kernels: Dict[str, Kernel] = {f.name: Kernel(self, f) for f in program.functions}
 
     def __getitem__(self, name: str) -> Kernel:
@@ -51,14 +58,17 @@ class Module:
 _ONES = {1: (1, 1), 2: (1,), 3: ()}
 
 
-def _grid(grid) -> Tuple[int, int, int]:
-    """(gx, gy, gz) from an integer or a 1-, 2- or 3-tuple of non-negative integers."""
+def _grid(grid, limit: Tuple[int, int, int]) -> Tuple[int, int, int]:
+    """(gx, gy, gz) from an integer or a 1-, 2- or 3-tuple of non-negative integers, each
+    at most the target's limit (work-group ids are computed in 64-bit integers, and a
+    launch that could not finish is refused rather than attempted)."""
     if type(grid) is tuple and 0 < len(grid) <= 3:  # the common case, quickly
-        for x in grid:
-            if type(x) is not int or x < 0:
+        for x, top in zip(grid, limit):
+            if type(x) is not int or not 0 <= x <= top:
                 break
         else:
-            return grid + _ONES[len(grid)]
+            if math.prod(grid) <= INT64_MAX:
+                return grid + _ONES[len(grid)]
     try:
         items = [grid] if not hasattr(grid, "__iter__") else list(grid)
         g = tuple(operator.index(x) for x in items)
@@ -67,4 +77,10 @@ def _grid(grid) -> Tuple[int, int, int]:
                         f"{grid!r}") from None
     if not 1 <= len(g) <= 3 or any(x < 0 for x in g):
         raise ValueError(f"grid must be 1 to 3 non-negative sizes, got {grid!r}")
+    for mode, (x, top) in enumerate(zip(g, limit)):
+        if x > top:
+            raise ValueError(f"grid mode {'xyz'[mode]} is {x}, past this target's limit of "
+                             f"{top} work-groups (grid={grid!r})")
+    if math.prod(g) > INT64_MAX:
+        raise ValueError(f"grid {grid!r} has more than 2**63 - 1 work-groups")
     return g + (1,) * (3 - len(g))

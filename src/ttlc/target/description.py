@@ -133,6 +133,8 @@ class Target:
     #: the sizes work-group-size chooses, a chosen work-group having at most this many
     #: work-items
     auto_work_group_limit: int = 0
+    #: the largest grid (number of work-groups) per mode a launch may ask for
+    max_grid: Tuple[int, int, int] = (2**31 - 1,) * 3
 
     def storage_layout(self, t: CoopMatrixType, S: int) -> MatrixLayout:
         """The layout a coopmatrix of type t has inside a kernel for this target."""
@@ -160,7 +162,7 @@ TARGETS: Dict[str, Target] = {
                   auto_work_group_limit=1024),
     # NVIDIA GPUs: warps of 32
     "nvidia": Target("nvidia", (32,), 1024, 255 * 4 * 32, simt=True, matrix=NVIDIA_MMA,
-                     auto_work_group_limit=1024),
+                     auto_work_group_limit=1024, max_grid=(2**31 - 1, 65535, 65535)),
 }
 
 

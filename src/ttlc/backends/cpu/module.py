@@ -378,7 +378,8 @@ class CpuModule(Module):
     target = "cpu"
 
     def __init__(self, program: Program, machine: Optional[Target] = None, checked: bool = False):
-        super().__init__(program, checked)
+        machine = machine or _machine()
+        super().__init__(program, checked, machine.max_grid)
         self.artifacts = Artifacts(program, checked, machine)
         obj, self.infos, self.cache_hit = self.artifacts.load_or_build()
         try:
