@@ -906,10 +906,66 @@ def test_correct_coopmatrix_gemm_matches_unchecked():
     np.testing.assert_array_equal(C1, C2)
 
 
+# ---- subview rules and the shape rules of collective instructions (spec: Subview, Gemm, ...) -----
+SUBVIEW = """\
+func @scale(%x: memref<f32x?>, %off: index, %n: index) {
+    %xs = subview %x[%off:%n] : memref<f32x?>   ; OFFENDING
+    %c2 = constant 2.0 : f32
+    %zero = constant 0.0 : f32
+    axpby %c2, %xs, %zero, %xs
+}
+"""
+
+
+@pytest.mark.parametrize("off, n, what", [(14, 4, "the slice overruns the mode's size 16"),
+                                          (0, -2, "a negative size"),
+                                          (-1, 2, "a negative offset"),
+                                          (3, 0, "a dynamic size of zero is undefined")])
+def test_subview_outside_its_memref(off, n, what):
+    """The issue's example: a view past the end of a view of a larger buffer would write
+    the caller's memory after the array passed; checked code reports it before."""
+    buf = np.ones(20, np.float32)
+    msg = finding(SUBVIEW, "scale", (buf[:16], off, n))
+    assert msg.startswith(f"{FILE}:{line_of(SUBVIEW, 'OFFENDING')}."), msg
+    assert f"offset {off} with size {n}: {what}" in msg, msg
+    np.testing.assert_array_equal(buf, 1)  # nothing written
+
+
+BLAS_SHAPES = """\
+func @mm(%A: memref<f32x?x?>, %B: memref<f32x?x?>, %C: memref<f32x?x?>) {
+    %one = constant 1.0 : f32
+    gemm.n.n %one, %A, %B, %one, %C   ; OFFENDING
+}
+func @add(%a: memref<f32x?>, %b: memref<f32x?>) {
+    %one = constant 1.0 : f32
+    axpby %one, %a, %one, %b   ; AXPBY
+}
+"""
+
+
+@pytest.mark.interp_only(reason=interp_testing.BLAS_SHAPES)
+@pytest.mark.parametrize("checked", [True, False])
+def test_collective_shape_rules_at_run_time(checked):
+    """Sizes breaking a collective instruction's shape rules are a KernelError naming the
+    rule, checked or not (the interpreter never lets NumPy's error through)."""
+    module = compile_(BLAS_SHAPES, checked=checked)
+    C = farray(np.zeros((8, 8)))
+    with pytest.raises(ttlc.KernelError, match=r"columns of op\(A\) \(4x3\) do not match rows "
+                                               r"of op\(B\) \(5x4\)"):
+        module["mm"](farray(np.ones((4, 3))), farray(np.ones((5, 4))), C)
+    with pytest.raises(ttlc.KernelError, match=r"shape of C \(8x8\) does not match op\(A\) "
+                                               r"op\(B\) \(4x4\)"):
+        module["mm"](farray(np.ones((4, 3))), farray(np.ones((3, 4))), C)
+    np.testing.assert_array_equal(C, 0)
+    with pytest.raises(ttlc.KernelError, match=rf"{FILE}:{line_of(BLAS_SHAPES, 'AXPBY')}\..*"
+                                               r"shape of B \(6\) does not match shape of op\(A\) \(5\)"):
+        module["add"](farray(np.ones(5)), farray(np.ones(6)))
+
+
 @pytest.mark.parametrize("src", [TRANSPOSE.replace("BARRIER", "barrier.local"), REDUCE, GEMM,
                                  FOREACH_TILE, ATOMICS.replace("READ", ""), REGIONS, SAME_ITEM,
                                  CONVERGENT_IF, FOREACH,
                                  COOP_LOCAL.replace("BARRIER", "barrier.local"), SCALAR_BOUNDS,
-                                 DIVERGENT_BARRIER, LIFETIME])
+                                 DIVERGENT_BARRIER, LIFETIME, SUBVIEW, BLAS_SHAPES])
 def test_kernels_are_valid(src):
     ttlc.check(textwrap.dedent(src))

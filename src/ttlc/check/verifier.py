@@ -15,6 +15,7 @@ from ..ir.constants import literal_fits
 from ..ir.core import Function, Instruction, Location, Program, Region, Value
 from ..ir.layout import layout_of
 from ..ir.ops import COLLECTIVE, KNOWN_ATTRIBUTE_NAMES, OPS, SPMD, YIELDING_OPS
+from ..ir.traits import blas_shape_rules
 from ..ir.types import (BOOL, DYNAMIC, I32, INDEX, BoolType, CoopMatrixType, GroupType,
                         MemrefType, ScalarType, Type, VoidType, cast_allowed, promotable, promote,
                         stride_error)
@@ -342,10 +343,6 @@ def check_alloca(vf: Verifier, inst: Instruction) -> None:
             raise Invalid(f"attribute '{key}' is not valid on alloca (allowed: alignment)")
 
 
-def _transposed(t: MemrefType, transpose: str):
-    return tuple(reversed(t.shape)) if transpose == "t" and t.order == 2 else t.shape
-
-
 def _check_atomic_beta(inst: Instruction) -> None:
     if inst.modifier("atomic"):
         beta = inst.slots["beta"]
@@ -367,67 +364,46 @@ def check_blas(vf: Verifier, inst: Instruction) -> None:
     beta = scalar(inst.slots["beta"], "beta")
     A = memref(inst.slots["A"], names[0])
     out = memref(inst.slots[roles.written], names[-1])
-    ta = inst.modifier("ta") if any(m.slot == "ta" for m in inst.opdef.modifiers) else "n"
-    if op in ("axpby", "cumsum", "sum"):
-        if op == "axpby":
-            require_order(out, (0, 1, 2), "B")
-            if not _same_shape(out.shape, _transposed(A, ta)):
-                raise Invalid(f"shape of B ({_dims(out.shape)}) does not match shape of op(A) "
-                              f"({_dims(_transposed(A, ta))})")
-        elif op == "cumsum":
-            if A.order < 1:
-                raise Invalid(f"A must have order 1 or more, but has order 0 ({A})")
-            mode = inst.attrs["mode"]
-            if not 0 <= mode < A.order:
-                raise Invalid(f"summation mode {mode} is out of range for A of order {A.order}")
-            if not _same_shape(A.shape, out.shape):
-                raise Invalid(f"shape of A ({_dims(A.shape)}) does not match shape of B "
-                              f"({_dims(out.shape)})")
-        else:
-            require_order(out, (0, 1), "b")
-            if A.order != out.order + 1:
-                raise Invalid(f"A must have order {out.order + 1} (one more than b), not {A.order}")
-            if out.order == 1 and not _same_dim(out.shape[0], _transposed(A, ta)[0]):
-                raise Invalid(f"rows of b ({_dims(out.shape)}) do not match rows of op(A) "
-                              f"({_dims(_transposed(A, ta))})")
+    ta, tb = (inst.modifier(t) if any(m.slot == t for m in inst.opdef.modifiers) else "n"
+              for t in ("ta", "tb"))
+    B = memref(inst.slots["B"], names[1]) if "B" in roles.reads else None
+    if op == "axpby":
+        require_order(out, (0, 1, 2), "B")
+    elif op == "cumsum":
+        if A.order < 1:
+            raise Invalid(f"A must have order 1 or more, but has order 0 ({A})")
+        mode = inst.attrs["mode"]
+        if not 0 <= mode < A.order:
+            raise Invalid(f"summation mode {mode} is out of range for A of order {A.order}")
+    elif op == "sum":
+        require_order(out, (0, 1), "b")
+        if A.order != out.order + 1:
+            raise Invalid(f"A must have order {out.order + 1} (one more than b), not {A.order}")
+    elif op == "gemm":
+        for t, name in ((A, "A"), (B, "B"), (out, "C")):
+            require_order(t, (2,), name)
+    elif op == "gemv":
+        require_order(A, (2,), "A")
+        require_order(B, (1,), "b")
+        require_order(out, (1,), "c")
+    elif op == "ger":
+        require_order(A, (1,), "a")
+        require_order(B, (1,), "b")
+        require_order(out, (2,), "C")
+    else:  # hadamard
+        require_order(A, (1, 2), "A")
+        if not (A.order == B.order == out.order):
+            raise Invalid(f"A, B and C must have the same order ({A.order}, {B.order}, {out.order})")
+    shapes = {slot: inst.slots[slot].type.shape for slot in roles.slots}
+    for left, right, message in blas_shape_rules(op, shapes, ta, tb):
+        if not _same_shape(left, right):
+            raise Invalid(message)
+    if B is None:
         require_promotable(alpha, A.element, "alpha", "A")
         require_promotable(A.element, out.element, "A", names[1])
         require_promotable(beta, out.element, "beta", names[1])
         _check_atomic_beta(inst)
         return
-    B = memref(inst.slots["B"], names[1])
-    if op == "gemm":
-        for t, name in ((A, "A"), (B, "B"), (out, "C")):
-            require_order(t, (2,), name)
-        opA, opB = _transposed(A, ta), _transposed(B, inst.modifier("tb"))
-        if not _same_dim(opA[1], opB[0]):
-            raise Invalid(f"columns of op(A) ({_dims(opA)}) do not match rows of op(B) ({_dims(opB)})")
-        if not _same_shape(out.shape, (opA[0], opB[1])):
-            raise Invalid(f"shape of C ({_dims(out.shape)}) does not match op(A) op(B) "
-                          f"({_dims((opA[0], opB[1]))})")
-    elif op == "gemv":
-        require_order(A, (2,), "A")
-        require_order(B, (1,), "b")
-        require_order(out, (1,), "c")
-        opA = _transposed(A, ta)
-        if not _same_dim(opA[1], B.shape[0]):
-            raise Invalid(f"columns of op(A) ({_dims(opA)}) do not match rows of b ({_dims(B.shape)})")
-        if not _same_dim(out.shape[0], opA[0]):
-            raise Invalid(f"rows of c ({_dims(out.shape)}) do not match rows of op(A) ({_dims(opA)})")
-    elif op == "ger":
-        require_order(A, (1,), "a")
-        require_order(B, (1,), "b")
-        require_order(out, (2,), "C")
-        if not _same_shape(out.shape, (A.shape[0], B.shape[0])):
-            raise Invalid(f"shape of C ({_dims(out.shape)}) does not match a b^T "
-                          f"({_dims((A.shape[0], B.shape[0]))})")
-    else:  # hadamard
-        require_order(A, (1, 2), "A")
-        if not (A.order == B.order == out.order):
-            raise Invalid(f"A, B and C must have the same order ({A.order}, {B.order}, {out.order})")
-        if not (_same_shape(A.shape, B.shape) and _same_shape(A.shape, out.shape)):
-            raise Invalid(f"shapes of A ({_dims(A.shape)}), B ({_dims(B.shape)}) and C "
-                          f"({_dims(out.shape)}) must match")
     a, b, c = names
     ab = promote(A.element, B.element)
     if ab is None:

@@ -16,6 +16,7 @@ import numpy as np
 from ..ir.core import Instruction
 from ..ir.layout import layout_of
 from ..ir.numerics import accumulate_type, c_divmod, shift_amount
+from ..ir.traits import blas_shape_rules
 from ..ir.types import CoopMatrixType, GroupType, MemrefType, Type, element_type
 from . import checks
 from ..runtime.values import GroupValue as Group, MemRef, OutOfBounds, dtype_of
@@ -434,13 +435,36 @@ def subview(wg, inst, mask):
     offset = m.offset
     shape, stride = [], []
     for mode, (off, size) in enumerate(inst.slots["slices"]):
-        off = _index_value(wg, off)
+        dynamic = not isinstance(size, int)
+        off, size = _index_value(wg, off), _index_value(wg, size)
+        _check_slice(wg, mask, mode, off, size, dynamic, m.shape[mode])
         offset = offset + off * m.stride[mode]
-        if isinstance(size, int) and size == 0:
+        if not dynamic and size == 0:
             continue
-        shape.append(_index_value(wg, size))
+        shape.append(size)
         stride.append(m.stride[mode])
     return MemRef(m.buffer, offset, tuple(shape), tuple(stride), m.dtype)
+
+
+def _check_slice(wg, mask, mode: int, off, size, dynamic: bool, extent) -> None:
+    """The spec's rules of a slice (offset non-negative, size positive, the slice inside
+    the mode; a single index, size 0, inside the mode) in checked code; a negative size
+    always (a view of negative size does not exist)."""
+    bad = np.asarray(size < 0)
+    if wg.checked:
+        end = off + np.maximum(size, 1)
+        bad = bad | (off < 0) | (end > extent) | (dynamic and size == 0)
+    if mask is not None and np.ndim(bad):
+        bad = bad & mask
+    if not np.any(bad):
+        return
+    lane = int(np.argmax(bad)) if np.ndim(bad) else None
+    pick = (lambda x: int(x[lane]) if np.ndim(x) else int(x))
+    o, n, e = pick(np.asarray(off)), pick(np.asarray(size)), pick(np.asarray(extent))
+    what = ("a dynamic size of zero is undefined behaviour" if dynamic and n == 0
+            else "a negative size" if n < 0 else "a negative offset" if o < 0
+            else f"the slice overruns the mode's size {e}")
+    raise wg.fail(f"subview of mode {mode} at offset {o} with size {n}: {what}", lane)
 
 
 def _index_value(wg, x):
@@ -485,10 +509,22 @@ def fuse(wg, inst, mask):
 
 
 # ---- collective BLAS ------------------------------------------------------------------------
-def _array(wg, inst, slot):
-    m = operand(wg, inst, slot)
-    _buffer(wg, int(m.buffer))
-    return wg.memory.ndarray(m)
+def _arrays(wg, inst) -> Dict[str, np.ndarray]:
+    """NumPy views of a BLAS instruction's memref operands, by slot, once their sizes
+    satisfy the instruction's shape rules (a dynamic size breaking one is a KernelError,
+    checked or not: never NumPy's broadcasting or its error)."""
+    arrays = {}
+    for slot in inst.opdef.blas.slots:
+        m = operand(wg, inst, slot)
+        _buffer(wg, int(m.buffer))
+        arrays[slot] = wg.memory.ndarray(m)
+    ta, tb = (inst.modifier(t) if any(m.slot == t for m in inst.opdef.modifiers) else "n"
+              for t in ("ta", "tb"))
+    shapes = {slot: a.shape for slot, a in arrays.items()}
+    for left, right, message in blas_shape_rules(inst.opcode, shapes, ta, tb):
+        if left != right:
+            raise wg.fail(message)
+    return arrays
 
 
 def _op(x: np.ndarray, transpose: str) -> np.ndarray:
@@ -519,50 +555,45 @@ def _compute(x: np.ndarray, inst) -> np.ndarray:
 
 @BASIC.of("axpby")
 def axpby(wg, inst, mask):
-    B = _array(wg, inst, "B")
-    A = _op(_array(wg, inst, "A"), inst.modifier("ta"))
-    _update(wg, inst, B, _compute(A, inst))
+    x = _arrays(wg, inst)
+    _update(wg, inst, x["B"], _compute(_op(x["A"], inst.modifier("ta")), inst))
 
 
 @BASIC.of("cumsum")
 def cumsum(wg, inst, mask):
-    B = _array(wg, inst, "B")
-    A = _array(wg, inst, "A")
-    _update(wg, inst, B, np.cumsum(_compute(A, inst), axis=inst.attrs["mode"]))
+    x = _arrays(wg, inst)
+    _update(wg, inst, x["B"], np.cumsum(_compute(x["A"], inst), axis=inst.attrs["mode"]))
 
 
 @BASIC.of("sum")
 def sum_(wg, inst, mask):
-    B = _array(wg, inst, "B")
-    A = _op(_array(wg, inst, "A"), inst.modifier("ta"))
-    total = _compute(A, inst).sum(axis=1) if B.ndim == 1 else _compute(A, inst).sum()
-    _update(wg, inst, B, total)
+    x = _arrays(wg, inst)
+    A, B = _compute(_op(x["A"], inst.modifier("ta")), inst), x["B"]
+    _update(wg, inst, B, A.sum(axis=1) if B.ndim == 1 else A.sum())
 
 
 @BASIC.of("gemm")
 def gemm(wg, inst, mask):
-    C = _array(wg, inst, "C")
-    A = _op(_array(wg, inst, "A"), inst.modifier("ta"))
-    B = _op(_array(wg, inst, "B"), inst.modifier("tb"))
-    _update(wg, inst, C, _compute(A, inst) @ _compute(B, inst))
+    x = _arrays(wg, inst)
+    A = _op(x["A"], inst.modifier("ta"))
+    B = _op(x["B"], inst.modifier("tb"))
+    _update(wg, inst, x["C"], _compute(A, inst) @ _compute(B, inst))
 
 
 @BASIC.of("gemv")
 def gemv(wg, inst, mask):
-    C = _array(wg, inst, "C")
-    A = _op(_array(wg, inst, "A"), inst.modifier("ta"))
-    _update(wg, inst, C, _compute(A, inst) @ _compute(_array(wg, inst, "B"), inst))
+    x = _arrays(wg, inst)
+    A = _op(x["A"], inst.modifier("ta"))
+    _update(wg, inst, x["C"], _compute(A, inst) @ _compute(x["B"], inst))
 
 
 @BASIC.of("ger")
 def ger(wg, inst, mask):
-    C = _array(wg, inst, "C")
-    a, b = (_compute(_array(wg, inst, slot), inst) for slot in ("A", "B"))
-    _update(wg, inst, C, np.outer(a, b))
+    x = _arrays(wg, inst)
+    _update(wg, inst, x["C"], np.outer(_compute(x["A"], inst), _compute(x["B"], inst)))
 
 
 @BASIC.of("hadamard")
 def hadamard(wg, inst, mask):
-    C = _array(wg, inst, "C")
-    a, b = (_compute(_array(wg, inst, slot), inst) for slot in ("A", "B"))
-    _update(wg, inst, C, a * b)
+    x = _arrays(wg, inst)
+    _update(wg, inst, x["C"], _compute(x["A"], inst) * _compute(x["B"], inst))

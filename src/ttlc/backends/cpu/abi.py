@@ -19,7 +19,7 @@ ERR_SLOTS = 16
 
 # ---- errors reported by checked code ---------------------------------------------------
 E_INDEX, E_GROUP_INDEX, E_NULL, E_DIV_ZERO, E_STEP, E_BARRIER, E_EXPAND, E_FUSE = range(1, 9)
-E_COOP_DIV_ZERO, E_BROADCAST = 10, 11  # (9 is coop.E_COOP_BOUNDS)
+E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_BROADCAST, E_SUBVIEW = 9, 10, 11, 12
 
 
 # ---- argument layout ---------------------------------------------------------------------

@@ -31,7 +31,7 @@ from ...ir.numerics import accumulate_type
 from ...ir.core import Instruction
 from ...ir.ops import ARITH_BINARY, ARITH_UNARY
 from ...ir.types import CoopMatrixType, ScalarType
-from .abi import E_COOP_DIV_ZERO, E_NULL
+from .abi import E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_NULL
 from .arith import binary, convert, unary
 from .arith import constant as scalar_constant
 from .function import FunctionCodegen, lane_loop
@@ -40,7 +40,6 @@ from .memory import (_align, _component_ptrs, _masked_load, _masked_store, _note
 from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, MemVal,
                      VectorConstant, is_vec, parts)
 
-E_COOP_BOUNDS = 9
 
 
 def _vt(t: CoopMatrixType) -> ir.VectorType:

@@ -14,7 +14,7 @@ from llvmlite import ir
 
 from ...ir.core import Instruction, Value
 from ...ir.types import DYNAMIC, MemrefType, ScalarType
-from .abi import E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_NULL, InstRef
+from .abi import E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_NULL, E_SUBVIEW, InstRef
 from .arith import binary
 from .function import FunctionCodegen, lane_loop
 from .values import (F16, F32, F64, I1, I8, I16, I32, I64, LLTYPE, PTR, Cplx, GroupVal, IndexLike,
@@ -520,6 +520,9 @@ def emit_subview(cg: FunctionCodegen, inst: Instruction):
     shape: List[IndexLike] = []
     stride: List[IndexLike] = []
     for mode, (o, size) in enumerate(inst.slots["slices"]):
+        if cg.checked:
+            _check_slice(cg, mode, cg.index_of(o), size if isinstance(size, int) else
+                         cg.get(size), not isinstance(size, int), m.shape[mode])
         off = cg.iadd(off, cg.imul(cg.index_of(o), m.stride[mode]))
         if isinstance(size, int) and size == 0:
             continue
@@ -529,6 +532,21 @@ def emit_subview(cg: FunctionCodegen, inst: Instruction):
     stride = [_static_or(d, s) for d, s in zip(rt.stride, stride)]
     _derive(cg, inst, inst.slots["tensor"])
     return MemVal(_gep(cg, m.type.element, m.ptr, off), shape, stride, rt)
+
+
+def _check_slice(cg: FunctionCodegen, mode: int, off: IndexLike, size: IndexLike,
+                 dynamic: bool, extent: IndexLike) -> None:
+    """Checked code: the spec's rules of a slice (as the interpreter's ``_check_slice``):
+    offset non-negative, size positive where dynamic, the slice inside the mode."""
+    b = cg.b
+    o, n, e = cg.match(cg.ival(off), cg.ival(size), cg.ival(extent))
+    zero, one = cg.const_like(o, I64, 0), cg.const_like(o, I64, 1)
+    end = b.add(o, b.select(b.icmp_signed("<", n, one), one, n))
+    bad = b.or_(b.or_(b.icmp_signed("<", n, zero), b.icmp_signed("<", o, zero)),
+                b.icmp_signed(">", end, e))
+    if dynamic:
+        bad = b.or_(bad, b.icmp_signed("==", n, zero))
+    cg.fail_if(bad, E_SUBVIEW, [ir.Constant(I64, mode), o, n, e, ir.Constant(I64, int(dynamic))])
 
 
 def emit_expand(cg: FunctionCodegen, inst: Instruction):

@@ -527,12 +527,18 @@ class CpuModule(Module):
                    "arrive")
         elif code == abi.E_EXPAND:
             msg = f"expand shape product {d[0]} does not equal the mode size {d[1]}"
-        elif code == 9:  # coop.E_COOP_BOUNDS
+        elif code == abi.E_COOP_BOUNDS:
             msg = (f"component ({d[0]}, {d[1]}) accesses index ({d[2]}, {d[3]}) outside the "
                    f"memref of shape {d[4]} x {d[5]} (use rows_checked/cols_checked for "
                    "partial tiles)")
         elif code == abi.E_FUSE:
             msg = f"modes {d[0]} and {d[0] + 1} cannot be fused: their strides do not match"
+        elif code == abi.E_SUBVIEW:
+            mode, o, n, e, dynamic = d[:5]
+            what = ("a dynamic size of zero is undefined behaviour" if dynamic and n == 0
+                    else "a negative size" if n < 0 else "a negative offset" if o < 0
+                    else f"the slice overruns the mode's size {e}")
+            msg = f"subview of mode {mode} at offset {o} with size {n}: {what}"
         else:  # pragma: no cover - defensive
             msg = f"error {code}"
         return KernelError(f"{where}: kernel @{info.name}, group {(gx, gy, gz)}{item}: {msg}")
