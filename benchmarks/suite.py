@@ -56,7 +56,8 @@ except ImportError:  # run from a checkout without installing
 sys.path.insert(0, str(HERE))
 import native  # noqa: E402
 
-SECTIONS = ("limits", "gemm", "groups", "fused", "mix", "bf16", "compile", "overhead")
+SECTIONS = ("limits", "gemm", "groups", "fused", "mix", "bf16", "checked", "compile",
+            "overhead")
 SHAPES = [(8, 8, 8), (16, 16, 16), (32, 32, 32), (64, 64, 64), (16, 8, 8)]  # (M, N, K)
 DTYPES = {"f32": np.float32, "f64": np.float64}
 #: relative tolerance of the check against NumPy (times the largest magnitude)
@@ -174,6 +175,7 @@ class Suite:
     overhead_us: Dict[str, float] = field(default_factory=dict)
     bf16_path: str = ""     # what computed ttlc's bf16 mul_add (AMX, AVX512-BF16, f32 FMA)
     group_ratios: List[dict] = field(default_factory=list)  # group_vs_memref's
+    checked_ratios: List[dict] = field(default_factory=list)  # checked_cost's
 
     def compare(self, entries: List["Entry"]) -> List[Row]:
         """Check each implementation's first call against NumPy (after its prepare), then
@@ -349,10 +351,10 @@ def bench_gemm(suite: Suite, torch, lib: native.Native) -> None:
                 del A, B, C, runs
 
 
-def gemm_kernels(dname: str, M: int, N: int, K: int) -> Dict[str, object]:
+def gemm_kernels(dname: str, M: int, N: int, K: int, checked: bool = False) -> Dict[str, object]:
     """The batched GEMM over a 3-d memref ("ttlc") and over groups ("ttlc group")."""
     fields = dict(t=dname, M=M, N=N, K=K)
-    return {impl: ttlc.compile(text.format(**fields), target="cpu")["gemm"]
+    return {impl: ttlc.compile(text.format(**fields), target="cpu", checked=checked)["gemm"]
             for impl, text in (("ttlc", GEMM_SUBVIEW), ("ttlc group", GEMM_GROUP))}
 
 
@@ -418,9 +420,44 @@ def bench_groups(suite: Suite) -> None:
             del A, B, C, runs
 
 
+#: the GEMMs of the checked section: in cache, where the checks' instructions show most
+CHECKED_SHAPES = ((8, 8, 8), (16, 16, 16), (64, 64, 64))
+
+
+def bench_checked(suite: Suite) -> None:
+    """The cost of checked mode: batched GEMMs compiled with and without the run-time
+    checks, in cache (the fused and mix sections time their kernels checked too)."""
+    cfg = suite.cfg
+    print("checked mode: batched gemm f32 in cache, checked and unchecked:")
+    rng = np.random.default_rng(6)
+    for M, N, K in [s for s in CHECKED_SHAPES if s in cfg.shapes] or cfg.shapes[:1]:
+        plain, checked = gemm_kernels("f32", M, N, K), gemm_kernels("f32", M, N, K, checked=True)
+        batch = gemm_batches(cfg, gemm_entry_bytes("f32", M, N, K))["compute"]
+        A, B, C, ref = gemm_data(rng, "f32", M, N, K, batch)
+        runs = {"ttlc": (lambda: plain["ttlc"](A, B, C, grid=(batch,)), ""),
+                "ttlc checked": (lambda: checked["ttlc"](A, B, C, grid=(batch,)), "checked=True")}
+        compare_gemm(suite, "checked", runs, "f32", (M, N, K), batch, "compute", C, ref)
+
+
+def checked_cost(suite: Suite) -> List[dict]:
+    """Checked time over unchecked time of each kernel timed both ways."""
+    out = []
+    for c in suite.rows:
+        if c.impl != "ttlc checked":
+            continue
+        m = find(suite, section=c.section, kernel=c.kernel, impl="ttlc", dtype=c.dtype,
+                 shape=c.shape, regime=c.regime, batch=c.batch)
+        if m is not None:
+            out.append(dict(section=c.section, kernel=c.kernel, dtype=c.dtype, shape=c.shape,
+                            batch=c.batch, checked_ms=1e3 * c.seconds,
+                            unchecked_ms=1e3 * m.seconds, ratio=c.seconds / m.seconds))
+    return out
+
+
 # ---- fused sample, gemv/axpby/sum mix ------------------------------------------------------
-def example(name: str):
-    return ttlc.compile((ROOT / "examples" / f"{name}.ir").read_text(), target="cpu")
+def example(name: str, checked: bool = False):
+    return ttlc.compile((ROOT / "examples" / f"{name}.ir").read_text(), target="cpu",
+                        checked=checked)
 
 
 def bench_fused(suite: Suite, torch) -> None:
@@ -445,7 +482,9 @@ def bench_fused(suite: Suite, torch) -> None:
         np.matmul(Ct, Tt, out=Ut)
         np.multiply(Ut, alpha, out=Ut)
         np.add(Dt, Ut, out=Dt)
-    runs = {"ttlc": lambda: kernel(alpha, A, B, C, D, grid=(batch,)), "numpy": numpy_fused}
+    checked = example("fused", checked=True)["fused"]
+    runs = {"ttlc": lambda: kernel(alpha, A, B, C, D, grid=(batch,)), "numpy": numpy_fused,
+            "ttlc checked": lambda: checked(alpha, A, B, C, D, grid=(batch,))}
     if torch is not None:
         tA, tB, tC, tD, tT = (torch.from_numpy(x) for x in (At, Bt, Ct, Dt, Tt))
 
@@ -486,8 +525,10 @@ def bench_mix(suite: Suite, torch) -> None:
         np.sum(yt, axis=1, out=s)
         np.sum(At, axis=2, out=tt)
         total[...] += s.sum()
+    checked = example("axpby_sum", checked=True)["axpby_sum"]
     runs = {"ttlc": lambda: kernel(alpha, A, x, b, y, s, t, total, grid=(batch,)),
-            "numpy": numpy_mix}
+            "numpy": numpy_mix,
+            "ttlc checked": lambda: checked(alpha, A, x, b, y, s, t, total, grid=(batch,))}
     if torch is not None:
         tA, tx, ty, ts, tt_, ttot, tb = (torch.from_numpy(v) for v in (At, xt, yt, s, tt, total, b))
 
@@ -722,7 +763,7 @@ def evaluate_targets(suite: Suite) -> None:
              f"{len(suite.group_ratios)})", max(r["ratio"] for r in suite.group_ratios), 1.25,
              at_most=True)
     mine = find(suite, section="fused", impl="ttlc")
-    others = [r for r in suite.rows if r.section == "fused" and r.impl != "ttlc"]
+    others = [r for r in suite.rows if r.section == "fused" and r.impl in ("numpy", "torch")]
     if mine and others:
         goal("fused vs best of numpy/torch", min(o.seconds for o in others) / mine.seconds, 1.3)
     mine = find(suite, section="bf16", impl="ttlc")
@@ -813,6 +854,11 @@ def print_table(suite: Suite) -> None:
             print(f"  {r['section']:6s} {r['dtype']:4s} {r['shape']:9s} {r['regime']:7s} "
                   f"{r['batch']:7d}  {r['group_ms']:9.4f} ms / {r['memref_ms']:9.4f} ms = "
                   f"{r['ratio']:5.2f}x")
+    if suite.checked_ratios:
+        print("\nchecked mode: checked time / unchecked time")
+        for r in suite.checked_ratios:
+            print(f"  {r['kernel']:18s} {r['dtype']:4s} {r['shape']:9s} {r['batch']:7d}  "
+                  f"{r['checked_ms']:9.4f} ms / {r['unchecked_ms']:9.4f} ms = {r['ratio']:5.2f}x")
     if suite.compile_ms or suite.overhead_us:
         print()
     for name, ms in suite.compile_ms.items():
@@ -853,7 +899,7 @@ def summary(suite: Suite) -> dict:
                      "config": asdict(suite.cfg)},
             "limits": suite.limits, "results": rows, "compile_ms": suite.compile_ms,
             "overhead_us": suite.overhead_us, "bf16_path": suite.bf16_path,
-            "group_vs_memref": suite.group_ratios,
+            "group_vs_memref": suite.group_ratios, "checked_cost": suite.checked_ratios,
             "targets": suite.targets,
             "skipped": suite.skipped, "checks": {"count": suite.checks, "failed": 0}}
 
@@ -919,6 +965,7 @@ SECTION_FUNCTIONS = {
     "fused": lambda s, torch, lib: bench_fused(s, torch),
     "mix": lambda s, torch, lib: bench_mix(s, torch),
     "bf16": lambda s, torch, lib: bench_bf16(s, torch),
+    "checked": lambda s, torch, lib: bench_checked(s),
     "compile": lambda s, torch, lib: bench_compile(s),
     "overhead": lambda s, torch, lib: bench_overhead(s, torch),
 }
@@ -958,6 +1005,7 @@ def main(argv=None) -> int:
         print(f"\nFAILED: {e}", file=sys.stderr)
         return 1
     evaluate_targets(suite)
+    suite.checked_ratios = checked_cost(suite)
     print_table(suite)
     opts.out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "benchmarks" / "suite.py"
 
@@ -48,6 +50,13 @@ def test_quick_suite_checks_times_and_writes_json(tmp_path):
     assert any(t["name"].startswith("group launches within 1.25x of memref launches")
                for t in data["targets"])
     assert "prepared-group launches / memref launches" in proc.stdout
+    # checked mode: each kernel timed both ways, with its ratio
+    assert {("checked", "ttlc"), ("checked", "ttlc checked"), ("fused", "ttlc checked"),
+            ("mix", "ttlc checked")} <= impls
+    cost = data["checked_cost"]
+    assert {r["section"] for r in cost} == {"checked", "fused", "mix"}
+    assert all(r["ratio"] == pytest.approx(r["checked_ms"] / r["unchecked_ms"]) for r in cost)
+    assert "checked mode: checked time / unchecked time" in proc.stdout
     assert set(data["compile_ms"]) and all({"cold", "warm"} <= set(v)
                                            for v in data["compile_ms"].values())
     assert {"bandwidth_gbs", "peak_f32_gflops", "peak_f64_gflops"} <= set(data["limits"])
