@@ -48,8 +48,6 @@ UNIFORMITY = ("dynamic uniformity of operands is checked by target interp only (
 PARTIAL_SUBGROUP = ("a coopmatrix instruction reached by only part of a subgroup is reported "
                     "by target interp only (target cpu runs it for the whole subgroup)")
 LIFETIME = "accesses after lifetime_stop are found by target interp only"
-BLAS_SHAPES = ("the shape rules of collective instructions on dynamic sizes are checked at run "
-               "time by target interp only (target cpu: not yet)")
 UNCHECKED_OUT_OF_BOUNDS = ("an out-of-bounds access without checks is undefined behaviour on "
                            "target cpu (as in C); only the interpreter's memory traps it")
 

@@ -90,6 +90,8 @@ func @blas(%alpha: f32, %A: memref<f32x16x8>, %B: memref<f32x8x16>, %C: memref<f
     sum.atomic %alpha, %x, %zero, %s
     cumsum %alpha, %A, 0, %one, %D
     cumsum.atomic %alpha, %A, 1, %one, %D
+    %n = size %A[0] : index
+    check_shapes.gemm.n.t [2,2,2] %n, %n, %n, %n, %n, %n
     %tmp = alloca {alignment=16} : memref<f32x16x8,local>
     axpby %alpha, %A, %zero, %tmp
     lifetime_stop %tmp
@@ -123,6 +125,8 @@ def test_blas_family():
         b.op("sum.atomic", alpha, x, zero, s)
         b.cumsum(alpha, A, 0, one, D)
         b.cumsum(alpha=alpha, A=A, mode=1, beta=one, B=D, atomic=True)  # operands by slot
+        n = b.size(A, 0, name="n")
+        b.check_shapes("gemm", orders=[2, 2, 2], sizes=[n] * 6, tb="t")
         tmp = b.alloca(memref(F32, 16, 8, space="local"), attributes={"alignment": 16},
                        name="tmp")
         b.axpby(alpha, A, zero, tmp)

@@ -903,6 +903,22 @@ def check_barrier(vf: Verifier, inst: Instruction) -> None:
     pass
 
 
+def check_check_shapes(vf: Verifier, inst: Instruction) -> None:
+    rule, orders, sizes = inst.modifier("rule"), inst.attrs["orders"], inst.slots["sizes"]
+    index_values(sizes, "the sizes")
+    operands = len(OPS[rule].blas.slots)
+    if len(orders) != operands or any(n < 0 for n in orders) or sum(orders) != len(sizes):
+        raise Invalid(f"{rule} has {operands} memref operands: give as many orders, and as "
+                      f"many sizes as the orders add up to ({len(sizes)} given)")
+    shapes, k = {}, 0
+    for slot, n in zip(OPS[rule].blas.slots, orders):
+        shapes[slot], k = tuple(range(k, k + n)), k + n
+    try:
+        blas_shape_rules(rule, shapes)
+    except IndexError:
+        raise Invalid(f"operands of orders {orders} do not fit the shape rules of {rule}") from None
+
+
 CHECKS: Dict[str, Callable[[Verifier, Instruction], None]] = {
     "alloca": check_alloca, "blas": check_blas, "foreach": check_foreach,
     "parallel": check_parallel, "lifetime_stop": check_lifetime_stop,
@@ -919,6 +935,7 @@ CHECKS: Dict[str, Callable[[Verifier, Instruction], None]] = {
     "coop_mul_add": check_coop_mul_add, "coop_prefetch": check_coop_prefetch,
     "coop_reduce": check_coop_reduce, "coop_scale": check_coop_scale,
     "subgroup_broadcast": check_subgroup_broadcast, "subgroup_op": check_subgroup_op,
+    "check_shapes": check_check_shapes,
 }
 
 assert set(CHECKS) == {d.family for d in OPS.values()}, "every family needs a check"

@@ -195,6 +195,14 @@ _op("cumsum", COLLECTIVE,
     "B := alpha (cumulative sum of A along a mode) + beta B", "blas", (ATOMIC,),
     blas=BlasOperands(("A",), "B", ("A", "B")))
 
+# ttlc's own: what checked code tests of a BLAS instruction's operand sizes at run time
+# (docs/language-notes.md); inserted by the pass insert-shape-checks, never written by hand
+_op("check_shapes", COLLECTIVE,
+    [S.Lit("["), S.IntList("orders"), S.Lit("]", "] "), S.CommaValues("sizes")],
+    "Checked code: the sizes (A's, B's(, C's) modes, in order) of a BLAS instruction's "
+    "operands satisfy its shape rules.", "check_shapes",
+    (Mod("rule", tuple(_BLAS) + ("cumsum",), required=True), TRANSPOSE_A, TRANSPOSE_B))
+
 _op("foreach", COLLECTIVE,
     [S.Lit("("), S.Args("vars", "from"), S.Lit(")"), S.Lit("="), S.Lit("("), S.OpndList("from"),
      S.Lit(")"), S.Lit(","), S.Lit("("), S.OpndList("to"), S.Lit(")"), S.RegionEl("spmd")],

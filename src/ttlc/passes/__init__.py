@@ -54,6 +54,7 @@ PASS_MODULES = {
     "dead-code-elimination": "dead_code_elimination",
     "insert-barrier": "insert_barrier",
     "insert-lifetime-stop": "insert_lifetime_stop",
+    "insert-shape-checks": "insert_shape_checks",
     "work-group-size": "work_group_size",
     "lower-linalg": "lower_linalg",
     "lower-foreach": "lower_foreach",

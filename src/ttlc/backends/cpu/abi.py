@@ -6,7 +6,7 @@ hit) and launching kernels need neither the code generator nor llvmlite's IR bui
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ...ir.core import Function, Instruction
 from ...ir.types import GroupType, MemrefType, ScalarType
@@ -16,10 +16,13 @@ from ...target.config import ExecConfig
 HEADER_SLOTS = 3
 #: int64 entries of the error record of checked code
 ERR_SLOTS = 16
+#: of which values an error may report (after the code, the group id, the instruction and
+#: the work-item)
+ERR_DETAILS = ERR_SLOTS - 6
 
 # ---- errors reported by checked code ---------------------------------------------------
 E_INDEX, E_GROUP_INDEX, E_NULL, E_DIV_ZERO, E_STEP, E_BARRIER, E_EXPAND, E_FUSE = range(1, 9)
-E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_BROADCAST, E_SUBVIEW = 9, 10, 11, 12
+E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_BROADCAST, E_SUBVIEW, E_SHAPES = 9, 10, 11, 12, 13
 
 
 # ---- argument layout ---------------------------------------------------------------------
@@ -50,14 +53,20 @@ def arg_layout(func: Function) -> Tuple[List[ArgSlots], int]:
 
 @dataclass(frozen=True)
 class InstRef:
-    """What error messages need of an instruction: its opcode and source location."""
+    """What error messages need of an instruction: its opcode and source location, and for
+    ``check_shapes`` the rule it checks: (BLAS opcode, ta, tb, operand orders)."""
 
     opcode: str
     loc: Any
+    shape_rule: Optional[Tuple[str, str, str, Tuple[int, ...]]] = None
 
     @staticmethod
     def of(inst: Instruction) -> "InstRef":
-        return InstRef(inst.opcode, inst.loc)
+        rule = None
+        if inst.opcode == "check_shapes":
+            rule = (inst.modifier("rule"), inst.modifier("ta"), inst.modifier("tb"),
+                    tuple(inst.attrs["orders"]))
+        return InstRef(inst.opcode, inst.loc, rule)
 
 
 @dataclass
@@ -76,7 +85,8 @@ class KernelInfo:
     writes: Dict[int, InstRef] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        loc = lambda r: [r.opcode, r.loc.line, r.loc.col, r.loc.end_line, r.loc.end_col]  # noqa: E731
+        loc = lambda r: [r.opcode, r.loc.line, r.loc.col, r.loc.end_line, r.loc.end_col,  # noqa: E731
+                         r.shape_rule]
         return {"name": self.name, "symbol": self.symbol,
                 "config": [self.config.subgroup_size, list(self.config.work_group_size)],
                 "num_slots": self.num_slots, "local_bytes": self.local_bytes,
@@ -87,7 +97,11 @@ class KernelInfo:
     def from_json(d: dict, func: Function) -> "KernelInfo":
         from ...ir.core import Location
 
-        ref = lambda x: InstRef(x[0], Location(*x[1:]))  # noqa: E731
+        def ref(x):
+            rule = x[5]
+            return InstRef(x[0], Location(*x[1:5]),
+                           None if rule is None else (*rule[:3], tuple(rule[3])))
+
         slots, _ = arg_layout(func)
         sgs, wgs = d["config"]
         return KernelInfo(d["name"], d["symbol"], ExecConfig(sgs, tuple(wgs)), slots,

@@ -13,8 +13,11 @@ from typing import Callable, Dict, List
 from llvmlite import ir
 
 from ...ir.core import Instruction, Value
+from ...ir.ops import OPS
+from ...ir.traits import blas_shape_rules
 from ...ir.types import DYNAMIC, MemrefType, ScalarType
-from .abi import E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_NULL, E_SUBVIEW, InstRef
+from .abi import (ERR_DETAILS, E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_NULL, E_SHAPES,
+                  E_SUBVIEW, InstRef)
 from .arith import binary
 from .function import FunctionCodegen, lane_loop
 from .values import (F16, F32, F64, I1, I8, I16, I32, I64, LLTYPE, PTR, Cplx, GroupVal, IndexLike,
@@ -549,6 +552,25 @@ def _check_slice(cg: FunctionCodegen, mode: int, off: IndexLike, size: IndexLike
     cg.fail_if(bad, E_SUBVIEW, [ir.Constant(I64, mode), o, n, e, ir.Constant(I64, int(dynamic))])
 
 
+def emit_check_shapes(cg: FunctionCodegen, inst: Instruction) -> None:
+    """Checked code: the BLAS shape rules (``blas_shape_rules``) on the sizes at run time;
+    the error record carries the sizes, from which the message is made
+    (``module._message``).  Unchecked code tests nothing."""
+    if not cg.checked:
+        return
+    b = cg.b
+    sizes = [cg.ival(cg.get(v)) for v in inst.slots["sizes"]]
+    shapes, k = {}, 0
+    for slot, n in zip(OPS[inst.modifier("rule")].blas.slots, inst.attrs["orders"]):
+        shapes[slot], k = tuple(range(k, k + n)), k + n
+    bad = ir.Constant(I1, 0)
+    for left, right, _ in blas_shape_rules(inst.modifier("rule"), shapes, inst.modifier("ta"),
+                                           inst.modifier("tb")):
+        for i, j in zip(left, right):
+            bad = b.or_(bad, b.icmp_signed("!=", sizes[i], sizes[j]))
+    cg.fail_if(bad, E_SHAPES, sizes[:ERR_DETAILS])
+
+
 def emit_expand(cg: FunctionCodegen, inst: Instruction):
     m: MemVal = cg.get(inst.slots["tensor"])
     mode = inst.attrs["mode"]
@@ -608,6 +630,7 @@ EMITTERS: Dict[str, Callable] = {
     "associated": emit_associated,
     "size": emit_size,
     "subview": emit_subview,
+    "check_shapes": emit_check_shapes,
     "expand": emit_expand,
     "fuse": emit_fuse,
 }

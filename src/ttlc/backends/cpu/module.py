@@ -43,6 +43,8 @@ import numpy as np
 
 from ...diagnostics import CompileError, Diagnostic, KernelError
 from ...ir.core import Argument, Function, Program
+from ...ir.ops import OPS
+from ...ir.traits import blas_shape_rules
 from ...ir.types import BoolType, GroupType
 from ...runtime import Module
 from ...target import ExecConfig, Target
@@ -144,7 +146,10 @@ def lower(program: Program, checked: bool = False, machine: Optional[Target] = N
             if f.subgroup_size is None or f.work_group_size is None:
                 set_function_attributes(f, ExecConfig.of(f, machine, lowered).attributes(),
                                         first=("subgroup_size", "work_group_size"))
-        names = [n for n in expand(["lower"]) if not (checked and n == "dead-code-elimination")]
+        names = expand(["lower"])
+        if checked:  # test shape rules before BLAS instructions become loops; keep dead code
+            names.insert(names.index("lower-linalg"), "insert-shape-checks")
+            names = [n for n in names if n != "dead-code-elimination"]
         run_passes(lowered, names, PassContext(target=machine))
     except CompileError as e:
         raise e.with_source(program.source, program.filename) from None
@@ -533,6 +538,8 @@ class CpuModule(Module):
                    "partial tiles)")
         elif code == abi.E_FUSE:
             msg = f"modes {d[0]} and {d[0] + 1} cannot be fused: their strides do not match"
+        elif code == abi.E_SHAPES:
+            msg = _broken_shape_rule(inst.shape_rule, d)
         elif code == abi.E_SUBVIEW:
             mode, o, n, e, dynamic = d[:5]
             what = ("a dynamic size of zero is undefined behaviour" if dynamic and n == 0
@@ -542,6 +549,18 @@ class CpuModule(Module):
         else:  # pragma: no cover - defensive
             msg = f"error {code}"
         return KernelError(f"{where}: kernel @{info.name}, group {(gx, gy, gz)}{item}: {msg}")
+
+
+def _broken_shape_rule(shape_rule, sizes) -> str:
+    """The first shape rule of a BLAS instruction the sizes break (``check_shapes``)."""
+    rule, ta, tb, orders = shape_rule
+    if sum(orders) > len(sizes):
+        return f"the operand sizes break a shape rule of {rule}"
+    shapes, k = {}, 0
+    for slot, n in zip(OPS[rule].blas.slots, orders):
+        shapes[slot], k = tuple(sizes[k:k + n]), k + n
+    return next(message for left, right, message in blas_shape_rules(rule, shapes, ta, tb)
+                if left != right)
 
 
 # ---- the registry's entry points (``ttlc.backends``) ---------------------------------------------
