@@ -167,3 +167,29 @@ def test_insert_sees_the_layout(S, M, N):
         for c in range(N):
             p, v = (int(x) for x in lay.locate(r, c))
             assert B[r, c] == p * 1000 + v + 1, (r, c, p, v)
+
+
+@pytest.mark.parametrize("ty,k", [("f16", 16), ("bf16", 16), ("i8", 32)])
+def test_nvidia_fragments_are_those_of_the_ptx_isa(ty, k):
+    """mma.sync m16n8k16 (m16n8k32 for i8) fragments, written out from the PTX ISA's
+    tables: g = lane / 4, t = lane % 4; E = k / 8 components per 32-bit register.
+    A (16 x k): row g or g + 8, column E t + i or that + 4E.  B (k x 8): row E t + i or
+    that + 4E, column g.  C (16 x 8, f32/i32): row g or g + 8, column 2 t + i."""
+    nvidia = get_target("nvidia")
+    E = k // 8
+    acc = "i32" if ty == "i8" else "f32"
+    held = {
+        ("matrix_a", 16, k, ty): lambda r, c: 4 * (r % 8) + (c % (4 * E)) // E,
+        ("matrix_b", k, 8, ty): lambda r, c: 4 * c + (r % (4 * E)) // E,
+        ("matrix_acc", 16, 8, acc): lambda r, c: 4 * (r % 8) + c // 2,
+    }
+    for (use, M, N, comp), lane_of in held.items():
+        lay = nvidia.storage_layout(CoopMatrixType(SCALAR_TYPES[comp], M, N, use), 32)
+        assert lay.registers * 32 == M * N
+        for r in range(M):
+            for c in range(N):
+                assert int(lay.locate(r, c)[0]) == lane_of(r, c), (use, r, c)
+        # two tiles side by side: a batch of fragments
+        wide = nvidia.storage_layout(CoopMatrixType(SCALAR_TYPES[comp], M, 2 * N, use), 32)
+        assert wide.nested.batch_tile == (1, 2)
+        assert int(wide.locate(0, N)[0]) == lane_of(0, 0)
