@@ -145,3 +145,43 @@ def test_cli(tmp_path):
                         str(src), "-o", str(out)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "vector<4x16xf32>" in out.read_text()
+
+
+TYPES = ["i8", "i16", "i32", "i64", "index", "f16", "bf16", "f32", "f64"]
+INTEGER_ONLY = {"shl", "shr", "and", "or", "xor", "not"}
+
+
+def every_translation(ty: str) -> str:
+    """A kernel using every translated instruction on ty: a padded shape (4 x 15 on 16
+    lanes) and a whole one, casts to every real type and to matrix_a, reductions."""
+    lines = []
+    for shape in ("4x15", "16x16"):
+        t, n = f"coopmatrix<{ty}x{shape},matrix_acc>", shape.replace("x", "_")
+        lines += [f"%m{n} = cooperative_matrix_construct %x : {t}",
+                  f"%s{n} = cooperative_matrix_scale %x, %m{n} : {t}"]
+        lines += [f"%{op}{n} = {op} %m{n}, %s{n} : {t}" for op in
+                  ("add", "sub", "mul", "div", "rem", "max", "min", "shl", "shr", "and", "or",
+                   "xor") if ty.startswith("i") or op not in INTEGER_ONLY]
+        lines += [f"%{op}{n} = {op} %m{n} : {t}" for op in ("abs", "neg", "not")
+                  if ty.startswith("i") or op not in INTEGER_ONLY]
+        lines += [f"%c{to}{n} = cast %m{n} : coopmatrix<{to}x{shape},matrix_acc>" for to in TYPES]
+        lines.append(f"%a{n} = cast %m{n} : coopmatrix<{ty}x{shape},matrix_a>")
+    for red in ("add", "max", "min"):
+        lines += [f"%r{red} = cooperative_matrix_reduce_{red}.row %m16_16 : "
+                  f"coopmatrix<{ty}x16x1,matrix_acc>",
+                  f"%q{red} = cooperative_matrix_reduce_{red}.column %m16_16 : "
+                  f"coopmatrix<{ty}x1x16,matrix_acc>"]
+    body = "\n".join("        " + x for x in lines)
+    return (f"func @k(%x: {ty}) attributes {{subgroup_size=16}} {{\n    parallel {{\n{body}\n"
+            "    }\n}\n")
+
+
+@needs_iree_opt
+def test_every_translation_verifies():
+    """Generated programs use few of the translations; this kernel, per real type, uses
+    them all (padding, every cast, integer and float ops, both reductions)."""
+    modules = [export(every_translation(ty), f"<{ty}>") for ty in TYPES]
+    assert all("vector.insert_strided_slice" in m and "vector.multi_reduction" in m
+               for m in modules)
+    code, err = iree_opt("\n// -----\n".join(modules))
+    assert code == 0, err
