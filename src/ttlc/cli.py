@@ -1,4 +1,5 @@
-"""The ``ttlc`` command line: check, opt (print), compile (write a back end's stage), run.
+"""The ``ttlc`` command line: check, opt (print), compile (write a back end's stage), run,
+layout (where a coopmatrix's elements live).
 
 ``compile`` and ``run`` take their targets from the back-end registry (``ttlc.backends``);
 ``opt -d`` takes a target description (``ttlc.target``).
@@ -177,6 +178,51 @@ def cmd_compile(args) -> int:
     return 0
 
 
+def cmd_layout(args) -> int:
+    """Print which lane and register hold each element of a coopmatrix type."""
+    from .diagnostics import CompileError
+    from .ir.layout import layout_of
+    from .ir.layout_view import png, table
+    from .ir.types import CoopMatrixType
+    from .parse import parse_type
+    from .target import get_target
+
+    try:
+        target = get_target(args.target)
+        t = parse_type(args.type)
+        if not isinstance(t, CoopMatrixType):
+            raise ValueError(f"ttlc layout takes a coopmatrix type, not {t}")
+        S = args.subgroup_size or target.default_subgroup_size
+        if target.name != "interp" and S not in target.subgroup_sizes:
+            raise ValueError(f"target {target.name} has subgroups of "
+                             f"{', '.join(map(str, target.subgroup_sizes))}, not {S}")
+        lay = target.storage_layout(t, S)
+    except CompileError as e:
+        print(e.format(), file=sys.stderr)
+        return 1
+    except ValueError as e:
+        print(f"ttlc: {e}", file=sys.stderr)
+        return 1
+    which = ("the language's layout (what extract and insert see)" if lay == layout_of(t, S)
+             else f"the {target.matrix.name} unit's layout inside a kernel (extract and "
+                  "insert see the language's layout)")
+    rows, cols = lay.nested.shape
+    print(f"// {t} in a subgroup of {S} on target {target.name}: {which}")
+    print(f"// {rows}x{cols} padded matrix ({lay.rows}x{lay.cols} elements), "
+          f"{lay.nested.lanes} lanes x {lay.registers} registers; cells are lane:register, "
+          "* marks padding columns")
+    print(lay.nested.to_iree())
+    sys.stdout.write(table(lay))
+    if args.png:
+        try:
+            with open(args.png, "wb") as f:
+                f.write(png(lay))
+        except OSError as e:
+            print(f"ttlc: cannot write {args.png}: {e.strerror}", file=sys.stderr)
+            return 1
+    return 0
+
+
 def _grid_arg(text: str):
     try:
         g = [int(x) for x in text.split(",")]
@@ -242,6 +288,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checked", dest="checked", action="store_true",
                    help="run with the run-time checks (the default)")
     p.set_defaults(run=cmd_run, checked=True)
+    p = sub.add_parser("layout", help="print which lane and register hold each element of a "
+                                      "coopmatrix type (IREE nested layout and a table)")
+    p.add_argument("type", help="a coopmatrix type, e.g. 'coopmatrix<f32x8x16,matrix_acc>'")
+    p.add_argument("--subgroup-size", "-S", type=int, default=0,
+                   help="work-items of a subgroup (default: the target's preferred size)")
+    p.add_argument("--target", "-d", default="interp", metavar="TARGET",
+                   help=f"target description ({', '.join(TARGETS)}; default: interp)")
+    p.add_argument("--png", metavar="FILE", help="also write a picture: a square per "
+                                                 "element, a colour per lane")
+    p.set_defaults(run=cmd_layout)
     return parser
 
 

@@ -7,9 +7,12 @@ vector index floor(L / S).
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ttlc.ir.layout import NestedLayout, matrix_layout
 
@@ -91,3 +94,81 @@ def test_bad_layouts_are_refused():
         NestedLayout((1,), (1, 1), (1, 1), (1, 1), (1, 1), (0, 0), (1, 1))
     with pytest.raises(ValueError, match="positive"):
         NestedLayout((1, 1), (0, 1), (1, 1), (1, 1), (1, 1), (0, 0), (1, 1))
+
+
+# ---- the attribute's text (IREE's printer and parser) --------------------------------------
+IREE_EXAMPLE = """#iree_vector_ext.nested_layout<
+  subgroup_tile = [2, 1],
+  batch_tile = [2, 4],
+  outer_tile = [1, 1],
+  thread_tile = [16, 4],
+  element_tile = [1, 4],
+  subgroup_strides = [1, 0],
+  thread_strides = [1, 16]
+>"""
+
+
+def test_the_documentation_example_parses():
+    """The full example of IREE's nested_layout documentation, spread over lines."""
+    n = NestedLayout.from_iree(IREE_EXAMPLE)
+    assert n == NestedLayout(subgroup_tile=(2, 1), batch_tile=(2, 4), outer_tile=(1, 1),
+                             thread_tile=(16, 4), element_tile=(1, 4),
+                             subgroup_strides=(1, 0), thread_strides=(1, 16))
+    assert n.shape == (64, 64)
+
+
+def test_what_iree_opt_prints_parses():
+    """iree-opt 3.13's print of an attribute (copied from its output by hand)."""
+    text = ("#iree_vector_ext.nested_layout<subgroup_tile = [1, 1], batch_tile = [1, 4], "
+            "outer_tile = [1, 1], thread_tile = [4, 4], element_tile = [1, 1], "
+            "subgroup_strides = [0, 0], thread_strides = [1, 4]>")
+    n = NestedLayout.from_iree(text)
+    assert n == matrix_layout(4, 15, 16).nested
+    assert n.to_iree() == text
+    assert NestedLayout.from_iree(text[len("#iree_vector_ext.nested_layout"):]) == n
+
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_print_parse_round_trip(data):
+    rank = data.draw(st.integers(1, 4))
+    field = lambda lo: tuple(data.draw(st.lists(st.integers(lo, 99), min_size=rank,
+                                                max_size=rank)))
+    n = NestedLayout(field(1), field(1), field(1), field(1), field(1), field(0), field(0))
+    assert NestedLayout.from_iree(n.to_iree()) == n
+    assert NestedLayout.from_iree(n.to_iree().replace(", ", ",\n   ")) == n
+
+
+GOOD = matrix_layout(4, 15, 16).nested.to_iree()
+
+
+@pytest.mark.parametrize("text,message", [
+    ("", "expected '#iree_vector_ext.nested_layout<...>'"),
+    ("#iree_vector_ext.nested_layout", "expected '#iree_vector_ext.nested_layout<...>'"),
+    ("#iree_vector_ext.nested_layout<>", "expected 'subgroup_tile = "),
+    ("<subgroup_tile = [1, 1]>", "expected ',' at '>'"),
+    # IREE reads the fields in its order only
+    (GOOD.replace("subgroup_tile = [1, 1], batch_tile = [1, 4]",
+                  "batch_tile = [1, 4], subgroup_tile = [1, 1]"), "expected 'subgroup_tile"),
+    (GOOD.replace("outer_tile", "outer_tiles"), "expected 'outer_tile = "),
+    (GOOD.replace("[1, 4], outer", "[1, 4,], outer"), "expected 'batch_tile = "),
+    (GOOD.replace("[1, 4], outer", "[1, x], outer"), "expected 'batch_tile = "),
+    (GOOD.replace("], outer", "] outer"), "expected ','"),
+    (GOOD[:-1] + ", extra = [1]>", "expected '>'"),
+    (GOOD[:-1] + ",>", "expected '>'"),
+    (GOOD.replace("thread_strides = [1, 4]", "thread_strides = [1]"), "2 entries"),
+    (GOOD.replace("thread_tile = [4, 4]", "thread_tile = [4, 0]"), "positive"),
+    (GOOD.replace("subgroup_strides = [0, 0]", "subgroup_strides = [0, -1]"), "negative"),
+])
+def test_malformed_text_is_refused(text, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        NestedLayout.from_iree(text)
+
+
+def test_check_shape():
+    n = matrix_layout(4, 15, 16).nested  # 4 x 16: one column of padding
+    n.check_shape((4, 16))
+    for shape in ((4, 15), (16, 4), (4, 16, 1), (4,)):
+        with pytest.raises(ValueError, match="does not distribute a vector of shape"):
+            n.check_shape(shape)

@@ -110,6 +110,10 @@ BACKENDS: Dict[str, Backend] = {b.name: b for b in (
                 Stage("object", "an ELF object file with the machine code", binary=True))),
     Backend("interp", "the reference interpreter (NumPy; checked mode finds data races)",
             machine="interp", module="ttlc.interp", executes=True),
+    Backend("iree-vector", "coopmatrix values as MLIR vectors with IREE nested layouts "
+            "(docs/iree-vector.md)", machine="pvc", module="ttlc.backends.iree.export",
+            stages=(Stage("mlir", "MLIR: a func.func per kernel, its coopmatrix values as "
+                                  "vectors passed through iree_vector_ext.to_layout"),)),
 )}
 
 

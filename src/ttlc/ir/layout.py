@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence, Tuple
 
@@ -59,6 +60,8 @@ class NestedLayout:
             raise ValueError(f"nested layout: every tile and stride list needs {rank} entries")
         if any(x < 1 for f in fields[:4] + (self.batch_tile,) for x in f):
             raise ValueError("nested layout: tile counts must be positive")
+        if any(x < 0 for f in (self.subgroup_strides, self.thread_strides) for x in f):
+            raise ValueError("nested layout: strides must not be negative")
 
     @property
     def rank(self) -> int:
@@ -130,19 +133,57 @@ class NestedLayout:
         return tuple((lane0[d], self.thread_strides[d], self.thread_tile[d], self.element_tile[d])
                      for d in range(self.rank))
 
-    def to_iree(self) -> str:
-        """The ``#iree_vector_ext.nested_layout<...>`` attribute."""
-        def ints(xs):
-            return "[" + ", ".join(str(x) for x in xs) + "]"
+    def check_shape(self, shape: Sequence[int]) -> None:
+        """ValueError unless the layout distributes a vector of exactly ``shape``: per
+        mode, the product of the five tiles is the vector's size (what IREE verifies of
+        a ``to_layout``)."""
+        if len(shape) != self.rank or tuple(shape) != self.shape:
+            raise ValueError(f"nested layout of shape {'x'.join(map(str, self.shape))} does not "
+                             f"distribute a vector of shape {'x'.join(map(str, shape))} (per "
+                             "mode, subgroup * batch * outer * thread * element tiles must "
+                             "equal the vector's size)")
 
-        return ("#iree_vector_ext.nested_layout<"
-                f"subgroup_tile = {ints(self.subgroup_tile)}, "
-                f"batch_tile = {ints(self.batch_tile)}, "
-                f"outer_tile = {ints(self.outer_tile)}, "
-                f"thread_tile = {ints(self.thread_tile)}, "
-                f"element_tile = {ints(self.element_tile)}, "
-                f"subgroup_strides = {ints(self.subgroup_strides)}, "
-                f"thread_strides = {ints(self.thread_strides)}>")
+    @classmethod
+    def from_iree(cls, text: str) -> "NestedLayout":
+        """The layout an ``#iree_vector_ext.nested_layout<...>`` attribute describes, in
+        the form IREE prints and parses (every field, in IREE's order; the prefix may be
+        left out); ValueError saying what is wrong otherwise."""
+        s = text.strip()
+        head = "#iree_vector_ext.nested_layout"
+        if s.startswith(head):
+            s = s[len(head):].lstrip()
+        if not (s.startswith("<") and s.endswith(">")):
+            raise ValueError(f"nested layout: expected '{head}<...>', got {text.strip()!r}")
+        body, pos, values = s[1:-1], 0, {}
+
+        def fail(what: str) -> ValueError:
+            return ValueError(f"nested layout: expected {what} at "
+                              f"{body[pos:pos + 30].strip() or '>'!r} in {text.strip()!r}")
+
+        for i, name in enumerate(_FIELDS):
+            m = _FIELD.match(body, pos)
+            if m is None or m.group(1) != name:
+                raise fail(f"'{name} = [integers, ...]'")
+            ints = m.group(2)
+            values[name] = tuple(int(x) for x in ints.split(",")) if ints.strip() else ()
+            pos = m.end()
+            sep = "," if i + 1 < len(_FIELDS) else ""
+            if body[pos:pos + len(sep)] != sep or (not sep and pos != len(body)):
+                raise fail(repr(sep or ">"))
+            pos += len(sep)
+        return cls(**values)
+
+    def to_iree(self) -> str:
+        """The ``#iree_vector_ext.nested_layout<...>`` attribute (``from_iree`` reads it)."""
+        fields = ", ".join(f"{name} = [{', '.join(map(str, getattr(self, name)))}]"
+                           for name in _FIELDS)
+        return f"#iree_vector_ext.nested_layout<{fields}>"
+
+
+#: the attribute's fields in IREE's order (the dataclass fields of the same names)
+_FIELDS = ("subgroup_tile", "batch_tile", "outer_tile", "thread_tile", "element_tile",
+           "subgroup_strides", "thread_strides")
+_FIELD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*\[\s*((?:-?\d+\s*(?:,\s*-?\d+\s*)*)?)\]\s*")
 
 
 @dataclass(frozen=True)

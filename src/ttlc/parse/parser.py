@@ -540,3 +540,16 @@ def parse(text: str, filename: str = "<input>") -> Program:
     program.source = text
     program.filename = filename
     return program
+
+
+def parse_type(text: str) -> Type:
+    """One type written alone (``coopmatrix<f32x8x16,matrix_acc>``), as the command line
+    takes it; raises CompileError for anything else."""
+    p = Parser(text)
+    try:
+        t = p.parse_type()
+        if p.tokens[p.pos][0] != "eof":
+            raise p.unexpected("the end of the type")
+    except CompileError as e:
+        raise e.with_source(text, "<type>") from None
+    return t

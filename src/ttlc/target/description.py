@@ -7,7 +7,7 @@ descriptions in one place, ``ttlc.target.config``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, Optional, Tuple
 
 from ..ir.layout import MatrixLayout, NestedLayout, layout_of
@@ -56,6 +56,9 @@ class MatrixUnit:
     #: operands whose components are packed per work-item along the k mode ("VNNI"):
     #: matrix_b keeps 4 bytes of consecutive rows together
     packed_b_bytes: int = 0
+    #: units whose operands are spread over lanes in fragments of one instruction's tile:
+    #: (use, component bits, the tile's layout); a matrix of whole tiles is a batch of them
+    fragments: Tuple[Tuple[str, int, NestedLayout], ...] = ()
 
     def mul_add(self, a: CoopMatrixType, b: CoopMatrixType, c: CoopMatrixType,
                 S: int) -> Optional[MatrixInstruction]:
@@ -77,7 +80,16 @@ class MatrixUnit:
         """How the unit holds an operand of type t inside a kernel: rows across the
         registers and columns across the lanes for matrix_a and the accumulator, with
         matrix_b's consecutive rows packed in pairs or quadruples (``packed_b_bytes``).
-        The language's layout (``ir.layout``) for anything the unit does not take."""
+        Units with ``fragments`` hold each tile of an instruction's shape as its fragment
+        says.  The language's layout (``ir.layout``) for anything the unit does not take."""
+        if self.fragments:
+            tile = next((n for use, bits, n in self.fragments
+                         if use == t.use and bits == t.component.bits
+                         and not t.component.is_complex), None)
+            if tile is None or tile.lanes != S or t.rows % tile.shape[0] or t.cols % tile.shape[1]:
+                return layout_of(t, S)
+            return MatrixLayout(t.rows, t.cols, S, replace(
+                tile, batch_tile=(t.rows // tile.shape[0], t.cols // tile.shape[1])))
         if not self.instructions or t.cols % S or t.component.is_complex:
             return layout_of(t, S)
         pack = 1
@@ -102,11 +114,28 @@ XE_DPAS = MatrixUnit(
     BlockIO(element_bytes=(1, 2, 4), max_width_bytes=64, max_height=32),
     packed_b_bytes=4)
 
+def _mma_fragments(bits: int) -> Tuple[Tuple[str, int, NestedLayout], ...]:
+    """The mma.sync fragments of the PTX ISA (m16n8k16 for 16-bit operands, m16n8k32
+    for 8-bit ones): lane = 4 g + t (g = group, t = thread in group); a 32-bit register
+    holds E = 32 / bits consecutive k.  A (16 x 8E): row g (+8), columns E t .. E t + E - 1
+    (+4E); B (8E x 8): rows E t .. (+4E), column g; C (16 x 8, 32-bit): row g (+8),
+    columns 2 t, 2 t + 1.  Which lane holds an element is PTX's; the registers of a lane
+    are numbered in the nested layout's order (row-major over its part), which for A
+    differs from PTX's a0..a7 (rows + 8 before columns + 4E there)."""
+    E = 32 // bits
+    one, zero = (1, 1), (0, 0)
+    a = NestedLayout(one, one, (2, 2), (8, 4), (1, E), zero, (4, 1))
+    b = NestedLayout(one, one, (2, 1), (4, 8), (E, 1), zero, (1, 4))
+    c = NestedLayout(one, one, (2, 1), (8, 4), (1, 2), zero, (4, 1))
+    return (("matrix_a", bits, a), ("matrix_b", bits, b), ("matrix_acc", 32, c))
+
+
 #: NVIDIA tensor cores, warp-wide mma.sync: m16n8k16 for 16-bit operands, m16n8k32 for i8
 NVIDIA_MMA = MatrixUnit(
     "mma.sync",
     tuple(MatrixInstruction(16, 8, k, a, a, acc, 32)
-          for a, k, acc in (("f16", 16, "f32"), ("bf16", 16, "f32"), ("i8", 32, "i32"))))
+          for a, k, acc in (("f16", 16, "f32"), ("bf16", 16, "f32"), ("i8", 32, "i32"))),
+    fragments=_mma_fragments(16) + _mma_fragments(8)[:2])
 
 
 @dataclass(frozen=True)
