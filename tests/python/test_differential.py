@@ -4,7 +4,9 @@ Generated programs (``ttlc.testing.generate``) run with the same inputs on "inte
 "cpu" (``ttlc.testing.differential``): integer results must be bit-identical, floating
 point within a few hundred units in the last place.  A failing seed is reported with
 its program text.  ``TTLC_DIFF_SEEDS=N`` and ``TTLC_DIFF_FIRST_SEED=S`` choose other
-seeds; ``make fuzz`` (fuzz/fuzz_differential.py) runs thousands.
+seeds; ``make fuzz`` (fuzz/fuzz_differential.py) runs thousands.  Faulty launches
+(``compare_fault``: more work-groups than the inputs have) must be reported alike, checked,
+on both targets; ``TTLC_FAULT_SEEDS=N`` sets how many.
 """
 from __future__ import annotations
 
@@ -14,10 +16,14 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import ttlc
+
 from ttlc.testing import GeneratedCase
-from ttlc.testing.differential import compare_case, compare_seed, differences
+from ttlc.testing.differential import compare_case, compare_fault, compare_seed, differences
 
 N_SEEDS = int(os.environ.get("TTLC_DIFF_SEEDS", "96"))
+#: generated programs launched on more work-groups than their inputs have (make fuzz: more)
+N_FAULTS = int(os.environ.get("TTLC_FAULT_SEEDS", "32"))
 FIRST_SEED = int(os.environ.get("TTLC_DIFF_FIRST_SEED", "0"))
 CHUNKS = 24
 
@@ -34,6 +40,37 @@ def test_generated_programs_agree(chunk):
     failures = [o for o in map(compare_seed, seeds) if not o.ok]
     assert not failures, (f"{len(failures)} of {len(seeds)} seeds differ between interp "
                           f"and cpu; the first:\n{failures[0].report()}")
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_faulty_launches_are_found_alike(chunk):
+    """Checked interp and checked cpu report the same kind of finding at the same
+    instruction when a generated program runs on work-groups its inputs do not have
+    (subviews and group members past the batch): ``compare_fault``."""
+    seeds = range(FIRST_SEED + chunk, FIRST_SEED + N_FAULTS, 4)
+    outcomes = [compare_fault(s) for s in seeds]
+    failures = [o for o in outcomes if not o.ok]
+    assert not failures, (f"{len(failures)} of {len(seeds)} faulty launches are reported "
+                          f"differently; the first:\n{failures[0].report()}")
+    assert any(o.detail != "no finding" for o in outcomes)  # faults were made
+
+
+def test_a_finding_on_one_target_only_is_a_difference(monkeypatch):
+    """compare_fault can fail: when target cpu reports nothing (here: its kernels do
+    nothing) where the interpreter reports a finding, the outcome is "differ"."""
+    assert compare_fault(0, extra=0).detail == "no finding"  # the inputs' own grid
+    found = compare_fault(0)
+    assert found.ok and "kernel @" in found.detail
+    real = ttlc.compile
+
+    class Silent:
+        def __getitem__(self, name):
+            return lambda *args, **kwargs: None
+
+    monkeypatch.setattr(ttlc, "compile", lambda text, target, checked: Silent()
+                        if target == "cpu" else real(text, target=target, checked=checked))
+    outcome = compare_fault(0)
+    assert outcome.status == "differ" and "no finding" in outcome.detail
 
 
 COPY = """func @copy(%a: memref<i32x4>, %b: memref<i32x4>) {

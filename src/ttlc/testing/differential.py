@@ -127,3 +127,53 @@ def compare_seed(seed: int, reference: str = "interp", target: str = "cpu") -> O
     except Exception as e:
         return Outcome(seed, "error", f"generate: {type(e).__name__}: {e}")
     return compare_case(case, reference, target)
+
+
+# ---- faulty launches ---------------------------------------------------------------------------
+#: kinds of finding, by what the message of a KernelError says (the same on every target)
+FINDING_KINDS = (("subview of mode", "subview"), ("null memref", "null"),
+                 ("group index", "group index"), ("out of bounds", "bounds"),
+                 ("outside the memref", "bounds"), ("out-of-bounds", "bounds"),
+                 ("do not match", "shape"), ("does not match", "shape"),
+                 ("must match", "shape"), ("division by zero", "division"))
+
+
+def finding(e: Exception) -> tuple:
+    """(kind, source line) of a KernelError: what two targets must agree on."""
+    message = str(e)
+    kind = next((k for text, k in FINDING_KINDS if text in message), "other")
+    where = message.split(":", 2)
+    line = where[1].split(".")[0] if len(where) > 2 else "?"
+    return kind, line
+
+
+def compare_fault(seed: int, extra: int = 2, reference: str = "interp",
+                  target: str = "cpu") -> Outcome:
+    """Run a generated program, checked, on ``extra`` more work-groups in x than its inputs
+    were made for, so that the work-groups past the batch index past their arguments
+    (subviews at the group id, group members, batch modes): both targets must report the
+    same kind of finding at the same instruction, or both none (programs that wrap their
+    indices)."""
+    import ttlc
+
+    from .generator import generate
+
+    case = generate(seed)
+    grid = (case.grid[0] + extra,) + tuple(case.grid[1:])
+    found = {}
+    for t in (reference, target):
+        try:
+            module = ttlc.compile(case.text, target=t, checked=True)
+            with np.errstate(all="ignore"):
+                module[case.kernel_name](*case.make_args(), grid=grid)
+            found[t] = None
+        except ttlc.KernelError as e:
+            found[t] = finding(e) + (str(e),)
+        except Exception as e:  # anything else is a finding of its own
+            detail = "".join(traceback.format_exception_only(type(e), e)).strip()
+            return Outcome(seed, "error", f"target {t}: {detail[:3000]}", case.text)
+    a, b = found[reference], found[target]
+    if (a is None) != (b is None) or (a is not None and a[:2] != b[:2]):
+        show = {t: (f[2] if f else "no finding") for t, f in found.items()}
+        return Outcome(seed, "differ", f"grid {grid}: {show}", case.text)
+    return Outcome(seed, "agree", a[2] if a else "no finding", case.text)
