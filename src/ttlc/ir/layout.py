@@ -22,6 +22,13 @@ J = ceil(I N / S) S / I.  Element (r, c) with r = i + k I has linear index L = i
 I J k and lives in lane L mod S at register floor(L / S).  As a nested layout over the
 M x J matrix (columns N..J-1 are padding, read as zero): batch [K, J I / S], thread
 [I, S / I], thread strides [1, I], every other tile 1.
+
+Who keeps which layout: SIMT targets keep a coopmatrix distributed as
+``Target.storage_layout`` says (the language's layout, or the matrix unit's: DPAS,
+NVIDIA mma fragments), and ``lower-coopmatrix`` places entries by it.  The CPU does not
+distribute a coopmatrix over lanes: a subgroup holds the whole matrix in registers
+(column-major, one vector per subgroup), so the only lane question it has is the one
+extract, insert and apply ask, which it answers with ``MatrixLayout.tables``/``owners``.
 """
 from __future__ import annotations
 
