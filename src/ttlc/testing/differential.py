@@ -153,7 +153,7 @@ def compare_fault(seed: int, extra: int = 2, reference: str = "interp",
     were made for, so that the work-groups past the batch index past their arguments
     (subviews at the group id, group members, batch modes): both targets must report the
     same kind of finding at the same instruction, or both none (programs that wrap their
-    indices)."""
+    indices); unchecked, the interpreter may only raise KernelError."""
     import ttlc
 
     from .generator import generate
@@ -172,6 +172,15 @@ def compare_fault(seed: int, extra: int = 2, reference: str = "interp",
         except Exception as e:  # anything else is a finding of its own
             detail = "".join(traceback.format_exception_only(type(e), e)).strip()
             return Outcome(seed, "error", f"target {t}: {detail[:3000]}", case.text)
+    try:  # unchecked, the interpreter still raises nothing but KernelError
+        module = ttlc.compile(case.text, target="interp")
+        with np.errstate(all="ignore"):
+            module[case.kernel_name](*case.make_args(), grid=grid)
+    except ttlc.KernelError:
+        pass
+    except Exception as e:
+        detail = "".join(traceback.format_exception_only(type(e), e)).strip()
+        return Outcome(seed, "error", f"target interp, unchecked: {detail[:3000]}", case.text)
     a, b = found[reference], found[target]
     if (a is None) != (b is None) or (a is not None and a[:2] != b[:2]):
         show = {t: (f[2] if f else "no finding") for t, f in found.items()}
