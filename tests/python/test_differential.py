@@ -67,7 +67,7 @@ def test_a_finding_on_one_target_only_is_a_difference(monkeypatch):
         def __getitem__(self, name):
             return lambda *args, **kwargs: None
 
-    monkeypatch.setattr(ttlc, "compile", lambda text, target, checked: Silent()
+    monkeypatch.setattr(ttlc, "compile", lambda text, target, checked=False: Silent()
                         if target == "cpu" else real(text, target=target, checked=checked))
     outcome = compare_fault(0)
     assert outcome.status == "differ" and "no finding" in outcome.detail

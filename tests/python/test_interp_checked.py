@@ -201,7 +201,6 @@ func @skew(%A: memref<f32x64x16>, %B: memref<f32x64x16>) attributes {subgroup_si
 """
 
 
-@pytest.mark.interp_only(reason=interp_testing.UNIFORMITY)
 def test_coopmatrix_position_not_uniform():
     A, B = farray(np.ones((64, 16))), farray(np.zeros((64, 16)))
     msg = finding(VARYING_POSITION, "skew", (A, B))
@@ -228,7 +227,6 @@ func @pick(%G: group<memref<f32x16x16>x?>, %B: memref<f32x16x16>) attributes {su
 """
 
 
-@pytest.mark.interp_only(reason=interp_testing.UNIFORMITY)
 def test_coopmatrix_memref_not_uniform():
     members = [farray(np.full((16, 16), k)) for k in range(2)]
     B = farray(np.zeros((16, 16)))
@@ -257,7 +255,6 @@ func @bcast(%A: memref<i32x32>, %B: memref<i32x32>) attributes {subgroup_size=16
 """
 
 
-@pytest.mark.interp_only(reason=interp_testing.UNIFORMITY)
 def test_subgroup_broadcast_lane_not_uniform():
     """The lane is 0 in subgroup (0, 0); in subgroup (0, 1) it alternates 0, 1."""
     A, B = np.arange(32, dtype=np.int32), np.zeros(32, dtype=np.int32)
@@ -287,7 +284,6 @@ func @fill(%B: memref<f32x16x16>) attributes {subgroup_size=16, work_group_size=
 """
 
 
-@pytest.mark.interp_only(reason=interp_testing.UNIFORMITY)
 def test_coopmatrix_construct_number_not_uniform():
     B = farray(np.zeros((16, 16)))
     msg = finding(CONSTRUCT, "fill", (B,))
@@ -310,7 +306,6 @@ func @scale(%A: memref<f32x16x16>, %s: memref<f32x16>) attributes {subgroup_size
 """
 
 
-@pytest.mark.interp_only(reason=interp_testing.UNIFORMITY)
 def test_coopmatrix_scale_scalar_not_uniform():
     A = farray(np.ones((16, 16)))
     s = farray(np.full(16, 2.0))

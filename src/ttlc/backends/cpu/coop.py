@@ -31,7 +31,7 @@ from ...ir.numerics import accumulate_type
 from ...ir.core import Instruction
 from ...ir.ops import ARITH_BINARY, ARITH_UNARY
 from ...ir.types import CoopMatrixType, ScalarType
-from .abi import E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_NULL
+from .abi import E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_NULL, E_UNIFORM, UNIFORM_OPERANDS
 from .arith import binary, convert, unary
 from .arith import constant as scalar_constant
 from .function import FunctionCodegen, lane_loop
@@ -125,20 +125,47 @@ def subgroup_active(cg: FunctionCodegen, g: int) -> Optional[ir.Value]:
     return cg.reduce_or(sub)
 
 
-def uniform_in(cg: FunctionCodegen, x, lane: Optional[ir.Value]):
-    """The value of a (dynamically uniform) operand for one subgroup."""
+def uniform_in(cg: FunctionCodegen, x, lane: Optional[ir.Value], g: int = 0,
+               what: Optional[str] = None):
+    """The value of a (dynamically uniform) operand for subgroup g: that of its work-item
+    ``lane``.  Checked code named ``what`` the operand tests that the active work-items
+    of the subgroup agree (``check_uniform``)."""
     if isinstance(x, Lanes):
         x = cg.vector(x)
     if isinstance(x, Cplx):
-        return Cplx(uniform_in(cg, x.re, lane), uniform_in(cg, x.im, lane))
+        return Cplx(uniform_in(cg, x.re, lane, g, what), uniform_in(cg, x.im, lane, g, what))
     if is_vec(x):
+        if what is not None and cg.checked:
+            check_uniform(cg, x, lane, g, what)
         return cg.b.extract_element(x, lane)
     return x
 
 
-def memref_in(cg: FunctionCodegen, m: MemVal, lane) -> MemVal:
-    pick = lambda v: v if isinstance(v, int) else uniform_in(cg, v, lane)  # noqa: E731
-    return MemVal(uniform_in(cg, m.ptr, lane), [pick(s) for s in m.shape],
+def check_uniform(cg: FunctionCodegen, x: ir.Value, lane: ir.Value, g: int, what: str) -> None:
+    """Checked code: report (E_UNIFORM) an active work-item of subgroup g whose value of x
+    differs from that of work-item ``lane`` (values compared bit for bit)."""
+    b = cg.b
+    # how the message shows the values: integers, or the bits of a float of this many bytes
+    float_bytes = 0
+    if isinstance(x.type.element, ir.PointerType):
+        x = b.ptrtoint(x, cg.vt(I64))
+    elif not isinstance(x.type.element, ir.IntType):
+        float_bytes = lt_size(x.type.element)
+        x = b.bitcast(x, ir.VectorType(ir.IntType(float_bytes * 8), x.type.count))
+    ref = b.extract_element(x, lane)
+    differ = b.icmp_unsigned("!=", x, cg.splat(ref))
+    inside = ir.Constant(ir.VectorType(I1, cg.W), [g * cg.S <= k < (g + 1) * cg.S
+                                                   for k in range(cg.W)])
+    cg.fail_if(b.and_(differ, inside), E_UNIFORM,
+               [ir.Constant(I64, UNIFORM_OPERANDS.index(what)), x, ref,
+                b.sub(lane, ir.Constant(I32, g * cg.S)), ir.Constant(I64, g),
+                ir.Constant(I64, float_bytes)])
+
+
+def memref_in(cg: FunctionCodegen, m: MemVal, lane, g: int = 0,
+              what: Optional[str] = None) -> MemVal:
+    pick = lambda v: v if isinstance(v, int) else uniform_in(cg, v, lane, g, what)  # noqa: E731
+    return MemVal(uniform_in(cg, m.ptr, lane, g, what), [pick(s) for s in m.shape],
                   [pick(s) for s in m.stride], m.type)
 
 
@@ -169,8 +196,9 @@ def constant(cg: FunctionCodegen, t: CoopMatrixType, value) -> CoopVal:
 def emit_construct(cg: FunctionCodegen, inst: Instruction):
     t: CoopMatrixType = inst.results[0].type
     a = cg.get(inst.slots["a"])
-    mats = [splat_n(cg, uniform_in(cg, a, first_lane(cg, g) if cg.varying_repr(a) else None),
-                    t.rows * t.cols) for g in range(subgroups(cg))]
+    mats = [splat_n(cg, uniform_in(cg, a, first_lane(cg, g) if cg.varying_repr(a) else None,
+                                   g, "the number"), t.rows * t.cols)
+            for g in range(subgroups(cg))]
     return CoopVal(mats, t)
 
 
@@ -180,7 +208,7 @@ def emit_scale(cg: FunctionCodegen, inst: Instruction):
     m: CoopVal = cg.get(inst.slots["b"])
     out = []
     for g, mat in enumerate(m.mats):
-        s = uniform_in(cg, a, first_lane(cg, g) if cg.varying_repr(a) else None)
+        s = uniform_in(cg, a, first_lane(cg, g) if cg.varying_repr(a) else None, g, "the scalar")
         out.append(binary(cg, "mul", t.component, splat_n(cg, s, t.rows * t.cols), mat))
     return CoopVal(out, t)
 
@@ -213,9 +241,9 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
     pointer to component (r, c) (plain address arithmetic, no vector of offsets)."""
     b = cg.b
     lane = first_lane(cg, g) if cg.mask is not None else ir.Constant(I32, g * cg.S)
-    m = memref_in(cg, cg.get(inst.slots["tensor"]), lane)
-    x = uniform_in(cg, cg.get(inst.slots["x"]), lane)
-    y = uniform_in(cg, cg.get(inst.slots["y"]), lane)
+    m = memref_in(cg, cg.get(inst.slots["tensor"]), lane, g, "the memref")
+    x = uniform_in(cg, cg.get(inst.slots["x"]), lane, g, "the row position")
+    y = uniform_in(cg, cg.get(inst.slots["y"]), lane, g, "the column position")
     transpose = inst.modifier("ta") == "t"
     checked = inst.modifier("checked")
     M, N = t.rows, t.cols

@@ -538,6 +538,13 @@ class CpuModule(Module):
                    "partial tiles)")
         elif code == abi.E_FUSE:
             msg = f"modes {d[0]} and {d[0] + 1} cannot be fused: their strides do not match"
+        elif code == abi.E_UNIFORM:
+            what, here, first, first_id, g, float_bytes = d[:6]
+            if float_bytes:  # the bits of two floats (sign-extended into the record)
+                ftype, itype = {2: ("f2", "i2"), 4: ("f4", "i4"), 8: ("f8", "i8")}[float_bytes]
+                here, first = (np.array(v).astype(itype).view(ftype)[()] for v in (here, first))
+            msg = (f"{abi.UNIFORM_OPERANDS[what]} must be dynamically uniform, but work-items of "
+                   f"subgroup {g} disagree ({here} here, {first} at subgroup-local id {first_id})")
         elif code == abi.E_SHAPES:
             msg = _broken_shape_rule(inst.shape_rule, d)
         elif code == abi.E_SUBVIEW:

@@ -17,7 +17,7 @@ from ...ir.ops import SUBGROUP_OPS
 from ...ir.types import SCALAR_TYPES, ScalarType
 from .abi import E_BROADCAST
 from .arith import binary
-from .coop import first_lane, subgroup_active
+from .coop import first_lane, subgroup_active, uniform_in
 from .function import FunctionCodegen
 from .values import F16, F32, I1, I32, I64, Cplx, Lanes, is_vec, parts
 
@@ -115,7 +115,7 @@ def _check_broadcast(cg: FunctionCodegen, lane) -> None:
     saved = cg.mask
     for g in range(cg.W // cg.S):
         first = first_lane(cg, g)
-        src = b.extract_element(lane, first) if is_vec(lane) else lane
+        src = uniform_in(cg, lane, first, g, "the lane index")
         outside = b.or_(b.icmp_signed("<", src, ir.Constant(I32, 0)),
                         b.icmp_signed(">=", src, ir.Constant(I32, cg.S)))
         executing = subgroup_active(cg, g)
