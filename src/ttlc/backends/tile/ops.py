@@ -171,6 +171,9 @@ class TileOp:
     #: operands written group by group (AttrSizedOperandSegments) rather than as one list
     segmented: bool = False
     regions: int = 0
+    #: several results printed as one pack (``%r:2``, used as ``%r#0``), MLIR's default
+    #: for operations that do not name their results
+    packed_results: bool = False
     #: the text after ``%results = name`` (see ``text``): ``{x}`` an operand group or
     #: attribute, ``{x:type}`` its type(s), ``{result:type}`` the result type(s), ``(?...?)``
     #: a part printed only when every field in it is present
@@ -250,6 +253,7 @@ _op("reduce", 0x58, (("operands", "many"),), (Attr("dim", "int"), Attr("identiti
     variadic_results=True, regions=1)
 # the grid
 _op("get_tile_block_id", 0x30, syntax=": {result0:type}")
+_op("get_num_tile_blocks", 0x2E, syntax=": {result0:type}")
 # memory
 _op("make_token", 0x44, syntax=": {result:type}")
 _op("offset", 0x51, ("ptr", "offset"), (), "{ptr}, {offset} : {ptr:type}, {offset:type} -> {result:type}")
@@ -272,7 +276,8 @@ _op("mmaf", 0x49, ("lhs", "rhs", "acc"), (Attr("fast_acc", "unit"),),
     "{lhs}, {rhs}, {acc} : {lhs:type}, {rhs:type}, {acc:type}", flags=("fast_acc",))
 # control flow
 _op("for", 0x29, ("lowerBound", "upperBound", "step", ("initValues", "many")),
-    (Attr("unsignedCmp", "unit"),), "", flags=("unsignedCmp",), variadic_results=True, regions=1)
+    (Attr("unsignedCmp", "unit"),), "", flags=("unsignedCmp",), variadic_results=True, regions=1,
+    packed_results=True)
 for _name, _code in (("yield", 0x6D), ("continue", 0x11), ("return", 0x5C)):
     _op(_name, _code, (("operands", "many"),), (), "{operands}(? : {operands:type}?)",
         variadic_results=True)

@@ -66,17 +66,23 @@ def _attr_text(op: Op, name: str) -> str:
         return f"<{element}: {scalar_text(element, v)}>"
     if kind == "i32s":
         return "[" + ", ".join(map(str, value)) + "]"
-    if kind == "identities":
-        return "[" + ", ".join(f"{scalar_text(e, v)} : {e}" for e, v in value) + "]"
+    if kind == "identities":  # MLIR leaves out the type of f64 float attributes
+        return "[" + ", ".join(scalar_text(e, v) + ("" if e == "f64" else f" : {e}")
+                               for e, v in value) + "]"
     return str(value)
 
 
 def _optional_attrs(op: Op) -> str:
-    """Enum attributes away from their default (``rounding<zero>``) and present unit
-    attributes, after the operands (the ``{attrs}`` field)."""
+    """The attributes the syntax does not place, after the operands (the ``{attrs}``
+    field): enums without a default (``signed``), enums away from their default
+    (``rounding<zero>``) and present unit attributes."""
     out = []
     for a in op.spec.attrs:
-        if a.kind == "unit" and op.present(a.name):
+        if "{" + a.name + "}" in op.spec.syntax:
+            continue
+        if a.kind == "enum" and a.default is None:
+            out.append(f" {op.attrs[a.name]}")
+        elif a.kind == "unit" and op.present(a.name):
             out.append(" " + a.name)
         elif a.kind == "enum" and a.default is not None and op.attrs[a.name] != a.default:
             key = "rounding" if a.enum == "rounding" else a.name
@@ -141,7 +147,13 @@ class Printer:
         return name in op.attrs
 
     def op(self, op: Op, indent: str) -> None:
-        lhs = ", ".join(self.names.define(v) for v in op.results)
+        if op.spec.packed_results and len(op.results) > 1:
+            pack = self.names.define(op.results[0])
+            for i, v in enumerate(op.results):
+                self.names.define(v, f"{pack}#{i}")
+            lhs = f"{pack}:{len(op.results)}"
+        else:
+            lhs = ", ".join(self.names.define(v) for v in op.results)
         head = f"{indent}{lhs + ' = ' if lhs else ''}{op.spec.name}"
         if op.spec.name == "for":
             self.for_op(op, head, indent)

@@ -1,0 +1,156 @@
+"""The collective BLAS instructions as loops over the tiles of their output.
+
+Each instruction's entry in ``_VALUES`` computes the tile of its result at a tile index
+of the output (``op(A)`` for axpby, ``A .* B`` for hadamard, ``a b^T`` for ger, row sums
+for sum, ``op(A) b`` for gemv, ``op(A) op(B)`` for gemm: the last three with a loop over
+the contracted mode), in the output's accumulation type; ``_update`` then stores
+``alpha * value + beta * C``.  ``beta`` = 0 does not read C (the BLAS convention the
+reference interpreter follows): a constant 0 skips the load, a run-time one selects.
+gemm runs on the matrix units (``mmaf``); 16-bit operands keep their type and accumulate
+in f32, other mixes are converted to the accumulation type first.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Sequence
+
+from ...ir.core import Instruction
+from ...ir.numerics import accumulate_type
+from ...ir.types import SCALAR_TYPES, MemrefType
+from .ops import Scalar, Tile
+from .tir import Block, Value
+from .translate import Memref, Rule, Translator, extent, registrar, unsupported
+
+RULES: Dict[str, Rule] = {}
+_rule = registrar(RULES)
+_FLOATS = ("f16", "bf16", "f32", "f64")
+
+
+def _transposed(inst: Instruction, slot: str) -> bool:
+    return inst.modifier(slot) == "t"
+
+
+def _reduce_add(t: Translator, tile: Value, dim: int) -> Value:
+    """The sums of `tile` along mode `dim`."""
+    element = tile.type.element
+    block = Block([Value(Tile(element)), Value(Tile(element))])
+    outer, t.b.block = t.b.block, block
+    t.b.op("yield", operands=[t.binary("addf", *block.args)])
+    t.b.block = outer
+    shape = tile.type.shape[:dim] + tile.type.shape[dim + 1:]
+    return t.b.op("reduce", [Tile(element, shape)], regions=[block], operands=[tile], dim=dim,
+                  identities=[(element.name, 0.0)])[0]
+
+
+def _contracted(t: Translator, inst: Instruction, exts: Sequence[int], index: List[Value], ct: str,
+                step: Callable[[Value, int], Value]) -> Value:
+    """The sum over the tiles of op(A)'s second mode of `step(tile index, extent)`."""
+    A = t.memref(inst.slots["A"])
+    size = A.shape[0 if _transposed(inst, "ta") and len(A.shape) == 2 else -1]
+    k_ext = extent(size)
+    zeros = t.const(ct, 0.0, exts)
+    return t.accumulate(size, k_ext, zeros, lambda k, acc: t.binary("addf", acc, step(k, k_ext)))
+
+
+def _axpby(t, inst, exts, index, ct):
+    return t.load_op(t.memref(inst.slots["A"]), _transposed(inst, "ta"), exts, index, ct)
+
+
+def _hadamard(t, inst, exts, index, ct):
+    a, b = (t.load_op(t.memref(inst.slots[s]), False, exts, index, ct) for s in "AB")
+    return t.binary("mulf", a, b)
+
+
+def _outer(t: Translator, m: Memref, exts, index: Value, ct: str, mode: int, shape) -> Value:
+    """A vector tile as a row (`mode` 1) or column (`mode` 0) broadcast to `shape`."""
+    v = t.load_op(m, False, [exts], [index], ct)
+    ones = (exts, 1) if mode == 0 else (1, exts)
+    v = t.b.one("reshape", Tile(Scalar(ct), ones), source=v)
+    return t.b.one("broadcast", Tile(Scalar(ct), tuple(shape)), source=v)
+
+
+def _ger(t, inst, exts, index, ct):
+    a = _outer(t, t.memref(inst.slots["A"]), exts[0], index[0], ct, 0, exts)
+    b = _outer(t, t.memref(inst.slots["B"]), exts[1], index[1], ct, 1, exts)
+    return t.binary("mulf", a, b)
+
+
+def _sum(t, inst, exts, index, ct):
+    A = t.memref(inst.slots["A"])
+    if len(A.shape) == 1:  # a scalar: the output is viewed as one element
+        total = _contracted(t, inst, (), [], ct, lambda k, K: _reduce_add(
+            t, t.load_op(A, False, [K], [k], ct), 0))
+        return t.b.one("reshape", Tile(Scalar(ct), tuple(exts)), source=total)
+    return _contracted(t, inst, exts, index, ct, lambda k, K: _reduce_add(
+        t, t.load_op(A, _transposed(inst, "ta"), [exts[0], K], [index[0], k], ct), 1))
+
+
+def _gemv(t, inst, exts, index, ct):
+    A, b = t.memref(inst.slots["A"]), t.memref(inst.slots["B"])
+
+    def step(k, K):
+        a = t.load_op(A, _transposed(inst, "ta"), [exts[0], K], [index[0], k], ct)
+        return _reduce_add(t, t.binary("mulf", a, _outer(t, b, K, k, ct, 1, (exts[0], K))), 1)
+    return _contracted(t, inst, exts, index, ct, step)
+
+
+def _gemm(t, inst, exts, index, ct):
+    A, B = t.memref(inst.slots["A"]), t.memref(inst.slots["B"])
+    same = A.element == B.element and accumulate_type_name(A.element) == ct
+    element = A.element if same else ct
+    size = A.shape[0 if _transposed(inst, "ta") else 1]
+    k_ext = extent(size)
+
+    def step(k, acc):
+        a = t.load_op(A, _transposed(inst, "ta"), [exts[0], k_ext], [index[0], k], element)
+        b = t.load_op(B, _transposed(inst, "tb"), [k_ext, exts[1]], [k, index[1]], element)
+        return t.b.one("mmaf", acc.type, lhs=a, rhs=b, acc=acc)
+    return t.accumulate(size, k_ext, t.const(ct, 0.0, exts), step)
+
+
+_VALUES = {"axpby": _axpby, "hadamard": _hadamard, "ger": _ger, "sum": _sum, "gemv": _gemv,
+           "gemm": _gemm}
+
+
+def accumulate_type_name(element: str) -> str:
+    """Where sums of `element` are formed (``ttlc.ir.numerics``)."""
+    return accumulate_type(SCALAR_TYPES[element]).name
+
+
+def _constant(v) -> object:
+    """The value of a scalar defined by ``constant``, else None."""
+    owner = v.owner
+    return owner.attrs["value"] if owner is not None and owner.opcode == "constant" else None
+
+
+def _update(t: Translator, inst: Instruction, out: Memref, exts, index, value: Value, ct: str):
+    shape = tuple(exts)
+    alpha = t.splat(t.scalar_as(inst.slots["alpha"], ct), shape)
+    result = t.binary("mulf", alpha, value)
+    beta_value = _constant(inst.slots["beta"])
+    if beta_value != 0:
+        beta = t.scalar_as(inst.slots["beta"], ct)
+        term = t.binary("mulf", t.splat(beta, shape), t.convert(t.load(out, exts, index), ct))
+        if beta_value is None:
+            is_zero = t.b.one("cmpf", Tile(Scalar("i1")), lhs=beta, rhs=t.const(ct, 0.0),
+                              comparison_predicate="equal", comparison_ordering="ordered")
+            term = t.b.one("select", term.type, cond=t.splat(is_zero, shape),
+                           val_if_true=t.const(ct, 0.0, shape), val_if_false=term)
+        result = t.binary("addf", result, term)
+    t.store(out, exts, index, t.convert(result, out.element))
+
+
+@_rule(*_VALUES)
+def blas(t: Translator, inst: Instruction) -> None:
+    if inst.modifier("atomic"):
+        raise unsupported(inst, "atomic updates (.atomic) are")
+    operands = inst.opdef.blas
+    for slot in operands.slots:
+        mt = inst.slots[slot].type
+        if not isinstance(mt, MemrefType) or mt.element.name not in _FLOATS:
+            raise unsupported(inst, f"operands of type {mt} are")
+    out = t.memref(inst.slots[operands.written])
+    ct = accumulate_type_name(out.element)
+    shape = out.view_shape()
+    exts = [extent(d) for d in shape]
+    t.over_tiles(shape, exts, lambda index: _update(t, inst, out, exts, index,
+                                                    _VALUES[inst.opcode](t, inst, exts, index, ct), ct))

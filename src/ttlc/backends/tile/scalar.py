@@ -1,0 +1,158 @@
+"""Scalar instructions, builtins, memref views and loops as Tile IR on rank-0 tiles.
+
+Integers are signed and wrap around (``overflow`` none); shift amounts are taken modulo
+the width as the language says (``ttlc.ir.numerics``); a float ``not_equal`` is an
+unordered comparison (true with a NaN operand), the others ordered.
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+from ...ir.core import Instruction
+from ...ir.types import MemrefType
+from .ops import Scalar, Tile
+from .translate import Memref, Rule, Translator, element_name, registrar, unsupported
+
+RULES: Dict[str, Rule] = {}
+_rule = registrar(RULES)
+
+
+def _element(inst: Instruction) -> str:
+    return element_name(inst.results[0].type, inst.loc, inst.opcode)
+
+
+_FLOAT_BINARY = {"add": "addf", "sub": "subf", "mul": "mulf", "div": "divf", "rem": "remf",
+                 "max": "maxf", "min": "minf"}
+_INT_BINARY = {"add": "addi", "sub": "subi", "mul": "muli", "div": "divi", "rem": "remi",
+               "max": "maxi", "min": "mini", "shl": "shli", "shr": "shri", "and": "andi",
+               "or": "ori", "xor": "xori"}
+_SIGNED = ("divi", "remi", "maxi", "mini", "shri")
+
+
+@_rule(*_INT_BINARY)
+def arith_binary(t: Translator, inst: Instruction) -> None:
+    element = _element(inst)
+    a, b = t.tile_of(inst.slots["a"]), t.tile_of(inst.slots["b"])
+    if Scalar(element).is_float:
+        name = _FLOAT_BINARY.get(inst.opcode)
+        if name is None:
+            raise unsupported(inst, f"{element} operands are")
+        t.values[inst.results[0]] = t.binary(name, a, b)
+        return
+    name = _INT_BINARY[inst.opcode]
+    if name in ("shli", "shri"):  # the amount modulo the width
+        b = t.binary("andi", b, t.const(element, Scalar(element).bits - 1))
+    attrs = {"signedness": "signed"} if name in _SIGNED else {}
+    t.values[inst.results[0]] = t.binary(name, a, b, **attrs)
+
+
+@_rule("abs", "neg", "not")
+def arith_unary(t: Translator, inst: Instruction) -> None:
+    element = _element(inst)
+    a = t.tile_of(inst.slots["a"])
+    is_float = Scalar(element).is_float
+    if inst.opcode == "not":
+        r = t.binary("xori", a, t.const(element, 1 if element == "i1" else -1))
+    else:
+        name = {"abs": "absf" if is_float else "absi", "neg": "negf" if is_float else "negi"}
+        r = t.b.one(name[inst.opcode], a.type, source=a)
+    t.values[inst.results[0]] = r
+
+
+_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sin": "sin", "cos": "cos"}
+
+
+@_rule(*_MATH, *("native_" + m for m in _MATH))
+def math(t: Translator, inst: Instruction) -> None:
+    a = t.tile_of(inst.slots["a"])
+    t.values[inst.results[0]] = t.b.one(_MATH[inst.opcode.replace("native_", "")], a.type, source=a)
+
+
+_PREDICATES = {"equal": "equal", "not_equal": "not_equal", "greater_than": "greater_than",
+               "greater_than_equal": "greater_than_or_equal", "less_than": "less_than",
+               "less_than_equal": "less_than_or_equal"}
+
+
+@_rule(*_PREDICATES)
+def compare(t: Translator, inst: Instruction) -> None:
+    a, b = t.tile_of(inst.slots["a"]), t.tile_of(inst.slots["b"])
+    pred = _PREDICATES[inst.opcode]
+    i1 = Tile(Scalar("i1"))
+    if a.type.element.is_float:
+        ordering = "unordered" if pred == "not_equal" else "ordered"
+        r = t.b.one("cmpf", i1, lhs=a, rhs=b, comparison_predicate=pred, comparison_ordering=ordering)
+    else:
+        r = t.b.one("cmpi", i1, lhs=a, rhs=b, comparison_predicate=pred, signedness="signed")
+    t.values[inst.results[0]] = r
+
+
+@_rule("cast")
+def cast(t: Translator, inst: Instruction) -> None:
+    t.values[inst.results[0]] = t.convert(t.tile_of(inst.slots["a"]), _element(inst))
+
+
+@_rule("constant")
+def constant(t: Translator, inst: Instruction) -> None:
+    value = inst.attrs["value"]
+    if isinstance(value, (list, tuple, complex)):
+        raise unsupported(inst, f"constants of type {inst.results[0].type} are")
+    t.values[inst.results[0]] = t.const(_element(inst), value)
+
+
+@_rule("group_id", "num_groups")
+def builtin(t: Translator, inst: Instruction) -> None:
+    name = "get_tile_block_id" if inst.opcode == "group_id" else "get_num_tile_blocks"
+    xyz = t.b.op(name, [Tile(Scalar("i32"))] * 3)
+    t.values[inst.results[0]] = t.convert(xyz["xyz".index(inst.modifier("dim"))], "i64")
+
+
+@_rule("size")
+def size(t: Translator, inst: Instruction) -> None:
+    if not isinstance(inst.slots["tensor"].type, MemrefType):
+        raise unsupported(inst, "the size of a group is")
+    t.values[inst.results[0]] = t.i64(t.memref(inst.slots["tensor"]).shape[inst.attrs["mode"]])
+
+
+def _index(t: Translator, x):
+    return x if isinstance(x, int) else t.convert(t.tile_of(x), "i64")
+
+
+@_rule("subview")
+def subview(t: Translator, inst: Instruction) -> None:
+    m = t.memref(inst.slots["tensor"])
+    offset, shape, strides = 0, [], []
+    for (start, size), stride in zip(inst.slots["slices"], m.strides):
+        start = _index(t, start)
+        if not (isinstance(start, int) and start == 0):
+            offset = t.add_index(offset, t.mul_index(start, stride))
+        if not (isinstance(size, int) and size == 0):  # size 0: the mode is removed
+            shape.append(_index(t, size))
+            strides.append(stride)
+    ptr = m.ptr
+    if not (isinstance(offset, int) and offset == 0):
+        ptr = t.b.one("offset", ptr.type, ptr=ptr, offset=t.i64(offset))
+    t.values[inst.results[0]] = Memref(m.element, ptr, shape, strides)
+
+
+@_rule("for")
+def for_loop(t: Translator, inst: Instruction) -> None:
+    lower, upper = t.tile_of(inst.slots["from"]), t.tile_of(inst.slots["to"])
+    step = t.tile_of(inst.slots["step"]) if "step" in inst.slots else None
+    region = inst.regions[0]
+    inits = [t.tile_of(v) for v in inst.slots.get("init") or []]
+
+    def body(iv, carried) -> List:
+        t.values[region.args[0]] = iv
+        for arg, v in zip(region.args[1:], carried):
+            t.values[arg] = v
+        t.region(region)
+        return t.yielded
+
+    results = t.loop(upper, inits, body, lower=lower, step=step)
+    for r, v in zip(inst.results, results):
+        t.values[r] = v
+
+
+@_rule("yield")
+def yield_(t: Translator, inst: Instruction) -> None:
+    t.yielded = [t.tile_of(v) for v in inst.slots["values"]]
