@@ -77,6 +77,26 @@ func @k(%A: memref<f64x32x16>, %s: memref<f64>, %r: memref<f64x32>, %c: memref<f
     sum.t %one, %A, %one, %c
     sum %one, %v, %zero, %s
 }""",
+    "groups": """
+func @k(%alpha: f64, %A: group<memref<f64x?x?>x?> {alignment=64}, %B: group<memref<f64x8x?>x4>,
+        %C: group<memref<f64x?x?>x?, offset: ?>, %v: group<memref<f32x?>x?, offset: 2>) {
+    %k = group_id.x : index
+    %a = load %A[%k] : memref<f64x?x?>
+    %b = load %B[%k] : memref<f64x8x?>
+    %c = load %C[%k] : memref<f64x?x?>
+    %x = load %v[%k] : memref<f32x?>
+    %n = size %A[0] : index
+    gemm.n.t %alpha, %a, %b, %alpha, %c
+}""",
+    "elements": """
+func @k(%A: memref<i32x?x?>, %B: memref<i16x8x?,strided<2,?>>) {
+    %i = group_id.x : index
+    %j = group_id.y : index
+    %x = load %A[%i, %j] : i32
+    %y = cast %x : i16
+    %z = shl %y, %y : i16
+    store %z, %B[%j, %i]
+}""",
     "scalar_loop": """
 func @k(%n: i32, %x: f32, %A: memref<f32x?x?>, %B: memref<f32x?x?>) {
     %gx = group_id.x : index
@@ -173,9 +193,9 @@ def test_outside_the_class_is_a_compile_error(text, instruction):
     assert message.startswith(f"{instruction}:") and "target cuda-tile" in message
 
 
-def test_group_arguments_are_a_compile_error_naming_the_argument():
+def test_complex_arguments_are_a_compile_error_naming_the_argument():
     with pytest.raises(ttlc.CompileError, match=r"argument %A: .*target cuda-tile"):
-        BACKEND.emit(ttlc.parse("func @k(%A: group<memref<f32x8>x?>) {\n}"), "tilebc")
+        BACKEND.emit(ttlc.parse("func @k(%A: memref<c32x8>) {\n}"), "tilebc")
 
 
 def _corpus():

@@ -271,6 +271,17 @@ _op("store_view_tko", 0x66, ("tile", "view", ("index", "many"), ("token", "optio
     "{memory_ordering_semantics} {tile}, {view}[{index}](? token = {token}?) : {tile:type}, "
     "{view:type}, {index:type1} -> {result:type}",
     flags=_LOAD_STORE_FLAGS, variadic_results=True, segmented=True)
+_op("load_ptr_tko", 0x3D, ("source", ("mask", "optional"), ("paddingValue", "optional"),
+                         ("token", "optional")),
+    (Attr("memory_ordering_semantics", "enum", "memory_ordering"),),
+    "{memory_ordering_semantics} {source}(? token={token}?) : {source:type} -> {result:type}",
+    flags=("memory_scope", "optimization_hints", "mask", "paddingValue", "token"), segmented=True)
+_op("store_ptr_tko", 0x65, ("destination", "value", ("mask", "optional"), ("token", "optional")),
+    (Attr("memory_ordering_semantics", "enum", "memory_ordering"),),
+    "{memory_ordering_semantics} {destination}, {value}(? token={token}?) : {destination:type}, "
+    "{value:type} -> {result:type}",
+    flags=("memory_scope", "optimization_hints", "mask", "token"), segmented=True)
+_op("int_to_ptr", 0x33, ("source",), (), "{source} : {source:type} -> {result:type}")
 # matrix units
 _op("mmaf", 0x49, ("lhs", "rhs", "acc"), (Attr("fast_acc", "unit"),),
     "{lhs}, {rhs}, {acc} : {lhs:type}, {rhs:type}, {acc:type}", flags=("fast_acc",))

@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ...ir.core import Instruction
-from ...ir.types import MemrefType
 from .ops import Scalar, Tile
-from .translate import Memref, Rule, Translator, element_name, registrar, unsupported
+from .translate import Group, Memref, Rule, Translator, element_name, registrar, unsupported
 
 RULES: Dict[str, Rule] = {}
 _rule = registrar(RULES)
@@ -108,13 +107,31 @@ def builtin(t: Translator, inst: Instruction) -> None:
 
 @_rule("size")
 def size(t: Translator, inst: Instruction) -> None:
-    if not isinstance(inst.slots["tensor"].type, MemrefType):
-        raise unsupported(inst, "the size of a group is")
-    t.values[inst.results[0]] = t.i64(t.memref(inst.slots["tensor"]).shape[inst.attrs["mode"]])
+    src = t.values[inst.slots["tensor"]]
+    t.values[inst.results[0]] = t.i64(src.size if isinstance(src, Group)
+                                      else src.shape[inst.attrs["mode"]])
 
 
 def _index(t: Translator, x):
     return x if isinstance(x, int) else t.convert(t.tile_of(x), "i64")
+
+
+@_rule("load")
+def load(t: Translator, inst: Instruction) -> None:
+    """A member of a group, or an element of a memref."""
+    src = t.values[inst.slots["tensor"]]
+    index = [_index(t, v) for v in inst.slots["index"]]
+    if isinstance(src, Group):
+        t.values[inst.results[0]] = t.member(src, index[0])
+    else:
+        t.values[inst.results[0]] = t.load_scalar(t.element_ptr(src, index))
+
+
+@_rule("store")
+def store(t: Translator, inst: Instruction) -> None:
+    m = t.memref(inst.slots["tensor"])
+    value = t.convert(t.tile_of(inst.slots["value"]), m.element)
+    t.store_scalar(t.element_ptr(m, [_index(t, v) for v in inst.slots["index"]]), value)
 
 
 @_rule("subview")

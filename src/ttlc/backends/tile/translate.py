@@ -26,7 +26,7 @@ from ...ir.core import Function as IRFunction
 from ...ir.core import Instruction, Region
 from ...ir.core import Value as IRValue
 from ...ir.numerics import accumulate_type
-from ...ir.types import BoolType, MemrefType, ScalarType
+from ...ir.types import BoolType, GroupType, MemrefType, ScalarType
 from .ops import TOKEN, PartitionView, Ptr, Scalar, TensorView, Tile
 from .tir import Block, Builder, Entry, Value
 
@@ -73,6 +73,20 @@ class Memref:
 
     def view_shape(self) -> List[Size]:
         return self.shape or [1]
+
+
+@dataclass
+class Group:
+    """A group argument: the members' addresses (an array of i64), the member type's
+    sizes and strides (static, or an array of i64 with one entry per member), the
+    group's size and the offset added to every member."""
+
+    element: str
+    addresses: Value
+    shape: List[Union[int, Value]]
+    strides: List[Union[int, Value]]
+    size: Size
+    offset: Size
 
 
 def extent(size: Size) -> int:
@@ -227,6 +241,35 @@ class Translator:
             t = self.load(m, exts, index)
         return self.convert(t, element)
 
+    def element_ptr(self, m: Memref, index: Sequence[Size]) -> Value:
+        """The pointer to element `index` of `m`."""
+        offset: Size = 0
+        for i, stride in zip(index, m.strides):
+            offset = self.add_index(offset, self.mul_index(i, stride))
+        if isinstance(offset, int) and offset == 0:
+            return m.ptr
+        return self.b.one("offset", m.ptr.type, ptr=m.ptr, offset=self.i64(offset))
+
+    def load_scalar(self, ptr: Value) -> Value:
+        element = ptr.type.element.pointee
+        return self.b.op("load_ptr_tko", [Tile(element), TOKEN], source=ptr, token=self.token,
+                         memory_ordering_semantics="weak")[0]
+
+    def store_scalar(self, ptr: Value, value: Value) -> None:
+        self.token = self.b.one("store_ptr_tko", TOKEN, destination=ptr, value=value,
+                                token=self.token, memory_ordering_semantics="weak")
+
+    def member(self, g: Group, index: Size) -> Memref:
+        """Member `index` of a group, as a memref."""
+        def fetch(array: Value) -> Value:
+            return self.load_scalar(self.b.one("offset", array.type, ptr=array, offset=self.i64(index)))
+
+        ptr = self.b.one("int_to_ptr", Tile(Ptr(Scalar(g.element))), source=fetch(g.addresses))
+        if not (isinstance(g.offset, int) and g.offset == 0):
+            ptr = self.b.one("offset", ptr.type, ptr=ptr, offset=self.i64(g.offset))
+        return Memref(g.element, ptr, [d if isinstance(d, int) else fetch(d) for d in g.shape],
+                      [d if isinstance(d, int) else fetch(d) for d in g.strides])
+
     # ---- values ------------------------------------------------------------------------
     def tile_of(self, v: IRValue) -> Value:
         return self.values[v]
@@ -239,18 +282,31 @@ class Translator:
 
     # ---- the function ------------------------------------------------------------------
     def entry(self) -> Entry:
+        """The entry; its arguments as ``docs/cuda-tile.md`` describes them."""
         args: List[Value] = []
+
+        def dynamic(dims, t: Tile) -> List[Union[int, Value]]:
+            out = [d if d is not None else Value(t) for d in dims]
+            args.extend(d for d in out if isinstance(d, Value))
+            return out
+
+        i64, i64_array = Tile(Scalar("i64")), Tile(Ptr(Scalar("i64")))
         for a in self.function.args:
             t = a.value.type
+            what = f"argument %{a.value.name}"
             if isinstance(t, MemrefType):
-                element = element_name(t.element, a.value.loc, f"argument %{a.value.name}")
+                element = element_name(t.element, a.value.loc, what)
                 ptr = Value(Tile(Ptr(Scalar(element))))
                 args.append(ptr)
-                dims = []
-                for dims_of in (t.shape, t.stride):
-                    dims.append([d if d is not None else Value(Tile(Scalar("i64"))) for d in dims_of])
-                    args += [d for d in dims[-1] if isinstance(d, Value)]
-                self.values[a.value] = Memref(element, ptr, *dims)
+                self.values[a.value] = Memref(element, ptr, dynamic(t.shape, i64),
+                                              dynamic(t.stride, i64))
+            elif isinstance(t, GroupType):
+                element = element_name(t.memref.element, a.value.loc, what)
+                addresses = Value(i64_array)
+                args.append(addresses)
+                shape, strides = dynamic(t.memref.shape, i64_array), dynamic(t.memref.stride, i64_array)
+                size, offset = dynamic([t.size, t.offset], i64)
+                self.values[a.value] = Group(element, addresses, shape, strides, size, offset)
             elif isinstance(t, (ScalarType, BoolType)):
                 v = Value(Tile(Scalar(element_name(t, a.value.loc, f"argument %{a.value.name}"))))
                 args.append(v)
