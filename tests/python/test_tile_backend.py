@@ -96,6 +96,17 @@ func @k(%A: memref<i32x?x?>, %B: memref<i16x8x?,strided<2,?>>) {
     %y = cast %x : i16
     %z = shl %y, %y : i16
     store %z, %B[%j, %i]
+    %c = less_than %x, %x : bool
+    if %c {
+        store %z, %B[%i, %j]
+    }
+    %r = if %c -> (f32) {
+        %f = cast %x : f32
+        yield (%f)
+    } else {
+        %g = constant 1.5 : f32
+        yield (%g)
+    }
 }""",
     "scalar_loop": """
 func @k(%n: i32, %x: f32, %A: memref<f32x?x?>, %B: memref<f32x?x?>) {

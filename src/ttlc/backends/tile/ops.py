@@ -289,6 +289,7 @@ _op("mmaf", 0x49, ("lhs", "rhs", "acc"), (Attr("fast_acc", "unit"),),
 _op("for", 0x29, ("lowerBound", "upperBound", "step", ("initValues", "many")),
     (Attr("unsignedCmp", "unit"),), "", flags=("unsignedCmp",), variadic_results=True, regions=1,
     packed_results=True)
+_op("if", 0x32, ("condition",), (), "", variadic_results=True, regions=2, packed_results=True)
 for _name, _code in (("yield", 0x6D), ("continue", 0x11), ("return", 0x5C)):
     _op(_name, _code, (("operands", "many"),), (), "{operands}(? : {operands:type}?)",
         variadic_results=True)

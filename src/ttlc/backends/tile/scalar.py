@@ -170,6 +170,22 @@ def for_loop(t: Translator, inst: Instruction) -> None:
         t.values[r] = v
 
 
+@_rule("if")
+def if_(t: Translator, inst: Instruction) -> None:
+    def branch(k):
+        def run():
+            t.yielded = []
+            if k < len(inst.regions):
+                t.region(inst.regions[k])
+            return t.yielded
+        return run
+
+    types = [Tile(Scalar(element_name(r.type, inst.loc, "if"))) for r in inst.results]
+    results = t.branches(t.tile_of(inst.slots["condition"]), [branch(0), branch(1)], types)
+    for r, v in zip(inst.results, results):
+        t.values[r] = v
+
+
 @_rule("yield")
 def yield_(t: Translator, inst: Instruction) -> None:
     t.yielded = [t.tile_of(v) for v in inst.slots["values"]]

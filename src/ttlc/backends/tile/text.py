@@ -158,6 +158,15 @@ class Printer:
         if op.spec.name == "for":
             self.for_op(op, head, indent)
             return
+        if op.spec.name == "if":
+            types = ", ".join(v.type.text() for v in op.results)
+            self.lines.append(f"{head} {self.names[op.group('condition')[0]]}"
+                              f"{f' -> ({types})' if types else ''} {{")
+            self.block(op.regions[0], indent + "  ")
+            self.lines.append(indent + "} else {")
+            self.block(op.regions[1], indent + "  ")
+            self.lines.append(indent + "}")
+            return
         text = self.fill(op, op.spec.syntax)
         if op.spec.name == "reduce":
             block = op.regions[0]

@@ -175,6 +175,19 @@ class Translator:
         self.b.block, self.token = outer, results[0]
         return results[1:]
 
+    def branches(self, condition: Value, regions: Sequence[Callable[[], List[Value]]],
+                 types: Sequence) -> List[Value]:
+        """An ``if`` whose two branches (each giving the values it yields) carry the token."""
+        blocks = [Block(), Block()]
+        results = self.b.op("if", [TOKEN, *types], regions=blocks, condition=condition)
+        outer, start = self.b.block, self.token
+        for block, branch in zip(blocks, regions):
+            self.b.block, self.token = block, start
+            values = branch()
+            self.b.op("yield", operands=[self.token, *values])
+        self.b.block, self.token = outer, results[0]
+        return results[1:]
+
     def tile_count(self, size: Size, ext: int) -> Union[int, Value]:
         if isinstance(size, int):
             return -(-size // ext)
