@@ -139,6 +139,22 @@ func @k(%n: i32, %x: f32, %A: memref<f32x?x?>, %B: memref<f32x?x?>) {
 }
 
 
+def test_registry_entry():
+    assert [(s.name, s.binary) for s in BACKEND.stages] == [("tile-text", False), ("tilebc", True)]
+    assert BACKEND.stage().name == "tilebc" and not BACKEND.executes and BACKEND.machine == "nvidia"
+
+
+def test_cli_writes_bytecode_and_text(tmp_path):
+    from ttlc.cli import main
+
+    src = tmp_path / "k.ir"
+    src.write_text(FIRST_CLASS["axpby_dynamic"])
+    assert main(["compile", "--target", "cuda-tile", str(src), "-o", str(tmp_path / "k.tilebc")]) == 0
+    assert (tmp_path / "k.tilebc").read_bytes().startswith(b"\x7fTileIR\x00")
+    assert main(["compile", "--target", "cuda-tile", "-S", str(src), "-o", str(tmp_path / "k.mlir")]) == 0
+    assert (tmp_path / "k.mlir").read_text().startswith("cuda_tile.module @kernels {")
+
+
 @pytest.mark.parametrize("name", sorted(FIRST_CLASS))
 def test_first_class_is_emitted(name):
     text = BACKEND.emit(ttlc.parse(FIRST_CLASS[name]), "tile-text")
@@ -181,12 +197,8 @@ def test_opcodes_match_nvidia_registry():
     source = Path(enc.__file__).read_text()
     codes = {m.group(1).lower(): int(m.group(2)) for m in re.finditer(
         r"def encode_(\w+?)(?:Tko)?Op\(.*?# Opcode\n\s+encode_varint\((\d+)", source, re.S)}
-    spelled = {"load_view_tko": "loadview", "store_view_tko": "storeview",
-               "make_tensor_view": "maketensorview", "make_partition_view": "makepartitionview",
-               "get_tile_block_id": "gettileblockid", "get_num_tile_blocks": "getnumtileblocks",
-               "make_token": "maketoken", "ftof": "ftof", "itof": "itof", "ftoi": "ftoi"}
     for name, op in OPS.items():
-        key = spelled.get(name, name.replace("_", ""))
+        key = name.replace("_tko", "").replace("_", "")  # load_view_tko: LoadViewTkoOp
         assert codes.get(key) == op.opcode, f"{name}: ours 0x{op.opcode:x}, NVIDIA's {codes.get(key)}"
 
 

@@ -108,12 +108,12 @@ BACKENDS: Dict[str, Backend] = {b.name: b for b in (
                 Stage("llvm", "LLVM IR as generated"),
                 Stage("llvm-opt", "LLVM IR after optimisation (O3)"),
                 Stage("object", "an ELF object file with the machine code", binary=True))),
+    Backend("interp", "the reference interpreter (NumPy; checked mode finds data races)",
+            machine="interp", module="ttlc.interp", executes=True),
     Backend("cuda-tile", "NVIDIA CUDA Tile IR: cuda_tile MLIR text and bytecode for tileiras",
             machine="nvidia", module="ttlc.backends.tile.backend", stages=(
                 Stage("tile-text", "the module as cuda_tile MLIR text"),
                 Stage("tilebc", "the module as Tile IR bytecode", binary=True))),
-    Backend("interp", "the reference interpreter (NumPy; checked mode finds data races)",
-            machine="interp", module="ttlc.interp", executes=True),
 )}
 
 
