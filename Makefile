@@ -61,11 +61,13 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/suite.py $(BENCH_ARGS)
 
 # The long counts that make test samples: front-end fuzzing, thousands of differential
-# programs, and the pass-meaning tests over 500 generated seeds with every GPU target
+# programs, the pass-meaning tests over 500 generated seeds with every GPU target, and
+# target cuda-tile (NVIDIA's tools, the Tile IR interpreter) over 500 generated programs
 fuzz: $(STAMP)
 	$(PY) fuzz/fuzz_frontend.py --inputs 100000
 	$(PY) fuzz/fuzz_differential.py --programs 3000
 	TTLC_LONG=1 $(PY) -m pytest -q -n auto tests/python/test_pass_meaning.py
+	TTLC_TILE_SEEDS=500 $(PY) -m pytest -q -s tests/python/test_tile_backend.py -k corpus
 
 conformance: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) ../shared/tools/conformance --ttlc "$(CURDIR)/$(PY) -m ttlc" --only reject,accept,roundtrip

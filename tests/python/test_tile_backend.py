@@ -177,27 +177,36 @@ def _inputs(func, seed: int):
     return args, buffers
 
 
-@pytest.mark.parametrize("name", sorted(FIRST_CLASS))
-def test_meaning_matches_the_reference_interpreter(name):
-    """The emitted module, run by the NumPy Tile IR interpreter, writes what the program
-    writes on the reference interpreter."""
+def _compare_meaning(text: str, name: str, make_args=None, grid=None) -> None:
+    """Run function `name` of `text` on the reference interpreter and its Tile IR on the
+    NumPy Tile IR interpreter, on the same inputs; compare everything they write."""
     import numpy as np
     from ttlc.backends.tile import simulate
     from ttlc.backends.tile.backend import translate
 
-    program = ttlc.parse(FIRST_CLASS[name])
-    func = program.functions[0]
-    # several work-groups only where they work on different data (else they would race)
-    grid = (2, 2, 1) if "group_id" in FIRST_CLASS[name] else (1, 1, 1)
-    expected_args, expected = _inputs(func, 7)
-    ttlc.compile(FIRST_CLASS[name], target="interp")[func.name](*expected_args, grid=grid)
-    args, got = _inputs(func, 7)
-    simulate.run(translate(program).entries[0], func, args, grid)
+    program = ttlc.parse(text)
+    index = [f.name for f in program.functions].index(name)
+    func = program.functions[index]
+    if make_args is None:
+        # several work-groups only where they work on different data (else they would race)
+        grid = (2, 2, 1) if "group_id" in text else (1, 1, 1)
+        make_args = lambda: _inputs(func, 7)  # noqa: E731
+    expected_args, expected = make_args()
+    ttlc.compile(text, target="interp")[name](*expected_args, grid=grid)
+    args, got = make_args()
+    simulate.run(translate(program).entries[index], func, args, grid)
     for e, g in zip(expected, got):
         tol = _TOLERANCE.get(str(e.dtype).replace("float", "f").replace("bfloat16", "bf16"), 0)
         np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=tol,
                                    atol=tol * max(1.0, float(np.abs(e.astype(np.float64)).max(
                                        initial=0))))
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_CLASS))
+def test_meaning_matches_the_reference_interpreter(name):
+    """The emitted module, run by the NumPy Tile IR interpreter, writes what the program
+    writes on the reference interpreter."""
+    _compare_meaning(FIRST_CLASS[name], "k")
 
 
 def _validate(program) -> None:
@@ -260,26 +269,37 @@ def test_complex_arguments_are_a_compile_error_naming_the_argument():
 
 
 def _corpus():
-    """(name, text) of the examples, the valid lit programs and generated programs."""
+    """(name, text, generated case or None) of the examples, the valid lit programs and
+    generated programs."""
     from ttlc.testing.generator import generate
 
     for f in sorted((ROOT / "examples").glob("*.ir")):
-        yield f"examples/{f.name}", f.read_text()
+        yield f"examples/{f.name}", f.read_text(), None
     for f in sorted((ROOT / "tests" / "lit").rglob("*.ir")):
         text = f.read_text(errors="replace")
         try:
             ttlc.check(text)
         except ttlc.CompileError:
             continue
-        yield str(f.relative_to(ROOT)), text
+        yield str(f.relative_to(ROOT)), text, None
     for seed in range(int(os.environ.get("TTLC_TILE_SEEDS", "40"))):
-        yield f"generated/{seed}", generate(seed).text
+        case = generate(seed)
+        yield f"generated/{seed}", case.text, case
+
+
+def _with_arrays(args):
+    from ttlc.testing.differential import arrays_of
+
+    return args, arrays_of(args)
 
 
 @needs_tools
 def test_corpus_is_emitted_and_validated_or_a_compile_error():
+    """Every program is either refused with a CompileError naming the target, or emitted,
+    accepted by tileiras, printed back by tileirdisasm as ttlc prints it, and (run by the
+    NumPy Tile IR interpreter) writes what the reference interpreter writes."""
     emitted, errors = [], []
-    for name, text in _corpus():
+    for name, text, case in _corpus():
         program = ttlc.parse(text)
         try:
             BACKEND.emit(program, "tilebc")
@@ -288,6 +308,11 @@ def test_corpus_is_emitted_and_validated_or_a_compile_error():
             errors.append(name)
             continue
         _validate(program)
+        for f in program.functions:
+            if case is None:
+                _compare_meaning(text, f.name)
+            elif f.name == case.kernel_name:
+                _compare_meaning(text, f.name, lambda: _with_arrays(case.make_args()), case.grid)
         emitted.append(name)
     print(f"\ncuda-tile corpus: {len(emitted)} emitted and validated, {len(errors)} CompileError")
     assert emitted
