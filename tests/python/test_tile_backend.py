@@ -108,6 +108,28 @@ func @k(%A: memref<i32x?x?>, %B: memref<i16x8x?,strided<2,?>>) {
         yield (%g)
     }
 }""",
+    "views": """
+func @k(%A: memref<f32x16x?>, %B: memref<f32x4x8x?>, %C: memref<f32x2x8x?>)
+        attributes {subgroup_size=16, work_group_size=[32,2]} {
+    %n = size %A[1] : index
+    %e = expand %A[0 -> 2x8] : memref<f32x2x8x?>
+    %f = fuse %B[0, 1] : memref<f32x32x?>
+    %s = subgroup_size : i32
+    %ns = num_subgroups.x : i32
+    %m = mul %s, %ns : i32
+    %x = cast %m : f32
+    %g = fuse %e[0, 1] : memref<f32x16x?>
+    %h = subview %f[0:16, 0:%n] : memref<f32x16x?,strided<1,32>>
+    axpby %x, %g, %x, %h
+    %c = fuse %C[1, 2] : memref<f32x2x?>
+    %p = size %c[1] : index
+    %four = constant 4 : index
+    %q = div %p, %four : index
+    %d = expand %c[1 -> 4x%q] : memref<f32x2x4x?>
+    %zero = constant 0.0 : f32
+    %r = subview %d[1, 0:4, 0:%q] : memref<f32x4x?,strided<2,8>>
+    axpby %x, %r, %zero, %r
+}""",
     "scalar_loop": """
 func @k(%n: i32, %x: f32, %A: memref<f32x?x?>, %B: memref<f32x?x?>) {
     %gx = group_id.x : index

@@ -8,12 +8,12 @@ the collective instructions stay whole (``translate``, with the rules of ``scala
 """
 from __future__ import annotations
 
-from typing import Union
+from typing import Optional, Union
 
 from ...diagnostics import CompileError, error
 from ...ir.core import Location, Program
 from ...ir.ops import compose_tables
-from ...target import Target
+from ...target import ExecConfig, Target, get_target
 from . import blas, bytecode, scalar, text
 from .tir import Module
 from .translate import TARGET, Translator
@@ -21,10 +21,12 @@ from .translate import TARGET, Translator
 RULES = compose_tables(scalar.RULES, blas.RULES)
 
 
-def translate(program: Program) -> Module:
+def translate(program: Program, machine: Optional[Target] = None) -> Module:
     """The Tile IR module of a verified program; CompileError for what it cannot express."""
+    machine = machine or get_target("nvidia")
     try:
-        return Module("kernels", [Translator(f, RULES).entry() for f in program.functions])
+        return Module("kernels", [Translator(f, RULES, ExecConfig.of(f, machine, program)).entry()
+                                  for f in program.functions])
     except CompileError as e:
         raise e.with_source(program.source, program.filename) from None
 
@@ -34,5 +36,5 @@ def emit(program: Program, stage: str, machine: Target, checked: bool) -> Union[
         loc = program.functions[0].loc if program.functions else Location(1, 1, 1, 1)
         raise error(loc, f"target {TARGET} has no checked mode").with_source(
             program.source, program.filename)
-    module = translate(program)
+    module = translate(program, machine)
     return text.print_module(module) if stage == "tile-text" else bytecode.write(module)

@@ -105,6 +105,41 @@ def builtin(t: Translator, inst: Instruction) -> None:
     t.values[inst.results[0]] = t.convert(xyz["xyz".index(inst.modifier("dim"))], "i64")
 
 
+@_rule("subgroup_size", "num_subgroups")
+def sizes(t: Translator, inst: Instruction) -> None:
+    """Constants of the function's execution configuration."""
+    if inst.opcode == "subgroup_size":
+        value = t.config.subgroup_size
+    else:
+        x, y = t.config.work_group_size
+        value = x // t.config.subgroup_size if inst.modifier("dim") == "x" else y
+    t.values[inst.results[0]] = t.const("i32", value)
+
+
+@_rule("expand")
+def expand(t: Translator, inst: Instruction) -> None:
+    """One mode viewed as several: sizes as given, strides growing from the mode's."""
+    m, mode = t.memref(inst.slots["tensor"]), inst.attrs["mode"]
+    dims = [_index(t, d) for d in inst.slots["shape"]]
+    strides, s = [], m.strides[mode]
+    for d in dims:
+        strides.append(s)
+        s = t.mul_index(s, d)
+    t.values[inst.results[0]] = Memref(m.element, m.ptr, m.shape[:mode] + dims + m.shape[mode + 1:],
+                                       m.strides[:mode] + strides + m.strides[mode + 1:])
+
+
+@_rule("fuse")
+def fuse(t: Translator, inst: Instruction) -> None:
+    """Modes from..to viewed as one: the product of their sizes, the first one's stride."""
+    m, lo, hi = t.memref(inst.slots["tensor"]), inst.attrs["from"], inst.attrs["to"]
+    size = 1
+    for d in m.shape[lo:hi + 1]:
+        size = t.mul_index(size, d)
+    t.values[inst.results[0]] = Memref(m.element, m.ptr, m.shape[:lo] + [size] + m.shape[hi + 1:],
+                                       m.strides[:lo + 1] + m.strides[hi + 1:])
+
+
 @_rule("size")
 def size(t: Translator, inst: Instruction) -> None:
     src = t.values[inst.slots["tensor"]]

@@ -27,6 +27,7 @@ from ...ir.core import Instruction, Region
 from ...ir.core import Value as IRValue
 from ...ir.numerics import accumulate_type
 from ...ir.types import BoolType, GroupType, MemrefType, ScalarType
+from ...target import ExecConfig
 from .ops import TOKEN, PartitionView, Ptr, Scalar, TensorView, Tile
 from .tir import Block, Builder, Entry, Value
 
@@ -97,9 +98,11 @@ def extent(size: Size) -> int:
 class Translator:
     """Translates one function into an entry."""
 
-    def __init__(self, function: IRFunction, rules: Dict[str, "Rule"]):
+    def __init__(self, function: IRFunction, rules: Dict[str, "Rule"], config: ExecConfig):
         self.function = function
         self.rules = rules
+        #: the subgroup and work-group sizes (``num_subgroups`` and ``subgroup_size``)
+        self.config = config
         self.values: Dict[IRValue, Union[Value, Memref]] = {}
         self.token: Optional[Value] = None
         #: the values of the last ``yield`` translated
