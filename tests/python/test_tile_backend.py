@@ -86,6 +86,8 @@ func @k(%alpha: f64, %A: group<memref<f64x?x?>x?> {alignment=64}, %B: group<memr
     %c = load %C[%k] : memref<f64x?x8>
     %x = load %v[%k] : memref<f32x?>
     %n = size %A[0] : index
+    %has = associated %a : bool
+    %all = associated %A : bool
     gemm.n.t %alpha, %a, %b, %alpha, %c
 }""",
     "elements": """
@@ -110,7 +112,7 @@ func @k(%A: memref<i32x?x?>, %B: memref<i16x8x?,strided<2,?>>) {
 }""",
     "views": """
 func @k(%A: memref<f32x16x?>, %B: memref<f32x4x8x?>, %C: memref<f32x2x8x?>)
-        attributes {subgroup_size=16, work_group_size=[32,2]} {
+        attributes {subgroup_size=32, work_group_size=[64,2]} {
     %n = size %A[1] : index
     %e = expand %A[0 -> 2x8] : memref<f32x2x8x?>
     %f = fuse %B[0, 1] : memref<f32x32x?>

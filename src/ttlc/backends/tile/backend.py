@@ -25,8 +25,8 @@ def translate(program: Program, machine: Optional[Target] = None) -> Module:
     """The Tile IR module of a verified program; CompileError for what it cannot express."""
     machine = machine or get_target("nvidia")
     try:
-        return Module("kernels", [Translator(f, RULES, ExecConfig.of(f, machine, program)).entry()
-                                  for f in program.functions])
+        return Module("kernels", [Translator(f, RULES, lambda f=f: ExecConfig.of(f, machine, program))
+                                  .entry() for f in program.functions])
     except CompileError as e:
         raise e.with_source(program.source, program.filename) from None
 

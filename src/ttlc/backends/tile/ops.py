@@ -282,6 +282,7 @@ _op("store_ptr_tko", 0x65, ("destination", "value", ("mask", "optional"), ("toke
     "{value:type} -> {result:type}",
     flags=("memory_scope", "optimization_hints", "mask", "token"), segmented=True)
 _op("int_to_ptr", 0x33, ("source",), (), "{source} : {source:type} -> {result:type}")
+_op("ptr_to_int", 0x56, ("source",), (), "{source} : {source:type} -> {result:type}")
 # matrix units
 _op("mmaf", 0x49, ("lhs", "rhs", "acc"), (Attr("fast_acc", "unit"),),
     "{lhs}, {rhs}, {acc} : {lhs:type}, {rhs:type}, {acc:type}", flags=("fast_acc",))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+from ...diagnostics import CompileError
 from ...ir.core import Instruction
 from .ops import Scalar, Tile
 from .translate import Group, Memref, Rule, Translator, element_name, registrar, unsupported
@@ -108,11 +109,15 @@ def builtin(t: Translator, inst: Instruction) -> None:
 @_rule("subgroup_size", "num_subgroups")
 def sizes(t: Translator, inst: Instruction) -> None:
     """Constants of the function's execution configuration."""
+    try:
+        config = t.config()
+    except CompileError as e:
+        raise unsupported(inst, f"its sizes ({e.diagnostics[0][3]}) are") from None
     if inst.opcode == "subgroup_size":
-        value = t.config.subgroup_size
+        value = config.subgroup_size
     else:
-        x, y = t.config.work_group_size
-        value = x // t.config.subgroup_size if inst.modifier("dim") == "x" else y
+        x, y = config.work_group_size
+        value = x // config.subgroup_size if inst.modifier("dim") == "x" else y
     t.values[inst.results[0]] = t.const("i32", value)
 
 
@@ -149,6 +154,16 @@ def size(t: Translator, inst: Instruction) -> None:
 
 def _index(t: Translator, x):
     return x if isinstance(x, int) else t.convert(t.tile_of(x), "i64")
+
+
+@_rule("associated")
+def associated(t: Translator, inst: Instruction) -> None:
+    """Whether the base address (of a memref, or of a group's address table) is not 0."""
+    src = t.values[inst.slots["tensor"]]
+    ptr = src.addresses if isinstance(src, Group) else src.ptr
+    address = t.b.one("ptr_to_int", Tile(Scalar("i64")), source=ptr)
+    t.values[inst.results[0]] = t.b.one("cmpi", Tile(Scalar("i1")), lhs=address, rhs=t.const("i64", 0),
+                                        comparison_predicate="not_equal", signedness="unsigned")
 
 
 @_rule("load")

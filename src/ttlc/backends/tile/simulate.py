@@ -38,19 +38,20 @@ class Memory:
     """The arrays a kernel may touch, by the byte ranges they occupy."""
 
     def __init__(self):
-        self.windows: List[Tuple[int, int, np.ndarray]] = []
+        #: (first byte, end, the bytes, the array they belong to: kept alive with them)
+        self.windows: List[Tuple[int, int, np.ndarray, np.ndarray]] = []
 
     def add(self, array: np.ndarray) -> int:
+        """Register an array; the address of its first element."""
         lo, hi = _byte_bounds(array)
         window = np.ctypeslib.as_array((ctypes.c_uint8 * (hi - lo)).from_address(lo))
-        self.windows.append((lo, hi, window))
-        self.windows.append((lo, hi, array))  # keeps the array alive with its window
+        self.windows.append((lo, hi, window, array))
         return lo
 
     def _typed(self, addresses: np.ndarray, dt: np.dtype):
         addresses = np.asarray(addresses, np.int64)
-        for lo, hi, window in self.windows[::2]:
-            if addresses.size and addresses.min() >= lo and addresses.max() + dt.itemsize <= hi:
+        for lo, hi, window, _ in self.windows:
+            if addresses.min() >= lo and addresses.max() + dt.itemsize <= hi:
                 offsets = addresses - lo
                 if np.any(offsets % dt.itemsize):
                     raise ValueError("misaligned access")
@@ -123,18 +124,20 @@ def _minmax_i(f, op, a):
     return [_out(op, (np.maximum if op.spec.name == "maxi" else np.minimum)(x, y))]
 
 
+def _truncating_division(n: int, d: int) -> int:
+    """C's quotient (rounding toward zero, the default of ``divi``); 0 for d = 0, which
+    the specification leaves undefined."""
+    return 0 if d == 0 else abs(n) // abs(d) * (1 if (n < 0) == (d < 0) else -1)
+
+
 @_sem("divi", "remi")
 def _divrem(f, op, a):
-    x, y = _signed(op, a[0]).astype(object), _signed(op, a[1]).astype(object)
-    x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
-    q = np.empty(x.shape, object)
-    for i in np.ndindex(x.shape):  # truncating division (the default rounding, "zero")
-        n, d = int(x[i]), int(y[i])
-        q[i] = 0 if d == 0 else (abs(n) // abs(d)) * (1 if (n < 0) == (d < 0) else -1)
+    x, y = np.broadcast_arrays(_signed(op, a[0]).astype(object), _signed(op, a[1]).astype(object))
+    q = np.frompyfunc(_truncating_division, 2, 1)(x, y)
     r = q if op.spec.name == "divi" else x - q * y
     bits = a[0].dtype.itemsize * 8
-    return [_out(op, np.vectorize(lambda v: (int(v) + (1 << (bits - 1))) % (1 << bits)
-                                  - (1 << (bits - 1)), otypes=[object])(r).astype(a[0].dtype))]
+    wrapped = np.frompyfunc(lambda v: (v + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1)), 1, 1)
+    return [_out(op, np.asarray(wrapped(r), object).astype(a[0].dtype))]
 
 
 @_sem("shli", "shri")
@@ -236,7 +239,7 @@ def _offset(f, op, a):
     return [np.asarray(a[0] + a[1].astype(np.int64) * size, np.int64)]
 
 
-@_sem("int_to_ptr")
+@_sem("int_to_ptr", "ptr_to_int")
 def _int_to_ptr(f, op, a):
     return [np.asarray(a[0], np.int64)]
 

@@ -98,10 +98,12 @@ def extent(size: Size) -> int:
 class Translator:
     """Translates one function into an entry."""
 
-    def __init__(self, function: IRFunction, rules: Dict[str, "Rule"], config: ExecConfig):
+    def __init__(self, function: IRFunction, rules: Dict[str, "Rule"],
+                 config: Callable[[], ExecConfig]):
         self.function = function
         self.rules = rules
-        #: the subgroup and work-group sizes (``num_subgroups`` and ``subgroup_size``)
+        #: the subgroup and work-group sizes (``num_subgroups`` and ``subgroup_size``),
+        #: computed where they are used: a size the machine lacks is an error only there
         self.config = config
         self.values: Dict[IRValue, Union[Value, Memref]] = {}
         self.token: Optional[Value] = None
