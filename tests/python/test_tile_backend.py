@@ -132,6 +132,14 @@ func @k(%A: memref<f32x16x?>, %B: memref<f32x4x8x?>, %C: memref<f32x2x8x?>)
     %r = subview %d[1, 0:4, 0:%q] : memref<f32x4x?,strided<2,8>>
     axpby %x, %r, %zero, %r
 }""",
+    "cumsum": """
+func @k(%A: memref<f32x?x?>, %B: memref<f32x?x?>, %v: memref<f64x50>, %w: memref<f64x50>) {
+    %one = constant 1.0 : f32
+    %half = constant 0.5 : f64
+    cumsum %one, %A, 0, %one, %B
+    cumsum %one, %B, 1, %one, %A
+    cumsum %half, %v, 0, %half, %w
+}""",
     "scalar_loop": """
 func @k(%n: i32, %x: f32, %A: memref<f32x?x?>, %B: memref<f32x?x?>) {
     %gx = group_id.x : index

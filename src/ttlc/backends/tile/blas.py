@@ -29,16 +29,24 @@ def _transposed(inst: Instruction, slot: str) -> bool:
     return inst.modifier(slot) == "t"
 
 
-def _reduce_add(t: Translator, tile: Value, dim: int) -> Value:
-    """The sums of `tile` along mode `dim`."""
+def _add_along(t: Translator, name: str, tile: Value, dim: int) -> Value:
+    """The sums (``reduce``) or the inclusive prefix sums (``scan``) of `tile` along mode
+    `dim`."""
     element = tile.type.element
     block = Block([Value(Tile(element)), Value(Tile(element))])
     outer, t.b.block = t.b.block, block
     t.b.op("yield", operands=[t.binary("addf", *block.args)])
     t.b.block = outer
-    shape = tile.type.shape[:dim] + tile.type.shape[dim + 1:]
-    return t.b.op("reduce", [Tile(element, shape)], regions=[block], operands=[tile], dim=dim,
-                  identities=[(element.name, 0.0)])[0]
+    shape = tile.type.shape
+    if name == "reduce":
+        shape = shape[:dim] + shape[dim + 1:]
+    attrs = {"reverse": False} if name == "scan" else {}
+    return t.b.op(name, [Tile(element, shape)], regions=[block], operands=[tile], dim=dim,
+                  identities=[(element.name, 0.0)], **attrs)[0]
+
+
+def _reduce_add(t: Translator, tile: Value, dim: int) -> Value:
+    return _add_along(t, "reduce", tile, dim)
 
 
 def _contracted(t: Translator, inst: Instruction, exts: Sequence[int], index: List[Value], ct: str,
@@ -139,16 +147,46 @@ def _update(t: Translator, inst: Instruction, out: Memref, exts, index, value: V
     t.store(out, exts, index, t.convert(result, out.element))
 
 
-@_rule(*_VALUES)
-def blas(t: Translator, inst: Instruction) -> None:
+def _check_operands(inst: Instruction) -> None:
     if inst.modifier("atomic"):
         raise unsupported(inst, "atomic updates (.atomic) are")
-    operands = inst.opdef.blas
-    for slot in operands.slots:
+    for slot in inst.opdef.blas.slots:
         mt = inst.slots[slot].type
         if not isinstance(mt, MemrefType) or mt.element.name not in _FLOATS:
             raise unsupported(inst, f"operands of type {mt} are")
-    out = t.memref(inst.slots[operands.written])
+
+
+@_rule("cumsum")
+def cumsum(t: Translator, inst: Instruction) -> None:
+    """Tiles of the other modes in any order; along the summed mode in order, each tile's
+    prefix sums plus the sum of the tiles before it (carried)."""
+    _check_operands(inst)
+    A, out, mode = t.memref(inst.slots["A"]), t.memref(inst.slots["B"]), inst.attrs["mode"]
+    ct = accumulate_type_name(out.element)
+    shape = out.view_shape()
+    exts = [extent(d) for d in shape]
+    others = [k for k in range(len(shape)) if k != mode]
+    rest = tuple(exts[k] for k in others)
+    ones = tuple(1 if k == mode else exts[k] for k in range(len(exts)))
+
+    def along(index_others):
+        def step(k, carry):
+            index = list(index_others)
+            index.insert(mode, k)
+            tile = t.load_op(A, False, exts, index, ct)
+            below = t.b.one("broadcast", Tile(Scalar(ct), tuple(exts)),
+                            source=t.b.one("reshape", Tile(Scalar(ct), ones), source=carry))
+            _update(t, inst, out, exts, index, t.binary("addf", _add_along(t, "scan", tile, mode), below), ct)
+            return t.binary("addf", carry, _reduce_add(t, tile, mode))
+        t.accumulate(shape[mode], exts[mode], t.const(ct, 0.0, rest), step)
+
+    t.over_tiles([shape[k] for k in others], list(rest), along)
+
+
+@_rule(*_VALUES)
+def blas(t: Translator, inst: Instruction) -> None:
+    _check_operands(inst)
+    out = t.memref(inst.slots[inst.opdef.blas.written])
     ct = accumulate_type_name(out.element)
     shape = out.view_shape()
     exts = [extent(d) for d in shape]

@@ -154,6 +154,8 @@ class Writer:
             varint(ENUMS[enum].index(value), out)
         elif kind == "int":
             varint(value, out)
+        elif kind == "bool":
+            out.append(1 if value else 0)
         elif kind == "dense":  # (element name, value)
             varint(self.constant(*value), out)
         elif kind == "i32s":

@@ -138,7 +138,8 @@ ENUMS: Dict[str, Tuple[str, ...]] = {
 @dataclass(frozen=True)
 class Attr:
     """An attribute of an operation.  ``kind`` says how it is written: ``enum`` (a varint
-    code of ``ENUMS[enum]``), ``int`` (a varint), ``dense`` (a scalar constant: an index into
+    code of ``ENUMS[enum]``), ``int`` (a varint), ``bool`` (a byte), ``dense`` (a scalar
+    constant: an index into
     the constant section), ``i32s`` (a count and 4-byte integers), ``identities`` (an array
     of tagged float or integer attributes, for reductions), ``unit`` (only a flag bit)."""
 
@@ -251,6 +252,10 @@ _op("permute", 0x53, ("source",), (Attr("permutation", "i32s"),),
 _op("reduce", 0x58, (("operands", "many"),), (Attr("dim", "int"), Attr("identities", "identities")),
     "{operands} dim={dim} identities={identities} : {operands:type} -> {result:type}",
     variadic_results=True, regions=1)
+_op("scan", 0x5E, (("operands", "many"),), (Attr("dim", "int"), Attr("reverse", "bool"),
+                                            Attr("identities", "identities")),
+    "{operands} dim={dim} reverse={reverse} identities={identities} : {operands:type} -> "
+    "{result:type}", variadic_results=True, regions=1)
 # the grid
 _op("get_tile_block_id", 0x30, syntax=": {result0:type}")
 _op("get_num_tile_blocks", 0x2E, syntax=": {result0:type}")

@@ -222,6 +222,21 @@ def _reduce(f, op, a):
     return results
 
 
+@_sem("scan")
+def _scan(f, op, a):
+    dim, block = op.attrs["dim"], op.regions[0]
+    results = []
+    for x, (_, identity) in zip(a, op.attrs["identities"]):
+        order = range(x.shape[dim] - 1, -1, -1) if op.attrs["reverse"] else range(x.shape[dim])
+        acc = np.full(x.shape[:dim] + x.shape[dim + 1:], identity, x.dtype)
+        out = np.empty_like(x)
+        for i in order:  # inclusive: element i combined with the accumulator before it
+            acc = _block(f, block, [np.take(x, i, axis=dim), acc])[0]
+            np.moveaxis(out, dim, 0)[i] = acc
+        results.append(out)
+    return results
+
+
 @_sem("get_tile_block_id", "get_num_tile_blocks")
 def _grid(f, op, a):
     xyz = f.block_id if op.spec.name == "get_tile_block_id" else f.grid

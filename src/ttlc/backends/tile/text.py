@@ -64,6 +64,8 @@ def _attr_text(op: Op, name: str) -> str:
     if kind == "dense":
         element, v = value
         return f"<{element}: {scalar_text(element, v)}>"
+    if kind == "bool":
+        return "true" if value else "false"
     if kind == "i32s":
         return "[" + ", ".join(map(str, value)) + "]"
     if kind == "identities":  # MLIR leaves out the type of f64 float attributes
@@ -168,7 +170,7 @@ class Printer:
             self.lines.append(indent + "}")
             return
         text = self.fill(op, op.spec.syntax)
-        if op.spec.name == "reduce":
+        if op.spec.name in ("reduce", "scan"):
             block = op.regions[0]
             args = ", ".join(f"{self.names.define(a)}: {a.type.text()}" for a in block.args)
             self.lines.append(f"{head} {text}\n{indent}({args}) {{")
