@@ -15,7 +15,7 @@ No debug section is written: every location is the reserved "unknown" index 0.
 from __future__ import annotations
 
 import struct
-from typing import Dict, List
+from typing import Dict
 
 from .ops import (DYNAMIC, ELEMENTS, ENUMS, PADDING, TAG_FUNCTION, TAG_PARTITION_VIEW, TAG_PTR,
                   TAG_TENSOR_VIEW, TAG_TILE, TAG_TOKEN, VERSION, Function, PartitionView, Ptr,

@@ -21,7 +21,7 @@ import numpy as np
 
 from ...ir.types import GroupType, MemrefType
 from ...runtime.values import DTYPES
-from .ops import Ptr, Scalar, Tile
+from .ops import Ptr, Tile
 from .tir import Block, Entry, Op
 
 #: NumPy 2 moved it

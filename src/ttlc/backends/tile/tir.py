@@ -8,7 +8,7 @@ translation knows every tile shape), so nothing here infers types.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Sequence, Union
 
 from .ops import OPS, Type, TileOp
 

@@ -7,11 +7,11 @@ pointer followed by its dynamic sizes and dynamic strides as ``tile<i64>``.
 
 Inside, a memref is a ``Memref``: a pointer tile and its sizes and strides, each a Python
 int (static) or an ``i64`` tile.  A collective BLAS instruction becomes loops over the
-tiles of its output (``Tiling``: a mode of static size s is one tile of the next power of
+tiles of its output (``extent``: a mode of static size s is one tile of the next power of
 two up to ``MAX_TILE``, a dynamic mode tiles of ``DYNAMIC_TILE``), an inner loop over the
 tiles of a contracted mode where it has one, tile loads through partition views padded
 with zeros, and a store of ``alpha * value + beta * C`` masked by the view's bounds.
-Memory operations are ordered by one chain of tokens, which loops carry.
+Memory operations are ordered by one chain of tokens, which loops and branches carry.
 
 What this translation does not cover is a ``CompileError`` naming the instruction and the
 target; the tables of ``scalar`` and ``blas`` list what it covers.
@@ -25,7 +25,6 @@ from ...diagnostics import CompileError, error
 from ...ir.core import Function as IRFunction
 from ...ir.core import Instruction, Region
 from ...ir.core import Value as IRValue
-from ...ir.numerics import accumulate_type
 from ...ir.types import BoolType, GroupType, MemrefType, ScalarType
 from ...target import ExecConfig
 from .ops import TOKEN, PartitionView, Ptr, Scalar, TensorView, Tile
