@@ -140,6 +140,27 @@ func @k(%A: memref<f32x?x?>, %B: memref<f32x?x?>, %v: memref<f64x50>, %w: memref
     cumsum %one, %B, 1, %one, %A
     cumsum %half, %v, 0, %half, %w
 }""",
+    "constants": """
+func @k(%a: f32, %b: f64, %c: f16, %d: bf16, %A: memref<f32x4>) {
+    %x = constant 0.1 : f32
+    %y = constant 0.1 : f64
+    %z = constant 1.5e-7 : f16
+    %w = constant 3.0e38 : f32
+    %v = constant 123456.789 : f64
+    %u = constant -0.0 : f32
+    %t = constant 2.5 : bf16
+    %j = constant true : bool
+    %k = not %j : bool
+    %s = add %x, %a : f32
+    %q = add %y, %b : f64
+    %r = add %z, %c : f16
+    %p = add %t, %d : bf16
+    %o = add %w, %s : f32
+    %n = cast %v : f32
+    %m = add %u, %n : f32
+    %c0 = constant 0 : index
+    store %m, %A[%c0]
+}""",
     "scalar_loop": """
 func @k(%n: i32, %x: f32, %A: memref<f32x?x?>, %B: memref<f32x?x?>) {
     %gx = group_id.x : index

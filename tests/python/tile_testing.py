@@ -53,6 +53,8 @@ def disassemble(bytecode: bytes) -> str:
 
 
 _NAME = re.compile(r"%[A-Za-z0-9_]+")
+#: a float constant, whose digits are formatting (MLIR prints the shortest that reads back)
+_FLOAT = re.compile(r"<(f16|bf16|f32|f64): ([-+0-9.eE]+|inf|nan)>")
 #: where a name is defined: the results before `` = `` at the start of a line, a block or
 #: entry argument (``%x: type``), a loop variable (``%i in (``), a carried value
 #: (``iter_values(%a = %init``)
@@ -60,10 +62,19 @@ _RESULTS = re.compile(r"^\s*(%[\w:]+(?:, %\w+)*) = ")
 _DEFINED_AFTER = re.compile(r": | in \(| = ")
 
 
+def _as(element: str, digits: str) -> float:
+    """The number a float literal denotes in its type."""
+    import ml_dtypes
+    import numpy as np
+
+    kind = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64}
+    return float(kind[element](float(digits)))
+
+
 def normalise(text: str) -> str:
     """Text modulo formatting: the module wrapper (tileirdisasm leaves it out) dropped,
-    SSA names numbered in order of definition (sibling regions may reuse a name), and
-    whitespace runs collapsed."""
+    SSA names numbered in order of definition (sibling regions may reuse a name), float
+    constants as numbers, and whitespace runs collapsed."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if lines and lines[0].startswith("cuda_tile.module"):
         lines = lines[1:-1]
@@ -91,4 +102,5 @@ def normalise(text: str) -> str:
             pieces += [line[last:occ.start()], replaced[occ.start()]]
             last = occ.end()
         out.append("".join(pieces) + line[last:])
-    return " ".join(" ".join(out).split())
+    text = _FLOAT.sub(lambda m: f"<{m.group(1)}: {_as(m.group(1), m.group(2))!r}>", " ".join(out))
+    return " ".join(text.split())

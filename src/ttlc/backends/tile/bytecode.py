@@ -14,9 +14,9 @@ No debug section is written: every location is the reserved "unknown" index 0.
 """
 from __future__ import annotations
 
-import struct
 from typing import Dict
 
+from ...runtime.values import DTYPES
 from .ops import (DYNAMIC, ELEMENTS, ENUMS, PADDING, TAG_FUNCTION, TAG_PARTITION_VIEW, TAG_PTR,
                   TAG_TENSOR_VIEW, TAG_TILE, TAG_TOKEN, VERSION, Function, PartitionView, Ptr,
                   Scalar, TensorView, Tile, Token, Type)
@@ -50,19 +50,20 @@ def int_list(values, width: int, out: bytearray) -> None:
         out += int(v).to_bytes(width, "little", signed=True)
 
 
-_FLOAT_FORMATS = {"f16": "<e", "f32": "<f", "f64": "<d"}
-
-
 def scalar_bytes(name: str, value) -> bytes:
-    """The little-endian bytes of a scalar constant of element type `name`."""
-    if name in _FLOAT_FORMATS:
-        return struct.pack(_FLOAT_FORMATS[name], float(value))
-    if name == "bf16":
-        return struct.pack("<f", float(value))[2:]
+    """The little-endian bytes of a scalar constant of element type `name` (floats
+    rounded to the nearest number of the type)."""
+    if Scalar(name).is_float:
+        return DTYPES[name].type(value).tobytes()
     if name == "i1":
         return bytes([1 if value else 0])
     bits = int(name[1:])
     return (int(value) % (1 << bits)).to_bytes(bits // 8, "little")
+
+
+def rounded(name: str, value) -> float:
+    """`value` as the nearest number of the float type `name`."""
+    return float(DTYPES[name].type(value))
 
 
 class _Table:

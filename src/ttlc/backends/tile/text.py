@@ -8,10 +8,14 @@ are not operands one by one (static sizes, the loop's header), given by ``_CUSTO
 """
 from __future__ import annotations
 
+import decimal
 import re
-import struct
 from typing import Callable, Dict, List
 
+import numpy as np
+
+from ...runtime.values import DTYPES
+from .bytecode import rounded, scalar_bytes
 from .ops import Scalar, TensorView
 from .tir import Block, Entry, Module, Op, Value
 
@@ -36,18 +40,35 @@ class Names:
         return self.names[v]
 
 
+def _digits(element: str, value: float) -> str:
+    """The number in the natural precision of its type, as APFloat writes it (9
+    significant digits for f32, 17 for f64, rounding half up, no trailing zeros); the
+    shortest digits that read back for the 16-bit types."""
+    if element in _PRECISION:
+        with decimal.localcontext(rounding=decimal.ROUND_HALF_UP):
+            text = format(decimal.Decimal(value), f".{_PRECISION[element]}g")
+        mantissa, e, exponent = text.partition("e")
+        if "." in mantissa:
+            mantissa = mantissa.rstrip("0").rstrip(".")
+        return mantissa + e + exponent
+    return np.format_float_scientific(DTYPES[element].type(value), unique=True)
+
+
+_PRECISION = {"f32": 9, "f64": 17}
+
+
 def float_text(element: str, value) -> str:
-    """A float constant as MLIR prints it: ``%e`` when that reads back exactly, else the
-    shortest decimal that does, and hexadecimal bits for infinities and NaN."""
-    value = float(value)
+    """A float constant as MLIR prints it where that is simple: six significant digits
+    in exponent form (written with a seventh 0) when they read back as the same number
+    of its type, else the shortest digits that do (MLIR's digits may differ there, and in
+    the last place: the tests compare the numbers); hexadecimal bits for infinities and
+    NaN."""
+    value = rounded(element, value)
     if value != value or value in (float("inf"), float("-inf")):
-        fmt = {"f16": "<e", "f32": "<f", "f64": "<d"}.get(element, "<f")
-        bits = int.from_bytes(struct.pack(fmt, value), "little")
-        if element == "bf16":
-            bits >>= 16
-        return f"0x{bits:X}"
-    short = f"{value:e}"
-    return short if float(short) == value else repr(value)
+        return "0x" + scalar_bytes(element, value)[::-1].hex().upper()
+    mantissa, exponent = f"{value:.5e}".split("e")
+    short = f"{mantissa}0e{exponent}"
+    return short if rounded(element, short) == value else _digits(element, value)
 
 
 def scalar_text(element: str, value) -> str:
