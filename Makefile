@@ -67,7 +67,8 @@ fuzz: $(STAMP)
 	$(PY) fuzz/fuzz_frontend.py --inputs 100000
 	$(PY) fuzz/fuzz_differential.py --programs 3000
 	TTLC_LONG=1 $(PY) -m pytest -q -n auto tests/python/test_pass_meaning.py
-	TTLC_TILE_SEEDS=500 $(PY) -m pytest -q -s tests/python/test_tile_backend.py -k corpus
+	TTLC_TILE_SEEDS=500 $(PY) -m pytest -q -s tests/python/test_tile_backend.py -k corpus_counts
+	TTLC_TILE_SEEDS=500 $(PY) -m pytest -q -n auto tests/python/test_tile_backend.py -k corpus_emitted
 
 conformance: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) ../shared/tools/conformance --ttlc "$(CURDIR)/$(PY) -m ttlc" --only reject,accept,roundtrip
