@@ -172,7 +172,8 @@ func @k(%n: i32, %x: f32, %A: memref<f32x?x?>, %B: memref<f32x?x?>) {
     %c = cast %n : index
     %d = mul %c, %gy : index
     %e = rem %d, %ng : index
-    %f = shl %e, %one : index
+    %f0 = shl %e, %one : index
+    %f = not %f0 : index
     %g = min %f, %m : index
     %lt = less_than %g, %m : bool
     %y = cast %g : f32

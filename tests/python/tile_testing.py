@@ -52,13 +52,13 @@ def disassemble(bytecode: bytes) -> str:
         return r.stdout
 
 
-_NAME = re.compile(r"%[A-Za-z0-9_]+")
+_NAME = re.compile(r"%[A-Za-z0-9_$.-]+")  # MLIR's value names (``%cst_-1_i64``)
 #: a float constant, whose digits are formatting (MLIR prints the shortest that reads back)
 _FLOAT = re.compile(r"<(f16|bf16|f32|f64): ([-+0-9.eE]+|inf|nan)>")
 #: where a name is defined: the results before `` = `` at the start of a line, a block or
 #: entry argument (``%x: type``), a loop variable (``%i in (``), a carried value
 #: (``iter_values(%a = %init``)
-_RESULTS = re.compile(r"^\s*(%[\w:]+(?:, %\w+)*) = ")
+_RESULTS = re.compile(r"^\s*(%[\w$.:-]+(?:, %[\w$.-]+)*) = ")
 _DEFINED_AFTER = re.compile(r": | in \(| = ")
 
 
