@@ -161,6 +161,19 @@ func @k(%a: f32, %b: f64, %c: f16, %d: bf16, %A: memref<f32x4>) {
     %c0 = constant 0 : index
     store %m, %A[%c0]
 }""",
+    "alloca": """
+func @k(%A: memref<f64x?x12>, %B: memref<f64x?x12>, %C: memref<f64x?x12>) {
+    %t = alloca {alignment=32} : memref<f64x12x12,local>
+    %u = alloca : memref<f64x12,local>
+    %zero = constant 0.0 : f64
+    %one = constant 1.0 : f64
+    gemm.t.n %one, %B, %B, %zero, %t
+    sum %one, %t, %zero, %u
+    ger %one, %u, %u, %one, %t
+    gemm %one, %A, %t, %zero, %C
+    lifetime_stop %t
+    lifetime_stop %u
+}""",
     "scalar_loop": """
 func @k(%n: i32, %x: f32, %A: memref<f32x?x?>, %B: memref<f32x?x?>) {
     %gx = group_id.x : index
@@ -304,7 +317,7 @@ def test_opcodes_match_nvidia_registry():
 
 
 @pytest.mark.parametrize("text, instruction", [
-    ("func @k(%A: memref<f32x8>) {\n %t = alloca : memref<f32x8,local>\n}", "alloca"),
+    ("func @k(%A: memref<f32x8>) {\n %c = constant [1.0, 2.0] : c32\n}", "constant"),
     ("func @k(%a: f32, %A: memref<f32x8>, %b: memref<f32>) {\n sum.atomic %a, %A, %a, %b\n}",
      "sum"),
     ("func @k(%a: i32, %A: memref<i32x8>) {\n axpby %a, %A, %a, %A\n}", "axpby"),

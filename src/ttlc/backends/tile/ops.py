@@ -262,6 +262,8 @@ _op("get_num_tile_blocks", 0x2E, syntax=": {result0:type}")
 # memory
 _op("make_token", 0x44, syntax=": {result:type}")
 _op("offset", 0x51, ("ptr", "offset"), (), "{ptr}, {offset} : {ptr:type}, {offset:type} -> {result:type}")
+_op("alloca", 0x71, (), (Attr("num_elem", "int"), Attr("alignment", "int"), Attr("global", "unit")),
+    "num_elem = {num_elem}, alignment = {alignment}{attrs} : {result:type}", flags=("global",))
 _op("make_tensor_view", 0x43, ("base", ("dynamicShape", "many"), ("dynamicStrides", "many")), (),
     "{base}, shape = {shape}, strides = {strides} : {scalars}{result:type}",
     variadic_results=True, segmented=True)

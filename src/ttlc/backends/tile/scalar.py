@@ -10,7 +10,7 @@ from typing import Dict, List
 
 from ...diagnostics import CompileError
 from ...ir.core import Instruction
-from .ops import Scalar, Tile
+from .ops import Ptr, Scalar, Tile
 from .translate import Group, Memref, Rule, Translator, element_name, registrar, unsupported
 
 RULES: Dict[str, Rule] = {}
@@ -143,6 +143,22 @@ def fuse(t: Translator, inst: Instruction) -> None:
         size = t.mul_index(size, d)
     t.values[inst.results[0]] = Memref(m.element, m.ptr, m.shape[:lo] + [size] + m.shape[hi + 1:],
                                        m.strides[:lo + 1] + m.strides[hi + 1:])
+
+
+@_rule("alloca")
+def alloca(t: Translator, inst: Instruction) -> None:
+    """Memory of the tile block (Tile IR's ``alloca``, alive until the end of the block
+    it is in: the function's body or a loop's, as the language's lifetime)."""
+    mt = inst.results[0].type
+    element = element_name(mt.element, inst.loc, "alloca")
+    alignment = 64  # the language's default, which an alloca's alignment may not exceed
+    ptr = t.b.one("alloca", Tile(Ptr(Scalar(element))), num_elem=mt.extent, alignment=alignment)
+    t.values[inst.results[0]] = Memref(element, ptr, list(mt.shape), list(mt.stride))
+
+
+@_rule("lifetime_stop")
+def lifetime_stop(t: Translator, inst: Instruction) -> None:
+    """Nothing to do: the memory lives until the end of its block."""
 
 
 @_rule("size")

@@ -259,6 +259,14 @@ def _int_to_ptr(f, op, a):
     return [np.asarray(a[0], np.int64)]
 
 
+@_sem("alloca")
+def _alloca(f, op, a):
+    size = op.attrs["num_elem"] * dtype(op.results[0].type.element.pointee).itemsize
+    memory = np.zeros(size + op.attrs["alignment"], np.uint8)
+    address = f.memory.add(memory)
+    return [np.asarray(address + (-address % op.attrs["alignment"]), np.int64)]
+
+
 @_sem("make_tensor_view")
 def _tensor_view(f, op, a):
     t = op.results[0].type
