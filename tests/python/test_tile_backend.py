@@ -174,6 +174,16 @@ func @k(%A: memref<f64x?x12>, %B: memref<f64x?x12>, %C: memref<f64x?x12>) {
     lifetime_stop %t
     lifetime_stop %u
 }""",
+    "atomic": """
+func @k(%A: memref<f32x?x?>, %total: memref<f32>, %C: memref<f64x?x?>, %x: memref<f64x?>) {
+    %g = group_id.x : index
+    %one = constant 1.0 : f32
+    %a = subview %A[0:5, %g] : memref<f32x5>
+    sum.atomic %one, %a, %one, %total
+    %two = constant 2.0 : f64
+    %onef = constant 1.0 : f64
+    ger.atomic %two, %x, %x, %onef, %C
+}""",
     "scalar_loop": """
 func @k(%n: i32, %x: f32, %A: memref<f32x?x?>, %B: memref<f32x?x?>) {
     %gx = group_id.x : index
@@ -318,8 +328,8 @@ def test_opcodes_match_nvidia_registry():
 
 @pytest.mark.parametrize("text, instruction", [
     ("func @k(%A: memref<f32x8>) {\n %c = constant [1.0, 2.0] : c32\n}", "constant"),
-    ("func @k(%a: f32, %A: memref<f32x8>, %b: memref<f32>) {\n sum.atomic %a, %A, %a, %b\n}",
-     "sum"),
+    ("func @k(%a: f32, %A: memref<f32x8>, %b: memref<f32>) {\n %z = constant 0.0 : f32\n"
+     " sum.atomic %a, %A, %z, %b\n}", "sum"),
     ("func @k(%a: i32, %A: memref<i32x8>) {\n axpby %a, %A, %a, %A\n}", "axpby"),
     ("func @k(%A: memref<f32x8>) {\n parallel {\n }\n}", "parallel"),
 ])

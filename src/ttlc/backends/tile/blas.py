@@ -135,6 +135,9 @@ def _update(t: Translator, inst: Instruction, out: Memref, exts, index, value: V
     alpha = t.splat(t.scalar_as(inst.slots["alpha"], ct), shape)
     result = t.binary("mulf", alpha, value)
     beta_value = _constant(inst.slots["beta"])
+    if inst.modifier("atomic"):  # beta is 1 (_check_operands)
+        t.atomic_add(out, exts, index, t.convert(result, out.element))
+        return
     if beta_value != 0:
         beta = t.scalar_as(inst.slots["beta"], ct)
         term = t.binary("mulf", t.splat(beta, shape), t.convert(t.load(out, exts, index), ct))
@@ -148,8 +151,8 @@ def _update(t: Translator, inst: Instruction, out: Memref, exts, index, value: V
 
 
 def _check_operands(inst: Instruction) -> None:
-    if inst.modifier("atomic"):
-        raise unsupported(inst, "atomic updates (.atomic) are")
+    if inst.modifier("atomic") and _constant(inst.slots["beta"]) != 1:
+        raise unsupported(inst, "atomic updates (.atomic) with beta 0 are")
     for slot in inst.opdef.blas.slots:
         mt = inst.slots[slot].type
         if not isinstance(mt, MemrefType) or mt.element.name not in _FLOATS:

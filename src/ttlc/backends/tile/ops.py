@@ -132,6 +132,8 @@ ENUMS: Dict[str, Tuple[str, ...]] = {
                   "greater_than_or_equal"),
     "ordering": ("unordered", "ordered"),
     "memory_ordering": ("weak", "relaxed", "acquire", "release", "acq_rel"),
+    "memory_scope": ("tl_blk", "device", "sys"),
+    "atomic_mode": ("and", "or", "xor", "add", "addf", "max", "min", "umax", "umin", "xchg"),
 }
 
 
@@ -245,6 +247,7 @@ _op("exti", 0x25, ("from",), (_SIGN,), "{from} {signedness} : {from:type} -> {re
 _op("trunci", 0x6B, ("from",), (_OVERFLOW,), "{from}{attrs} : {from:type} -> {result:type}")
 # tiles
 _op("constant", 0x10, (), (Attr("value", "dense"),), "{value} : {result:type}")
+_op("iota", 0x3A, syntax=": {result:type}")
 _op("broadcast", 0x0B, ("source",), (), "{source} : {source:type} -> {result:type}")
 _op("reshape", 0x5B, ("source",), (), "{source} : {source:type} -> {result:type}")
 _op("permute", 0x53, ("source",), (Attr("permutation", "i32s"),),
@@ -288,6 +291,12 @@ _op("store_ptr_tko", 0x65, ("destination", "value", ("mask", "optional"), ("toke
     "{memory_ordering_semantics} {destination}, {value}(? token={token}?) : {destination:type}, "
     "{value:type} -> {result:type}",
     flags=("memory_scope", "optimization_hints", "mask", "token"), segmented=True)
+_op("atomic_rmw_tko", 0x08, ("pointers", "arg", ("mask", "optional"), ("token", "optional")),
+    (Attr("memory_ordering_semantics", "enum", "memory_ordering"),
+     Attr("memory_scope", "enum", "memory_scope"), Attr("mode", "enum", "atomic_mode")),
+    "{memory_ordering_semantics} {memory_scope} {pointers}, {mode}, {arg}(?, {mask}?)"
+    "(? token={token}?) : {pointers:type}, {arg:type}(?, {mask:type}?) -> {result:type}",
+    flags=("mask", "token"), segmented=True)
 _op("int_to_ptr", 0x33, ("source",), (), "{source} : {source:type} -> {result:type}")
 _op("ptr_to_int", 0x56, ("source",), (), "{source} : {source:type} -> {result:type}")
 # matrix units

@@ -321,6 +321,22 @@ def _store_ptr(f, op, a):
     return [None]
 
 
+@_sem("atomic_rmw_tko")
+def _atomic_rmw(f, op, a):
+    """Element by element, one at a time (the only mode emitted: addf)."""
+    pointers, arg = np.asarray(a[0]), np.asarray(a[1])
+    mask = np.asarray(a[2]) if op.group("mask") else np.ones(pointers.shape, bool)
+    old = np.zeros(arg.shape, arg.dtype)
+    old[mask] = f.memory.read(pointers[mask], arg.dtype)
+    f.memory.write(pointers[mask], (old + arg)[mask].astype(arg.dtype))
+    return [old, None]
+
+
+@_sem("iota")
+def _iota(f, op, a):
+    return [np.arange(op.results[0].type.shape[0]).astype(dtype(op.results[0].type))]
+
+
 @_sem("mmaf")
 def _mma(f, op, a):
     acc = dtype(op.results[0].type)

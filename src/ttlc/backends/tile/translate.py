@@ -267,6 +267,37 @@ class Translator:
             return m.ptr
         return self.b.one("offset", m.ptr.type, ptr=m.ptr, offset=self.i64(offset))
 
+    def element_ptrs(self, m: Memref, exts: Sequence[int], index: Sequence[Value]):
+        """The pointers to the elements of tile `index` of `m` and which of them lie in it."""
+        i64, i1 = Scalar("i64"), Scalar("i1")
+        shape = tuple(exts)
+        offsets = mask = None
+        for k, (ext, size, stride) in enumerate(zip(exts, m.view_shape(), m.strides or [1])):
+            first = self.binary("muli", self.convert(index[k], "i64"), self.const("i64", ext))
+            coord = self.binary("addi", self.b.one("iota", Tile(i64, (ext,))),
+                                self.splat(first, (ext,)))
+            inside = self.b.one("cmpi", Tile(i1, (ext,)), lhs=coord,
+                                rhs=self.splat(self.i64(size), (ext,)),
+                                comparison_predicate="less_than", signedness="signed")
+            offset = self.binary("muli", coord, self.splat(self.i64(stride), (ext,)))
+            along = tuple(e if j == k else 1 for j, e in enumerate(shape))
+            offset, inside = (self.b.one("broadcast", Tile(v.type.element, shape),
+                                         source=self.b.one("reshape", Tile(v.type.element, along), source=v))
+                              for v in (offset, inside))
+            offsets = offset if offsets is None else self.binary("addi", offsets, offset)
+            mask = inside if mask is None else self.binary("andi", mask, inside)
+        base = self.b.one("broadcast", Tile(m.ptr.type.element, shape),
+                          source=self.b.one("reshape", Tile(m.ptr.type.element, (1,) * len(shape)),
+                                            source=m.ptr))
+        return self.b.one("offset", base.type, ptr=base, offset=offsets), mask
+
+    def atomic_add(self, m: Memref, exts: Sequence[int], index: Sequence[Value], tile: Value) -> None:
+        """Add `tile` to tile `index` of `m`, element by element, atomically."""
+        ptrs, mask = self.element_ptrs(m, exts, index)
+        self.token = self.b.op("atomic_rmw_tko", [tile.type, TOKEN], pointers=ptrs, arg=tile,
+                               mask=mask, token=self.token, memory_ordering_semantics="relaxed",
+                               memory_scope="device", mode="addf")[1]
+
     def load_scalar(self, ptr: Value) -> Value:
         element = ptr.type.element.pointee
         return self.b.op("load_ptr_tko", [Tile(element), TOKEN], source=ptr, token=self.token,
