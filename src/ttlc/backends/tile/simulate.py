@@ -1,6 +1,7 @@
 """A NumPy interpreter of the Tile IR that target cuda-tile emits, written from NVIDIA's
-specification (spec/cuda-tile-ir-ops.txt), to check the meaning of emitted modules
-without a GPU: tests run a module here and the program on the reference interpreter,
+specification of each operation (the CUDA Tile IR documentation; for ``alloca``,
+``atomic_rmw_tko`` and ``iota`` the descriptions in NVIDIA's ``Ops.td``), to check the
+meaning of emitted modules without a GPU: tests run a module here and the program on the reference interpreter,
 and compare what they write.
 
 Every operation of ``ops.OPS`` has a function in ``SEMANTICS``.  Tiles are NumPy arrays
