@@ -171,6 +171,7 @@ func @k(%A: memref<f64x?x12>, %B: memref<f64x?x12>, %C: memref<f64x?x12>) {
     sum %one, %t, %zero, %u
     ger %one, %u, %u, %one, %t
     gemm %one, %A, %t, %zero, %C
+    barrier.global
     lifetime_stop %t
     lifetime_stop %u
 }""",

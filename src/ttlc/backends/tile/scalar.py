@@ -156,9 +156,11 @@ def alloca(t: Translator, inst: Instruction) -> None:
     t.values[inst.results[0]] = Memref(element, ptr, list(mt.shape), list(mt.stride))
 
 
-@_rule("lifetime_stop")
-def lifetime_stop(t: Translator, inst: Instruction) -> None:
-    """Nothing to do: the memory lives until the end of its block."""
+@_rule("lifetime_stop", "barrier")
+def nothing(t: Translator, inst: Instruction) -> None:
+    """Nothing to do: an alloca lives until the end of its block, and in collective code
+    (the only code translated) the tile block's memory operations are already ordered by
+    the token chain, which is all a barrier between collective instructions adds."""
 
 
 @_rule("size")
