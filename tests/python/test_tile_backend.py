@@ -185,6 +185,19 @@ func @k(%A: memref<f32x?x?>, %total: memref<f32>, %C: memref<f64x?x?>, %x: memre
     %onef = constant 1.0 : f64
     ger.atomic %two, %x, %x, %onef, %C
 }""",
+    "integer_blas": """
+func @k(%A: memref<i8x?x?>, %B: memref<i8x?x40>, %C: memref<i8x?x40>, %x: memref<i32x?>,
+        %y: memref<i32x?>, %M: memref<i64x?x?>, %s: memref<i64>, %beta: i32) {
+    %one = constant 1 : i8
+    %two = constant 2 : i8
+    gemm %two, %A, %B, %one, %C
+    %three = constant 3 : i32
+    hadamard %three, %x, %y, %beta, %y
+    %c = constant 1 : i64
+    ger.atomic %three, %x, %y, %c, %M
+    sum.atomic %three, %y, %c, %s
+    cumsum %c, %M, 1, %c, %M
+}""",
     "scalar_loop": """
 func @k(%n: i32, %x: f32, %A: memref<f32x?x?>, %B: memref<f32x?x?>) {
     %gx = group_id.x : index
@@ -331,7 +344,8 @@ def test_opcodes_match_nvidia_registry():
     ("func @k(%A: memref<f32x8>) {\n %c = constant [1.0, 2.0] : c32\n}", "constant"),
     ("func @k(%a: f32, %A: memref<f32x8>, %b: memref<f32>) {\n %z = constant 0.0 : f32\n"
      " sum.atomic %a, %A, %z, %b\n}", "sum"),
-    ("func @k(%a: i32, %A: memref<i32x8>) {\n axpby %a, %A, %a, %A\n}", "axpby"),
+    ("func @k(%a: i16, %A: memref<i16x8>) {\n axpby.atomic %a, %A, %a, %A\n}", "axpby"),
+    ("func @k(%a: i32, %A: memref<i32x8x8>) {\n gemm %a, %A, %A, %a, %A\n}", "gemm"),
     ("func @k(%A: memref<f32x8>) {\n parallel {\n }\n}", "parallel"),
 ])
 def test_outside_the_class_is_a_compile_error(text, instruction):

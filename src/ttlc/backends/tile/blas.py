@@ -22,7 +22,8 @@ from .translate import Memref, Rule, Translator, extent, registrar, unsupported
 
 RULES: Dict[str, Rule] = {}
 _rule = registrar(RULES)
-_FLOATS = ("f16", "bf16", "f32", "f64")
+#: element types of BLAS operands (complex numbers have no Tile IR type)
+_NUMBERS = ("i8", "i16", "i32", "i64", "index", "f16", "bf16", "f32", "f64")
 
 
 def _transposed(inst: Instruction, slot: str) -> bool:
@@ -35,14 +36,14 @@ def _add_along(t: Translator, name: str, tile: Value, dim: int) -> Value:
     element = tile.type.element
     block = Block([Value(Tile(element)), Value(Tile(element))])
     outer, t.b.block = t.b.block, block
-    t.b.op("yield", operands=[t.binary("addf", *block.args)])
+    t.b.op("yield", operands=[t.arith("add", *block.args)])
     t.b.block = outer
     shape = tile.type.shape
     if name == "reduce":
         shape = shape[:dim] + shape[dim + 1:]
     attrs = {"reverse": False} if name == "scan" else {}
     return t.b.op(name, [Tile(element, shape)], regions=[block], operands=[tile], dim=dim,
-                  identities=[(element.name, 0.0)], **attrs)[0]
+                  identities=[(element.name, 0)], **attrs)[0]
 
 
 def _reduce_add(t: Translator, tile: Value, dim: int) -> Value:
@@ -55,8 +56,8 @@ def _contracted(t: Translator, inst: Instruction, exts: Sequence[int], index: Li
     A = t.memref(inst.slots["A"])
     size = A.shape[0 if _transposed(inst, "ta") and len(A.shape) == 2 else -1]
     k_ext = extent(size)
-    zeros = t.const(ct, 0.0, exts)
-    return t.accumulate(size, k_ext, zeros, lambda k, acc: t.binary("addf", acc, step(k, k_ext)))
+    zeros = t.const(ct, 0, exts)
+    return t.accumulate(size, k_ext, zeros, lambda k, acc: t.arith("add", acc, step(k, k_ext)))
 
 
 def _axpby(t, inst, exts, index, ct):
@@ -65,7 +66,7 @@ def _axpby(t, inst, exts, index, ct):
 
 def _hadamard(t, inst, exts, index, ct):
     a, b = (t.load_op(t.memref(inst.slots[s]), False, exts, index, ct) for s in "AB")
-    return t.binary("mulf", a, b)
+    return t.arith("mul", a, b)
 
 
 def _outer(t: Translator, m: Memref, exts, index: Value, ct: str, mode: int, shape) -> Value:
@@ -79,7 +80,7 @@ def _outer(t: Translator, m: Memref, exts, index: Value, ct: str, mode: int, sha
 def _ger(t, inst, exts, index, ct):
     a = _outer(t, t.memref(inst.slots["A"]), exts[0], index[0], ct, 0, exts)
     b = _outer(t, t.memref(inst.slots["B"]), exts[1], index[1], ct, 1, exts)
-    return t.binary("mulf", a, b)
+    return t.arith("mul", a, b)
 
 
 def _sum(t, inst, exts, index, ct):
@@ -97,22 +98,30 @@ def _gemv(t, inst, exts, index, ct):
 
     def step(k, K):
         a = t.load_op(A, _transposed(inst, "ta"), [exts[0], K], [index[0], k], ct)
-        return _reduce_add(t, t.binary("mulf", a, _outer(t, b, K, k, ct, 1, (exts[0], K))), 1)
+        return _reduce_add(t, t.arith("mul", a, _outer(t, b, K, k, ct, 1, (exts[0], K))), 1)
     return _contracted(t, inst, exts, index, ct, step)
 
 
 def _gemm(t, inst, exts, index, ct):
+    """On the matrix units: ``mmaf``, or ``mmai`` for i8 (sums in i32, whose low byte is
+    the sum wrapped around in i8)."""
     A, B = t.memref(inst.slots["A"]), t.memref(inst.slots["B"])
+    if not Scalar(ct).is_float and not (A.element == B.element == ct == "i8"):
+        raise unsupported(inst, f"integer gemm on {ct} (the matrix units multiply i8) is")
     same = A.element == B.element and accumulate_type_name(A.element) == ct
     element = A.element if same else ct
+    acc_type = "i32" if ct == "i8" else ct
     size = A.shape[0 if _transposed(inst, "ta") else 1]
     k_ext = extent(size)
 
     def step(k, acc):
         a = t.load_op(A, _transposed(inst, "ta"), [exts[0], k_ext], [index[0], k], element)
         b = t.load_op(B, _transposed(inst, "tb"), [k_ext, exts[1]], [k, index[1]], element)
+        if ct == "i8":
+            return t.b.one("mmai", acc.type, lhs=a, rhs=b, acc=acc, signedness_lhs="signed",
+                           signedness_rhs="signed")
         return t.b.one("mmaf", acc.type, lhs=a, rhs=b, acc=acc)
-    return t.accumulate(size, k_ext, t.const(ct, 0.0, exts), step)
+    return t.convert(t.accumulate(size, k_ext, t.const(acc_type, 0, exts), step), ct)
 
 
 _VALUES = {"axpby": _axpby, "hadamard": _hadamard, "ger": _ger, "sum": _sum, "gemv": _gemv,
@@ -133,29 +142,32 @@ def _constant(v) -> object:
 def _update(t: Translator, inst: Instruction, out: Memref, exts, index, value: Value, ct: str):
     shape = tuple(exts)
     alpha = t.splat(t.scalar_as(inst.slots["alpha"], ct), shape)
-    result = t.binary("mulf", alpha, value)
+    result = t.arith("mul", alpha, value)
     beta_value = _constant(inst.slots["beta"])
     if inst.modifier("atomic"):  # beta is 1 (_check_operands)
         t.atomic_add(out, exts, index, t.convert(result, out.element))
         return
     if beta_value != 0:
         beta = t.scalar_as(inst.slots["beta"], ct)
-        term = t.binary("mulf", t.splat(beta, shape), t.convert(t.load(out, exts, index), ct))
+        term = t.arith("mul", t.splat(beta, shape), t.convert(t.load(out, exts, index), ct))
         if beta_value is None:
-            is_zero = t.b.one("cmpf", Tile(Scalar("i1")), lhs=beta, rhs=t.const(ct, 0.0),
-                              comparison_predicate="equal", comparison_ordering="ordered")
+            is_zero = t.compare("equal", beta, t.const(ct, 0))
             term = t.b.one("select", term.type, cond=t.splat(is_zero, shape),
-                           val_if_true=t.const(ct, 0.0, shape), val_if_false=term)
-        result = t.binary("addf", result, term)
+                           val_if_true=t.const(ct, 0, shape), val_if_false=term)
+        result = t.arith("add", result, term)
     t.store(out, exts, index, t.convert(result, out.element))
 
 
 def _check_operands(inst: Instruction) -> None:
-    if inst.modifier("atomic") and _constant(inst.slots["beta"]) != 1:
-        raise unsupported(inst, "atomic updates (.atomic) with beta 0 are")
+    if inst.modifier("atomic"):
+        if _constant(inst.slots["beta"]) != 1:
+            raise unsupported(inst, "atomic updates (.atomic) with beta 0 are")
+        out = inst.slots[inst.opdef.blas.written].type.element.name
+        if out in ("i8", "i16"):
+            raise unsupported(inst, f"atomic additions to {out} are")
     for slot in inst.opdef.blas.slots:
         mt = inst.slots[slot].type
-        if not isinstance(mt, MemrefType) or mt.element.name not in _FLOATS:
+        if not isinstance(mt, MemrefType) or mt.element.name not in _NUMBERS:
             raise unsupported(inst, f"operands of type {mt} are")
 
 
@@ -179,9 +191,9 @@ def cumsum(t: Translator, inst: Instruction) -> None:
             tile = t.load_op(A, False, exts, index, ct)
             below = t.b.one("broadcast", Tile(Scalar(ct), tuple(exts)),
                             source=t.b.one("reshape", Tile(Scalar(ct), ones), source=carry))
-            _update(t, inst, out, exts, index, t.binary("addf", _add_along(t, "scan", tile, mode), below), ct)
-            return t.binary("addf", carry, _reduce_add(t, tile, mode))
-        t.accumulate(shape[mode], exts[mode], t.const(ct, 0.0, rest), step)
+            _update(t, inst, out, exts, index, t.arith("add", _add_along(t, "scan", tile, mode), below), ct)
+            return t.arith("add", carry, _reduce_add(t, tile, mode))
+        t.accumulate(shape[mode], exts[mode], t.const(ct, 0, rest), step)
 
     t.over_tiles([shape[k] for k in others], list(rest), along)
 

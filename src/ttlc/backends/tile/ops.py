@@ -302,6 +302,9 @@ _op("ptr_to_int", 0x56, ("source",), (), "{source} : {source:type} -> {result:ty
 # matrix units
 _op("mmaf", 0x49, ("lhs", "rhs", "acc"), (Attr("fast_acc", "unit"),),
     "{lhs}, {rhs}, {acc} : {lhs:type}, {rhs:type}, {acc:type}", flags=("fast_acc",))
+_op("mmai", 0x4A, ("lhs", "rhs", "acc"), (Attr("signedness_lhs", "enum", "signedness"),
+                                           Attr("signedness_rhs", "enum", "signedness")),
+    "{lhs}, {rhs}, {acc} {signedness_lhs} {signedness_rhs} : {lhs:type}, {rhs:type}, {acc:type}")
 # control flow
 _op("for", 0x29, ("lowerBound", "upperBound", "step", ("initValues", "many")),
     (Attr("unsignedCmp", "unit"),), "", flags=("unsignedCmp",), variadic_results=True, regions=1,

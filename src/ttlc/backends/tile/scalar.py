@@ -75,15 +75,8 @@ _PREDICATES = {"equal": "equal", "not_equal": "not_equal", "greater_than": "grea
 
 @_rule(*_PREDICATES)
 def compare(t: Translator, inst: Instruction) -> None:
-    a, b = t.tile_of(inst.slots["a"]), t.tile_of(inst.slots["b"])
-    pred = _PREDICATES[inst.opcode]
-    i1 = Tile(Scalar("i1"))
-    if a.type.element.is_float:
-        ordering = "unordered" if pred == "not_equal" else "ordered"
-        r = t.b.one("cmpf", i1, lhs=a, rhs=b, comparison_predicate=pred, comparison_ordering=ordering)
-    else:
-        r = t.b.one("cmpi", i1, lhs=a, rhs=b, comparison_predicate=pred, signedness="signed")
-    t.values[inst.results[0]] = r
+    t.values[inst.results[0]] = t.compare(_PREDICATES[inst.opcode], t.tile_of(inst.slots["a"]),
+                                          t.tile_of(inst.slots["b"]))
 
 
 @_rule("cast")

@@ -324,7 +324,7 @@ def _store_ptr(f, op, a):
 
 @_sem("atomic_rmw_tko")
 def _atomic_rmw(f, op, a):
-    """Element by element, one at a time (the only mode emitted: addf)."""
+    """Element by element, one at a time (the modes emitted: addf and add)."""
     pointers, arg = np.asarray(a[0]), np.asarray(a[1])
     mask = np.asarray(a[2]) if op.group("mask") else np.ones(pointers.shape, bool)
     old = np.zeros(arg.shape, arg.dtype)
@@ -338,10 +338,13 @@ def _iota(f, op, a):
     return [np.arange(op.results[0].type.shape[0]).astype(dtype(op.results[0].type))]
 
 
-@_sem("mmaf")
+@_sem("mmaf", "mmai")
 def _mma(f, op, a):
+    """mmai: signed i8 operands, sums wrapping around in i32."""
     acc = dtype(op.results[0].type)
-    return [_out(op, np.matmul(a[0].astype(acc), a[1].astype(acc)) + a[2])]
+    wide = np.int64 if op.spec.name == "mmai" else acc
+    with np.errstate(all="ignore"):
+        return [_out(op, np.matmul(a[0].astype(wide), a[1].astype(wide)) + a[2])]
 
 
 @_sem("for")

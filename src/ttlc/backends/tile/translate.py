@@ -121,6 +121,21 @@ class Translator:
     def binary(self, name: str, a: Value, b: Value, **attrs) -> Value:
         return self.b.one(name, a.type, lhs=a, rhs=b, **attrs)
 
+    def arith(self, op: str, a: Value, b: Value) -> Value:
+        """``add`` or ``mul`` of two tiles of any number type (integers wrap around)."""
+        return self.binary(op + ("f" if a.type.element.is_float else "i"), a, b)
+
+    def compare(self, predicate: str, a: Value, b: Value) -> Value:
+        """A comparison (``ENUMS["predicate"]``) of two number tiles, as the language
+        compares: integers signed, floats ordered except ``not_equal`` (true with NaN)."""
+        i1 = Tile(Scalar("i1"), a.type.shape)
+        if a.type.element.is_float:
+            ordering = "unordered" if predicate == "not_equal" else "ordered"
+            return self.b.one("cmpf", i1, lhs=a, rhs=b, comparison_predicate=predicate,
+                              comparison_ordering=ordering)
+        return self.b.one("cmpi", i1, lhs=a, rhs=b, comparison_predicate=predicate,
+                          signedness="signed")
+
     def mul_index(self, a: Size, b: Size) -> Size:
         if isinstance(a, int) and isinstance(b, int):
             return a * b
@@ -294,9 +309,10 @@ class Translator:
     def atomic_add(self, m: Memref, exts: Sequence[int], index: Sequence[Value], tile: Value) -> None:
         """Add `tile` to tile `index` of `m`, element by element, atomically."""
         ptrs, mask = self.element_ptrs(m, exts, index)
+        mode = "addf" if tile.type.element.is_float else "add"
         self.token = self.b.op("atomic_rmw_tko", [tile.type, TOKEN], pointers=ptrs, arg=tile,
                                mask=mask, token=self.token, memory_ordering_semantics="relaxed",
-                               memory_scope="device", mode="addf")[1]
+                               memory_scope="device", mode=mode)[1]
 
     def load_scalar(self, ptr: Value) -> Value:
         element = ptr.type.element.pointee
