@@ -149,6 +149,11 @@ def cmd_compile(args) -> int:
     if backend is None:
         return 2
     try:
+        if args.text and args.stage is None:
+            texts = [st.name for st in backend.stages if not st.binary]
+            if not texts:
+                raise ValueError(f"target {backend.name} has no text stage for -S")
+            args.stage = texts[-1]
         stage = backend.stage(args.stage)
     except ValueError as e:
         print(f"ttlc: {e}", file=sys.stderr)
@@ -267,6 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what to write (default: the target's last stage): " + "; ".join(
                        f"{b.name}: " + ", ".join(f"{s.name} ({s.description})" for s in b.stages)
                        for b in BACKENDS.values() if b.stages))
+    p.add_argument("-S", dest="text", action="store_true",
+                   help="write the target's last text stage (e.g. cuda-tile: tile-text)")
     p.add_argument("-o", "--output", required=True, help="output file, or - for standard output")
     p.add_argument("--checked", action="store_true", help="compile with run-time checks")
     p.set_defaults(run=cmd_compile)

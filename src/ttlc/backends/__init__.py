@@ -114,6 +114,10 @@ BACKENDS: Dict[str, Backend] = {b.name: b for b in (
             "(docs/iree-vector.md)", machine="pvc", module="ttlc.backends.iree.export",
             stages=(Stage("mlir", "MLIR: a func.func per kernel, its coopmatrix values as "
                                   "vectors passed through iree_vector_ext.to_layout"),)),
+    Backend("cuda-tile", "NVIDIA CUDA Tile IR: cuda_tile MLIR text and bytecode for tileiras",
+            machine="nvidia", module="ttlc.backends.tile.backend", stages=(
+                Stage("tile-text", "the module as cuda_tile MLIR text"),
+                Stage("tilebc", "the module as Tile IR bytecode", binary=True))),
 )}
 
 

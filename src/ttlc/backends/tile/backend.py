@@ -1,0 +1,40 @@
+"""Back end "cuda-tile": the registry's entry point (``ttlc.backends``).
+
+Stages: ``tile-text`` (the module as ``cuda_tile`` MLIR text) and ``tilebc`` (the same
+module as Tile IR bytecode, what ``tileiras`` compiles to a cubin).  The program is
+translated as verified, before any lowering: Tile IR is programmed over whole tiles, so
+the collective instructions stay whole (``translate``, with the rules of ``scalar`` and
+``blas``).
+"""
+from __future__ import annotations
+
+from typing import Optional, Union
+
+from ...diagnostics import CompileError, error
+from ...ir.core import Location, Program
+from ...ir.ops import compose_tables
+from ...target import ExecConfig, Target, get_target
+from . import blas, bytecode, scalar, text
+from .tir import Module
+from .translate import TARGET, Translator
+
+RULES = compose_tables(scalar.RULES, blas.RULES)
+
+
+def translate(program: Program, machine: Optional[Target] = None) -> Module:
+    """The Tile IR module of a verified program; CompileError for what it cannot express."""
+    machine = machine or get_target("nvidia")
+    try:
+        return Module("kernels", [Translator(f, RULES, lambda f=f: ExecConfig.of(f, machine, program))
+                                  .entry() for f in program.functions])
+    except CompileError as e:
+        raise e.with_source(program.source, program.filename) from None
+
+
+def emit(program: Program, stage: str, machine: Target, checked: bool) -> Union[str, bytes]:
+    if checked:
+        loc = program.functions[0].loc if program.functions else Location(1, 1, 1, 1)
+        raise error(loc, f"target {TARGET} has no checked mode").with_source(
+            program.source, program.filename)
+    module = translate(program, machine)
+    return text.print_module(module) if stage == "tile-text" else bytecode.write(module)

@@ -1,0 +1,209 @@
+"""The collective BLAS instructions as loops over the tiles of their output.
+
+Each instruction's entry in ``_VALUES`` computes the tile of its result at a tile index
+of the output (``op(A)`` for axpby, ``A .* B`` for hadamard, ``a b^T`` for ger, row sums
+for sum, ``op(A) b`` for gemv, ``op(A) op(B)`` for gemm: the last three with a loop over
+the contracted mode), in the output's accumulation type; ``_update`` then stores
+``alpha * value + beta * C``.  ``beta`` = 0 does not read C (the BLAS convention the
+reference interpreter follows): a constant 0 skips the load, a run-time one selects.
+gemm runs on the matrix units (``mmaf``); 16-bit operands keep their type and accumulate
+in f32, other mixes are converted to the accumulation type first.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Sequence
+
+from ...ir.core import Instruction
+from ...ir.numerics import accumulate_type
+from ...ir.types import SCALAR_TYPES, MemrefType
+from .ops import Scalar, Tile
+from .tir import Block, Value
+from .translate import Memref, Rule, Translator, extent, registrar, unsupported
+
+RULES: Dict[str, Rule] = {}
+_rule = registrar(RULES)
+#: element types of BLAS operands (complex numbers have no Tile IR type)
+_NUMBERS = ("i8", "i16", "i32", "i64", "index", "f16", "bf16", "f32", "f64")
+
+
+def _transposed(inst: Instruction, slot: str) -> bool:
+    return inst.modifier(slot) == "t"
+
+
+def _add_along(t: Translator, name: str, tile: Value, dim: int) -> Value:
+    """The sums (``reduce``) or the inclusive prefix sums (``scan``) of `tile` along mode
+    `dim`."""
+    element = tile.type.element
+    block = Block([Value(Tile(element)), Value(Tile(element))])
+    outer, t.b.block = t.b.block, block
+    t.b.op("yield", operands=[t.arith("add", *block.args)])
+    t.b.block = outer
+    shape = tile.type.shape
+    if name == "reduce":
+        shape = shape[:dim] + shape[dim + 1:]
+    attrs = {"reverse": False} if name == "scan" else {}
+    return t.b.op(name, [Tile(element, shape)], regions=[block], operands=[tile], dim=dim,
+                  identities=[(element.name, 0)], **attrs)[0]
+
+
+def _reduce_add(t: Translator, tile: Value, dim: int) -> Value:
+    return _add_along(t, "reduce", tile, dim)
+
+
+def _contracted(t: Translator, inst: Instruction, exts: Sequence[int], index: List[Value], ct: str,
+                step: Callable[[Value, int], Value]) -> Value:
+    """The sum over the tiles of op(A)'s second mode of `step(tile index, extent)`."""
+    A = t.memref(inst.slots["A"])
+    size = A.shape[0 if _transposed(inst, "ta") and len(A.shape) == 2 else -1]
+    k_ext = extent(size)
+    zeros = t.const(ct, 0, exts)
+    return t.accumulate(size, k_ext, zeros, lambda k, acc: t.arith("add", acc, step(k, k_ext)))
+
+
+def _axpby(t, inst, exts, index, ct):
+    return t.load_op(t.memref(inst.slots["A"]), _transposed(inst, "ta"), exts, index, ct)
+
+
+def _hadamard(t, inst, exts, index, ct):
+    a, b = (t.load_op(t.memref(inst.slots[s]), False, exts, index, ct) for s in "AB")
+    return t.arith("mul", a, b)
+
+
+def _outer(t: Translator, m: Memref, exts, index: Value, ct: str, mode: int, shape) -> Value:
+    """A vector tile as a row (`mode` 1) or column (`mode` 0) broadcast to `shape`."""
+    v = t.load_op(m, False, [exts], [index], ct)
+    ones = (exts, 1) if mode == 0 else (1, exts)
+    v = t.b.one("reshape", Tile(Scalar(ct), ones), source=v)
+    return t.b.one("broadcast", Tile(Scalar(ct), tuple(shape)), source=v)
+
+
+def _ger(t, inst, exts, index, ct):
+    a = _outer(t, t.memref(inst.slots["A"]), exts[0], index[0], ct, 0, exts)
+    b = _outer(t, t.memref(inst.slots["B"]), exts[1], index[1], ct, 1, exts)
+    return t.arith("mul", a, b)
+
+
+def _sum(t, inst, exts, index, ct):
+    A = t.memref(inst.slots["A"])
+    if len(A.shape) == 1:  # a scalar: the output is viewed as one element
+        total = _contracted(t, inst, (), [], ct, lambda k, K: _reduce_add(
+            t, t.load_op(A, False, [K], [k], ct), 0))
+        return t.b.one("reshape", Tile(Scalar(ct), tuple(exts)), source=total)
+    return _contracted(t, inst, exts, index, ct, lambda k, K: _reduce_add(
+        t, t.load_op(A, _transposed(inst, "ta"), [exts[0], K], [index[0], k], ct), 1))
+
+
+def _gemv(t, inst, exts, index, ct):
+    A, b = t.memref(inst.slots["A"]), t.memref(inst.slots["B"])
+
+    def step(k, K):
+        a = t.load_op(A, _transposed(inst, "ta"), [exts[0], K], [index[0], k], ct)
+        return _reduce_add(t, t.arith("mul", a, _outer(t, b, K, k, ct, 1, (exts[0], K))), 1)
+    return _contracted(t, inst, exts, index, ct, step)
+
+
+def _gemm(t, inst, exts, index, ct):
+    """On the matrix units: ``mmaf``, or ``mmai`` for i8 (sums in i32, whose low byte is
+    the sum wrapped around in i8)."""
+    A, B = t.memref(inst.slots["A"]), t.memref(inst.slots["B"])
+    if not Scalar(ct).is_float and not (A.element == B.element == ct == "i8"):
+        raise unsupported(inst, f"integer gemm on {ct} (the matrix units multiply i8) is")
+    same = A.element == B.element and accumulate_type_name(A.element) == ct
+    element = A.element if same else ct
+    acc_type = "i32" if ct == "i8" else ct
+    size = A.shape[0 if _transposed(inst, "ta") else 1]
+    k_ext = extent(size)
+
+    def step(k, acc):
+        a = t.load_op(A, _transposed(inst, "ta"), [exts[0], k_ext], [index[0], k], element)
+        b = t.load_op(B, _transposed(inst, "tb"), [k_ext, exts[1]], [k, index[1]], element)
+        if ct == "i8":
+            return t.b.one("mmai", acc.type, lhs=a, rhs=b, acc=acc, signedness_lhs="signed",
+                           signedness_rhs="signed")
+        return t.b.one("mmaf", acc.type, lhs=a, rhs=b, acc=acc)
+    return t.convert(t.accumulate(size, k_ext, t.const(acc_type, 0, exts), step), ct)
+
+
+_VALUES = {"axpby": _axpby, "hadamard": _hadamard, "ger": _ger, "sum": _sum, "gemv": _gemv,
+           "gemm": _gemm}
+
+
+def accumulate_type_name(element: str) -> str:
+    """Where sums of `element` are formed (``ttlc.ir.numerics``)."""
+    return accumulate_type(SCALAR_TYPES[element]).name
+
+
+def _constant(v) -> object:
+    """The value of a scalar defined by ``constant``, else None."""
+    owner = v.owner
+    return owner.attrs["value"] if owner is not None and owner.opcode == "constant" else None
+
+
+def _update(t: Translator, inst: Instruction, out: Memref, exts, index, value: Value, ct: str):
+    shape = tuple(exts)
+    alpha = t.splat(t.scalar_as(inst.slots["alpha"], ct), shape)
+    result = t.arith("mul", alpha, value)
+    beta_value = _constant(inst.slots["beta"])
+    if inst.modifier("atomic"):  # beta is 1 (_check_operands)
+        t.atomic_add(out, exts, index, t.convert(result, out.element))
+        return
+    if beta_value != 0:
+        beta = t.scalar_as(inst.slots["beta"], ct)
+        term = t.arith("mul", t.splat(beta, shape), t.convert(t.load(out, exts, index), ct))
+        if beta_value is None:
+            is_zero = t.compare("equal", beta, t.const(ct, 0))
+            term = t.b.one("select", term.type, cond=t.splat(is_zero, shape),
+                           val_if_true=t.const(ct, 0, shape), val_if_false=term)
+        result = t.arith("add", result, term)
+    t.store(out, exts, index, t.convert(result, out.element))
+
+
+def _check_operands(inst: Instruction) -> None:
+    if inst.modifier("atomic"):
+        if _constant(inst.slots["beta"]) != 1:
+            raise unsupported(inst, "atomic updates (.atomic) with beta 0 are")
+        out = inst.slots[inst.opdef.blas.written].type.element.name
+        if out in ("i8", "i16"):
+            raise unsupported(inst, f"atomic additions to {out} are")
+    for slot in inst.opdef.blas.slots:
+        mt = inst.slots[slot].type
+        if not isinstance(mt, MemrefType) or mt.element.name not in _NUMBERS:
+            raise unsupported(inst, f"operands of type {mt} are")
+
+
+@_rule("cumsum")
+def cumsum(t: Translator, inst: Instruction) -> None:
+    """Tiles of the other modes in any order; along the summed mode in order, each tile's
+    prefix sums plus the sum of the tiles before it (carried)."""
+    _check_operands(inst)
+    A, out, mode = t.memref(inst.slots["A"]), t.memref(inst.slots["B"]), inst.attrs["mode"]
+    ct = accumulate_type_name(out.element)
+    shape = out.view_shape()
+    exts = [extent(d) for d in shape]
+    others = [k for k in range(len(shape)) if k != mode]
+    rest = tuple(exts[k] for k in others)
+    ones = tuple(1 if k == mode else exts[k] for k in range(len(exts)))
+
+    def along(index_others):
+        def step(k, carry):
+            index = list(index_others)
+            index.insert(mode, k)
+            tile = t.load_op(A, False, exts, index, ct)
+            below = t.b.one("broadcast", Tile(Scalar(ct), tuple(exts)),
+                            source=t.b.one("reshape", Tile(Scalar(ct), ones), source=carry))
+            _update(t, inst, out, exts, index, t.arith("add", _add_along(t, "scan", tile, mode), below), ct)
+            return t.arith("add", carry, _reduce_add(t, tile, mode))
+        t.accumulate(shape[mode], exts[mode], t.const(ct, 0, rest), step)
+
+    t.over_tiles([shape[k] for k in others], list(rest), along)
+
+
+@_rule(*_VALUES)
+def blas(t: Translator, inst: Instruction) -> None:
+    _check_operands(inst)
+    out = t.memref(inst.slots[inst.opdef.blas.written])
+    ct = accumulate_type_name(out.element)
+    shape = out.view_shape()
+    exts = [extent(d) for d in shape]
+    t.over_tiles(shape, exts, lambda index: _update(t, inst, out, exts, index,
+                                                    _VALUES[inst.opcode](t, inst, exts, index, ct), ct))

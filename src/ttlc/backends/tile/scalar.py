@@ -1,0 +1,252 @@
+"""Scalar instructions, builtins, memref views and loops as Tile IR on rank-0 tiles.
+
+Integers are signed and wrap around (``overflow`` none); shift amounts are taken modulo
+the width as the language says (``ttlc.ir.numerics``); a float ``not_equal`` is an
+unordered comparison (true with a NaN operand), the others ordered.
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+from ...diagnostics import CompileError
+from ...ir.core import Instruction
+from .ops import Ptr, Scalar, Tile
+from .translate import Group, Memref, Rule, Translator, element_name, registrar, unsupported
+
+RULES: Dict[str, Rule] = {}
+_rule = registrar(RULES)
+
+
+def _element(inst: Instruction) -> str:
+    return element_name(inst.results[0].type, inst.loc, inst.opcode)
+
+
+_FLOAT_BINARY = {"add": "addf", "sub": "subf", "mul": "mulf", "div": "divf", "rem": "remf",
+                 "max": "maxf", "min": "minf"}
+_INT_BINARY = {"add": "addi", "sub": "subi", "mul": "muli", "div": "divi", "rem": "remi",
+               "max": "maxi", "min": "mini", "shl": "shli", "shr": "shri", "and": "andi",
+               "or": "ori", "xor": "xori"}
+_SIGNED = ("divi", "remi", "maxi", "mini", "shri")
+
+
+@_rule(*_INT_BINARY)
+def arith_binary(t: Translator, inst: Instruction) -> None:
+    element = _element(inst)
+    a, b = t.tile_of(inst.slots["a"]), t.tile_of(inst.slots["b"])
+    if Scalar(element).is_float:
+        name = _FLOAT_BINARY.get(inst.opcode)
+        if name is None:
+            raise unsupported(inst, f"{element} operands are")
+        t.values[inst.results[0]] = t.binary(name, a, b)
+        return
+    name = _INT_BINARY[inst.opcode]
+    if name in ("shli", "shri"):  # the amount modulo the width
+        b = t.binary("andi", b, t.const(element, Scalar(element).bits - 1))
+    attrs = {"signedness": "signed"} if name in _SIGNED else {}
+    t.values[inst.results[0]] = t.binary(name, a, b, **attrs)
+
+
+@_rule("abs", "neg", "not")
+def arith_unary(t: Translator, inst: Instruction) -> None:
+    element = _element(inst)
+    a = t.tile_of(inst.slots["a"])
+    is_float = Scalar(element).is_float
+    if inst.opcode == "not":
+        r = t.binary("xori", a, t.const(element, 1 if element == "i1" else -1))
+    else:
+        name = {"abs": "absf" if is_float else "absi", "neg": "negf" if is_float else "negi"}
+        r = t.b.one(name[inst.opcode], a.type, source=a)
+    t.values[inst.results[0]] = r
+
+
+_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sin": "sin", "cos": "cos"}
+
+
+@_rule(*_MATH, *("native_" + m for m in _MATH))
+def math(t: Translator, inst: Instruction) -> None:
+    a = t.tile_of(inst.slots["a"])
+    t.values[inst.results[0]] = t.b.one(_MATH[inst.opcode.replace("native_", "")], a.type, source=a)
+
+
+_PREDICATES = {"equal": "equal", "not_equal": "not_equal", "greater_than": "greater_than",
+               "greater_than_equal": "greater_than_or_equal", "less_than": "less_than",
+               "less_than_equal": "less_than_or_equal"}
+
+
+@_rule(*_PREDICATES)
+def compare(t: Translator, inst: Instruction) -> None:
+    t.values[inst.results[0]] = t.compare(_PREDICATES[inst.opcode], t.tile_of(inst.slots["a"]),
+                                          t.tile_of(inst.slots["b"]))
+
+
+@_rule("cast")
+def cast(t: Translator, inst: Instruction) -> None:
+    t.values[inst.results[0]] = t.convert(t.tile_of(inst.slots["a"]), _element(inst))
+
+
+@_rule("constant")
+def constant(t: Translator, inst: Instruction) -> None:
+    value = inst.attrs["value"]
+    if isinstance(value, (list, tuple, complex)):
+        raise unsupported(inst, f"constants of type {inst.results[0].type} are")
+    t.values[inst.results[0]] = t.const(_element(inst), value)
+
+
+@_rule("group_id", "num_groups")
+def builtin(t: Translator, inst: Instruction) -> None:
+    name = "get_tile_block_id" if inst.opcode == "group_id" else "get_num_tile_blocks"
+    xyz = t.b.op(name, [Tile(Scalar("i32"))] * 3)
+    t.values[inst.results[0]] = t.convert(xyz["xyz".index(inst.modifier("dim"))], "i64")
+
+
+@_rule("subgroup_size", "num_subgroups")
+def sizes(t: Translator, inst: Instruction) -> None:
+    """Constants of the function's execution configuration."""
+    try:
+        config = t.config()
+    except CompileError as e:
+        raise unsupported(inst, f"its sizes ({e.diagnostics[0][3]}) are") from None
+    if inst.opcode == "subgroup_size":
+        value = config.subgroup_size
+    else:
+        x, y = config.work_group_size
+        value = x // config.subgroup_size if inst.modifier("dim") == "x" else y
+    t.values[inst.results[0]] = t.const("i32", value)
+
+
+@_rule("expand")
+def expand(t: Translator, inst: Instruction) -> None:
+    """One mode viewed as several: sizes as given, strides growing from the mode's."""
+    m, mode = t.memref(inst.slots["tensor"]), inst.attrs["mode"]
+    dims = [_index(t, d) for d in inst.slots["shape"]]
+    strides, s = [], m.strides[mode]
+    for d in dims:
+        strides.append(s)
+        s = t.mul_index(s, d)
+    t.values[inst.results[0]] = Memref(m.element, m.ptr, m.shape[:mode] + dims + m.shape[mode + 1:],
+                                       m.strides[:mode] + strides + m.strides[mode + 1:])
+
+
+@_rule("fuse")
+def fuse(t: Translator, inst: Instruction) -> None:
+    """Modes from..to viewed as one: the product of their sizes, the first one's stride."""
+    m, lo, hi = t.memref(inst.slots["tensor"]), inst.attrs["from"], inst.attrs["to"]
+    size = 1
+    for d in m.shape[lo:hi + 1]:
+        size = t.mul_index(size, d)
+    t.values[inst.results[0]] = Memref(m.element, m.ptr, m.shape[:lo] + [size] + m.shape[hi + 1:],
+                                       m.strides[:lo + 1] + m.strides[hi + 1:])
+
+
+@_rule("alloca")
+def alloca(t: Translator, inst: Instruction) -> None:
+    """Memory of the tile block (Tile IR's ``alloca``, alive until the end of the block
+    it is in: the function's body or a loop's, as the language's lifetime)."""
+    mt = inst.results[0].type
+    element = element_name(mt.element, inst.loc, "alloca")
+    alignment = 64  # the language's default, which an alloca's alignment may not exceed
+    ptr = t.b.one("alloca", Tile(Ptr(Scalar(element))), num_elem=mt.extent, alignment=alignment)
+    t.values[inst.results[0]] = Memref(element, ptr, list(mt.shape), list(mt.stride))
+
+
+@_rule("lifetime_stop", "barrier")
+def nothing(t: Translator, inst: Instruction) -> None:
+    """Nothing to do: an alloca lives until the end of its block, and in collective code
+    (the only code translated) the tile block's memory operations are already ordered by
+    the token chain, which is all a barrier between collective instructions adds."""
+
+
+@_rule("size")
+def size(t: Translator, inst: Instruction) -> None:
+    src = t.values[inst.slots["tensor"]]
+    t.values[inst.results[0]] = t.i64(src.size if isinstance(src, Group)
+                                      else src.shape[inst.attrs["mode"]])
+
+
+def _index(t: Translator, x):
+    return x if isinstance(x, int) else t.convert(t.tile_of(x), "i64")
+
+
+@_rule("associated")
+def associated(t: Translator, inst: Instruction) -> None:
+    """Whether the base address (of a memref, or of a group's address table) is not 0."""
+    src = t.values[inst.slots["tensor"]]
+    ptr = src.addresses if isinstance(src, Group) else src.ptr
+    address = t.b.one("ptr_to_int", Tile(Scalar("i64")), source=ptr)
+    t.values[inst.results[0]] = t.b.one("cmpi", Tile(Scalar("i1")), lhs=address, rhs=t.const("i64", 0),
+                                        comparison_predicate="not_equal", signedness="unsigned")
+
+
+@_rule("load")
+def load(t: Translator, inst: Instruction) -> None:
+    """A member of a group, or an element of a memref."""
+    src = t.values[inst.slots["tensor"]]
+    index = [_index(t, v) for v in inst.slots["index"]]
+    if isinstance(src, Group):
+        t.values[inst.results[0]] = t.member(src, index[0])
+    else:
+        t.values[inst.results[0]] = t.load_scalar(t.element_ptr(src, index))
+
+
+@_rule("store")
+def store(t: Translator, inst: Instruction) -> None:
+    m = t.memref(inst.slots["tensor"])
+    value = t.convert(t.tile_of(inst.slots["value"]), m.element)
+    t.store_scalar(t.element_ptr(m, [_index(t, v) for v in inst.slots["index"]]), value)
+
+
+@_rule("subview")
+def subview(t: Translator, inst: Instruction) -> None:
+    m = t.memref(inst.slots["tensor"])
+    offset, shape, strides = 0, [], []
+    for (start, size), stride in zip(inst.slots["slices"], m.strides):
+        start = _index(t, start)
+        if not (isinstance(start, int) and start == 0):
+            offset = t.add_index(offset, t.mul_index(start, stride))
+        if not (isinstance(size, int) and size == 0):  # size 0: the mode is removed
+            shape.append(_index(t, size))
+            strides.append(stride)
+    ptr = m.ptr
+    if not (isinstance(offset, int) and offset == 0):
+        ptr = t.b.one("offset", ptr.type, ptr=ptr, offset=t.i64(offset))
+    t.values[inst.results[0]] = Memref(m.element, ptr, shape, strides)
+
+
+@_rule("for")
+def for_loop(t: Translator, inst: Instruction) -> None:
+    lower, upper = t.tile_of(inst.slots["from"]), t.tile_of(inst.slots["to"])
+    step = t.tile_of(inst.slots["step"]) if "step" in inst.slots else None
+    region = inst.regions[0]
+    inits = [t.tile_of(v) for v in inst.slots.get("init") or []]
+
+    def body(iv, carried) -> List:
+        t.values[region.args[0]] = iv
+        for arg, v in zip(region.args[1:], carried):
+            t.values[arg] = v
+        t.region(region)
+        return t.yielded
+
+    results = t.loop(upper, inits, body, lower=lower, step=step)
+    for r, v in zip(inst.results, results):
+        t.values[r] = v
+
+
+@_rule("if")
+def if_(t: Translator, inst: Instruction) -> None:
+    def branch(k):
+        def run():
+            t.yielded = []
+            if k < len(inst.regions):
+                t.region(inst.regions[k])
+            return t.yielded
+        return run
+
+    types = [Tile(Scalar(element_name(r.type, inst.loc, "if"))) for r in inst.results]
+    results = t.branches(t.tile_of(inst.slots["condition"]), [branch(0), branch(1)], types)
+    for r, v in zip(inst.results, results):
+        t.values[r] = v
+
+
+@_rule("yield")
+def yield_(t: Translator, inst: Instruction) -> None:
+    t.yielded = [t.tile_of(v) for v in inst.slots["values"]]

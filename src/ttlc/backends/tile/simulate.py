@@ -1,0 +1,424 @@
+"""A NumPy interpreter of the Tile IR that target cuda-tile emits, written from NVIDIA's
+specification of each operation (the CUDA Tile IR documentation; for ``alloca``,
+``atomic_rmw_tko`` and ``iota`` the descriptions in NVIDIA's ``Ops.td``), to check the
+meaning of emitted modules without a GPU: tests run a module here and the program on the reference interpreter,
+and compare what they write.
+
+Every operation of ``ops.OPS`` has a function in ``SEMANTICS``.  Tiles are NumPy arrays
+of their element type; a pointer is its byte address (an int64), and memory is the
+arrays given as arguments, read and written where they lie (``Memory`` refuses an
+address outside them).  Tile blocks run one after another; tokens order nothing here,
+as every operation completes before the next.  ``run`` marshals the kernel's arguments
+(NumPy arrays, lists of arrays or ``ttlc.Group`` for groups, numbers) as the entry ABI
+of ``docs/cuda-tile.md`` says.
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+from typing import Callable, Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from ...ir.types import GroupType, MemrefType
+from ...runtime.values import DTYPES
+from .ops import Ptr, Tile
+from .tir import Block, Entry, Op
+
+#: NumPy 2 moved it
+_byte_bounds = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds
+DTYPE = {**{k: v for k, v in DTYPES.items() if k != "index"}, "i1": np.dtype(np.bool_)}
+
+
+def dtype(t) -> np.dtype:
+    element = t.element if isinstance(t, Tile) else t
+    return np.dtype(np.int64) if isinstance(element, Ptr) else DTYPE[element.name]
+
+
+class Memory:
+    """The arrays a kernel may touch, by the byte ranges they occupy."""
+
+    def __init__(self):
+        #: (first byte, end, the bytes, the array they belong to: kept alive with them)
+        self.windows: List[Tuple[int, int, np.ndarray, np.ndarray]] = []
+
+    def add(self, array: np.ndarray) -> int:
+        """Register an array; the address of its first element."""
+        lo, hi = _byte_bounds(array)
+        window = np.ctypeslib.as_array((ctypes.c_uint8 * (hi - lo)).from_address(lo))
+        self.windows.append((lo, hi, window, array))
+        return lo
+
+    def _typed(self, addresses: np.ndarray, dt: np.dtype):
+        addresses = np.asarray(addresses, np.int64)
+        for lo, hi, window, _ in self.windows:
+            if addresses.min() >= lo and addresses.max() + dt.itemsize <= hi:
+                offsets = addresses - lo
+                if np.any(offsets % dt.itemsize):
+                    raise ValueError("misaligned access")
+                usable = (hi - lo) // dt.itemsize * dt.itemsize
+                return window[:usable].view(dt), offsets // dt.itemsize
+        raise ValueError("access outside the arguments")
+
+    def read(self, addresses: np.ndarray, dt: np.dtype) -> np.ndarray:
+        if addresses.size == 0:
+            return np.zeros(addresses.shape, dt)
+        typed, index = self._typed(addresses, dt)
+        return typed[index]
+
+    def write(self, addresses: np.ndarray, values: np.ndarray) -> None:
+        if addresses.size:
+            typed, index = self._typed(addresses, values.dtype)
+            typed[index] = values
+
+
+class Frame:
+    def __init__(self, memory: Memory, block_id: Tuple[int, int, int], grid: Tuple[int, int, int]):
+        self.memory, self.block_id, self.grid = memory, block_id, grid
+        self.values: Dict[object, object] = {}
+
+
+SEMANTICS: Dict[str, Callable[[Frame, Op, list], list]] = {}
+
+
+def _sem(*names):
+    def add(fn):
+        for n in names:
+            SEMANTICS[n] = fn
+        return fn
+    return add
+
+
+def _out(op: Op, x) -> np.ndarray:
+    return np.asarray(x).astype(dtype(op.results[0].type), copy=False)
+
+
+_FLOAT = {"addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide,
+          "remf": np.fmod, "andi": np.bitwise_and, "ori": np.bitwise_or, "xori": np.bitwise_xor,
+          "addi": np.add, "subi": np.subtract, "muli": np.multiply}
+
+
+@_sem(*_FLOAT)
+def _binary(f, op, a):
+    with np.errstate(all="ignore"):
+        return [_out(op, _FLOAT[op.spec.name](a[0], a[1]))]
+
+
+@_sem("maxf", "minf")
+def _minmax_f(f, op, a):
+    nan = op.present("propagate_nan")
+    fn = {("maxf", True): np.maximum, ("maxf", False): np.fmax, ("minf", True): np.minimum,
+          ("minf", False): np.fmin}[op.spec.name, nan]
+    return [_out(op, fn(a[0], a[1]))]
+
+
+def _signed(op: Op, x: np.ndarray) -> np.ndarray:
+    """`x` read with the operation's signedness."""
+    if op.attrs.get("signedness") == "unsigned" and x.dtype.kind == "i":
+        return x.view(np.dtype(f"u{x.dtype.itemsize}"))
+    return x
+
+
+@_sem("maxi", "mini")
+def _minmax_i(f, op, a):
+    x, y = _signed(op, a[0]), _signed(op, a[1])
+    return [_out(op, (np.maximum if op.spec.name == "maxi" else np.minimum)(x, y))]
+
+
+def _truncating_division(n: int, d: int) -> int:
+    """C's quotient (rounding toward zero, the default of ``divi``); 0 for d = 0, which
+    the specification leaves undefined."""
+    return 0 if d == 0 else abs(n) // abs(d) * (1 if (n < 0) == (d < 0) else -1)
+
+
+@_sem("divi", "remi")
+def _divrem(f, op, a):
+    x, y = np.broadcast_arrays(_signed(op, a[0]).astype(object), _signed(op, a[1]).astype(object))
+    q = np.frompyfunc(_truncating_division, 2, 1)(x, y)
+    r = q if op.spec.name == "divi" else x - q * y
+    bits = a[0].dtype.itemsize * 8
+    wrapped = np.frompyfunc(lambda v: (v + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1)), 1, 1)
+    return [_out(op, np.asarray(wrapped(r), object).astype(a[0].dtype))]
+
+
+@_sem("shli", "shri")
+def _shift(f, op, a):
+    fn = np.left_shift if op.spec.name == "shli" else np.right_shift
+    return [_out(op, fn(_signed(op, a[0]), a[1].astype(_signed(op, a[0]).dtype)))]
+
+
+_UNARY = {"absf": np.abs, "absi": np.abs, "negf": np.negative, "negi": np.negative, "exp": np.exp,
+          "exp2": np.exp2, "log": np.log, "log2": np.log2, "sin": np.sin, "cos": np.cos}
+
+
+@_sem(*_UNARY)
+def _unary(f, op, a):
+    with np.errstate(all="ignore"):
+        return [_out(op, _UNARY[op.spec.name](a[0]))]
+
+
+@_sem("fma")
+def _fma(f, op, a):
+    return [_out(op, a[0] * a[1] + a[2])]
+
+
+_COMPARE = {"equal": np.equal, "not_equal": np.not_equal, "less_than": np.less,
+            "less_than_or_equal": np.less_equal, "greater_than": np.greater,
+            "greater_than_or_equal": np.greater_equal}
+
+
+@_sem("cmpf", "cmpi")
+def _compare(f, op, a):
+    x, y = _signed(op, a[0]), _signed(op, a[1])
+    r = _COMPARE[op.attrs["comparison_predicate"]](x, y)
+    if op.spec.name == "cmpf":
+        nan = np.isnan(x.astype(np.float64)) | np.isnan(y.astype(np.float64))
+        r = (r | nan) if op.attrs["comparison_ordering"] == "unordered" else (r & ~nan)
+    return [np.asarray(r)]
+
+
+@_sem("select")
+def _select(f, op, a):
+    return [_out(op, np.where(a[0], a[1], a[2]))]
+
+
+@_sem("ftof", "itof", "exti", "trunci", "ftoi")
+def _convert(f, op, a):
+    src = _signed(op, a[0])
+    if op.spec.name == "ftoi":
+        src = np.trunc(src.astype(np.float64))
+    with np.errstate(all="ignore"):
+        return [_out(op, src.astype(dtype(op.results[0].type)))]
+
+
+@_sem("constant")
+def _constant(f, op, a):
+    return [np.full(op.results[0].type.shape, op.attrs["value"][1], dtype(op.results[0].type))]
+
+
+@_sem("broadcast")
+def _broadcast(f, op, a):
+    return [np.broadcast_to(a[0], op.results[0].type.shape).copy()]
+
+
+@_sem("reshape")
+def _reshape(f, op, a):
+    return [a[0].reshape(op.results[0].type.shape)]
+
+
+@_sem("permute")
+def _permute(f, op, a):
+    return [np.transpose(a[0], op.attrs["permutation"]).copy()]
+
+
+@_sem("reduce")
+def _reduce(f, op, a):
+    dim, block = op.attrs["dim"], op.regions[0]
+    results = []
+    for x, (_, identity) in zip(a, op.attrs["identities"]):
+        acc = np.full(x.shape[:dim] + x.shape[dim + 1:], identity, x.dtype)
+        for i in range(x.shape[dim]):  # vectorised over the other modes
+            acc = _block(f, block, [np.take(x, i, axis=dim), acc])[0]
+        results.append(acc)
+    return results
+
+
+@_sem("scan")
+def _scan(f, op, a):
+    dim, block = op.attrs["dim"], op.regions[0]
+    results = []
+    for x, (_, identity) in zip(a, op.attrs["identities"]):
+        order = range(x.shape[dim] - 1, -1, -1) if op.attrs["reverse"] else range(x.shape[dim])
+        acc = np.full(x.shape[:dim] + x.shape[dim + 1:], identity, x.dtype)
+        out = np.empty_like(x)
+        for i in order:  # inclusive: element i combined with the accumulator before it
+            acc = _block(f, block, [np.take(x, i, axis=dim), acc])[0]
+            np.moveaxis(out, dim, 0)[i] = acc
+        results.append(out)
+    return results
+
+
+@_sem("get_tile_block_id", "get_num_tile_blocks")
+def _grid(f, op, a):
+    xyz = f.block_id if op.spec.name == "get_tile_block_id" else f.grid
+    return [np.asarray(v, np.int32) for v in xyz]
+
+
+@_sem("make_token")
+def _token(f, op, a):
+    return [None]
+
+
+@_sem("offset")
+def _offset(f, op, a):
+    size = dtype(op.results[0].type.element.pointee).itemsize
+    return [np.asarray(a[0] + a[1].astype(np.int64) * size, np.int64)]
+
+
+@_sem("int_to_ptr", "ptr_to_int")
+def _int_to_ptr(f, op, a):
+    return [np.asarray(a[0], np.int64)]
+
+
+@_sem("alloca")
+def _alloca(f, op, a):
+    size = op.attrs["num_elem"] * dtype(op.results[0].type.element.pointee).itemsize
+    memory = np.zeros(size + op.attrs["alignment"], np.uint8)
+    address = f.memory.add(memory)
+    return [np.asarray(address + (-address % op.attrs["alignment"]), np.int64)]
+
+
+@_sem("make_tensor_view")
+def _tensor_view(f, op, a):
+    t = op.results[0].type
+    dyn = iter(int(v) for v in a[1:])  # the dynamic sizes, then the dynamic strides
+    shape = [d if d is not None else next(dyn) for d in t.shape]
+    strides = [s if s is not None else next(dyn) for s in t.strides]
+    return [(int(a[0]), shape, strides, dtype(t.element))]
+
+
+@_sem("make_partition_view")
+def _partition_view(f, op, a):
+    return [(a[0], op.results[0].type.tile, op.results[0].type.padding)]
+
+
+def _tile_addresses(view, index):
+    """The addresses of a partition view's tile `index`, and which lie inside the view."""
+    (base, shape, strides, dt), tile, _ = view
+    grids = np.meshgrid(*[np.arange(t) + int(i) * t for t, i in zip(tile, index)], indexing="ij")
+    inside = np.ones(tuple(tile), bool)
+    address = np.full(tuple(tile), base, np.int64)
+    for g, n, s in zip(grids, shape, strides):
+        inside &= (g >= 0) & (g < n)
+        address += g * s * dt.itemsize
+    return address, inside, dt
+
+
+@_sem("load_view_tko")
+def _load_view(f, op, a):
+    view = a[0]
+    address, inside, dt = _tile_addresses(view, a[1:1 + len(op.group("index"))])
+    out = np.zeros(address.shape, dt)  # padding_value zero (the only one emitted)
+    out[inside] = f.memory.read(address[inside], dt)
+    return [out, None]
+
+
+@_sem("store_view_tko")
+def _store_view(f, op, a):
+    tile, view = a[0], a[1]
+    address, inside, dt = _tile_addresses(view, a[2:2 + len(op.group("index"))])
+    f.memory.write(address[inside], tile.astype(dt)[inside])
+    return [None]
+
+
+@_sem("load_ptr_tko")
+def _load_ptr(f, op, a):
+    return [f.memory.read(np.asarray(a[0]), dtype(op.results[0].type)), None]
+
+
+@_sem("store_ptr_tko")
+def _store_ptr(f, op, a):
+    f.memory.write(np.asarray(a[0]), np.asarray(a[1]))
+    return [None]
+
+
+@_sem("atomic_rmw_tko")
+def _atomic_rmw(f, op, a):
+    """Element by element, one at a time (the modes emitted: addf and add)."""
+    pointers, arg = np.asarray(a[0]), np.asarray(a[1])
+    mask = np.asarray(a[2]) if op.group("mask") else np.ones(pointers.shape, bool)
+    old = np.zeros(arg.shape, arg.dtype)
+    old[mask] = f.memory.read(pointers[mask], arg.dtype)
+    f.memory.write(pointers[mask], (old + arg)[mask].astype(arg.dtype))
+    return [old, None]
+
+
+@_sem("iota")
+def _iota(f, op, a):
+    return [np.arange(op.results[0].type.shape[0]).astype(dtype(op.results[0].type))]
+
+
+@_sem("mmaf", "mmai")
+def _mma(f, op, a):
+    """mmai: signed i8 operands, sums wrapping around in i32."""
+    acc = dtype(op.results[0].type)
+    wide = np.int64 if op.spec.name == "mmai" else acc
+    with np.errstate(all="ignore"):
+        return [_out(op, np.matmul(a[0].astype(wide), a[1].astype(wide)) + a[2])]
+
+
+@_sem("for")
+def _for(f, op, a):
+    lower, upper, step = (int(v) for v in a[:3])
+    carried = a[3:]
+    for i in range(lower, upper, step):
+        carried = _block(f, op.regions[0], [np.asarray(i, a[0].dtype), *carried])
+    return carried
+
+
+@_sem("if")
+def _if(f, op, a):
+    return _block(f, op.regions[0 if bool(a[0]) else 1], [])
+
+
+@_sem("yield", "continue", "return")
+def _terminator(f, op, a):
+    return a
+
+
+def _block(f: Frame, block: Block, args: Sequence) -> list:
+    """Run a block; the operands of its terminator."""
+    for v, x in zip(block.args, args):
+        f.values[v] = x
+    out: list = []
+    for op in block.ops:
+        operands = [f.values[v] for g in op.spec.operands for v in op.group(g.name)]
+        out = SEMANTICS[op.spec.name](f, op, operands)
+        for v, x in zip(op.results, out):
+            f.values[v] = x
+    return out
+
+
+def _arguments(func, args, memory: Memory) -> list:
+    """The entry's parameters for a ttlc function's arguments (docs/cuda-tile.md)."""
+    out: list = []
+    for a, x in zip(func.args, args):
+        t = a.value.type
+        if isinstance(t, MemrefType):
+            arr = np.asarray(x)
+            out.append(np.int64(memory.add(arr)))
+            out += [np.int64(n) for n, d in zip(arr.shape, t.shape) if d is None]
+            out += [np.int64(s // arr.itemsize) for s, d in zip(arr.strides, t.stride) if d is None]
+        elif isinstance(t, GroupType):
+            arrays = [np.asarray(m) for m in (x.arrays if hasattr(x, "arrays") else x)]
+            offset = getattr(x, "offset", None) or (t.offset or 0)
+            shapes = getattr(x, "shapes", None)
+            if shapes:  # flat buffers holding packed column-major members
+                strides = [[int(np.prod(s[:k])) for k in range(len(s))] for s in shapes]
+            else:
+                shapes = [m.shape for m in arrays]
+                strides = [[st // m.itemsize for st in m.strides] for m in arrays]
+            tables = [np.array([memory.add(m) for m in arrays], np.int64)]
+            for dims, of in ((t.memref.shape, shapes), (t.memref.stride, strides)):
+                tables += [np.array([s[k] for s in of], np.int64)
+                           for k, d in enumerate(dims) if d is None]
+            for table in tables:
+                out.append(np.int64(memory.add(table)))
+            if t.size is None:
+                out.append(np.int64(len(arrays)))
+            if t.offset is None:
+                out.append(np.int64(offset))
+        else:
+            out.append(np.asarray(x))
+    return out
+
+
+def run(entry: Entry, func, args: Sequence, grid: Tuple[int, int, int]) -> None:
+    """Run an entry (translated from `func`) on every tile block of `grid`."""
+    memory = Memory()
+    params = _arguments(func, args, memory)
+    params = [np.asarray(p).astype(dtype(v.type)) for p, v in zip(params, entry.args)]
+    for z, y, x in itertools.product(*(range(g) for g in grid[::-1])):
+        frame = Frame(memory, (x, y, z), tuple(grid))
+        frame.values.update(zip(entry.args, params))
+        _block(frame, entry.body, [])

@@ -1,0 +1,403 @@
+"""ttlc IR to a Tile IR module: every function an ``entry``, one tile block per work-group.
+
+A work-group's collective instructions run once per tile block, as Tile IR runs a whole
+program per block, and group ids are tile block ids.  The kernel ABI (how arguments
+arrive) is described in ``docs/cuda-tile.md``: a scalar is a rank-0 tile, a memref a
+pointer followed by its dynamic sizes and dynamic strides as ``tile<i64>``.
+
+Inside, a memref is a ``Memref``: a pointer tile and its sizes and strides, each a Python
+int (static) or an ``i64`` tile.  A collective BLAS instruction becomes loops over the
+tiles of its output (``extent``: a mode of static size s is one tile of the next power of
+two up to ``MAX_TILE``, a dynamic mode tiles of ``DYNAMIC_TILE``), an inner loop over the
+tiles of a contracted mode where it has one, tile loads through partition views padded
+with zeros, and a store of ``alpha * value + beta * C`` masked by the view's bounds.
+Memory operations are ordered by one chain of tokens, which loops and branches carry.
+
+What this translation does not cover is a ``CompileError`` naming the instruction and the
+target; the tables of ``scalar`` and ``blas`` list what it covers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Union
+
+from ...diagnostics import CompileError, error
+from ...ir.core import Function as IRFunction
+from ...ir.core import Instruction, Region
+from ...ir.core import Value as IRValue
+from ...ir.types import BoolType, GroupType, MemrefType, ScalarType
+from ...target import ExecConfig
+from .ops import TOKEN, PartitionView, Ptr, Scalar, TensorView, Tile
+from .tir import Block, Builder, Entry, Value
+
+TARGET = "cuda-tile"
+#: the largest tile extent along a mode of static size, and the extent along a dynamic mode
+MAX_TILE = 64
+DYNAMIC_TILE = 32
+
+Size = Union[int, Value]  # static, or an i64 tile
+#: how an instruction is translated (the tables of ``scalar`` and ``blas``)
+Rule = Callable[["Translator", Instruction], None]
+
+
+def element_name(t, loc, what: str) -> str:
+    """The Tile IR element type of a ttlc scalar or bool type."""
+    if isinstance(t, BoolType):
+        return "i1"
+    if isinstance(t, ScalarType) and not t.is_complex:
+        return "i64" if t.name == "index" else t.name
+    raise error(loc, f"{what}: type {t} is not supported on target {TARGET}")
+
+
+def unsupported(inst: Instruction, what: str = "the instruction is") -> CompileError:
+    """The error for an instruction (or a form of it: `what`) the translation lacks."""
+    return error(inst.loc, f"{inst.opcode}: {what} not supported on target {TARGET}")
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+@dataclass
+class Memref:
+    element: str
+    ptr: Value
+    shape: List[Size]
+    strides: List[Size]
+
+    def view_type(self) -> TensorView:
+        """A rank-0 memref is viewed as one element of a vector."""
+        shape, strides = (self.shape, self.strides) if self.shape else ([1], [1])
+        return TensorView(Scalar(self.element), tuple(d if isinstance(d, int) else None for d in shape),
+                          tuple(s if isinstance(s, int) else None for s in strides))
+
+    def view_shape(self) -> List[Size]:
+        return self.shape or [1]
+
+
+@dataclass
+class Group:
+    """A group argument: the members' addresses (an array of i64), the member type's
+    sizes and strides (static, or an array of i64 with one entry per member), the
+    group's size and the offset added to every member."""
+
+    element: str
+    addresses: Value
+    shape: List[Union[int, Value]]
+    strides: List[Union[int, Value]]
+    size: Size
+    offset: Size
+
+
+def extent(size: Size) -> int:
+    """The tile extent along a mode of this size."""
+    return min(next_pow2(size), MAX_TILE) if isinstance(size, int) else DYNAMIC_TILE
+
+
+class Translator:
+    """Translates one function into an entry."""
+
+    def __init__(self, function: IRFunction, rules: Dict[str, "Rule"],
+                 config: Callable[[], ExecConfig]):
+        self.function = function
+        self.rules = rules
+        #: the subgroup and work-group sizes (``num_subgroups`` and ``subgroup_size``),
+        #: computed where they are used: a size the machine lacks is an error only there
+        self.config = config
+        self.values: Dict[IRValue, Union[Value, Memref]] = {}
+        self.token: Optional[Value] = None
+        #: the values of the last ``yield`` translated
+        self.yielded: List[Value] = []
+        self.b = Builder(Block())
+
+    # ---- small builders --------------------------------------------------------------
+    def const(self, element: str, value, shape: Sequence[int] = ()) -> Value:
+        """A constant tile with every element `value`."""
+        return self.b.one("constant", Tile(Scalar(element), tuple(shape)), value=(element, value))
+
+    def i64(self, x: Size) -> Value:
+        return self.const("i64", x) if isinstance(x, int) else x
+
+    def binary(self, name: str, a: Value, b: Value, **attrs) -> Value:
+        return self.b.one(name, a.type, lhs=a, rhs=b, **attrs)
+
+    def arith(self, op: str, a: Value, b: Value) -> Value:
+        """``add`` or ``mul`` of two tiles of any number type (integers wrap around)."""
+        return self.binary(op + ("f" if a.type.element.is_float else "i"), a, b)
+
+    def compare(self, predicate: str, a: Value, b: Value) -> Value:
+        """A comparison (``ENUMS["predicate"]``) of two number tiles, as the language
+        compares: integers signed, floats ordered except ``not_equal`` (true with NaN)."""
+        i1 = Tile(Scalar("i1"), a.type.shape)
+        if a.type.element.is_float:
+            ordering = "unordered" if predicate == "not_equal" else "ordered"
+            return self.b.one("cmpf", i1, lhs=a, rhs=b, comparison_predicate=predicate,
+                              comparison_ordering=ordering)
+        return self.b.one("cmpi", i1, lhs=a, rhs=b, comparison_predicate=predicate,
+                          signedness="signed")
+
+    def mul_index(self, a: Size, b: Size) -> Size:
+        if isinstance(a, int) and isinstance(b, int):
+            return a * b
+        return self.binary("muli", self.i64(a), self.i64(b))
+
+    def add_index(self, a: Size, b: Size) -> Size:
+        if isinstance(a, int) and isinstance(b, int):
+            return a + b
+        if isinstance(a, int) and a == 0:
+            return b
+        return self.binary("addi", self.i64(a), self.i64(b))
+
+    def convert(self, v: Value, element: str) -> Value:
+        """`v` with another element type (the casts of the language)."""
+        src = v.type.element
+        if src.name == element:
+            return v
+        dst = Scalar(element)
+        to = Tile(dst, v.type.shape)
+        if src.is_float and dst.is_float:
+            return self.b.one("ftof", to, from_=v)
+        if dst.is_float:
+            return self.b.one("itof", to, from_=v, signedness="signed")
+        if src.is_float:
+            return self.b.one("ftoi", to, from_=v, signedness="signed")
+        if dst.bits > src.bits:
+            return self.b.one("exti", to, from_=v, signedness="unsigned" if src.name == "i1" else "signed")
+        if dst.bits < src.bits:
+            return self.b.one("trunci", to, from_=v)
+        return v
+
+    def splat(self, v: Value, shape: Sequence[int]) -> Value:
+        """A rank-0 tile broadcast to `shape`."""
+        if not shape:
+            return v
+        ones = self.b.one("reshape", Tile(v.type.element, (1,) * len(shape)), source=v)
+        return self.b.one("broadcast", Tile(v.type.element, tuple(shape)), source=ones)
+
+    # ---- loops -------------------------------------------------------------------------
+    def loop(self, upper: Value, inits: List[Value],
+             body: Callable[[Value, List[Value]], List[Value]],
+             lower: Optional[Value] = None, step: Optional[Value] = None) -> List[Value]:
+        """A ``for`` from `lower` (0) to `upper` by `step` (1) carrying the token and
+        `inits`; `body(induction variable, carried values)` gives the next values."""
+        element = upper.type.element.name
+        iv = Value(upper.type)
+        args = [Value(TOKEN)] + [Value(v.type) for v in inits]
+        block = Block([iv] + args)
+        results = self.b.op("for", [TOKEN] + [v.type for v in inits], regions=[block],
+                            lowerBound=lower or self.const(element, 0), upperBound=upper,
+                            step=step or self.const(element, 1), initValues=[self.token] + inits)
+        outer = self.b.block
+        self.b.block, self.token = block, args[0]
+        carried = body(iv, args[1:])
+        self.b.op("continue", operands=[self.token] + carried)
+        self.b.block, self.token = outer, results[0]
+        return results[1:]
+
+    def branches(self, condition: Value, regions: Sequence[Callable[[], List[Value]]],
+                 types: Sequence) -> List[Value]:
+        """An ``if`` whose two branches (each giving the values it yields) carry the token."""
+        blocks = [Block(), Block()]
+        results = self.b.op("if", [TOKEN, *types], regions=blocks, condition=condition)
+        outer, start = self.b.block, self.token
+        for block, branch in zip(blocks, regions):
+            self.b.block, self.token = block, start
+            values = branch()
+            self.b.op("yield", operands=[self.token, *values])
+        self.b.block, self.token = outer, results[0]
+        return results[1:]
+
+    def tile_count(self, size: Size, ext: int) -> Union[int, Value]:
+        if isinstance(size, int):
+            return -(-size // ext)
+        n = self.binary("divi", self.binary("addi", size, self.const("i64", ext - 1)),
+                        self.const("i64", ext), signedness="signed")
+        return self.b.one("trunci", Tile(Scalar("i32")), from_=n)
+
+    def over_tiles(self, sizes: Sequence[Size], exts: Sequence[int],
+                   body: Callable[[List[Value]], None], indices: Sequence[Value] = ()) -> None:
+        """Run `body` with the tile indices of every tile of a space, one loop per mode
+        with more than one tile."""
+        k = len(indices)
+        if k == len(sizes):
+            body(list(indices))
+            return
+        count = self.tile_count(sizes[k], exts[k])
+        if isinstance(count, int) and count <= 1:
+            self.over_tiles(sizes, exts, body, [*indices, self.const("i32", 0)])
+            return
+        upper = self.const("i32", count) if isinstance(count, int) else count
+
+        def step(iv, _):
+            self.over_tiles(sizes, exts, body, [*indices, iv])
+            return []
+        self.loop(upper, [], step)
+
+    def accumulate(self, size: Size, ext: int, init: Value,
+                   step: Callable[[Value, Value], Value]) -> Value:
+        """`init` updated by `step(tile index, acc)` for every tile of a contracted mode."""
+        count = self.tile_count(size, ext)
+        if isinstance(count, int) and count <= 1:
+            return step(self.const("i32", 0), init)
+        upper = self.const("i32", count) if isinstance(count, int) else count
+        return self.loop(upper, [init], lambda iv, acc: [step(iv, acc[0])])[0]
+
+    # ---- memory ------------------------------------------------------------------------
+    def view(self, m: Memref, exts: Sequence[int], padded: bool) -> Value:
+        vt = m.view_type()
+        dyn = [d for d in m.view_shape() if not isinstance(d, int)]
+        dyn_strides = [s for s in (m.strides or [1]) if not isinstance(s, int)]
+        tv = self.b.one("make_tensor_view", vt, base=m.ptr, dynamicShape=dyn,
+                        dynamicStrides=dyn_strides)
+        return self.b.one("make_partition_view", PartitionView(tuple(exts), vt, "zero" if padded else None),
+                          tensor_view=tv)
+
+    def load(self, m: Memref, exts: Sequence[int], index: Sequence[Value]) -> Value:
+        """The tile of `m` at tile index `index` (zeros outside the memref)."""
+        pv = self.view(m, exts, padded=True)
+        return self.b.op("load_view_tko", [Tile(Scalar(m.element), tuple(exts)), TOKEN], view=pv,
+                         index=list(index), token=self.token, memory_ordering_semantics="weak")[0]
+
+    def store(self, m: Memref, exts: Sequence[int], index: Sequence[Value], tile: Value) -> None:
+        pv = self.view(m, exts, padded=False)
+        self.token = self.b.one("store_view_tko", TOKEN, tile=tile, view=pv, index=list(index),
+                                token=self.token, memory_ordering_semantics="weak")
+
+    def load_op(self, m: Memref, transpose: bool, exts: Sequence[int], index: Sequence[Value],
+                element: str) -> Value:
+        """The tile of op(m) (m transposed if `transpose` and a matrix), as `element`."""
+        if transpose and len(m.shape) == 2:
+            t = self.load(m, exts[::-1], index[::-1])
+            t = self.b.one("permute", Tile(t.type.element, tuple(exts)), source=t, permutation=[1, 0])
+        else:
+            t = self.load(m, exts, index)
+        return self.convert(t, element)
+
+    def element_ptr(self, m: Memref, index: Sequence[Size]) -> Value:
+        """The pointer to element `index` of `m`."""
+        offset: Size = 0
+        for i, stride in zip(index, m.strides):
+            offset = self.add_index(offset, self.mul_index(i, stride))
+        if isinstance(offset, int) and offset == 0:
+            return m.ptr
+        return self.b.one("offset", m.ptr.type, ptr=m.ptr, offset=self.i64(offset))
+
+    def element_ptrs(self, m: Memref, exts: Sequence[int], index: Sequence[Value]):
+        """The pointers to the elements of tile `index` of `m` and which of them lie in it."""
+        i64, i1 = Scalar("i64"), Scalar("i1")
+        shape = tuple(exts)
+        offsets = mask = None
+        for k, (ext, size, stride) in enumerate(zip(exts, m.view_shape(), m.strides or [1])):
+            first = self.binary("muli", self.convert(index[k], "i64"), self.const("i64", ext))
+            coord = self.binary("addi", self.b.one("iota", Tile(i64, (ext,))),
+                                self.splat(first, (ext,)))
+            inside = self.b.one("cmpi", Tile(i1, (ext,)), lhs=coord,
+                                rhs=self.splat(self.i64(size), (ext,)),
+                                comparison_predicate="less_than", signedness="signed")
+            offset = self.binary("muli", coord, self.splat(self.i64(stride), (ext,)))
+            along = tuple(e if j == k else 1 for j, e in enumerate(shape))
+            offset, inside = (self.b.one("broadcast", Tile(v.type.element, shape),
+                                         source=self.b.one("reshape", Tile(v.type.element, along), source=v))
+                              for v in (offset, inside))
+            offsets = offset if offsets is None else self.binary("addi", offsets, offset)
+            mask = inside if mask is None else self.binary("andi", mask, inside)
+        base = self.b.one("broadcast", Tile(m.ptr.type.element, shape),
+                          source=self.b.one("reshape", Tile(m.ptr.type.element, (1,) * len(shape)),
+                                            source=m.ptr))
+        return self.b.one("offset", base.type, ptr=base, offset=offsets), mask
+
+    def atomic_add(self, m: Memref, exts: Sequence[int], index: Sequence[Value], tile: Value) -> None:
+        """Add `tile` to tile `index` of `m`, element by element, atomically."""
+        ptrs, mask = self.element_ptrs(m, exts, index)
+        mode = "addf" if tile.type.element.is_float else "add"
+        self.token = self.b.op("atomic_rmw_tko", [tile.type, TOKEN], pointers=ptrs, arg=tile,
+                               mask=mask, token=self.token, memory_ordering_semantics="relaxed",
+                               memory_scope="device", mode=mode)[1]
+
+    def load_scalar(self, ptr: Value) -> Value:
+        element = ptr.type.element.pointee
+        return self.b.op("load_ptr_tko", [Tile(element), TOKEN], source=ptr, token=self.token,
+                         memory_ordering_semantics="weak")[0]
+
+    def store_scalar(self, ptr: Value, value: Value) -> None:
+        self.token = self.b.one("store_ptr_tko", TOKEN, destination=ptr, value=value,
+                                token=self.token, memory_ordering_semantics="weak")
+
+    def member(self, g: Group, index: Size) -> Memref:
+        """Member `index` of a group, as a memref."""
+        def fetch(array: Value) -> Value:
+            return self.load_scalar(self.b.one("offset", array.type, ptr=array, offset=self.i64(index)))
+
+        ptr = self.b.one("int_to_ptr", Tile(Ptr(Scalar(g.element))), source=fetch(g.addresses))
+        if not (isinstance(g.offset, int) and g.offset == 0):
+            ptr = self.b.one("offset", ptr.type, ptr=ptr, offset=self.i64(g.offset))
+        return Memref(g.element, ptr, [d if isinstance(d, int) else fetch(d) for d in g.shape],
+                      [d if isinstance(d, int) else fetch(d) for d in g.strides])
+
+    # ---- values ------------------------------------------------------------------------
+    def tile_of(self, v: IRValue) -> Value:
+        return self.values[v]
+
+    def memref(self, v: IRValue) -> Memref:
+        return self.values[v]
+
+    def scalar_as(self, v: IRValue, element: str) -> Value:
+        return self.convert(self.tile_of(v), element)
+
+    # ---- the function ------------------------------------------------------------------
+    def entry(self) -> Entry:
+        """The entry; its arguments as ``docs/cuda-tile.md`` describes them."""
+        args: List[Value] = []
+
+        def dynamic(dims, t: Tile) -> List[Union[int, Value]]:
+            out = [d if d is not None else Value(t) for d in dims]
+            args.extend(d for d in out if isinstance(d, Value))
+            return out
+
+        i64, i64_array = Tile(Scalar("i64")), Tile(Ptr(Scalar("i64")))
+        for a in self.function.args:
+            t = a.value.type
+            what = f"argument %{a.value.name}"
+            if isinstance(t, MemrefType):
+                element = element_name(t.element, a.value.loc, what)
+                ptr = Value(Tile(Ptr(Scalar(element))))
+                args.append(ptr)
+                self.values[a.value] = Memref(element, ptr, dynamic(t.shape, i64),
+                                              dynamic(t.stride, i64))
+            elif isinstance(t, GroupType):
+                element = element_name(t.memref.element, a.value.loc, what)
+                addresses = Value(i64_array)
+                args.append(addresses)
+                shape, strides = dynamic(t.memref.shape, i64_array), dynamic(t.memref.stride, i64_array)
+                size, offset = dynamic([t.size, t.offset], i64)
+                self.values[a.value] = Group(element, addresses, shape, strides, size, offset)
+            elif isinstance(t, (ScalarType, BoolType)):
+                v = Value(Tile(Scalar(element_name(t, a.value.loc, f"argument %{a.value.name}"))))
+                args.append(v)
+                self.values[a.value] = v
+            else:
+                raise error(a.value.loc, f"argument %{a.value.name}: {t} arguments are not "
+                                         f"supported on target {TARGET} yet")
+        self.token = self.b.one("make_token", TOKEN)
+        self.region(self.function.body)
+        self.b.op("return", operands=[])
+        return Entry(self.function.name, args, self.b.block)
+
+    def region(self, region: Region) -> None:
+        for inst in region.instructions:
+            rule = self.rules.get(inst.opcode)
+            if rule is None:
+                raise unsupported(inst)
+            rule(self, inst)
+
+
+
+def registrar(table: Dict[str, Rule]):
+    """A decorator adding a function to `table` as the rule of the given opcodes."""
+    def rule(*opcodes: str):
+        def add(fn):
+            for op in opcodes:
+                table[op] = fn
+            return fn
+        return add
+    return rule

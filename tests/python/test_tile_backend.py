@@ -1,0 +1,468 @@
+"""Target cuda-tile (CUDA Tile IR): the programs of its first class are emitted, compiled
+by NVIDIA's ``tileiras`` for sm_90 and sm_100 and printed back by ``tileirdisasm`` as
+ttlc's own text (modulo formatting); everything else is a CompileError naming the
+instruction and the target.  The corpus test counts emitted modules and errors over the
+examples, the lit programs and generated programs (``TTLC_TILE_SEEDS``, default 40).
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+import ttlc
+from ttlc.backends import get_backend
+
+import tile_testing as tt
+
+ROOT = Path(__file__).resolve().parents[2]
+BACKEND = get_backend("cuda-tile")
+needs_tools = pytest.mark.skipif(not tt.available(), reason=tt.MISSING)
+
+#: the first class: collective BLAS on memrefs of static and dynamic shapes, group ids,
+#: subviews, scalar arithmetic and loops.  Each must be emitted and accepted.
+FIRST_CLASS = {
+    "axpby_static": """
+func @k(%alpha: f32, %A: memref<f32x15x13x?>, %beta: f32, %B: memref<f32x13x15x?>) {
+    %g = group_id.x : index
+    %a = subview %A[0:15,0:13,%g] : memref<f32x15x13>
+    %b = subview %B[0:13,0:15,%g] : memref<f32x13x15>
+    axpby.t %alpha, %a, %beta, %b
+}""",
+    "axpby_dynamic": """
+func @k(%alpha: f64, %A: memref<f64x?x?>, %B: memref<f64x?x?,strided<1,?>>) {
+    %zero = constant 0.0 : f64
+    axpby %alpha, %A, %zero, %B
+}""",
+    "axpby_vector_f16": """
+func @k(%alpha: f16, %A: memref<f16x100>, %beta: f16, %B: memref<f16x100>) {
+    axpby %alpha, %A, %beta, %B
+}""",
+    "gemm_f32_static": """
+func @k(%alpha: f32, %A: memref<f32x64x32x?>, %B: memref<f32x32x48x?>, %beta: f32,
+        %C: memref<f32x64x48x?>) {
+    %k = group_id.x : index
+    %a = subview %A[0:64,0:32,%k] : memref<f32x64x32>
+    %b = subview %B[0:32,0:48,%k] : memref<f32x32x48>
+    %c = subview %C[0:64,0:48,%k] : memref<f32x64x48>
+    gemm %alpha, %a, %b, %beta, %c
+}""",
+    "gemm_f16_dynamic_tt": """
+func @k(%A: memref<f16x?x?>, %B: memref<f16x?x?>, %C: memref<f16x?x?>) {
+    %one = constant 1.0 : f16
+    gemm.t.t %one, %A, %B, %one, %C
+}""",
+    "gemm_f64_mixed": """
+func @k(%alpha: f64, %A: memref<f32x20x100>, %B: memref<f64x100x30>, %C: memref<f64x20x30>) {
+    %zero = constant 0.0 : f64
+    gemm %alpha, %A, %B, %zero, %C
+}""",
+    "gemv_ger_hadamard": """
+func @k(%A: memref<f32x?x?>, %x: memref<f32x?>, %y: memref<f32x?>, %z: memref<f32x?>) {
+    %one = constant 1.0 : f32
+    %two = constant 2.0 : f32
+    gemv %one, %A, %x, %two, %y
+    gemv.t %one, %A, %y, %one, %x
+    ger %two, %x, %y, %one, %A
+    hadamard %one, %x, %y, %two, %z
+}""",
+    "sum": """
+func @k(%A: memref<f64x32x16>, %s: memref<f64>, %r: memref<f64x32>, %c: memref<f64x16>,
+        %v: memref<f64x?>) {
+    %one = constant 1.0 : f64
+    %zero = constant 0.0 : f64
+    sum %one, %A, %zero, %r
+    sum.t %one, %A, %one, %c
+    sum %one, %v, %zero, %s
+}""",
+    "groups": """
+func @k(%alpha: f64, %A: group<memref<f64x?x?>x?> {alignment=64}, %B: group<memref<f64x8x?>x4>,
+        %C: group<memref<f64x?x8>x?, offset: ?>, %v: group<memref<f32x?>x?, offset: 2>) {
+    %k = group_id.x : index
+    %a = load %A[%k] : memref<f64x?x?>
+    %b = load %B[%k] : memref<f64x8x?>
+    %c = load %C[%k] : memref<f64x?x8>
+    %x = load %v[%k] : memref<f32x?>
+    %n = size %A[0] : index
+    %has = associated %a : bool
+    %all = associated %A : bool
+    gemm.n.t %alpha, %a, %b, %alpha, %c
+}""",
+    "elements": """
+func @k(%A: memref<i32x?x?>, %B: memref<i16x8x?,strided<2,?>>) {
+    %i = group_id.x : index
+    %j = group_id.y : index
+    %x = load %A[%i, %j] : i32
+    %y = cast %x : i16
+    %z = shl %y, %y : i16
+    store %z, %B[%j, %i]
+    %c = less_than %x, %x : bool
+    if %c {
+        store %z, %B[%i, %j]
+    }
+    %r = if %c -> (f32) {
+        %f = cast %x : f32
+        yield (%f)
+    } else {
+        %g = constant 1.5 : f32
+        yield (%g)
+    }
+}""",
+    "views": """
+func @k(%A: memref<f32x16x?>, %B: memref<f32x4x8x?>, %C: memref<f32x2x8x?>)
+        attributes {subgroup_size=32, work_group_size=[64,2]} {
+    %n = size %A[1] : index
+    %e = expand %A[0 -> 2x8] : memref<f32x2x8x?>
+    %f = fuse %B[0, 1] : memref<f32x32x?>
+    %s = subgroup_size : i32
+    %ns = num_subgroups.x : i32
+    %m = mul %s, %ns : i32
+    %x = cast %m : f32
+    %g = fuse %e[0, 1] : memref<f32x16x?>
+    %h = subview %f[0:16, 0:%n] : memref<f32x16x?,strided<1,32>>
+    axpby %x, %g, %x, %h
+    %c = fuse %C[1, 2] : memref<f32x2x?>
+    %p = size %c[1] : index
+    %four = constant 4 : index
+    %q = div %p, %four : index
+    %d = expand %c[1 -> 4x%q] : memref<f32x2x4x?>
+    %zero = constant 0.0 : f32
+    %r = subview %d[1, 0:4, 0:%q] : memref<f32x4x?,strided<2,8>>
+    axpby %x, %r, %zero, %r
+}""",
+    "cumsum": """
+func @k(%A: memref<f32x?x?>, %B: memref<f32x?x?>, %v: memref<f64x50>, %w: memref<f64x50>) {
+    %one = constant 1.0 : f32
+    %half = constant 0.5 : f64
+    cumsum %one, %A, 0, %one, %B
+    cumsum %one, %B, 1, %one, %A
+    cumsum %half, %v, 0, %half, %w
+}""",
+    "constants": """
+func @k(%a: f32, %b: f64, %c: f16, %d: bf16, %A: memref<f32x4>) {
+    %x = constant 0.1 : f32
+    %y = constant 0.1 : f64
+    %z = constant 1.5e-7 : f16
+    %w = constant 3.0e38 : f32
+    %v = constant 123456.789 : f64
+    %u = constant -0.0 : f32
+    %t = constant 2.5 : bf16
+    %j = constant true : bool
+    %k = not %j : bool
+    %s = add %x, %a : f32
+    %q = add %y, %b : f64
+    %r = add %z, %c : f16
+    %p = add %t, %d : bf16
+    %o = add %w, %s : f32
+    %n = cast %v : f32
+    %m = add %u, %n : f32
+    %c0 = constant 0 : index
+    store %m, %A[%c0]
+}""",
+    "alloca": """
+func @k(%A: memref<f64x?x12>, %B: memref<f64x?x12>, %C: memref<f64x?x12>) {
+    %t = alloca {alignment=32} : memref<f64x12x12,local>
+    %u = alloca : memref<f64x12,local>
+    %zero = constant 0.0 : f64
+    %one = constant 1.0 : f64
+    gemm.t.n %one, %B, %B, %zero, %t
+    sum %one, %t, %zero, %u
+    ger %one, %u, %u, %one, %t
+    gemm %one, %A, %t, %zero, %C
+    barrier.global
+    lifetime_stop %t
+    lifetime_stop %u
+}""",
+    "atomic": """
+func @k(%A: memref<f32x?x?>, %total: memref<f32>, %C: memref<f64x?x?>, %x: memref<f64x?>) {
+    %g = group_id.x : index
+    %one = constant 1.0 : f32
+    %a = subview %A[0:5, %g] : memref<f32x5>
+    sum.atomic %one, %a, %one, %total
+    %two = constant 2.0 : f64
+    %onef = constant 1.0 : f64
+    ger.atomic %two, %x, %x, %onef, %C
+}""",
+    "integer_blas": """
+func @k(%A: memref<i8x?x?>, %B: memref<i8x?x40>, %C: memref<i8x?x40>, %x: memref<i32x?>,
+        %y: memref<i32x?>, %M: memref<i64x?x?>, %s: memref<i64>, %beta: i32) {
+    %one = constant 1 : i8
+    %two = constant 2 : i8
+    gemm %two, %A, %B, %one, %C
+    %three = constant 3 : i32
+    hadamard %three, %x, %y, %beta, %y
+    %c = constant 1 : i64
+    ger.atomic %three, %x, %y, %c, %M
+    sum.atomic %three, %y, %c, %s
+    cumsum %c, %M, 1, %c, %M
+}""",
+    "scalar_loop": """
+func @k(%n: i32, %x: f32, %A: memref<f32x?x?>, %B: memref<f32x?x?>) {
+    %gx = group_id.x : index
+    %gy = group_id.y : index
+    %ng = num_groups.x : index
+    %m = size %A[1] : index
+    %one = constant 1 : index
+    %zero = constant 0 : index
+    %c = cast %n : index
+    %d = mul %c, %gy : index
+    %e = rem %d, %ng : index
+    %f0 = shl %e, %one : index
+    %f = not %f0 : index
+    %g = min %f, %m : index
+    %lt = less_than %g, %m : bool
+    %y = cast %g : f32
+    %z = mul %y, %x : f32
+    %w = exp %z : f32
+    %ne = not_equal %w, %x : bool
+    %b = and %lt, %ne : bool
+    %m0 = size %A[0] : index
+    %a = subview %A[0:%m0,%gx] : memref<f32x?>
+    %r = for %i = %zero, %m init(%s = %x) -> (f32) {
+        %t = add %s, %w : f32
+        %b2 = subview %B[0:%m0,%i] : memref<f32x?>
+        axpby %t, %a, %t, %b2
+        yield (%t)
+    }
+}""",
+}
+
+
+def test_registry_entry():
+    assert [(s.name, s.binary) for s in BACKEND.stages] == [("tile-text", False), ("tilebc", True)]
+    assert BACKEND.stage().name == "tilebc" and not BACKEND.executes and BACKEND.machine == "nvidia"
+
+
+def test_cli_writes_bytecode_and_text(tmp_path):
+    from ttlc.cli import main
+
+    src = tmp_path / "k.ir"
+    src.write_text(FIRST_CLASS["axpby_dynamic"])
+    assert main(["compile", "--target", "cuda-tile", str(src), "-o", str(tmp_path / "k.tilebc")]) == 0
+    assert (tmp_path / "k.tilebc").read_bytes().startswith(b"\x7fTileIR\x00")
+    assert main(["compile", "--target", "cuda-tile", "-S", str(src), "-o", str(tmp_path / "k.mlir")]) == 0
+    assert (tmp_path / "k.mlir").read_text().startswith("cuda_tile.module @kernels {")
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_CLASS))
+def test_first_class_is_emitted(name):
+    text = BACKEND.emit(ttlc.parse(FIRST_CLASS[name]), "tile-text")
+    assert text.startswith("cuda_tile.module @kernels {")
+    assert isinstance(BACKEND.emit(ttlc.parse(FIRST_CLASS[name]), "tilebc"), bytes)
+
+
+_TOLERANCE = {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-4, "f64": 1e-10}
+
+
+def _inputs(func, seed: int):
+    """Generated arguments (dynamic sizes 37: two tiles of 32 along a dynamic mode), with
+    float scalars other than 1; the same values for the same seed."""
+    import numpy as np
+    from ttlc.runtime.inputs import generated_inputs
+
+    args, buffers = generated_inputs(func, dim=37, group_size=3, seed=seed)
+    rng = np.random.default_rng(seed)
+    args = [np.float32(rng.uniform(-2, 2)) if isinstance(x, float) else x for x in args]
+    return args, buffers
+
+
+def _compare_meaning(text: str, name: str, make_args=None, grid=None) -> None:
+    """Run function `name` of `text` on the reference interpreter and its Tile IR on the
+    NumPy Tile IR interpreter, on the same inputs; compare everything they write."""
+    import numpy as np
+    from ttlc.backends.tile import simulate
+    from ttlc.backends.tile.backend import translate
+
+    program = ttlc.parse(text)
+    index = [f.name for f in program.functions].index(name)
+    func = program.functions[index]
+    if make_args is None:
+        # several work-groups only where they work on different data (else they would race)
+        grid = (2, 2, 1) if "group_id" in text else (1, 1, 1)
+        make_args = lambda: _inputs(func, 7)  # noqa: E731
+    expected_args, expected = make_args()
+    ttlc.compile(text, target="interp")[name](*expected_args, grid=grid)
+    args, got = make_args()
+    simulate.run(translate(program).entries[index], func, args, grid)
+    for e, g in zip(expected, got):
+        tol = _TOLERANCE.get(str(e.dtype).replace("float", "f").replace("bfloat16", "bf16"), 0)
+        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=tol,
+                                   atol=tol * max(1.0, float(np.abs(e.astype(np.float64)).max(
+                                       initial=0))))
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_CLASS))
+def test_meaning_matches_the_reference_interpreter(name):
+    """The emitted module, run by the NumPy Tile IR interpreter, writes what the program
+    writes on the reference interpreter."""
+    _compare_meaning(FIRST_CLASS[name], "k")
+
+
+def _validate(program) -> None:
+    """tileiras compiles the module for every architecture; tileirdisasm prints it back as
+    ttlc prints it."""
+    code = BACKEND.emit(program, "tilebc")
+    for arch in tt.ARCHS:
+        ok, log = tt.compile_cubin(code, arch)
+        assert ok, f"tileiras --gpu-name={arch} rejected the module:\n{log}"
+    assert tt.normalise(tt.disassemble(code)) == tt.normalise(BACKEND.emit(program, "tile-text"))
+
+
+@needs_tools
+@pytest.mark.parametrize("name", sorted(FIRST_CLASS))
+def test_first_class_validated_by_nvidia_tools(name):
+    _validate(ttlc.parse(FIRST_CLASS[name]))
+
+
+def test_bytecode_header_and_sections():
+    """The header NVIDIA's reader expects (magic, version 13.3), the sections in the
+    writer's order and the end byte."""
+    code = BACKEND.emit(ttlc.parse(FIRST_CLASS["axpby_dynamic"]), "tilebc")
+    assert code[:8] == b"\x7fTileIR\x00" and code[8:12] == bytes([13, 3, 0, 0])
+    assert code[12] == 0x82  # functions, aligned
+    assert code[-1] == 0
+
+
+def test_opcodes_match_nvidia_registry():
+    """Every opcode of the table is the one NVIDIA's cuTile Python encodes (generated from
+    the registry, BytecodeOpcodes.td)."""
+    pytest.importorskip("cuda.tile", reason=tt.MISSING)
+    import cuda.tile._bytecode.encodings as enc
+    from ttlc.backends.tile.ops import OPS
+
+    source = Path(enc.__file__).read_text()
+    codes = {m.group(1).lower(): int(m.group(2)) for m in re.finditer(
+        r"def encode_(\w+?)(?:Tko)?Op\(.*?# Opcode\n\s+encode_varint\((\d+)", source, re.S)}
+    for name, op in OPS.items():
+        key = name.replace("_tko", "").replace("_", "")  # load_view_tko: LoadViewTkoOp
+        assert codes.get(key) == op.opcode, f"{name}: ours 0x{op.opcode:x}, NVIDIA's {codes.get(key)}"
+
+
+@pytest.mark.parametrize("text, instruction", [
+    ("func @k(%A: memref<f32x8>) {\n %c = constant [1.0, 2.0] : c32\n}", "constant"),
+    ("func @k(%a: f32, %A: memref<f32x8>, %b: memref<f32>) {\n %z = constant 0.0 : f32\n"
+     " sum.atomic %a, %A, %z, %b\n}", "sum"),
+    ("func @k(%a: i16, %A: memref<i16x8>) {\n axpby.atomic %a, %A, %a, %A\n}", "axpby"),
+    ("func @k(%a: i32, %A: memref<i32x8x8>) {\n gemm %a, %A, %A, %a, %A\n}", "gemm"),
+    ("func @k(%A: memref<f32x8>) {\n parallel {\n }\n}", "parallel"),
+])
+def test_outside_the_class_is_a_compile_error(text, instruction):
+    with pytest.raises(ttlc.CompileError) as e:
+        BACKEND.emit(ttlc.parse(text), "tilebc")
+    message = e.value.diagnostics[0][3]
+    assert message.startswith(f"{instruction}:") and "target cuda-tile" in message
+
+
+def test_complex_arguments_are_a_compile_error_naming_the_argument():
+    with pytest.raises(ttlc.CompileError, match=r"argument %A: .*target cuda-tile"):
+        BACKEND.emit(ttlc.parse("func @k(%A: memref<c32x8>) {\n}"), "tilebc")
+
+
+_SIZES = (1, 2, 3, 5, 8, 16, 17, 33, 64, 100, None)
+
+
+def blas_program(seed: int) -> str:
+    """A random collective BLAS instruction of the first class: float type, sizes (each of
+    m, n, k static or dynamic for every operand using it), transpositions and beta (a
+    constant 0 or 1, or an argument)."""
+    import random
+
+    rng = random.Random(seed)
+    ty = rng.choice(["f16", "bf16", "f32", "f64"])
+    m, n, k = (rng.choice(_SIZES) for _ in range(3))
+    ta, tb = rng.choice("nt"), rng.choice("nt")
+    beta = rng.choice(["%zero", "%beta", "%one"])
+
+    def op(a, b, t):
+        return (b, a) if t == "t" else (a, b)
+    name = rng.choice(["gemm", "gemv", "axpby", "sum", "ger", "hadamard", "cumsum"])
+    shapes, mods = {
+        "gemm": ((op(m, k, ta), op(k, n, tb), (m, n)), f".{ta}.{tb}"),
+        "gemv": ((op(m, k, ta), (k,), (m,)), f".{ta}"),
+        "axpby": ((op(m, n, ta), (m, n)), f".{ta}"),
+        "sum": ((op(m, n, ta), (m,)), f".{ta}"),
+        "ger": (((m,), (n,), (m, n)), ""),
+        "hadamard": (((m, n), (m, n), (m, n)), ""),
+        "cumsum": (((m, n), (m, n)), ""),
+    }[name]
+    names = "ABC"[:len(shapes)]
+    params = ", ".join(f"%{x}: memref<{ty}x" + "x".join("?" if d is None else str(d) for d in s)
+                       + ">" for x, s in zip(names, shapes))
+    operands = [f"%{x}" for x in names]
+    operands.insert(len(operands) - 1, beta)
+    if name == "cumsum":
+        operands.insert(1, str(rng.choice([0, 1])))  # the summed mode
+    return (f"func @k(%alpha: {ty}, %beta: {ty}, {params}) {{\n"
+            f"    %zero = constant 0.0 : {ty}\n    %one = constant 1.0 : {ty}\n"
+            f"    {name}{mods} %alpha, {', '.join(operands)}\n}}\n")
+
+
+def _corpus():
+    """(name, text, generated case or None) of the examples, the valid lit programs,
+    programs of ttlc's generator and BLAS programs (``blas_program``)."""
+    from ttlc.testing.generator import generate
+
+    for f in sorted((ROOT / "examples").glob("*.ir")):
+        yield f"examples/{f.name}", f.read_text(), None
+    for f in sorted((ROOT / "tests" / "lit").rglob("*.ir")):
+        text = f.read_text(errors="replace")
+        try:
+            ttlc.check(text)
+        except ttlc.CompileError:
+            continue
+        yield str(f.relative_to(ROOT)), text, None
+    for seed in range(SEEDS):
+        case = generate(seed)
+        yield f"generated/{seed}", case.text, case
+    for seed in range(SEEDS):
+        yield f"blas/{seed}", blas_program(seed), None
+
+
+SEEDS = int(os.environ.get("TTLC_TILE_SEEDS", "40"))
+CORPUS = {name: (text, case) for name, text, case in _corpus()}
+
+
+def _with_arrays(args):
+    from ttlc.testing.differential import arrays_of
+
+    return args, arrays_of(args)
+
+
+def _outcome(text: str) -> str:
+    """"emitted" or the CompileError's message, which must name the target."""
+    try:
+        BACKEND.emit(ttlc.parse(text), "tilebc")
+    except ttlc.CompileError as e:
+        assert "target cuda-tile" in str(e), str(e)
+        return e.diagnostics[0][3]
+    return "emitted"
+
+
+def test_corpus_counts():
+    """Every program of the corpus is emitted or refused with a CompileError naming the
+    target (the counts are printed with -s)."""
+    outcomes = [_outcome(text) for text, _ in CORPUS.values()]
+    emitted = outcomes.count("emitted")
+    print(f"\ncuda-tile corpus: {emitted} emitted, {len(outcomes) - emitted} CompileError "
+          f"of {len(outcomes)}")
+    assert emitted >= SEEDS  # the BLAS programs at least
+
+
+@needs_tools
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_corpus_emitted_programs_are_validated(name):
+    """An emitted module is accepted by tileiras, printed back by tileirdisasm as ttlc
+    prints it, and (run by the NumPy Tile IR interpreter) writes what the reference
+    interpreter writes."""
+    text, case = CORPUS[name]
+    if _outcome(text) != "emitted":
+        return
+    program = ttlc.parse(text)
+    _validate(program)
+    for f in program.functions:
+        if case is None:
+            _compare_meaning(text, f.name)
+        elif f.name == case.kernel_name:
+            _compare_meaning(text, f.name, lambda: _with_arrays(case.make_args()), case.grid)
