@@ -268,9 +268,12 @@ def _inputs(func, seed: int):
     return args, buffers
 
 
-def _compare_meaning(text: str, name: str, make_args=None, grid=None) -> None:
+def _compare_meaning(text: str, name: str, make_args=None, grid=None,
+                     any_inputs: bool = False) -> None:
     """Run function `name` of `text` on the reference interpreter and its Tile IR on the
-    NumPy Tile IR interpreter, on the same inputs; compare everything they write."""
+    NumPy Tile IR interpreter, on the same inputs; compare everything they write.
+    ``any_inputs``: the inputs were made without knowing the program's rules, and may break
+    them (a KernelError of the reference): then there is no result to compare."""
     import numpy as np
     from ttlc.backends.tile import simulate
     from ttlc.backends.tile.backend import translate
@@ -283,7 +286,12 @@ def _compare_meaning(text: str, name: str, make_args=None, grid=None) -> None:
         grid = (2, 2, 1) if "group_id" in text else (1, 1, 1)
         make_args = lambda: _inputs(func, 7)  # noqa: E731
     expected_args, expected = make_args()
-    ttlc.compile(text, target="interp")[name](*expected_args, grid=grid)
+    try:
+        ttlc.compile(text, target="interp")[name](*expected_args, grid=grid)
+    except ttlc.KernelError:
+        if any_inputs:
+            return
+        raise
     args, got = make_args()
     simulate.run(translate(program).entries[index], func, args, grid)
     for e, g in zip(expected, got):
@@ -463,6 +471,6 @@ def test_corpus_emitted_programs_are_validated(name):
     _validate(program)
     for f in program.functions:
         if case is None:
-            _compare_meaning(text, f.name)
+            _compare_meaning(text, f.name, any_inputs=True)
         elif f.name == case.kernel_name:
             _compare_meaning(text, f.name, lambda: _with_arrays(case.make_args()), case.grid)
