@@ -30,7 +30,7 @@ SCALE = """func @scale(%x: memref<f32x?>) {
 
 # ---- the registry ---------------------------------------------------------------------------
 def test_registry_lists_the_back_ends():
-    assert list(BACKENDS) == ["cpu", "interp"]
+    assert list(BACKENDS) == ["cpu", "interp", "spirv"]
     cpu, interp = BACKENDS["cpu"], BACKENDS["interp"]
     assert [(s.name, s.binary) for s in cpu.stages] == [
         ("lowered", False), ("llvm", False), ("llvm-opt", False), ("object", True)]
@@ -63,7 +63,7 @@ def test_every_registered_back_end_provides_what_its_entry_promises():
 
 
 def test_unknown_target_lists_the_registered_ones():
-    with pytest.raises(ValueError, match=r"unknown target 'nope' \(registered: cpu, interp\)"):
+    with pytest.raises(ValueError, match=r"unknown target 'nope' \(registered: cpu, interp, spirv\)"):
         ttlc.compile(SCALE, target="nope")
     with pytest.raises(ValueError, match="'llvm-opt' is a stage of target cpu"):
         get_backend("llvm-opt")
@@ -75,14 +75,14 @@ def test_unknown_target_lists_the_registered_ones():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["compile", "--target", "nope"], "ttlc: unknown target 'nope' (registered: cpu, interp)"),
-    (["compile", "--target", "llvm"], "ttlc: unknown target 'llvm' (registered: cpu, interp); "
+    (["compile", "--target", "nope"], "ttlc: unknown target 'nope' (registered: cpu, interp, spirv)"),
+    (["compile", "--target", "llvm"], "ttlc: unknown target 'llvm' (registered: cpu, interp, spirv); "
                                       "'llvm' is a stage of target cpu"),
     (["compile", "--target", "cpu", "--stage", "asm"],
      "ttlc: unknown stage 'asm' of target cpu (stages: lowered, llvm, llvm-opt, object)"),
     (["compile", "--target", "interp"],
      "ttlc: target interp has no stages to write (it runs kernels: ttlc run --target interp)"),
-    (["run", "--target", "nope"], "ttlc: unknown target 'nope' (registered: cpu, interp)"),
+    (["run", "--target", "nope"], "ttlc: unknown target 'nope' (registered: cpu, interp, spirv)"),
 ])
 def test_cli_unknown_target_or_stage(tmp_path, capsys, args, message):
     f = tmp_path / "k.ttl"

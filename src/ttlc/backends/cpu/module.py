@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Dict, Optional, Tuple, Union
 import numpy as np
 
 from ...diagnostics import CompileError, Diagnostic, KernelError
-from ...ir.core import Argument, Function, Program
+from ...ir.core import Function, Program
+from ...ir.rewrite import clone_program
 from ...ir.types import BoolType, GroupType
 from ...runtime import Module
 from ...target import ExecConfig, Target
@@ -101,24 +102,6 @@ def cache_key(program: Program, checked: bool, machine: Target) -> str:
     return cache.key("ttlc", __version__, compiler_version(), "llvmlite", llvmlite.__version__,
                      f"target {machine.name}", f"checked={checked}", jit.versions(), str(program),
                      _locations(program))
-
-
-def clone_program(program: Program) -> Program:
-    """A copy of a program that passes may change (locations and source kept)."""
-    from ...ir.core import Value
-    from ...ir.rewrite import _copy_attr, clone_region
-
-    functions = []
-    for f in program.functions:
-        mapping: Dict[Value, Value] = {}
-        args = []
-        for a in f.args:
-            v = Value(a.value.type, a.value.name, a.value.loc)
-            mapping[a.value] = v
-            args.append(Argument(v, _copy_attr(a.attrs), a.attrs_loc))
-        body = clone_region(f.body, mapping)
-        functions.append(Function(f.name, args, body, _copy_attr(f.attrs), f.loc, f.attrs_loc))
-    return Program(functions, program.source, program.filename)
 
 
 def _machine() -> Target:

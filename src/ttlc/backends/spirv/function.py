@@ -1,0 +1,233 @@
+"""One kernel in SPIR-V: its arguments (the kernel ABI of docs/spirv.md), the
+representation of ttlc values, the walk over its regions and the structured control flow
+(``for``, ``if``, ``parallel``).
+
+Values: a number or bool is one id; ``index`` is i64; a memref is a ``MemVal`` (pointer to
+its first element, mode sizes and strides, each a Python int when static, else an i64 id);
+a group a ``GroupVal``; a coopmatrix the list of ids of the V components this work-item
+holds (``lower-simt`` leaves only instructions that act on each component: extract and
+insert with constant indices cost nothing, and no vector type of a length SPIR-V's Kernel
+environment lacks is needed).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence
+
+from ...diagnostics import CompileError, Diagnostic
+from ...ir.layout import layout_of
+from ...ir.core import Function, Instruction, Program, Region, Value
+from ...ir.types import (BoolType, CoopMatrixType, GroupType, MemrefType, ScalarType, Type)
+from ...target import ExecConfig, Target
+from .builder import Enum, Lit, Module
+
+class Unsupported(Exception):
+    """What this back end cannot translate yet: (instruction or None, what)."""
+
+
+@dataclass
+class MemVal:
+    ptr: int
+    #: per mode: a static size (``Static``) or an i64 id
+    shape: List[object]
+    stride: List[object]
+    type: MemrefType
+
+    @property
+    def storage(self) -> str:
+        return storage_class(self.type)
+
+
+@dataclass
+class GroupVal:
+    #: pointer to the member pointers, pointer to the per-member dynamic sizes and strides
+    ptrs: int
+    dope: Optional[int]
+    size: object
+    offset: object
+    type: GroupType
+
+
+@dataclass(frozen=True)
+class Static:
+    """A static size or stride, kept apart from ids (which are ints too)."""
+
+    value: int
+
+
+def storage_class(t: MemrefType) -> str:
+    return "Workgroup" if t.space == "local" else "CrossWorkgroup"
+
+
+#: built-in input variables: name -> (components, bits)
+BUILTINS = {"WorkgroupId": (3, 64), "NumWorkgroups": (3, 64), "LocalInvocationId": (3, 64),
+            "SubgroupId": (1, 32), "SubgroupLocalInvocationId": (1, 32)}
+
+
+class Kernel:
+    """The state of one kernel while its instructions are emitted."""
+
+    def __init__(self, module: Module, program: Program, func: Function, target: Target,
+                 emitters: Dict[str, Callable]):
+        self.m = module
+        self.program = program
+        self.func = func
+        self.target = target
+        self.emitters = emitters
+        self.cfg = ExecConfig.of(func, target, program)
+        self.S = self.cfg.subgroup_size
+        self.values: Dict[Value, object] = {}
+        self.current: Optional[Instruction] = None
+        self.label: int = 0
+        self._builtins: Dict[str, int] = getattr(module, "builtins", {})
+        module.builtins = self._builtins
+
+    # ---- types -------------------------------------------------------------------------------
+    def scalar(self, t: Type) -> int:
+        """The SPIR-V type of a number or bool."""
+        if isinstance(t, BoolType):
+            return self.m.type_bool()
+        if not isinstance(t, ScalarType):
+            raise Unsupported(self.current, f"values of type {t}")
+        self.supported(t)
+        if t.is_int:
+            return self.m.type_int(t.bits)
+        if t.is_float and t.name != "bf16":
+            return self.m.type_float(t.bits)
+        raise Unsupported(self.current, f"type {t}")
+
+    def supported(self, t: ScalarType) -> None:
+        if self.target.types is not None and t.name not in self.target.types:
+            raise Unsupported(self.current, f"type {t} (the target has "
+                                            f"{', '.join(self.target.types)})")
+
+    def components(self, t: CoopMatrixType) -> int:
+        """Components of a coopmatrix each work-item holds (the language's layout, which
+        lower-simt leaves for targets without a matrix unit)."""
+        return layout_of(t, self.S).registers
+
+    def i64(self) -> int:
+        return self.m.type_int(64)
+
+    def i32(self) -> int:
+        return self.m.type_int(32)
+
+    def pointer(self, t: MemrefType) -> int:
+        return self.m.type_pointer(storage_class(t), self.scalar(t.element))
+
+    def const(self, type_id: int, bits: int, width: int) -> int:
+        return self.m.constant(type_id, bits & ((1 << width) - 1), width)
+
+    def c64(self, value: int) -> int:
+        return self.const(self.i64(), value, 64)
+
+    def c32(self, value: int) -> int:
+        return self.const(self.i32(), value, 32)
+
+    # ---- instructions ------------------------------------------------------------------------
+    def op(self, name: str, result_type: Optional[int], *operands) -> int:
+        """Append an instruction to the function; its result id (None without a type)."""
+        rid = self.m.id() if result_type is not None else None
+        self.m.add("function", name, result_type, rid, *operands)
+        return rid
+
+    def ext(self, name: str, result_type: int, *args: int) -> int:
+        """An OpenCL.std extended instruction."""
+        from .builder import opencl_std
+
+        return self.op("ExtInst", result_type, self.m.import_ext("OpenCL.std"),
+                       Lit(opencl_std()[name]), *args)
+
+    def block(self, label: int) -> None:
+        self.m.add("function", "Label", None, label)
+        self.label = label
+
+    def branch(self, label: int) -> None:
+        self.op("Branch", None, label)
+
+    def builtin(self, name: str) -> int:
+        """The loaded value of a built-in input variable (vector of 3 or scalar)."""
+        var = self._builtins.get(name)
+        n, bits = BUILTINS[name]
+        t = self.m.type_int(bits)
+        vt = self.m.type_vector(t, n) if n > 1 else t
+        if var is None:
+            var = self.m.add("global", "Variable", self.m.type_pointer("Input", vt), self.m.id(),
+                             Enum("StorageClass", "Input"))
+            self.m.decorate(var, "BuiltIn", Enum("BuiltIn", name))
+            self.m.decorate(var, "Constant")
+            self._builtins[name] = var
+        if var not in self.entry.operands:
+            self.entry.operands.append(var)
+        return self.op("Load", vt, var)
+
+    # ---- index arithmetic on static or dynamic sizes --------------------------------------------
+    def ival(self, x) -> int:
+        """An i64 id for a static (Static) or dynamic (id) index."""
+        return self.c64(x.value) if isinstance(x, Static) else x
+
+    def iadd(self, a, b):
+        if isinstance(a, Static) and isinstance(b, Static):
+            return Static(a.value + b.value)
+        if isinstance(a, Static) and a.value == 0:
+            return b
+        if isinstance(b, Static) and b.value == 0:
+            return a
+        return self.op("IAdd", self.i64(), self.ival(a), self.ival(b))
+
+    def imul(self, a, b):
+        if isinstance(a, Static) and isinstance(b, Static):
+            return Static(a.value * b.value)
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, Static) and x.value == 1:
+                return y
+            if isinstance(x, Static) and x.value == 0:
+                return Static(0)
+        return self.op("IMul", self.i64(), self.ival(a), self.ival(b))
+
+    def index(self, v) -> object:
+        """An index operand (a Value or an int of a structured slot) as Static or i64 id."""
+        if isinstance(v, int):
+            return Static(v)
+        owner = v.owner
+        if owner is not None and owner.opcode == "constant" and isinstance(owner.attrs["value"], int):
+            return Static(owner.attrs["value"])
+        return self.to_i64(self.get(v), v.type)
+
+    def to_i64(self, x: int, t: Type) -> int:
+        if isinstance(t, ScalarType) and t.bits != 64:
+            return self.op("SConvert", self.i64(), x)
+        return x
+
+    # ---- values ------------------------------------------------------------------------------
+    def get(self, v: Value):
+        return self.values[v]
+
+    def bind(self, values: Sequence[Value], results) -> None:
+        if len(values) == 1 and not isinstance(results, tuple):
+            results = (results,)
+        for v, r in zip(values, results):
+            self.values[v] = r
+
+    # ---- the walk ----------------------------------------------------------------------------
+    def emit_region(self, region: Region) -> List[object]:
+        """Emit a region's instructions; the values its ``yield`` gives (if any)."""
+        for inst in region.instructions:
+            if inst.opcode == "yield":
+                return [self.get(v) for v in inst.slots["values"]]
+            self.current = inst
+            emit = self.emitters.get(inst.opcode)
+            if emit is None:
+                raise Unsupported(inst, inst.opcode)
+            result = emit(self, inst)
+            if inst.results:
+                self.bind(inst.results, result)
+        return []
+
+    # ---- errors ------------------------------------------------------------------------------
+    def error(self, what: str, inst: Optional[Instruction]) -> CompileError:
+        loc = inst.loc if inst is not None else self.func.loc
+        name = f"{inst.opcode}: " if inst is not None else ""
+        return CompileError([Diagnostic(loc, f"not supported on target spirv "
+                                             f"({self.target.name}) yet: {name}{what}")],
+                            self.program.source, self.program.filename)

@@ -1,0 +1,220 @@
+"""Memory in SPIR-V: element loads and stores, atomics, ``alloca``, and the memref views
+(subview, expand, fuse), which only compute a pointer, sizes and strides.
+
+An element's address is the memref's pointer advanced by the sum of index times stride
+(OpPtrAccessChain, i64 arithmetic).  An ``alloca`` is a Workgroup variable (an array of
+its bytes' elements) of the kernel.  Atomics are OpAtomic* with the instruction's scope
+and memory semantics (the storage class of the memref added to non-relaxed semantics, as
+OpenCL requires); integer min/max are signed.  Float atomic loads and stores are
+OpAtomicLoad/Store; float add/max/min are compare-and-swap loops on the bits
+(OpAtomicCompareExchange on the integer of the same width), which every OpenCL device
+has.  Atomics on 8- and 16-bit numbers are not emitted yet.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List
+
+from ...ir.core import Instruction
+from ...ir.types import DYNAMIC, GroupType, MemrefType, ScalarType
+from .abi import member
+from .builder import Enum
+from .arith import binary
+from .function import GroupVal, Kernel, MemVal, Static, Unsupported
+
+
+def address(k: Kernel, m: MemVal, indices: List) -> int:
+    """A pointer to element ``indices`` (Values) of a memref."""
+    off = Static(0)
+    for i, stride in zip(indices, m.stride):
+        off = k.iadd(off, k.imul(k.index(i), stride))
+    return advance(k, m, off)
+
+
+def advance(k: Kernel, m: MemVal, off) -> int:
+    if isinstance(off, Static) and off.value == 0:
+        return m.ptr
+    return k.op("PtrAccessChain", k.pointer(m.type), m.ptr, k.ival(off))
+
+
+def emit_load(k: Kernel, inst: Instruction):
+    src = k.get(inst.slots["tensor"])
+    if isinstance(src, GroupVal):
+        return member(k, src, k.index(inst.slots["index"][0]))
+    return k.op("Load", k.scalar(src.type.element), address(k, src, inst.slots["index"]))
+
+
+def emit_store(k: Kernel, inst: Instruction):
+    m = k.get(inst.slots["tensor"])
+    k.op("Store", None, address(k, m, inst.slots["index"]), k.get(inst.slots["value"]))
+
+
+# ---- atomics -----------------------------------------------------------------------------------
+_SCOPES = {"cross_device": 0, "device": 1, "work_group": 2, "subgroup": 3}
+_SEMANTICS = {"relaxed": None, "acquire": "Acquire", "release": "Release",
+              "acquire_release": "AcquireRelease",
+              "sequentially_consistent": "SequentiallyConsistent"}
+
+
+def _atomic(k: Kernel, inst: Instruction):
+    """(pointer, element type, scope id, semantics id) of an atomic instruction."""
+    m: MemVal = k.get(inst.slots["tensor"])
+    t: ScalarType = m.type.element
+    if k.target.atomic_types is not None and t.name not in k.target.atomic_types:
+        raise Unsupported(inst, f"atomics on {t}")
+    if t.is_complex or t.bits < 32:
+        raise Unsupported(inst, f"atomics on {t}")
+    if t.bits == 64:
+        k.m.require_capability("Int64Atomics")
+    order = _SEMANTICS[inst.modifier("semantics")]
+    names = [order, "WorkgroupMemory" if m.storage == "Workgroup" else "CrossWorkgroupMemory"] \
+        if order else []
+    sem = Enum("MemorySemantics", "|".join(names) or "None")
+    return (address(k, m, inst.slots["index"]), t, k.c32(_SCOPES[inst.modifier("scope")]),
+            k.c32(sem.value))
+
+
+def _failure_semantics(k: Kernel, inst: Instruction) -> int:
+    """The semantics of a compare-and-swap that fails (a load: no release part)."""
+    order = {"release": None, "acquire_release": "Acquire"}.get(
+        inst.modifier("semantics"), _SEMANTICS[inst.modifier("semantics")])
+    storage = k.get(inst.slots["tensor"]).storage
+    names = [order, "WorkgroupMemory" if storage == "Workgroup" else "CrossWorkgroupMemory"] \
+        if order else []
+    return k.c32(Enum("MemorySemantics", "|".join(names) or "None").value)
+
+
+def emit_atomic_load(k: Kernel, inst: Instruction):
+    ptr, t, scope, sem = _atomic(k, inst)
+    return k.op("AtomicLoad", k.scalar(t), ptr, scope, sem)
+
+
+def emit_atomic_store(k: Kernel, inst: Instruction):
+    ptr, t, scope, sem = _atomic(k, inst)
+    k.op("AtomicStore", None, ptr, scope, sem, k.get(inst.slots["value"]))
+
+
+def emit_atomic_update(k: Kernel, inst: Instruction):
+    ptr, t, scope, sem = _atomic(k, inst)
+    op = inst.opcode[len("atomic_"):]
+    value = k.get(inst.slots["value"])
+    if t.is_int:
+        name = {"add": "AtomicIAdd", "max": "AtomicSMax", "min": "AtomicSMin"}[op]
+        return k.op(name, k.scalar(t), ptr, scope, sem, value)
+    storage = k.get(inst.slots["tensor"]).storage
+    return _compare_and_swap(k, ptr, storage, t, scope, (sem, _failure_semantics(k, inst)),
+                             lambda old: binary(k, op, t, old, value))
+
+
+def _compare_and_swap(k: Kernel, ptr: int, storage: str, t: ScalarType, scope: int, sem,
+                      update: Callable[[int], int]) -> int:
+    """A loop replacing the element at ptr by update(element) atomically; the element's
+    previous value.  sem: the semantics on success and on failure."""
+    it = k.m.type_int(t.bits)
+    ft = k.scalar(t)
+    iptr = k.op("Bitcast", k.m.type_pointer(storage, it), ptr)
+    first = k.op("AtomicLoad", it, iptr, scope, sem[1])
+    pre = k.label
+    header, body, cont, merge = (k.m.id() for _ in range(4))
+    k.branch(header)
+    k.block(header)
+    k.m.add("function", "Phi", it, k.m.id())
+    phi = k.m.sections["function"][-1]
+    k.op("LoopMerge", None, merge, cont, Enum("LoopControl", "None"))
+    k.branch(body)
+    k.block(body)
+    new = k.op("Bitcast", it, update(k.op("Bitcast", ft, phi.result)))
+    seen = k.op("AtomicCompareExchange", it, iptr, scope, sem[0], sem[1], new, phi.result)
+    done = k.op("IEqual", k.m.type_bool(), seen, phi.result)
+    k.op("BranchConditional", None, done, merge, cont)
+    k.block(cont)
+    k.branch(header)
+    phi.operands = [first, pre, seen, cont]
+    k.block(merge)
+    return k.op("Bitcast", ft, seen)
+
+
+# ---- memrefs -----------------------------------------------------------------------------------
+def emit_alloca(k: Kernel, inst: Instruction):
+    t: MemrefType = inst.results[0].type
+    if t.space != "local" or DYNAMIC in t.shape or DYNAMIC in t.stride:
+        raise Unsupported(inst, f"alloca of {t}")
+    elem = k.scalar(t.element)
+    array = k.m.type_array(elem, max(1, t.extent))
+    var = k.m.add("global", "Variable", k.m.type_pointer("Workgroup", array), k.m.id(),
+                  Enum("StorageClass", "Workgroup"))
+    ptr = k.op("InBoundsAccessChain", k.pointer(t), var, k.c64(0))
+    return MemVal(ptr, [Static(d) for d in t.shape], [Static(d) for d in t.stride], t)
+
+
+def emit_associated(k: Kernel, inst: Instruction):
+    v = k.get(inst.slots["tensor"])
+    ptr = v.ptrs if isinstance(v, GroupVal) else v.ptr
+    addr = k.op("ConvertPtrToU", k.i64(), ptr)
+    return k.op("INotEqual", k.m.type_bool(), addr, k.c64(0))
+
+
+def emit_size(k: Kernel, inst: Instruction):
+    v = k.get(inst.slots["tensor"])
+    size = v.size if isinstance(v, GroupVal) else v.shape[inst.attrs["mode"]]
+    return k.ival(size)
+
+
+def _static_or(declared, computed):
+    return Static(declared) if declared is not DYNAMIC else computed
+
+
+def _view(inst: Instruction, ptr: int, shape, stride) -> MemVal:
+    """A view's MemVal: static entries of the result type win over computed ones."""
+    rt: MemrefType = inst.results[0].type
+    return MemVal(ptr, [_static_or(d, x) for d, x in zip(rt.shape, shape)],
+                  [_static_or(d, x) for d, x in zip(rt.stride, stride)], rt)
+
+
+def emit_subview(k: Kernel, inst: Instruction):
+    m: MemVal = k.get(inst.slots["tensor"])
+    off = Static(0)
+    shape, stride = [], []
+    for mode, (o, size) in enumerate(inst.slots["slices"]):
+        off = k.iadd(off, k.imul(k.index(o), m.stride[mode]))
+        if isinstance(size, int) and size == 0:
+            continue
+        shape.append(k.index(size))
+        stride.append(m.stride[mode])
+    return _view(inst, advance(k, m, off), shape, stride)
+
+
+def emit_expand(k: Kernel, inst: Instruction):
+    m: MemVal = k.get(inst.slots["tensor"])
+    mode = inst.attrs["mode"]
+    dims = [k.index(e) for e in inst.slots["shape"]]
+    strides, s = [], m.stride[mode]
+    for d in dims:
+        strides.append(s)
+        s = k.imul(s, d)
+    return _view(inst, m.ptr, m.shape[:mode] + dims + m.shape[mode + 1:],
+                 m.stride[:mode] + strides + m.stride[mode + 1:])
+
+
+def emit_fuse(k: Kernel, inst: Instruction):
+    m: MemVal = k.get(inst.slots["tensor"])
+    lo, hi = inst.attrs["from"], inst.attrs["to"]
+    size = Static(1)
+    for d in m.shape[lo:hi + 1]:
+        size = k.imul(size, d)
+    return _view(inst, m.ptr, m.shape[:lo] + [size] + m.shape[hi + 1:],
+                 m.stride[:lo + 1] + m.stride[hi + 1:])
+
+
+EMITTERS: Dict[str, Callable] = {
+    "load": emit_load,
+    "store": emit_store,
+    "atomic_load": emit_atomic_load,
+    "atomic_store": emit_atomic_store,
+    **dict.fromkeys(("atomic_add", "atomic_max", "atomic_min"), emit_atomic_update),
+    "alloca": emit_alloca,
+    "associated": emit_associated,
+    "size": emit_size,
+    "subview": emit_subview,
+    "expand": emit_expand,
+    "fuse": emit_fuse,
+}
