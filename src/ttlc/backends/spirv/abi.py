@@ -2,7 +2,8 @@
 (docs/spirv.md says the same for the host side), in the order of the function's
 parameters:
 
-* a scalar: one argument of its type (``index`` as i64; ``bool`` as an i8, 0 or 1);
+* a scalar: one argument of its type (``index`` as i64; ``bool`` as an i8, 0 or 1;
+  ``bf16`` as its 16 bits, an i16; ``c32``/``c64`` as a ``float2``/``double2``);
 * a memref: a pointer to its first element (``__global``, or ``__local`` for a memref of
   the local space), then one i64 per dynamic mode size and one i64 per dynamic stride,
   in mode order (static ones are constants in the code);
@@ -19,7 +20,7 @@ from typing import List, Tuple
 
 from ...ir.types import BOOL, DYNAMIC, GroupType, I8, MemrefType, ScalarType
 from .builder import Enum, Lit
-from .function import GroupVal, Kernel, MemVal, Static, Unsupported
+from .function import Cplx, GroupVal, Kernel, MemVal, Static, Unsupported
 
 
 def _dynamic(t: MemrefType) -> int:
@@ -34,8 +35,10 @@ def parameters(k: Kernel) -> List[Tuple[int, str]]:
         t, name = arg.value.type, arg.value.name
         if t == BOOL:
             out.append((k.scalar(I8), name))
+        elif isinstance(t, ScalarType) and t.is_complex:
+            out.append((k.m.type_vector(k.scalar(t.component), 2), name))
         elif isinstance(t, ScalarType):
-            out.append((k.scalar(t), name))
+            out.append((k.memory_type(t), name))
         elif isinstance(t, MemrefType):
             out.append((k.pointer(t), name))
             out.extend((i64, f"{name}.dim") for _ in range(_dynamic(t)))
@@ -89,8 +92,12 @@ def bind_arguments(k: Kernel, ids: List[int]) -> None:
             x = next(it)
             k.values[arg.value] = k.op("INotEqual", k.m.type_bool(), x,
                                        k.const(k.scalar(I8), 0, 8))
+        elif isinstance(t, ScalarType) and t.is_complex:
+            pair, f = next(it), k.scalar(t.component)
+            k.values[arg.value] = Cplx(k.op("CompositeExtract", f, pair, Lit(0)),
+                                       k.op("CompositeExtract", f, pair, Lit(1)))
         elif isinstance(t, ScalarType):
-            k.values[arg.value] = next(it)
+            k.values[arg.value] = k.from_memory(t, next(it))
         elif isinstance(t, MemrefType):
             ptr = next(it)
             shape = [Static(d) if d is not DYNAMIC else next(it) for d in t.shape]

@@ -12,26 +12,39 @@ SaturatedConversion).  Integers are signed.
 from __future__ import annotations
 
 import struct
-from typing import Callable, Dict, List
+from typing import Callable, Dict
 
 from ...ir.core import Instruction
 from ...ir.ops import ARITH_BINARY, ARITH_UNARY, COMPARISONS, MATH_UNARY
 from ...ir.types import BoolType, CoopMatrixType, ScalarType, Type, element_type
-from .function import Kernel, Unsupported
+from . import cplx
+from .function import Cplx, Kernel, Unsupported
 
 
 # ---- constants ---------------------------------------------------------------------------------
 def constant_of(k: Kernel, t: ScalarType, value) -> int:
-    """The id of a constant number (or bool) of type t."""
+    """The id of a constant number (or bool) of type t (a Cplx for complex types)."""
     if isinstance(t, BoolType):
         return k.m.constant_bool(bool(value))
+    if t.is_complex:
+        value = complex(value)
+        return Cplx(constant_of(k, t.component, value.real),
+                    constant_of(k, t.component, value.imag))
     tid = k.scalar(t)
     if t.is_int:
         return k.const(tid, int(value), t.bits)
+    if t.name == "bf16":
+        import ml_dtypes  # noqa: the exact bf16 value, as the interpreter rounds it
+        import numpy as np
+
+        value = float(np.float32(ml_dtypes.bfloat16(value)))
     if t.name == "f16":
         bits = struct.unpack("<H", struct.pack("<e", float(value)))[0]
     elif t.name == "f32":
         bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
+    elif t.name == "bf16":
+        bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
+        return k.const(tid, bits, 32)
     else:
         bits = struct.unpack("<Q", struct.pack("<d", float(value)))[0]
     return k.const(tid, bits, t.bits)
@@ -80,8 +93,16 @@ def _lit(n: int):
 
 
 # ---- arithmetic on one number ------------------------------------------------------------------
+def rounded(k: Kernel, t: ScalarType, x: int) -> int:
+    """A float result computed in the register type of t, rounded to t (bf16 values are
+    computed in f32 and rounded once per instruction, as the interpreter does)."""
+    return k.round_bf16(x) if t.name == "bf16" else x
+
+
 def binary(k: Kernel, op: str, t: Type, a: int, b: int) -> int:
     """a op b for numbers (or bools) of type t."""
+    if isinstance(t, ScalarType) and t.is_complex:
+        return cplx.binary(k, op, t, a, b)
     tid = k.scalar(t)
     if isinstance(t, BoolType):
         name = {"and": "LogicalAnd", "or": "LogicalOr", "xor": "LogicalNotEqual"}.get(op)
@@ -94,7 +115,7 @@ def binary(k: Kernel, op: str, t: Type, a: int, b: int) -> int:
         name = {"add": "FAdd", "sub": "FSub", "mul": "FMul", "div": "FDiv", "rem": "FRem"}.get(op)
         if name is None:
             raise Unsupported(k.current, f"{op} on {t}")
-        return k.op(name, tid, a, b)
+        return rounded(k, t, k.op(name, tid, a, b))
     if not t.is_int:
         raise Unsupported(k.current, f"{op} on {t}")
     if op in ("max", "min"):
@@ -119,6 +140,8 @@ def binary(k: Kernel, op: str, t: Type, a: int, b: int) -> int:
 
 
 def unary(k: Kernel, op: str, t: Type, a: int) -> int:
+    if isinstance(t, ScalarType) and t.is_complex:
+        return cplx.unary(k, op, t, a)
     tid = k.scalar(t)
     if isinstance(t, BoolType):
         if op != "not":
@@ -135,6 +158,11 @@ def unary(k: Kernel, op: str, t: Type, a: int) -> int:
             return k.ext("fabs", tid, a)
         if op == "neg":
             return k.op("FNegate", tid, a)
+        if op in MATH_UNARY and t.bits == 16:  # computed in f32, rounded once
+            f32 = k.m.type_float(32)
+            x = a if t.name == "bf16" else k.op("FConvert", f32, a)
+            r = k.ext(op, f32, x)
+            return k.round_bf16(r) if t.name == "bf16" else k.op("FConvert", tid, r)
         if op in MATH_UNARY:
             return k.ext(op, tid, a)
     elif op == "abs":
@@ -156,6 +184,8 @@ _CMP_BOOL = {"equal": "LogicalEqual", "not_equal": "LogicalNotEqual"}
 
 
 def compare(k: Kernel, op: str, t: Type, a: int, b: int) -> int:
+    if isinstance(t, ScalarType) and t.is_complex:
+        return cplx.compare(k, op, a, b)
     table = _CMP_BOOL if isinstance(t, BoolType) else _CMP_FLOAT if t.is_float else \
         _CMP_INT if t.is_int else {}
     if op not in table:
@@ -168,18 +198,21 @@ def convert(k: Kernel, src: ScalarType, dst: ScalarType, a: int) -> int:
     """A value of type src as type dst (the language's cast)."""
     if src == dst or (src.is_int and dst.is_int and src.bits == dst.bits):
         return a
+    if dst.is_complex:
+        return cplx.convert(k, src, dst, a, lambda s, d, x: convert(k, s, d, x))
     tid = k.scalar(dst)
-    k.scalar(src)
+    if k.scalar(src) == tid and src.is_float and dst.is_float:  # bf16 <-> f32
+        return rounded(k, dst, a)
     if src.is_int and dst.is_int:
         return k.op("SConvert", tid, a)
     if src.is_int and dst.is_float:
-        return k.op("ConvertSToF", tid, a)
+        return rounded(k, dst, k.op("ConvertSToF", tid, a))
     if src.is_float and dst.is_int:
         r = k.op("ConvertFToS", tid, a)
         k.m.decorate(r, "SaturatedConversion")
         return r
     if src.is_float and dst.is_float:
-        return k.op("FConvert", tid, a)
+        return rounded(k, dst, k.op("FConvert", tid, a))
     raise Unsupported(k.current, f"cast from {src} to {dst}")
 
 
@@ -203,8 +236,6 @@ def emit_binary(k: Kernel, inst: Instruction):
 def emit_unary(k: Kernel, inst: Instruction):
     t = inst.slots["a"].type
     t = element_type(t) or t
-    if getattr(t, "is_complex", False):
-        raise Unsupported(inst, f"{inst.opcode} on {t}")
     return _each(k, inst, lambda a: unary(k, inst.opcode, t, a), "a")
 
 

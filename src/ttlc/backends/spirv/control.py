@@ -10,39 +10,8 @@ from __future__ import annotations
 from typing import Callable, Dict, List
 
 from ...ir.core import Instruction
-from ...ir.types import CoopMatrixType, Type
 from .builder import Enum, Inst
 from .function import Kernel
-
-
-def _flat(values: List[object]) -> List[int]:
-    out: List[int] = []
-    for v in values:
-        out.extend(v if isinstance(v, list) else [v])
-    return out
-
-
-def _types(k: Kernel, types: List[Type]) -> List[int]:
-    """The SPIR-V types of the phis holding values of these types."""
-    out: List[int] = []
-    for t in types:
-        if isinstance(t, CoopMatrixType):
-            out.extend([k.scalar(t.component)] * k.components(t))
-        else:
-            out.append(k.scalar(t))
-    return out
-
-
-def _unflat(types: List[Type], ids: List[int], k: Kernel) -> List[object]:
-    out: List[object] = []
-    it = iter(ids)
-    for t in types:
-        if isinstance(t, CoopMatrixType):
-            n = k.components(t)
-            out.append([next(it) for _ in range(n)])
-        else:
-            out.append(next(it))
-    return out
 
 
 def _phis(k: Kernel, types: List[int]) -> List[Inst]:
@@ -60,21 +29,22 @@ def emit_for(k: Kernel, inst: Instruction):
     lo, hi = k.get(inst.slots["from"]), k.get(inst.slots["to"])
     step = k.get(inst.slots["step"]) if "step" in inst.slots else k.const(t, 1, iv_t.bits)
     carried_types = [v.type for v in inst.slots.get("init", [])]
-    init = _flat([k.get(v) for v in inst.slots.get("init", [])])
+    init = k.flatten([k.get(v) for v in inst.slots.get("init", [])])
     header, body, cont, merge = (k.m.id() for _ in range(4))
     pre = k.label
     k.branch(header)
     k.block(header)
-    phis = _phis(k, [t] + _types(k, carried_types))
+    phis = _phis(k, [t] + [p for c in carried_types for p in k.part_types(c)])
     cond = k.op("SLessThan", k.m.type_bool(), phis[0].result, hi)
     k.op("LoopMerge", None, merge, cont, Enum("LoopControl", "None"))
     k.op("BranchConditional", None, cond, body, merge)
     k.block(body)
     k.values[region.args[0]] = phis[0].result
-    current = _unflat(carried_types, [p.result for p in phis[1:]], k)
+    ids = iter([p.result for p in phis[1:]])
+    current = [k.rebuild(c, ids) for c in carried_types]
     for arg, v in zip(region.args[1:], current):
         k.values[arg] = v
-    yielded = _flat(k.emit_region(region))
+    yielded = k.flatten(k.emit_region(region))
     k.branch(cont)
     k.block(cont)
     nxt = k.op("IAdd", t, phis[0].result, step)
@@ -94,16 +64,17 @@ def emit_if(k: Kernel, inst: Instruction):
     incoming = []
     for label, region in zip((then, other), inst.regions):
         k.block(label)
-        yielded = _flat(k.emit_region(region))
+        yielded = k.flatten(k.emit_region(region))
         incoming.append((yielded, k.label))
         k.branch(merge)
     k.block(merge)
     if not types:
         return ()
-    phis = _phis(k, _types(k, types))
+    phis = _phis(k, [p for t in types for p in k.part_types(t)])
     for j, p in enumerate(phis):
         p.operands = [x for yielded, label in incoming for x in (yielded[j], label)]
-    return tuple(_unflat(types, [p.result for p in phis], k))
+    ids = iter([p.result for p in phis])
+    return tuple(k.rebuild(t, ids) for t in types)
 
 
 def emit_parallel(k: Kernel, inst: Instruction):

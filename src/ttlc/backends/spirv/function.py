@@ -49,6 +49,14 @@ class GroupVal:
 
 
 @dataclass(frozen=True)
+class Cplx:
+    """A complex number: the ids of its real and imaginary parts (``cplx``)."""
+
+    re: int
+    im: int
+
+
+@dataclass(frozen=True)
 class Static:
     """A static size or stride, kept apart from ids (which are ints too)."""
 
@@ -84,7 +92,8 @@ class Kernel:
 
     # ---- types -------------------------------------------------------------------------------
     def scalar(self, t: Type) -> int:
-        """The SPIR-V type of a number or bool."""
+        """The SPIR-V type of a number or bool in registers (bf16: an f32 holding a bf16
+        value)."""
         if isinstance(t, BoolType):
             return self.m.type_bool()
         if not isinstance(t, ScalarType):
@@ -92,9 +101,75 @@ class Kernel:
         self.supported(t)
         if t.is_int:
             return self.m.type_int(t.bits)
-        if t.is_float and t.name != "bf16":
+        if t.name == "bf16":
+            return self.m.type_float(32)
+        if t.is_float:
             return self.m.type_float(t.bits)
         raise Unsupported(self.current, f"type {t}")
+
+    # ---- values as lists of ids (phis of loops and ifs) -------------------------------------
+    def part_types(self, t: Type) -> List[int]:
+        """The SPIR-V types of the ids making up a value of type t, in ``flatten`` order."""
+        if isinstance(t, CoopMatrixType):
+            return self.part_types(t.component) * self.components(t)
+        if isinstance(t, ScalarType) and t.is_complex:
+            return [self.scalar(t.component)] * 2
+        return [self.scalar(t)]
+
+    def flatten(self, value) -> List[int]:
+        if isinstance(value, list):
+            return [x for v in value for x in self.flatten(v)]
+        if isinstance(value, Cplx):
+            return [value.re, value.im]
+        return [value]
+
+    def rebuild(self, t: Type, ids) -> object:
+        """The value of type t made of the next ids of an iterator (``flatten``'s inverse)."""
+        if isinstance(t, CoopMatrixType):
+            return [self.rebuild(t.component, ids) for _ in range(self.components(t))]
+        if isinstance(t, ScalarType) and t.is_complex:
+            return Cplx(next(ids), next(ids))
+        return next(ids)
+
+    def memory_type(self, t: ScalarType) -> int:
+        """The SPIR-V type of a number in memory and in kernel arguments (bf16: its 16
+        bits as an i16)."""
+        if t.name == "bf16":
+            self.supported(t)
+            return self.m.type_int(16)
+        if t.is_complex:
+            self.supported(t)
+            return self.scalar(t.component)
+        return self.scalar(t)
+
+    # ---- bf16: f32 values rounded to bf16 ----------------------------------------------------
+    def from_memory(self, t: ScalarType, x: int) -> int:
+        """A value of type t as loaded (bf16: its bits widened into an f32)."""
+        if t.name != "bf16":
+            return x
+        wide = self.op("UConvert", self.i32(), x)
+        return self.op("Bitcast", self.m.type_float(32),
+                       self.op("ShiftLeftLogical", self.i32(), wide, self.c32(16)))
+
+    def to_memory(self, t: ScalarType, x: int) -> int:
+        """A value of type t as stored (bf16: the high half of the rounded f32)."""
+        if t.name != "bf16":
+            return x
+        bits = self.op("Bitcast", self.i32(), x)
+        return self.op("UConvert", self.m.type_int(16),
+                       self.op("ShiftRightLogical", self.i32(), bits, self.c32(16)))
+
+    def round_bf16(self, x: int) -> int:
+        """An f32 rounded to the nearest bf16 (ties to even; NaN stays a quiet NaN)."""
+        i32 = self.i32()
+        bits = self.op("Bitcast", i32, x)
+        odd = self.op("BitwiseAnd", i32, self.op("ShiftRightLogical", i32, bits, self.c32(16)),
+                      self.c32(1))
+        up = self.op("IAdd", i32, self.op("IAdd", i32, bits, self.c32(0x7FFF)), odd)
+        nan = self.op("BitwiseOr", i32, bits, self.c32(0x00400000))
+        r = self.op("Select", i32, self.op("IsNan", self.m.type_bool(), x), nan, up)
+        return self.op("Bitcast", self.m.type_float(32),
+                       self.op("BitwiseAnd", i32, r, self.c32(0xFFFF0000)))
 
     def supported(self, t: ScalarType) -> None:
         if self.target.types is not None and t.name not in self.target.types:
@@ -113,7 +188,7 @@ class Kernel:
         return self.m.type_int(32)
 
     def pointer(self, t: MemrefType) -> int:
-        return self.m.type_pointer(storage_class(t), self.scalar(t.element))
+        return self.m.type_pointer(storage_class(t), self.memory_type(t.element))
 
     def const(self, type_id: int, bits: int, width: int) -> int:
         return self.m.constant(type_id, bits & ((1 << width) - 1), width)

@@ -15,11 +15,11 @@ from __future__ import annotations
 from typing import Callable, Dict, List
 
 from ...ir.core import Instruction
-from ...ir.types import DYNAMIC, GroupType, MemrefType, ScalarType
+from ...ir.types import DYNAMIC, MemrefType, ScalarType
 from .abi import member
 from .builder import Enum
 from .arith import binary
-from .function import GroupVal, Kernel, MemVal, Static, Unsupported
+from .function import Cplx, GroupVal, Kernel, MemVal, Static, Unsupported
 
 
 def address(k: Kernel, m: MemVal, indices: List) -> int:
@@ -31,21 +31,40 @@ def address(k: Kernel, m: MemVal, indices: List) -> int:
 
 
 def advance(k: Kernel, m: MemVal, off) -> int:
+    """The memref's pointer advanced by off elements (a complex number is two
+    components: the pointer is to its real part)."""
+    if m.type.element.is_complex:
+        off = k.imul(off, Static(2))
     if isinstance(off, Static) and off.value == 0:
         return m.ptr
     return k.op("PtrAccessChain", k.pointer(m.type), m.ptr, k.ival(off))
+
+
+def _imaginary(k: Kernel, m: MemVal, ptr: int) -> int:
+    return k.op("PtrAccessChain", k.pointer(m.type), ptr, k.c64(1))
 
 
 def emit_load(k: Kernel, inst: Instruction):
     src = k.get(inst.slots["tensor"])
     if isinstance(src, GroupVal):
         return member(k, src, k.index(inst.slots["index"][0]))
-    return k.op("Load", k.scalar(src.type.element), address(k, src, inst.slots["index"]))
+    t = src.type.element
+    ptr = address(k, src, inst.slots["index"])
+    if t.is_complex:
+        f = k.memory_type(t)
+        return Cplx(k.op("Load", f, ptr), k.op("Load", f, _imaginary(k, src, ptr)))
+    return k.from_memory(t, k.op("Load", k.memory_type(t), ptr))
 
 
 def emit_store(k: Kernel, inst: Instruction):
     m = k.get(inst.slots["tensor"])
-    k.op("Store", None, address(k, m, inst.slots["index"]), k.get(inst.slots["value"]))
+    ptr = address(k, m, inst.slots["index"])
+    value = k.get(inst.slots["value"])
+    if isinstance(value, Cplx):
+        k.op("Store", None, ptr, value.re)
+        k.op("Store", None, _imaginary(k, m, ptr), value.im)
+        return
+    k.op("Store", None, ptr, k.to_memory(m.type.element, value))
 
 
 # ---- atomics -----------------------------------------------------------------------------------
@@ -138,8 +157,8 @@ def emit_alloca(k: Kernel, inst: Instruction):
     t: MemrefType = inst.results[0].type
     if t.space != "local" or DYNAMIC in t.shape or DYNAMIC in t.stride:
         raise Unsupported(inst, f"alloca of {t}")
-    elem = k.scalar(t.element)
-    array = k.m.type_array(elem, max(1, t.extent))
+    elem = k.memory_type(t.element)
+    array = k.m.type_array(elem, max(1, t.extent) * (2 if t.element.is_complex else 1))
     var = k.m.add("global", "Variable", k.m.type_pointer("Workgroup", array), k.m.id(),
                   Enum("StorageClass", "Workgroup"))
     ptr = k.op("InBoundsAccessChain", k.pointer(t), var, k.c64(0))

@@ -12,10 +12,11 @@ from typing import Callable, Dict
 from ...ir.core import Instruction
 from ...ir.numerics import accumulate_type
 from ...ir.ops import SUBGROUP_OPS
-from ...ir.types import I32, ScalarType
+from ...ir.types import F32, I32, ScalarType
 from .arith import constant_of, convert
 from .builder import Enum
-from .function import Kernel, Unsupported
+from .cplx import each
+from .function import Kernel
 
 _SUBGROUP = 3  # Scope Subgroup
 
@@ -29,11 +30,14 @@ def _wide(t: ScalarType) -> ScalarType:
 
 def emit_broadcast(k: Kernel, inst: Instruction):
     t: ScalarType = inst.results[0].type
-    if t.is_complex or t.name == "bf16":
-        raise Unsupported(inst, f"subgroup_broadcast of {t}")
-    w = I32 if t.is_int and t.bits < 32 else t
+    lane = k.get(inst.slots["lane"])
+    if t.is_complex:
+        f = k.scalar(t.component)
+        return each(lambda x: k.op("GroupBroadcast", f, k.c32(_SUBGROUP), x, lane),
+                    k.get(inst.slots["a"]))
+    w = I32 if t.is_int and t.bits < 32 else F32 if t.name == "bf16" else t
     x = convert(k, t, w, k.get(inst.slots["a"]))
-    r = k.op("GroupBroadcast", k.scalar(w), k.c32(_SUBGROUP), x, k.get(inst.slots["lane"]))
+    r = k.op("GroupBroadcast", k.scalar(w), k.c32(_SUBGROUP), x, lane)
     return convert(k, w, t, r)
 
 
@@ -46,9 +50,11 @@ _KINDS = {"reduce": "Reduce", "inclusive_scan": "InclusiveScan",
 
 def emit_group_op(k: Kernel, inst: Instruction):
     t: ScalarType = inst.results[0].type
-    if t.is_complex or t.name == "bf16":
-        raise Unsupported(inst, f"{inst.opcode} on {t}")
     kind, op = inst.opcode[len("subgroup_"):].rsplit("_", 1)
+    if t.is_complex:  # add only: parts summed separately
+        f = k.scalar(t.component)
+        return each(lambda x: k.op("GroupFAdd", f, k.c32(_SUBGROUP),
+                                   Enum("GroupOperation", _KINDS[kind]), x), k.get(inst.slots["a"]))
     w = _wide(t)
     x = convert(k, t, w, k.get(inst.slots["a"]))
     r = k.op(_GROUP_OPS[op, t.is_int], k.scalar(w), k.c32(_SUBGROUP),
