@@ -11,43 +11,23 @@ SaturatedConversion).  Integers are signed.
 """
 from __future__ import annotations
 
-import struct
 from typing import Callable, Dict
 
 from ...ir.core import Instruction
 from ...ir.ops import ARITH_BINARY, ARITH_UNARY, COMPARISONS, MATH_UNARY
 from ...ir.types import BoolType, CoopMatrixType, ScalarType, Type, element_type
 from . import cplx
+from .builder import Lit
 from .function import Cplx, Kernel, Unsupported
 
 
 # ---- constants ---------------------------------------------------------------------------------
-def constant_of(k: Kernel, t: ScalarType, value) -> int:
+def constant_of(k: Kernel, t: ScalarType, value):
     """The id of a constant number (or bool) of type t (a Cplx for complex types)."""
-    if isinstance(t, BoolType):
-        return k.m.constant_bool(bool(value))
-    if t.is_complex:
+    if isinstance(t, ScalarType) and t.is_complex:
         value = complex(value)
-        return Cplx(constant_of(k, t.component, value.real),
-                    constant_of(k, t.component, value.imag))
-    tid = k.scalar(t)
-    if t.is_int:
-        return k.const(tid, int(value), t.bits)
-    if t.name == "bf16":
-        import ml_dtypes  # noqa: the exact bf16 value, as the interpreter rounds it
-        import numpy as np
-
-        value = float(np.float32(ml_dtypes.bfloat16(value)))
-    if t.name == "f16":
-        bits = struct.unpack("<H", struct.pack("<e", float(value)))[0]
-    elif t.name == "f32":
-        bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
-    elif t.name == "bf16":
-        bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
-        return k.const(tid, bits, 32)
-    else:
-        bits = struct.unpack("<Q", struct.pack("<d", float(value)))[0]
-    return k.const(tid, bits, t.bits)
+        return Cplx(k.number(t.component, value.real), k.number(t.component, value.imag))
+    return k.number(t, value)
 
 
 def emit_constant(k: Kernel, inst: Instruction):
@@ -67,7 +47,7 @@ def emit_builtin(k: Kernel, inst: Instruction):
     i64, i32 = k.i64(), k.i32()
     if op in ("group_id", "num_groups"):
         vec = k.builtin("WorkgroupId" if op == "group_id" else "NumWorkgroups")
-        return k.op("CompositeExtract", i64, vec, _lit(_AXIS[inst.modifier("dim")]))
+        return k.op("CompositeExtract", i64, vec, Lit(_AXIS[inst.modifier("dim")]))
     if op == "num_subgroups":
         return k.c32({"x": wgx // k.S, "y": wgy, "z": 1}[inst.modifier("dim")])
     if op == "subgroup_size":
@@ -80,16 +60,10 @@ def emit_builtin(k: Kernel, inst: Instruction):
     if dim == "z":
         return k.c32(0)
     local = k.builtin("LocalInvocationId")
-    x = k.op("CompositeExtract", i64, local, _lit(_AXIS[dim]))
+    x = k.op("CompositeExtract", i64, local, Lit(_AXIS[dim]))
     if dim == "x":
         x = k.op("UDiv", i64, x, k.c64(k.S))
     return k.op("UConvert", i32, x)
-
-
-def _lit(n: int):
-    from .builder import Lit
-
-    return Lit(n)
 
 
 # ---- arithmetic on one number ------------------------------------------------------------------

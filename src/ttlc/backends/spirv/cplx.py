@@ -21,9 +21,7 @@ def component(k: Kernel, t: ScalarType) -> int:
 
 
 def fconst(k: Kernel, t: ScalarType, value: float) -> int:
-    from .arith import constant_of
-
-    return constant_of(k, t.component, value)
+    return k.number(t.component, value)
 
 
 def binary(k: Kernel, op: str, t: ScalarType, a: Cplx, b: Cplx) -> Cplx:
@@ -57,7 +55,8 @@ def binary(k: Kernel, op: str, t: ScalarType, a: Cplx, b: Cplx) -> Cplx:
 
 def _exp(k: Kernel, f: int, z: Cplx) -> Cplx:
     e = k.ext("exp", f, z.re)
-    return Cplx(k.op("FMul", f, e, k.ext("cos", f, z.im)), k.op("FMul", f, e, k.ext("sin", f, z.im)))
+    return Cplx(k.op("FMul", f, e, k.ext("cos", f, z.im)),
+                k.op("FMul", f, e, k.ext("sin", f, z.im)))
 
 
 def _log(k: Kernel, f: int, z: Cplx) -> Cplx:

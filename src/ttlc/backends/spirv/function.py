@@ -11,6 +11,8 @@ environment lacks is needed).
 """
 from __future__ import annotations
 
+import struct
+
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -19,7 +21,7 @@ from ...ir.layout import layout_of
 from ...ir.core import Function, Instruction, Program, Region, Value
 from ...ir.types import (BoolType, CoopMatrixType, GroupType, MemrefType, ScalarType, Type)
 from ...target import ExecConfig, Target
-from .builder import Enum, Lit, Module
+from .builder import Enum, Lit, Module, opencl_std
 
 class Unsupported(Exception):
     """What this back end cannot translate yet: (instruction or None, what)."""
@@ -193,6 +195,24 @@ class Kernel:
     def const(self, type_id: int, bits: int, width: int) -> int:
         return self.m.constant(type_id, bits & ((1 << width) - 1), width)
 
+    def number(self, t: Type, value) -> int:
+        """The id of a constant real number or bool of type t (bf16: the f32 of the
+        nearest bf16, as the interpreter rounds constants)."""
+        if isinstance(t, BoolType):
+            return self.m.constant_bool(bool(value))
+        tid = self.scalar(t)
+        if t.is_int:
+            return self.const(tid, int(value), t.bits)
+        if t.name == "bf16":
+            import ml_dtypes  # the nearest bf16, as the interpreter rounds it
+            import numpy as np
+
+            value = float(np.float32(ml_dtypes.bfloat16(value)))
+        width = 32 if t.name == "bf16" else t.bits
+        fmt = {16: ("<e", "<H"), 32: ("<f", "<I"), 64: ("<d", "<Q")}[width]
+        bits = struct.unpack(fmt[1], struct.pack(fmt[0], float(value)))[0]
+        return self.const(tid, bits, width)
+
     def c64(self, value: int) -> int:
         return self.const(self.i64(), value, 64)
 
@@ -208,8 +228,6 @@ class Kernel:
 
     def ext(self, name: str, result_type: int, *args: int) -> int:
         """An OpenCL.std extended instruction."""
-        from .builder import opencl_std
-
         return self.op("ExtInst", result_type, self.m.import_ext("OpenCL.std"),
                        Lit(opencl_std()[name]), *args)
 
@@ -265,8 +283,10 @@ class Kernel:
         if isinstance(v, int):
             return Static(v)
         owner = v.owner
-        if owner is not None and owner.opcode == "constant" and isinstance(owner.attrs["value"], int):
-            return Static(owner.attrs["value"])
+        value = owner.attrs.get("value") if owner is not None and owner.opcode == "constant" \
+            else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return Static(value)
         return self.to_i64(self.get(v), v.type)
 
     def to_i64(self, x: int, t: Type) -> int:

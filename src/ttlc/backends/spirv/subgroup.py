@@ -53,8 +53,9 @@ def emit_group_op(k: Kernel, inst: Instruction):
     kind, op = inst.opcode[len("subgroup_"):].rsplit("_", 1)
     if t.is_complex:  # add only: parts summed separately
         f = k.scalar(t.component)
-        return each(lambda x: k.op("GroupFAdd", f, k.c32(_SUBGROUP),
-                                   Enum("GroupOperation", _KINDS[kind]), x), k.get(inst.slots["a"]))
+        how = Enum("GroupOperation", _KINDS[kind])
+        return each(lambda x: k.op("GroupFAdd", f, k.c32(_SUBGROUP), how, x),
+                    k.get(inst.slots["a"]))
     w = _wide(t)
     x = convert(k, t, w, k.get(inst.slots["a"]))
     r = k.op(_GROUP_OPS[op, t.is_int], k.scalar(w), k.c32(_SUBGROUP),
