@@ -148,7 +148,9 @@ def cmd_compile(args) -> int:
     if backend is None:
         return 2
     try:
-        stage = backend.stage(args.stage)
+        stage = backend.stage(args.stage if args.stage or not args.text else
+                              next((s.name for s in reversed(backend.stages) if not s.binary),
+                                   None))
     except ValueError as e:
         print(f"ttlc: {e}", file=sys.stderr)
         return 2
@@ -221,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what to write (default: the target's last stage): " + "; ".join(
                        f"{b.name}: " + ", ".join(f"{s.name} ({s.description})" for s in b.stages)
                        for b in BACKENDS.values() if b.stages))
+    p.add_argument("-S", dest="text", action="store_true",
+                   help="write the target's last text stage (spirv: spirv-text; cpu: llvm-opt)")
     p.add_argument("-o", "--output", required=True, help="output file, or - for standard output")
     p.add_argument("--checked", action="store_true", help="compile with run-time checks")
     p.set_defaults(run=cmd_compile)

@@ -41,7 +41,9 @@ def parameters(k: Kernel) -> List[Tuple[int, str]]:
             out.append((k.memory_type(t), name))
         elif isinstance(t, MemrefType):
             out.append((k.pointer(t), name))
-            out.extend((i64, f"{name}.dim") for _ in range(_dynamic(t)))
+            out.extend((i64, f"{name}.{what}{mode}")
+                       for what, dims in (("size", t.shape), ("stride", t.stride))
+                       for mode, d in enumerate(dims) if d is DYNAMIC)
         elif isinstance(t, GroupType):
             out.append((k.m.type_pointer("CrossWorkgroup", k.pointer(t.memref)), name))
             if _dynamic(t.memref):

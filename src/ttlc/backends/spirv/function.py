@@ -87,6 +87,9 @@ class Kernel:
         self.cfg = ExecConfig.of(func, target, program)
         self.S = self.cfg.subgroup_size
         self.values: Dict[Value, object] = {}
+        #: depth of SPMD regions (parallel) around the instruction being emitted: 0 in
+        #: collective code, which every work-item runs with uniform values
+        self.spmd = 0
         self.current: Optional[Instruction] = None
         self.label: int = 0
         self._builtins: Dict[str, int] = getattr(module, "builtins", {})
@@ -253,6 +256,27 @@ class Kernel:
         if var not in self.entry.operands:
             self.entry.operands.append(var)
         return self.op("Load", vt, var)
+
+    def once(self, make: Callable[[], int], type_id: int) -> int:
+        """make() run by work-item (0, 0) of the work-group only, its result given to all
+        (OpGroupBroadcast): a side effect of collective code, such as an atomic update,
+        happens once per work-group, as the language says."""
+        i64, bt = self.i64(), self.m.type_bool()
+        local = self.builtin("LocalInvocationId")
+        x, y = (self.op("CompositeExtract", i64, local, Lit(d)) for d in (0, 1))
+        first = self.op("IEqual", bt, self.op("BitwiseOr", i64, x, y), self.c64(0))
+        then, merge, pre = self.m.id(), self.m.id(), self.label
+        self.op("SelectionMerge", None, merge, Enum("SelectionControl", "None"))
+        self.op("BranchConditional", None, first, then, merge)
+        self.block(then)
+        r = make()
+        end = self.label
+        self.branch(merge)
+        self.block(merge)
+        undef = self.m.unique("Undef", type_id)
+        phi = self.op("Phi", type_id, r, end, undef, pre)
+        origin = self.m.null(self.m.type_vector(i64, 3))
+        return self.op("GroupBroadcast", type_id, self.c32(2), phi, origin)
 
     # ---- index arithmetic on static or dynamic sizes --------------------------------------------
     def ival(self, x) -> int:

@@ -113,6 +113,14 @@ def emit_atomic_store(k: Kernel, inst: Instruction):
 
 
 def emit_atomic_update(k: Kernel, inst: Instruction):
+    """In collective code one work-item updates, and all get the previous value."""
+    if not k.spmd:
+        return k.once(lambda: _atomic_update(k, inst), k.scalar(k.get(inst.slots["tensor"])
+                                                                 .type.element))
+    return _atomic_update(k, inst)
+
+
+def _atomic_update(k: Kernel, inst: Instruction):
     ptr, t, scope, sem = _atomic(k, inst)
     op = inst.opcode[len("atomic_"):]
     value = k.get(inst.slots["value"])
