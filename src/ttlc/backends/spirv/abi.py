@@ -30,31 +30,38 @@ def _dynamic(t: MemrefType) -> int:
 def parameters(k: Kernel) -> List[Tuple[int, str]]:
     """(type id, what) of every kernel argument, in order."""
     out: List[Tuple[int, str]] = []
-    i64 = k.i64()
     for arg in k.func.args:
-        t, name = arg.value.type, arg.value.name
-        if t == BOOL:
-            out.append((k.scalar(I8), name))
-        elif isinstance(t, ScalarType) and t.is_complex:
-            out.append((k.m.type_vector(k.scalar(t.component), 2), name))
-        elif isinstance(t, ScalarType):
-            out.append((k.memory_type(t), name))
-        elif isinstance(t, MemrefType):
-            out.append((k.pointer(t), name))
-            out.extend((i64, f"{name}.{what}{mode}")
-                       for what, dims in (("size", t.shape), ("stride", t.stride))
-                       for mode, d in enumerate(dims) if d is DYNAMIC)
-        elif isinstance(t, GroupType):
-            out.append((k.m.type_pointer("CrossWorkgroup", k.pointer(t.memref)), name))
-            if _dynamic(t.memref):
-                out.append((k.m.type_pointer("CrossWorkgroup", i64), f"{name}.dims"))
-            if t.size is DYNAMIC:
-                out.append((i64, f"{name}.size"))
-            if t.offset is DYNAMIC:
-                out.append((i64, f"{name}.offset"))
-        else:
-            raise Unsupported(None, f"arguments of type {t}")
+        try:
+            out.extend(_parameter(k, arg.value.type, arg.value.name))
+        except Unsupported as e:
+            raise Unsupported(None, f"argument %{arg.value.name}: {e.args[1]}") from None
     return out
+
+
+def _parameter(k: Kernel, t, name: str) -> List[Tuple[int, str]]:
+    """(type id, name) of the kernel arguments of one parameter."""
+    i64 = k.i64()
+    if t == BOOL:
+        return [(k.scalar(I8), name)]
+    if isinstance(t, ScalarType) and t.is_complex:
+        return [(k.m.type_vector(k.scalar(t.component), 2), name)]
+    if isinstance(t, ScalarType):
+        return [(k.memory_type(t), name)]
+    if isinstance(t, MemrefType):
+        return [(k.pointer(t), name)] + [
+            (i64, f"{name}.{what}{mode}")
+            for what, dims in (("size", t.shape), ("stride", t.stride))
+            for mode, d in enumerate(dims) if d is DYNAMIC]
+    if isinstance(t, GroupType):
+        out = [(k.m.type_pointer("CrossWorkgroup", k.pointer(t.memref)), name)]
+        if _dynamic(t.memref):
+            out.append((k.m.type_pointer("CrossWorkgroup", i64), f"{name}.dims"))
+        if t.size is DYNAMIC:
+            out.append((i64, f"{name}.size"))
+        if t.offset is DYNAMIC:
+            out.append((i64, f"{name}.offset"))
+        return out
+    raise Unsupported(None, f"arguments of type {t}")
 
 
 def define_kernel(k: Kernel) -> None:

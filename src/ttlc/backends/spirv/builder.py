@@ -68,10 +68,12 @@ def opencl_std() -> Dict[str, int]:
 # ---- operands ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Lit:
-    """A literal number of ``words`` 32-bit words (low word first)."""
+    """A literal number of ``words`` 32-bit words (low word first); ``text`` is how the
+    text form writes it, where not as the integer (a float, an extended instruction)."""
 
     value: int
     words: int = 1
+    text: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,28 @@ class Inst:
     operands: List[Operand] = field(default_factory=list)
 
 
+#: (exponent bits, mantissa bits) of the float widths
+_FLOATS = {16: (5, 10), 32: (8, 23), 64: (11, 52)}
+
+
+def float_text(bits: int, width: int) -> Optional[str]:
+    """A float constant as SPIRV-Tools' assembler reads it: a hexadecimal float, with
+    infinities and quiet NaNs written with the exponent one past the largest (None for a
+    NaN with another payload)."""
+    e_bits, m_bits = _FLOATS[width]
+    sign = "-" if bits >> (width - 1) else ""
+    exponent = (bits >> m_bits) & ((1 << e_bits) - 1)
+    mantissa = bits & ((1 << m_bits) - 1)
+    if exponent == (1 << e_bits) - 1:
+        emax = 1 << (e_bits - 1)
+        if mantissa == 0:
+            return f"{sign}0x1p+{emax}"
+        return f"{sign}0x1.8p+{emax}" if mantissa == 1 << (m_bits - 1) else None
+    fmt = {16: "<e", 32: "<f", 64: "<d"}[width]
+    packed = struct.pack({16: "<H", 32: "<I", 64: "<Q"}[width], bits)
+    return float(struct.unpack(fmt, packed)[0]).hex()
+
+
 def _string_words(s: str) -> List[int]:
     data = s.encode() + b"\0"
     data += b"\0" * (-len(data) % 4)
@@ -131,7 +155,7 @@ def _words(inst: Inst) -> List[int]:
 
 def _text_operand(o: Operand) -> str:
     if isinstance(o, Lit):
-        return str(o.value)
+        return o.text if o.text is not None else str(o.value)
     if isinstance(o, str):
         return '"' + o.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(o, Enum):
@@ -156,6 +180,8 @@ class Module:
         self.extensions: List[str] = []
         self._imports: Dict[str, int] = {}
         self._unique: Dict[tuple, int] = {}
+        #: the declared capabilities and those they imply
+        self._enabled: set = set()
         self.require_capability("Kernel")
         self.require_capability("Addresses")
         self.add("memory_model", "MemoryModel", None, None, Enum("AddressingModel", "Physical64"),
@@ -166,27 +192,21 @@ class Module:
         self.bound += 1
         return self.bound - 1
 
-    def _enabled(self, cap: str) -> bool:
-        """Whether a declared capability is cap or implies it."""
-        todo = list(self.capabilities)
-        seen = set()
-        while todo:
-            c = todo.pop()
-            if c == cap:
-                return True
-            if c not in seen:
-                seen.add(c)
-                todo.extend(enum("Capability")[c].capabilities)
-        return False
-
     def require_capability(self, *alternatives: str) -> None:
-        """Declare the first of ``alternatives`` unless a declared capability enables one."""
-        if not alternatives or any(self._enabled(c) for c in alternatives):
+        """Declare the first of ``alternatives`` unless a declared capability enables one
+        (is it, or implies it)."""
+        if not alternatives or any(c in self._enabled for c in alternatives):
             return
         cap = alternatives[0]
         self.capabilities.append(cap)
         self.sections["capability"].append(Inst("Capability", None, None,
                                                 [Enum("Capability", cap)]))
+        todo = [cap]
+        while todo:
+            c = todo.pop()
+            if c not in self._enabled:
+                self._enabled.add(c)
+                todo.extend(enum("Capability")[c].capabilities)
         self._require(enum("Capability")[cap])
 
     def require_extension(self, name: str) -> None:
@@ -197,12 +217,14 @@ class Module:
     def _require(self, entry: Entry) -> None:
         """Declare what an instruction or enumerant needs: a capability enabling it, and
         its extension where the module's version does not have it in its core."""
-        self.require_capability(*entry.capabilities)
+        if entry.capabilities:
+            self.require_capability(*entry.capabilities)
         if entry.version is not None and entry.version <= self.version:
             return
-        if not entry.extensions:
+        if entry.extensions:
+            self.require_extension(entry.extensions[0])
+        elif not entry.capabilities:  # else the capability's extension brings it
             raise AssertionError(f"{entry} is not in SPIR-V {self.version}")
-        self.require_extension(entry.extensions[0])
 
     # ---- instructions ------------------------------------------------------------------------
     def add(self, section: str, op: str, result_type: Optional[int], result: Optional[int],
@@ -261,9 +283,11 @@ class Module:
         return self.unique("TypeFunction", None, result, *params)
 
     # ---- constants ---------------------------------------------------------------------------
-    def constant(self, type_id: int, bits: int, width: int = 32) -> int:
-        """A number constant of a type of ``width`` bits given by its bit pattern."""
-        return self.unique("Constant", type_id, Lit(bits, 2 if width == 64 else 1))
+    def constant(self, type_id: int, bits: int, width: int = 32,
+                 text: Optional[str] = None) -> int:
+        """A number constant of a type of ``width`` bits given by its bit pattern (``text``:
+        how the text form writes it, ``float_text`` for floats)."""
+        return self.unique("Constant", type_id, Lit(bits, 2 if width == 64 else 1, text))
 
     def constant_bool(self, value: bool) -> int:
         return self.unique("ConstantTrue" if value else "ConstantFalse", self.type_bool())

@@ -21,7 +21,7 @@ from ...ir.layout import layout_of
 from ...ir.core import Function, Instruction, Program, Region, Value
 from ...ir.types import (BoolType, CoopMatrixType, GroupType, MemrefType, ScalarType, Type)
 from ...target import ExecConfig, Target
-from .builder import Enum, Lit, Module, opencl_std
+from .builder import Enum, Lit, Module, float_text, opencl_std
 
 class Unsupported(Exception):
     """What this back end cannot translate yet: (instruction or None, what)."""
@@ -214,7 +214,7 @@ class Kernel:
         width = 32 if t.name == "bf16" else t.bits
         fmt = {16: ("<e", "<H"), 32: ("<f", "<I"), 64: ("<d", "<Q")}[width]
         bits = struct.unpack(fmt[1], struct.pack(fmt[0], float(value)))[0]
-        return self.const(tid, bits, width)
+        return self.m.constant(tid, bits, width, float_text(bits, width))
 
     def c64(self, value: int) -> int:
         return self.const(self.i64(), value, 64)
@@ -232,7 +232,7 @@ class Kernel:
     def ext(self, name: str, result_type: int, *args: int) -> int:
         """An OpenCL.std extended instruction."""
         return self.op("ExtInst", result_type, self.m.import_ext("OpenCL.std"),
-                       Lit(opencl_std()[name]), *args)
+                       Lit(opencl_std()[name], text=name), *args)
 
     def block(self, label: int) -> None:
         self.m.add("function", "Label", None, label)

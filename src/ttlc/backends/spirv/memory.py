@@ -74,14 +74,20 @@ _SEMANTICS = {"relaxed": None, "acquire": "Acquire", "release": "Release",
               "sequentially_consistent": "SequentiallyConsistent"}
 
 
-def _atomic(k: Kernel, inst: Instruction):
-    """(pointer, element type, scope id, semantics id) of an atomic instruction."""
-    m: MemVal = k.get(inst.slots["tensor"])
-    t: ScalarType = m.type.element
+def _element(k: Kernel, inst: Instruction) -> ScalarType:
+    """The element type of an atomic instruction, if this back end has atomics on it."""
+    t: ScalarType = k.get(inst.slots["tensor"]).type.element
     if k.target.atomic_types is not None and t.name not in k.target.atomic_types:
         raise Unsupported(inst, f"atomics on {t}")
     if t.is_complex or t.bits < 32:
         raise Unsupported(inst, f"atomics on {t}")
+    return t
+
+
+def _atomic(k: Kernel, inst: Instruction):
+    """(pointer, element type, scope id, semantics id) of an atomic instruction."""
+    m: MemVal = k.get(inst.slots["tensor"])
+    t = _element(k, inst)
     if t.bits == 64:
         k.m.require_capability("Int64Atomics")
     order = _SEMANTICS[inst.modifier("semantics")]
@@ -115,8 +121,7 @@ def emit_atomic_store(k: Kernel, inst: Instruction):
 def emit_atomic_update(k: Kernel, inst: Instruction):
     """In collective code one work-item updates, and all get the previous value."""
     if not k.spmd:
-        return k.once(lambda: _atomic_update(k, inst), k.scalar(k.get(inst.slots["tensor"])
-                                                                 .type.element))
+        return k.once(lambda: _atomic_update(k, inst), k.scalar(_element(k, inst)))
     return _atomic_update(k, inst)
 
 
