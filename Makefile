@@ -61,11 +61,13 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/suite.py $(BENCH_ARGS)
 
 # The long counts that make test samples: front-end fuzzing, thousands of differential
-# programs, and the pass-meaning tests over 500 generated seeds with every GPU target
+# programs, the pass-meaning tests over 500 generated seeds with every GPU target, and
+# spirv-val over the SPIR-V of 2,000 generated programs
 fuzz: $(STAMP)
 	$(PY) fuzz/fuzz_frontend.py --inputs 100000
 	$(PY) fuzz/fuzz_differential.py --programs 3000
 	TTLC_LONG=1 $(PY) -m pytest -q -n auto tests/python/test_pass_meaning.py
+	TTLC_SPIRV_SEEDS=2000 $(PY) -m pytest -q -n auto tests/python/test_spirv.py -k generated
 
 conformance: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) ../shared/tools/conformance --ttlc "$(CURDIR)/$(PY) -m ttlc" --only reject,accept,roundtrip

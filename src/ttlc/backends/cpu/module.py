@@ -43,10 +43,9 @@ import numpy as np
 
 from ...diagnostics import CompileError, Diagnostic, KernelError
 from ...ir.core import Function, Program
-from ...ir.rewrite import clone_program
 from ...ir.types import BoolType, GroupType
 from ...runtime import Module
-from ...target import ExecConfig, Target
+from ...target import Target
 from . import abi, cache, jit, pool, rtlib
 
 if TYPE_CHECKING:
@@ -117,21 +116,10 @@ def lower(program: Program, checked: bool = False, machine: Optional[Target] = N
 
     Checked code keeps instructions whose results are unused (no dead-code elimination):
     an unused load out of bounds is still reported, as the interpreter does."""
-    from ...ir.rewrite import set_function_attributes
-    from ...passes import PassContext, expand, run_passes
+    from ...passes import expand, lower_copy
 
-    machine = machine or _machine()
-    lowered = clone_program(program)
-    try:
-        for f in lowered.functions:
-            if f.subgroup_size is None or f.work_group_size is None:
-                set_function_attributes(f, ExecConfig.of(f, machine, lowered).attributes(),
-                                        first=("subgroup_size", "work_group_size"))
-        names = [n for n in expand(["lower"]) if not (checked and n == "dead-code-elimination")]
-        run_passes(lowered, names, PassContext(target=machine))
-    except CompileError as e:
-        raise e.with_source(program.source, program.filename) from None
-    return lowered
+    names = [n for n in expand(["lower"]) if not (checked and n == "dead-code-elimination")]
+    return lower_copy(program, names, machine or _machine())
 
 
 def _internal(program: Program, what: str, e: BaseException) -> CompileError:

@@ -19,7 +19,7 @@ from typing import Callable, Dict, Union
 from ...diagnostics import CompileError, Diagnostic
 from ...ir.core import Program
 from ...ir.ops import compose_tables
-from ...target import ExecConfig, Target
+from ...target import Target
 from . import arith, control, memory, subgroup
 from .abi import define_kernel
 from .builder import Module
@@ -51,19 +51,9 @@ def validation_env(module: Module) -> str:
 def lower(program: Program, machine: Target) -> Program:
     """A copy of the program after the ``lower-simt`` pipeline for ``machine``, with the
     sizes every function runs with written into it."""
-    from ...ir.rewrite import clone_program, set_function_attributes
-    from ...passes import PassContext, run_passes
+    from ...passes import lower_copy
 
-    lowered = clone_program(program)
-    try:
-        for f in lowered.functions:
-            if f.subgroup_size is None or f.work_group_size is None:
-                set_function_attributes(f, ExecConfig.of(f, machine, lowered).attributes(),
-                                        first=("subgroup_size", "work_group_size"))
-        run_passes(lowered, ["lower-simt"], PassContext(target=machine))
-    except CompileError as e:
-        raise e.with_source(program.source, program.filename) from None
-    return lowered
+    return lower_copy(program, ["lower-simt"], machine)
 
 
 def generate(program: Program, machine: Target) -> Module:
