@@ -8,11 +8,12 @@ and memory semantics (the storage class of the memref added to non-relaxed seman
 OpenCL requires); integer min/max are signed.  Float atomic loads and stores are
 OpAtomicLoad/Store; float add/max/min are compare-and-swap loops on the bits
 (OpAtomicCompareExchange on the integer of the same width), which every OpenCL device
-has.  Atomics on 8- and 16-bit numbers are not emitted yet.
+has.  A complex number is accessed part by part (each part atomically).  Atomics on 8-
+and 16-bit numbers are not emitted yet.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 from ...ir.core import Instruction
 from ...ir.types import DYNAMIC, MemrefType, ScalarType
@@ -79,62 +80,70 @@ def _element(k: Kernel, inst: Instruction) -> ScalarType:
     t: ScalarType = k.get(inst.slots["tensor"]).type.element
     if k.target.atomic_types is not None and t.name not in k.target.atomic_types:
         raise Unsupported(inst, f"atomics on {t}")
-    if t.is_complex or t.bits < 32:
+    if t.component.bits < 32:
         raise Unsupported(inst, f"atomics on {t}")
     return t
 
 
-def _atomic(k: Kernel, inst: Instruction):
-    """(pointer, element type, scope id, semantics id) of an atomic instruction."""
-    m: MemVal = k.get(inst.slots["tensor"])
-    t = _element(k, inst)
-    if t.bits == 64:
-        k.m.require_capability("Int64Atomics")
-    order = _SEMANTICS[inst.modifier("semantics")]
-    names = [order, "WorkgroupMemory" if m.storage == "Workgroup" else "CrossWorkgroupMemory"] \
-        if order else []
-    sem = Enum("MemorySemantics", "|".join(names) or "None")
-    return (address(k, m, inst.slots["index"]), t, k.c32(_SCOPES[inst.modifier("scope")]),
-            k.c32(sem.value))
-
-
-def _failure_semantics(k: Kernel, inst: Instruction) -> int:
-    """The semantics of a compare-and-swap that fails (a load: no release part)."""
-    order = {"release": None, "acquire_release": "Acquire"}.get(
-        inst.modifier("semantics"), _SEMANTICS[inst.modifier("semantics")])
+def _semantics(k: Kernel, inst: Instruction, order: Optional[str]) -> int:
     storage = k.get(inst.slots["tensor"]).storage
     names = [order, "WorkgroupMemory" if storage == "Workgroup" else "CrossWorkgroupMemory"] \
         if order else []
     return k.c32(Enum("MemorySemantics", "|".join(names) or "None").value)
 
 
+def _atomic(k: Kernel, inst: Instruction):
+    """(parts, scope id, semantics id, failure semantics id) of an atomic instruction:
+    parts are (pointer, real type) of the element, two for a complex number, whose parts
+    are accessed atomically one by one; the failure semantics are those of a
+    compare-and-swap that fails (a load: no release part)."""
+    m: MemVal = k.get(inst.slots["tensor"])
+    t = _element(k, inst)
+    if t.component.bits == 64:
+        k.m.require_capability("Int64Atomics")
+    ptr = address(k, m, inst.slots["index"])
+    parts = [(ptr, t.component)]
+    if t.is_complex:
+        parts.append((_imaginary(k, m, ptr), t.component))
+    order = inst.modifier("semantics")
+    failure = {"release": None, "acquire_release": "Acquire"}.get(order, _SEMANTICS[order])
+    return (parts, k.c32(_SCOPES[inst.modifier("scope")]),
+            _semantics(k, inst, _SEMANTICS[order]), _semantics(k, inst, failure))
+
+
+def _pack(t: ScalarType, results: List[int]):
+    return Cplx(*results) if t.is_complex else results[0]
+
+
 def emit_atomic_load(k: Kernel, inst: Instruction):
-    ptr, t, scope, sem = _atomic(k, inst)
-    return k.op("AtomicLoad", k.scalar(t), ptr, scope, sem)
+    parts, scope, sem, _ = _atomic(k, inst)
+    return _pack(_element(k, inst),
+                 [k.op("AtomicLoad", k.scalar(t), ptr, scope, sem) for ptr, t in parts])
 
 
 def emit_atomic_store(k: Kernel, inst: Instruction):
-    ptr, t, scope, sem = _atomic(k, inst)
-    k.op("AtomicStore", None, ptr, scope, sem, k.get(inst.slots["value"]))
+    parts, scope, sem, _ = _atomic(k, inst)
+    for (ptr, t), x in zip(parts, k.flatten(k.get(inst.slots["value"]))):
+        k.op("AtomicStore", None, ptr, scope, sem, x)
 
 
 def emit_atomic_update(k: Kernel, inst: Instruction):
-    """In collective code one work-item updates, and all get the previous value."""
-    if not k.spmd:
-        return k.once(lambda: _atomic_update(k, inst), k.scalar(_element(k, inst)))
-    return _atomic_update(k, inst)
-
-
-def _atomic_update(k: Kernel, inst: Instruction):
-    ptr, t, scope, sem = _atomic(k, inst)
+    """Integers: OpAtomicIAdd/SMax/SMin; floats: compare-and-swap loops; complex numbers
+    part by part.  In collective code one work-item updates, and all get the previous
+    value."""
+    parts, scope, sem, failure = _atomic(k, inst)
     op = inst.opcode[len("atomic_"):]
-    value = k.get(inst.slots["value"])
-    if t.is_int:
-        name = {"add": "AtomicIAdd", "max": "AtomicSMax", "min": "AtomicSMin"}[op]
-        return k.op(name, k.scalar(t), ptr, scope, sem, value)
     storage = k.get(inst.slots["tensor"]).storage
-    return _compare_and_swap(k, ptr, storage, t, scope, (sem, _failure_semantics(k, inst)),
-                             lambda old: binary(k, op, t, old, value))
+    results = []
+    for (ptr, t), value in zip(parts, k.flatten(k.get(inst.slots["value"]))):
+        def update(ptr=ptr, t=t, value=value):
+            if t.is_int:
+                name = {"add": "AtomicIAdd", "max": "AtomicSMax", "min": "AtomicSMin"}[op]
+                return k.op(name, k.scalar(t), ptr, scope, sem, value)
+            return _compare_and_swap(k, ptr, storage, t, scope, (sem, failure),
+                                     lambda old: binary(k, op, t, old, value))
+        results.append(update() if k.spmd else k.once(update, k.scalar(t)))
+    return _pack(_element(k, inst), results)
 
 
 def _compare_and_swap(k: Kernel, ptr: int, storage: str, t: ScalarType, scope: int, sem,
