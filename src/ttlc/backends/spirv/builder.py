@@ -182,6 +182,8 @@ class Module:
         self._unique: Dict[tuple, int] = {}
         #: the declared capabilities and those they imply
         self._enabled: set = set()
+        #: built-in input variables by BuiltIn name (shared by the kernels of the module)
+        self.builtins: Dict[str, int] = {}
         self.require_capability("Kernel")
         self.require_capability("Addresses")
         self.add("memory_model", "MemoryModel", None, None, Enum("AddressingModel", "Physical64"),

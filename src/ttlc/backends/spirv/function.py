@@ -21,7 +21,7 @@ from ...ir.layout import layout_of
 from ...ir.core import Function, Instruction, Program, Region, Value
 from ...ir.types import (BoolType, CoopMatrixType, GroupType, MemrefType, ScalarType, Type)
 from ...target import ExecConfig, Target
-from .builder import Enum, Lit, Module, float_text, opencl_std
+from .builder import Enum, Inst, Lit, Module, float_text, opencl_std
 
 class Unsupported(Exception):
     """What this back end cannot translate yet: (instruction or None, what)."""
@@ -92,8 +92,8 @@ class Kernel:
         self.spmd = 0
         self.current: Optional[Instruction] = None
         self.label: int = 0
-        self._builtins: Dict[str, int] = getattr(module, "builtins", {})
-        module.builtins = self._builtins
+        #: the OpEntryPoint of the kernel, whose interface lists the built-ins it uses
+        self.entry: Optional[Inst] = None
 
     # ---- types -------------------------------------------------------------------------------
     def scalar(self, t: Type) -> int:
@@ -243,7 +243,7 @@ class Kernel:
 
     def builtin(self, name: str) -> int:
         """The loaded value of a built-in input variable (vector of 3 or scalar)."""
-        var = self._builtins.get(name)
+        var = self.m.builtins.get(name)
         n, bits = BUILTINS[name]
         t = self.m.type_int(bits)
         vt = self.m.type_vector(t, n) if n > 1 else t
@@ -252,7 +252,7 @@ class Kernel:
                              Enum("StorageClass", "Input"))
             self.m.decorate(var, "BuiltIn", Enum("BuiltIn", name))
             self.m.decorate(var, "Constant")
-            self._builtins[name] = var
+            self.m.builtins[name] = var
         if var not in self.entry.operands:
             self.entry.operands.append(var)
         return self.op("Load", vt, var)
