@@ -273,7 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
                        f"{b.name}: " + ", ".join(f"{s.name} ({s.description})" for s in b.stages)
                        for b in BACKENDS.values() if b.stages))
     p.add_argument("-S", dest="text", action="store_true",
-                   help="write the target's last text stage (e.g. cuda-tile: tile-text)")
+                   help="write the target's last text stage (e.g. spirv: spirv-text; cuda-tile: "
+                        "tile-text; cpu: llvm-opt)")
     p.add_argument("-o", "--output", required=True, help="output file, or - for standard output")
     p.add_argument("--checked", action="store_true", help="compile with run-time checks")
     p.set_defaults(run=cmd_compile)

@@ -13,8 +13,8 @@ back ends or importing ``ttlc`` loads none of them.  It provides
   a text stage, ``bytes`` for a binary one,
 
 where ``machine`` is the entry's target description.  Adding a back end is adding its
-folder here (``cpu/``: LLVM through llvmlite) and its entry below; the reference
-interpreter lives in ``ttlc.interp``, which only this registry imports.
+folder here (``cpu/``: LLVM through llvmlite; ``spirv/``: SPIR-V modules) and its entry
+below; the reference interpreter lives in ``ttlc.interp``, which only this registry imports.
 """
 from __future__ import annotations
 
@@ -110,6 +110,11 @@ BACKENDS: Dict[str, Backend] = {b.name: b for b in (
                 Stage("object", "an ELF object file with the machine code", binary=True))),
     Backend("interp", "the reference interpreter (NumPy; checked mode finds data races)",
             machine="interp", module="ttlc.interp", executes=True),
+    Backend("spirv", "a SPIR-V module (OpenCL Kernel environment) for OpenCL devices with "
+            "subgroups", machine="opencl", module="ttlc.backends.spirv.codegen", stages=(
+                Stage("lowered", "the program after the lower-simt pipeline, as ttlc text"),
+                Stage("spirv-text", "the SPIR-V module as text (spirv-dis style)"),
+                Stage("spirv", "the SPIR-V module (binary)", binary=True))),
     Backend("iree-vector", "coopmatrix values as MLIR vectors with IREE nested layouts "
             "(docs/iree-vector.md)", machine="pvc", module="ttlc.backends.iree.export",
             stages=(Stage("mlir", "MLIR: a func.func per kernel, its coopmatrix values as "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from .core import Function, Instruction, Region, Value
+from .core import Argument, Function, Instruction, Program, Region, Value
 
 
 def map_values(x: Any, fn: Callable[[Value], Value]) -> Any:
@@ -206,3 +206,19 @@ def set_attribute(inst: Instruction, name: str, value: Any) -> None:
     """Attach an analysis result to an instruction (e.g. ``stack_ptr`` of alloca).  Only
     names of syntax elements are printed, so such attributes stay out of the text."""
     inst.attrs[name] = value
+
+
+def clone_program(program: Program) -> Program:
+    """A copy of a program that passes may change (locations and source kept); back ends
+    lower copies, so a program compiles for several targets."""
+    functions = []
+    for f in program.functions:
+        mapping: Dict[Value, Value] = {}
+        args = []
+        for a in f.args:
+            v = Value(a.value.type, a.value.name, a.value.loc)
+            mapping[a.value] = v
+            args.append(Argument(v, _copy_attr(a.attrs), a.attrs_loc))
+        body = clone_region(f.body, mapping)
+        functions.append(Function(f.name, args, body, _copy_attr(f.attrs), f.loc, f.attrs_loc))
+    return Program(functions, program.source, program.filename)

@@ -164,6 +164,11 @@ class Target:
     auto_work_group_limit: int = 0
     #: the largest grid (number of work-groups) per mode a launch may ask for
     max_grid: Tuple[int, int, int] = (2**31 - 1,) * 3
+    #: the number types its kernels may compute with and store (None: every type of the
+    #: language); a back end refuses others with a CompileError naming the instruction
+    types: Optional[Tuple[str, ...]] = None
+    #: the element types of atomic instructions (None: every number type)
+    atomic_types: Optional[Tuple[str, ...]] = None
 
     def storage_layout(self, t: CoopMatrixType, S: int) -> MatrixLayout:
         """The layout a coopmatrix of type t has inside a kernel for this target."""
@@ -189,6 +194,13 @@ TARGETS: Dict[str, Target] = {
     # Intel Data Center GPU Max (Ponte Vecchio): 64 KiB GRF per thread in large-GRF mode
     "pvc": Target("pvc", (16, 32), 1024, 64 * 1024, simt=True, matrix=XE_DPAS,
                   auto_work_group_limit=1024),
+    # any OpenCL 3.0 device that takes SPIR-V and has subgroups (cl_khr_subgroups with
+    # required sizes, as Intel's GPUs and CPU runtime offer): no matrix unit.  f16 and f64
+    # arithmetic (cl_khr_fp16, cl_khr_fp64), bf16 as 16-bit storage computed in f32,
+    # complex numbers as pairs, 64-bit integer atomics (cl_khr_int64_base_atomics); float
+    # atomics as compare-and-swap loops
+    "opencl": Target("opencl", (16, 8, 32), 1024, 64 * 1024, simt=True,
+                     auto_work_group_limit=256),
     # NVIDIA GPUs: warps of 32
     "nvidia": Target("nvidia", (32,), 1024, 255 * 4 * 32, simt=True, matrix=NVIDIA_MMA,
                      auto_work_group_limit=1024, max_grid=(2**31 - 1, 65535, 65535)),

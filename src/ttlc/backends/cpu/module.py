@@ -42,12 +42,12 @@ from typing import TYPE_CHECKING, Dict, Optional, Tuple, Union
 import numpy as np
 
 from ...diagnostics import CompileError, Diagnostic, KernelError
-from ...ir.core import Argument, Function, Program
+from ...ir.core import Function, Program
 from ...ir.ops import OPS
 from ...ir.traits import blas_shape_rules
 from ...ir.types import BoolType, GroupType
 from ...runtime import Module
-from ...target import ExecConfig, Target
+from ...target import Target
 from . import abi, cache, jit, pool, rtlib
 
 if TYPE_CHECKING:
@@ -105,24 +105,6 @@ def cache_key(program: Program, checked: bool, machine: Target) -> str:
                      _locations(program))
 
 
-def clone_program(program: Program) -> Program:
-    """A copy of a program that passes may change (locations and source kept)."""
-    from ...ir.core import Value
-    from ...ir.rewrite import _copy_attr, clone_region
-
-    functions = []
-    for f in program.functions:
-        mapping: Dict[Value, Value] = {}
-        args = []
-        for a in f.args:
-            v = Value(a.value.type, a.value.name, a.value.loc)
-            mapping[a.value] = v
-            args.append(Argument(v, _copy_attr(a.attrs), a.attrs_loc))
-        body = clone_region(f.body, mapping)
-        functions.append(Function(f.name, args, body, _copy_attr(f.attrs), f.loc, f.attrs_loc))
-    return Program(functions, program.source, program.filename)
-
-
 def _machine() -> Target:
     """The target description the registry gives back end cpu."""
     from .. import get_backend
@@ -136,24 +118,13 @@ def lower(program: Program, checked: bool = False, machine: Optional[Target] = N
 
     Checked code keeps instructions whose results are unused (no dead-code elimination):
     an unused load out of bounds is still reported, as the interpreter does."""
-    from ...ir.rewrite import set_function_attributes
-    from ...passes import PassContext, expand, run_passes
+    from ...passes import expand, lower_copy
 
-    machine = machine or _machine()
-    lowered = clone_program(program)
-    try:
-        for f in lowered.functions:
-            if f.subgroup_size is None or f.work_group_size is None:
-                set_function_attributes(f, ExecConfig.of(f, machine, lowered).attributes(),
-                                        first=("subgroup_size", "work_group_size"))
-        names = expand(["lower"])
-        if checked:  # test shape rules before BLAS instructions become loops; keep dead code
-            names.insert(names.index("lower-linalg"), "insert-shape-checks")
-            names = [n for n in names if n != "dead-code-elimination"]
-        run_passes(lowered, names, PassContext(target=machine))
-    except CompileError as e:
-        raise e.with_source(program.source, program.filename) from None
-    return lowered
+    names = expand(["lower"])
+    if checked:  # test shape rules before BLAS instructions become loops; keep dead code
+        names.insert(names.index("lower-linalg"), "insert-shape-checks")
+        names = [n for n in names if n != "dead-code-elimination"]
+    return lower_copy(program, names, machine or _machine())
 
 
 def _internal(program: Program, what: str, e: BaseException) -> CompileError:

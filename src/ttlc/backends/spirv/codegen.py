@@ -1,0 +1,83 @@
+"""SPIR-V for OpenCL devices: the emitter table and the stages of target spirv.
+
+``EMITTERS`` is one table from opcode to emitter, composed from the tables of the modules
+that emit each kind of instruction (``arith``: numbers, built-ins, coopmatrix components;
+``memory``: elements, atomics, views, alloca; ``control``: for, if, parallel, barrier;
+``subgroup``); an emitter takes the kernel state (``function.Kernel``) and the instruction
+and returns the representation of its results.
+
+The input is the program after ``lower-simt`` for the target description: collective
+instructions are loops, coopmatrix values per-work-item components, barriers explicit.
+An instruction or type this back end does not translate yet is a CompileError naming it
+and the target (never a module that fails validation).  Stages: ``lowered`` (ttlc text),
+``spirv-text`` (the module as text) and ``spirv`` (the binary module).
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, Union
+
+from ...diagnostics import CompileError, Diagnostic
+from ...ir.core import Program
+from ...ir.ops import compose_tables
+from ...target import Target
+from . import arith, control, memory, subgroup
+from .abi import define_kernel
+from .builder import Module
+from .function import Kernel, Unsupported
+
+#: opcode -> emitter (kernel, instruction) -> its result(s)
+EMITTERS: Dict[str, Callable] = compose_tables(arith.EMITTERS, memory.EMITTERS, control.EMITTERS,
+                                               subgroup.EMITTERS)
+
+#: the SPIR-V version written: 1.2, what OpenCL 2.2 consumes (spirv-val --target-env
+#: opencl2.2) and every OpenCL 3.0 device that takes SPIR-V accepts
+VERSION = (1, 2)
+
+
+#: capabilities the OpenCL 2.2 Full Profile leaves to device extensions (cl_khr_fp16,
+#: cl_khr_int64_base_atomics), which ``spirv-val --target-env opencl2.2`` therefore refuses
+OPTIONAL_CAPABILITIES = ("Float16", "Int64Atomics")
+
+
+def validation_env(module: Module) -> str:
+    """The environment to validate a module in: ``opencl2.2``, or, where the module needs
+    a device extension the OpenCL profile check does not know, the universal environment
+    of its SPIR-V version (same rules without the capability list of the profile)."""
+    if any(c in OPTIONAL_CAPABILITIES for c in module.capabilities):
+        return "spv{}.{}".format(*module.version)
+    return "opencl2.2"
+
+
+def lower(program: Program, machine: Target) -> Program:
+    """A copy of the program after the ``lower-simt`` pipeline for ``machine``, with the
+    sizes every function runs with written into it."""
+    from ...passes import lower_copy
+
+    return lower_copy(program, ["lower-simt"], machine)
+
+
+def generate(program: Program, machine: Target) -> Module:
+    """The SPIR-V module of a lowered program: one kernel entry point per function."""
+    module = Module(VERSION)
+    if not program.functions:
+        module.require_capability("Linkage")  # a module without entry points is a library
+    for func in program.functions:
+        k = Kernel(module, program, func, machine, EMITTERS)
+        try:
+            define_kernel(k)
+        except Unsupported as e:
+            inst, what = e.args
+            raise k.error(what, inst) from None
+    return module
+
+
+def emit(program: Program, stage: str, machine: Target, checked: bool) -> Union[str, bytes]:
+    if checked:
+        loc = program.functions[0].loc if program.functions else None
+        raise CompileError([Diagnostic(loc, "target spirv has no checked mode yet")],
+                           program.source, program.filename)
+    lowered = lower(program, machine)
+    if stage == "lowered":
+        return str(lowered)
+    module = generate(lowered, machine)
+    return module.text() if stage == "spirv-text" else module.binary()
