@@ -60,13 +60,21 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/cpu.py
 	$(PY) benchmarks/suite.py $(BENCH_ARGS)
 
+# The GPU targets' validators (spirv-val, iree-opt, tileiras): extras of pyproject.toml,
+# which .ci/run installs too; their tests skip with a reason without them
+GPU_TOOLS_STAMP := $(VENV)/.gpu-tools-installed
+
+$(GPU_TOOLS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,spirv,iree,tile]'
+	touch $(GPU_TOOLS_STAMP)
+
 # The long counts that make test samples: front-end fuzzing, thousands of differential
 # programs, the pass-meaning tests over 500 generated seeds with every GPU target,
 # spirv-val over the SPIR-V of 2,000 generated programs, the iree-vector export of 1000
 # generated programs through iree-opt, 1000 faulty launches reported alike by checked
 # interp and cpu, and target cuda-tile (NVIDIA's tools, the Tile IR interpreter) over
 # 500 generated programs
-fuzz: $(STAMP)
+fuzz: $(GPU_TOOLS_STAMP)
 	$(PY) fuzz/fuzz_frontend.py --inputs 100000
 	$(PY) fuzz/fuzz_differential.py --programs 3000
 	TTLC_LONG=1 $(PY) -m pytest -q -n auto tests/python/test_pass_meaning.py
