@@ -15,7 +15,7 @@ from ..ir.constants import literal_fits
 from ..ir.core import Function, Instruction, Location, Program, Region, Value
 from ..ir.layout import layout_of
 from ..ir.ops import COLLECTIVE, KNOWN_ATTRIBUTE_NAMES, OPS, SPMD, YIELDING_OPS
-from ..ir.traits import blas_shape_rules
+from ..ir.traits import blas_shape_rules, shapes_of
 from ..ir.types import (BOOL, DYNAMIC, I32, INDEX, BoolType, CoopMatrixType, GroupType,
                         MemrefType, ScalarType, Type, VoidType, cast_allowed, promotable, promote,
                         stride_error)
@@ -910,11 +910,8 @@ def check_check_shapes(vf: Verifier, inst: Instruction) -> None:
     if len(orders) != operands or any(n < 0 for n in orders) or sum(orders) != len(sizes):
         raise Invalid(f"{rule} has {operands} memref operands: give as many orders, and as "
                       f"many sizes as the orders add up to ({len(sizes)} given)")
-    shapes, k = {}, 0
-    for slot, n in zip(OPS[rule].blas.slots, orders):
-        shapes[slot], k = tuple(range(k, k + n)), k + n
     try:
-        blas_shape_rules(rule, shapes)
+        blas_shape_rules(rule, shapes_of(orders, range(len(sizes))))
     except IndexError:
         raise Invalid(f"operands of orders {orders} do not fit the shape rules of {rule}") from None
 

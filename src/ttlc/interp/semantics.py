@@ -16,8 +16,7 @@ import numpy as np
 from ..ir.core import Instruction
 from ..ir.layout import layout_of
 from ..ir.numerics import accumulate_type, c_divmod, shift_amount
-from ..ir.ops import OPS
-from ..ir.traits import blas_shape_rules
+from ..ir.traits import blas_shape_rules, shapes_of
 from ..ir.types import CoopMatrixType, GroupType, MemrefType, Type, element_type
 from . import checks
 from ..runtime.values import GroupValue as Group, MemRef, OutOfBounds, dtype_of
@@ -531,13 +530,9 @@ def _arrays(wg, inst) -> Dict[str, np.ndarray]:
 @BASIC.of("check_shapes")
 def check_shapes(wg, inst, mask):
     """The shape rules a BLAS instruction's sizes must satisfy (as ``_arrays`` tests them)."""
-    rule = inst.modifier("rule")
-    sizes = [int(wg.get(v)) for v in inst.slots["sizes"]]
-    shapes, k = {}, 0
-    for slot, n in zip(OPS[rule].blas.slots, inst.attrs["orders"]):
-        shapes[slot], k = tuple(sizes[k:k + n]), k + n
-    for left, right, message in blas_shape_rules(rule, shapes, inst.modifier("ta"),
-                                                 inst.modifier("tb")):
+    shapes = shapes_of(inst.attrs["orders"], [int(wg.get(v)) for v in inst.slots["sizes"]])
+    for left, right, message in blas_shape_rules(inst.modifier("rule"), shapes,
+                                                 inst.modifier("ta"), inst.modifier("tb")):
         if left != right:
             raise wg.fail(message)
 

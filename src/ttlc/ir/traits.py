@@ -11,7 +11,7 @@ them into the accesses one instruction makes.  Result-type rules are in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Tuple, Union
+from typing import Dict, List, Sequence, Tuple, Union
 
 READ, WRITE = "read", "write"
 
@@ -70,6 +70,15 @@ def _dims(shape) -> str:
 
 def _op(shape: Tuple, transpose: str) -> Tuple:
     return tuple(reversed(shape)) if transpose == "t" and len(shape) == 2 else tuple(shape)
+
+
+def shapes_of(orders: Sequence[int], sizes: Sequence) -> Dict[str, Tuple]:
+    """The shapes of a BLAS instruction's memref operands A, B(, C) from all their mode
+    sizes in one list, ``orders`` saying how many belong to each (``check_shapes``)."""
+    shapes, k = {}, 0
+    for slot, n in zip("ABC", orders):
+        shapes[slot], k = tuple(sizes[k:k + n]), k + n
+    return shapes
 
 
 def blas_shape_rules(opcode: str, shapes: Dict[str, Tuple], ta: str = "n",

@@ -41,7 +41,6 @@ from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, Mem
                      VectorConstant, is_vec, parts)
 
 
-
 def _vt(t: CoopMatrixType) -> ir.VectorType:
     return ir.VectorType(LLTYPE[t.component.name], t.rows * t.cols)
 

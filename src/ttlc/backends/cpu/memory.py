@@ -13,8 +13,7 @@ from typing import Callable, Dict, List
 from llvmlite import ir
 
 from ...ir.core import Instruction, Value
-from ...ir.ops import OPS
-from ...ir.traits import blas_shape_rules
+from ...ir.traits import blas_shape_rules, shapes_of
 from ...ir.types import DYNAMIC, MemrefType, ScalarType
 from .abi import (ERR_DETAILS, E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_NULL, E_SHAPES,
                   E_SUBVIEW, InstRef)
@@ -555,14 +554,12 @@ def _check_slice(cg: FunctionCodegen, mode: int, off: IndexLike, size: IndexLike
 def emit_check_shapes(cg: FunctionCodegen, inst: Instruction) -> None:
     """Checked code: the BLAS shape rules (``blas_shape_rules``) on the sizes at run time;
     the error record carries the sizes, from which the message is made
-    (``module._message``).  Unchecked code tests nothing."""
+    (``module._broken_shape_rule``).  Unchecked code tests nothing."""
     if not cg.checked:
         return
     b = cg.b
     sizes = [cg.ival(cg.get(v)) for v in inst.slots["sizes"]]
-    shapes, k = {}, 0
-    for slot, n in zip(OPS[inst.modifier("rule")].blas.slots, inst.attrs["orders"]):
-        shapes[slot], k = tuple(range(k, k + n)), k + n
+    shapes = shapes_of(inst.attrs["orders"], range(len(sizes)))
     bad = ir.Constant(I1, 0)
     for left, right, _ in blas_shape_rules(inst.modifier("rule"), shapes, inst.modifier("ta"),
                                            inst.modifier("tb")):

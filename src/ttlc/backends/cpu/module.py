@@ -43,8 +43,7 @@ import numpy as np
 
 from ...diagnostics import CompileError, Diagnostic, KernelError
 from ...ir.core import Function, Program
-from ...ir.ops import OPS
-from ...ir.traits import blas_shape_rules
+from ...ir.traits import blas_shape_rules, shapes_of
 from ...ir.types import BoolType, GroupType
 from ...runtime import Module
 from ...target import Target
@@ -534,11 +533,8 @@ def _broken_shape_rule(shape_rule, sizes) -> str:
     rule, ta, tb, orders = shape_rule
     if sum(orders) > len(sizes):
         return f"the operand sizes break a shape rule of {rule}"
-    shapes, k = {}, 0
-    for slot, n in zip(OPS[rule].blas.slots, orders):
-        shapes[slot], k = tuple(sizes[k:k + n]), k + n
-    return next(message for left, right, message in blas_shape_rules(rule, shapes, ta, tb)
-                if left != right)
+    return next(message for left, right, message
+                in blas_shape_rules(rule, shapes_of(orders, sizes), ta, tb) if left != right)
 
 
 # ---- the registry's entry points (``ttlc.backends``) ---------------------------------------------
