@@ -35,6 +35,10 @@ def __getattr__(name):
         from .runtime import args
 
         return getattr(args, name)
+    if name in ("bench", "BenchResult"):  # timing kernels: see ttlc.runtime.timing
+        from .runtime import timing
+
+        return getattr(timing, name)
     if name == "types":
         import importlib
 
@@ -55,4 +59,4 @@ def compile(text_or_program, target: str = "cpu", checked: bool = False,
 
 
 __all__ = ["KernelError", "compile", "Group", "PreparedGroup", "CompileError", "Diagnostic", "Program", "parse", "check", "__version__",
-           "ProgramBuilder", "Builder", "RegionOp", "types"]
+           "ProgramBuilder", "Builder", "RegionOp", "types", "bench", "BenchResult"]

@@ -91,6 +91,7 @@ def cmd_run(args) -> int:
     from .diagnostics import CompileError, KernelError
     from .runtime.args import Group
     from .runtime.inputs import generated_inputs
+    from .runtime.timing import bench
 
     if _backend(args.target) is None:
         return 2
@@ -100,20 +101,32 @@ def cmd_run(args) -> int:
     try:
         module = api.compile(program, target=args.target, checked=args.checked)
         names = list(module)
+        if not names:
+            print(f"ttlc: {args.file} holds no kernel", file=sys.stderr)
+            return 1
         name = args.kernel or (names[0] if len(names) == 1 else None)
         if name is None:
             print("ttlc: the program has several kernels; choose one with --kernel "
                   f"({', '.join(names)})", file=sys.stderr)
             return 2
         kernel = module[name]
+        grid = args.grid or _batch_grid(kernel.func, args)
         inputs, _ = generated_inputs(kernel.func, args.dim, args.group_size, args.seed)
         start = time.perf_counter()
-        kernel(*inputs, grid=args.grid)
-        elapsed = time.perf_counter() - start
+        kernel(*inputs, grid=grid)
+        first = time.perf_counter() - start
+        warm = None
+        if args.repeat:  # on inputs of their own: the summary shows what one run wrote
+            again, _ = generated_inputs(kernel.func, args.dim, args.group_size, args.seed)
+            warm = bench(kernel, *again, grid=grid, warmup=0, runs=args.repeat)
     except (CompileError, KernelError, KeyError, ValueError, TypeError) as e:
         print(f"ttlc: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
         return 1
-    print(f"@{name} on {args.target}, grid {tuple(args.grid)}: {elapsed * 1e3:.3f} ms")
+    timing = f"first run {first * 1e3:.3f} ms"
+    if warm is not None:
+        timing += f", median of {len(warm.times)} more {warm.median * 1e3:.3f} ms"
+    print(f"@{name} on {args.target}{' (checked)' if args.checked else ''}, grid "
+          f"{tuple(grid)}: {timing}")
     for a, x in zip(kernel.func.args, inputs):
         members = list(getattr(x, "arrays", x)) if isinstance(x, (list, Group)) else None
         offset = x.offset if isinstance(x, Group) else 0
@@ -127,6 +140,18 @@ def cmd_run(args) -> int:
                                    dtype=wide).sum()
                 print(f"  {label}: {where} {total:.6g}")
     return 0
+
+
+def _batch_grid(func, args) -> tuple:
+    """The grid ``ttlc run`` uses when none is given: one work-group per member of the
+    generated groups (--group-size) or per entry of a dynamic mode (--dim) when the kernel
+    reads its group id, else one work-group."""
+    from .ir.types import GroupType
+
+    if not any(i.opcode == "group_id" for i in func.body.walk()):
+        return (1, 1, 1)
+    groups = any(isinstance(a.value.type, GroupType) for a in func.args)
+    return (args.group_size if groups else args.dim, 1, 1)
 
 
 def _backend(name: str):
@@ -284,7 +309,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="cpu", metavar="TARGET",
                    help="back end to run on (default: cpu): " + ", ".join(
                        b.name for b in BACKENDS.values() if b.executes))
-    p.add_argument("--grid", type=_grid_arg, default=(1, 1, 1), help="work-groups, e.g. 8,1,1")
+    p.add_argument("--grid", type=_grid_arg, default=None,
+                   help="work-groups, e.g. 8,1,1 (default: one per group member (--group-size) "
+                        "or per entry of a dynamic mode (--dim) where the kernel reads "
+                        "group_id.x, else one)")
+    p.add_argument("--repeat", type=int, default=5,
+                   help="timed runs after the first, on fresh inputs (default 5; 0: none)")
     p.add_argument("--dim", type=int, default=16, help="size used for every dynamic mode")
     p.add_argument("--group-size", type=int, default=4, help="members of dynamic-size groups")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")

@@ -199,6 +199,44 @@ def test_run_is_checked_unless_told(tmp_path, target):
     assert code == 0, err
 
 
+BATCH = """func @double(%A: memref<f32x4x?>) {
+    %k = group_id.x : index
+    %a = subview %A[0:4,%k] : memref<f32x4>
+    %c2 = constant 2.0 : f32
+    %z = constant 0.0 : f32
+    axpby %c2, %a, %z, %a
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["interp", "cpu"])
+def test_run_covers_the_batch_and_times_warm_runs(tmp_path, target):
+    """Without --grid, a kernel reading group_id.x runs one work-group per entry of the
+    generated dynamic mode (--dim): every column is doubled, once (the timed runs use
+    inputs of their own)."""
+    import numpy as np
+
+    from ttlc import parse
+    from ttlc.runtime.inputs import generated_inputs
+
+    path = tmp_path / "batch.ir"
+    path.write_text(BATCH)
+    code, out, err = ttlc("run", "--target", target, "--dim", "6", "--repeat", "3", str(path))
+    assert code == 0, err
+    (A,), _ = generated_inputs(parse(BATCH).functions[0], 6, 4, 0)
+    assert "grid (6, 1, 1): first run" in out and "median of 3 more" in out, out
+    assert f"%A: shape (4, 6), sum {2 * float(np.sum(A, dtype=np.float64)):.6g}" in out, out
+    code, out, err = ttlc("run", "--target", target, "--dim", "6", "--grid", "2", str(path))
+    assert "grid (2, 1, 1)" in out, out
+
+
+def test_run_says_when_a_file_holds_no_kernel(tmp_path):
+    path = tmp_path / "empty.ir"
+    path.write_text("; nothing here\n")
+    code, out, err = ttlc("run", str(path))
+    assert code == 1 and err.strip() == f"ttlc: {path} holds no kernel", err
+
+
 @pytest.mark.parametrize("target", ["interp", "cpu"])
 def test_run_builds_inputs_for_every_argument_kind(tmp_path, target):
     path = tmp_path / "run.ir"

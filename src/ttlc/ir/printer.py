@@ -109,6 +109,10 @@ class Printer:
         return text
 
     def function(self, func: Function) -> str:
+        return self.function_header(func) + " " + self.region(func.body)
+
+    def function_header(self, func: Function) -> str:
+        """``func @name(%arg: type {attrs}, ...) attributes{...}`` (starts a new scope)."""
         self.counter = 0
         self.scopes = [set()]
         params = []
@@ -120,7 +124,7 @@ class Printer:
         head = f"func @{func.name}(" + ", ".join(params) + ")"
         if func.attrs:
             head += " attributes" + format_dictionary(func.attrs)
-        return head + " " + self.region(func.body)
+        return head
 
 
 def format_attribute(value) -> str:
@@ -152,3 +156,8 @@ def print_program(program: Program) -> str:
 
 def print_function(func: Function) -> str:
     return Printer().function(func) + "\n"
+
+
+def signature(func: Function) -> str:
+    """A function's first line without its body: its name, parameters and attributes."""
+    return Printer().function_header(func)

@@ -6,6 +6,7 @@ import operator
 from typing import Any, Dict, Sequence, Tuple
 
 from ..ir.core import Function, Program
+from ..ir.printer import signature
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -18,13 +19,23 @@ class Kernel:
         self.module = module
         self.func = func
         self.name = func.name
+        #: what help(kernel) shows: the signature and how it was compiled
+        self.__doc__ = (f"{self.signature}\n\nCompiled for target {module.target}"
+                        f"{', checked' if module.checked else ''}; call with the arguments "
+                        "in this order and grid=(gx, gy, gz) work-groups.")
+
+    @property
+    def signature(self) -> str:
+        """``func @name(%arg: type, ...) attributes{...}``, as the program text has it."""
+        return signature(self.func)
 
     def __call__(self, *args: Any, grid: Sequence[int] = (1, 1, 1)) -> None:
         grid = _grid(grid, self.module.max_grid)
         self.module.launch(self, args, grid)
 
     def __repr__(self) -> str:
-        return f"<ttlc kernel @{self.name} ({self.module.target})>"
+        return (f"<ttlc kernel {self.signature} on {self.module.target}"
+                f"{', checked' if self.module.checked else ''}>")
 
 
 class Module:
@@ -50,6 +61,10 @@ class Module:
 
     def __iter__(self):
         return iter(self.kernels)
+
+    def __repr__(self) -> str:
+        names = ", ".join("@" + k for k in self.kernels) or "no kernels"
+        return f"<ttlc module on {self.target}{', checked' if self.checked else ''}: {names}>"
 
     def launch(self, kernel: Kernel, args, grid) -> None:
         raise NotImplementedError
