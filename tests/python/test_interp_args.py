@@ -634,6 +634,64 @@ def test_dlpack_without_copies():
     np.testing.assert_array_equal(m, [1, 2, 3])
 
 
+class Bf16Producer:
+    """A DLPack producer of a bfloat16 tensor (type code kDLBfloat), which NumPy's own
+    from_dlpack refuses: the DLPack C structures written out here with ctypes over the
+    bits of an ml_dtypes array (its memory stays the producer's)."""
+
+    def __init__(self, values, stride: int = 1, device: int = 1):
+        import ctypes
+
+        self.bits = np.asarray(values, ml_dtypes.bfloat16)
+        self.n = self.bits.size // stride
+        self.shape = (ctypes.c_int64 * 1)(self.n)
+        self.strides = (ctypes.c_int64 * 1)(stride)
+
+        class Tensor(ctypes.Structure):
+            _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int),
+                        ("device_id", ctypes.c_int), ("ndim", ctypes.c_int),
+                        ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                        ("lanes", ctypes.c_uint16), ("shape", ctypes.c_void_p),
+                        ("strides", ctypes.c_void_p), ("byte_offset", ctypes.c_uint64),
+                        ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+        self.tensor = Tensor(self.bits.ctypes.data, device, 0, 1, 4, 16, 1,
+                             ctypes.addressof(self.shape), ctypes.addressof(self.strides), 0,
+                             None, None)
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p,
+                                                        ctypes.c_void_p]
+        self._new = new
+
+    def __dlpack__(self, *args, **kwargs):
+        import ctypes
+        return self._new(ctypes.addressof(self.tensor), b"dltensor", None)
+
+    def __dlpack_device__(self):
+        return (self.tensor.device_type, 0)
+
+
+def test_dlpack_bfloat16_without_copies():
+    """bf16 tensors of other libraries (torch.bfloat16) pass without a copy, although
+    NumPy's from_dlpack has no bfloat16 (ttlc.runtime.dlpack reads the DLPack structure)."""
+    double = compile_for_target(DOUBLE_1D.replace("f32", "bf16"))["double"]
+    x = Bf16Producer([1.0, 2.5, -3.0, 4.0])
+    double(x, grid=(1,))
+    np.testing.assert_array_equal(x.bits.astype(np.float32), [2.0, 5.0, -6.0, 8.0])
+    y = Bf16Producer([1.0, 9.0, 2.0, 9.0, 3.0, 9.0], stride=2)  # every other element
+    double(y, grid=(1,))
+    np.testing.assert_array_equal(y.bits.astype(np.float32), [2.0, 9.0, 4.0, 9.0, 6.0, 9.0])
+    with pytest.raises(TypeError, match="not the CPU"):
+        double(Bf16Producer([1.0], device=2), grid=(1,))
+
+
+def test_torch_bfloat16_without_copies():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (the bench extra)")
+    double = compile_for_target(DOUBLE_1D.replace("f32", "bf16"))["double"]
+    x = torch.tensor([1.0, 2.5, -3.0], dtype=torch.bfloat16)
+    double(x, grid=(1,))
+    assert x.tolist() == [2.0, 5.0, -6.0]
+
+
 def test_zero_d_memref():
     k = compile_for_target("""func @k(%a: memref<f32>) {
         %v = load %a[] : f32

@@ -170,7 +170,20 @@ def _data_address(producer: Any, address: int):
                 return data_ptr
         except Exception:  # not the method this expects: take the DLPack view
             pass
-    return lambda: np.from_dlpack(producer).ctypes.data
+    return lambda: _from_dlpack(producer).ctypes.data
+
+
+def _from_dlpack(x: Any) -> np.ndarray:
+    """NumPy's view of a DLPack producer, or ttlc's own (``runtime.dlpack``) for the types
+    NumPy does not take (bfloat16)."""
+    try:
+        return np.from_dlpack(x)
+    except Exception as first:  # exporter-specific failures (device arrays, types, ...)
+        from . import dlpack
+        try:
+            return dlpack.view(x)
+        except Exception as e:
+            raise TypeError(f"{first}; {e}") from None
 
 
 def as_array(x: Any, what: str) -> np.ndarray:
@@ -179,8 +192,8 @@ def as_array(x: Any, what: str) -> np.ndarray:
         return x
     if hasattr(x, "__dlpack__"):
         try:
-            arr = np.from_dlpack(x)
-        except Exception as e:  # exporter-specific failures (device arrays, ...)
+            arr = _from_dlpack(x)
+        except TypeError as e:
             raise TypeError(f"{what}: cannot view the DLPack array on the CPU without a copy "
                             f"({e})") from None
         if not isinstance(arr, np.ndarray):  # pragma: no cover - defensive
