@@ -692,6 +692,37 @@ def test_torch_bfloat16_without_copies():
     assert x.tolist() == [2.0, 5.0, -6.0]
 
 
+ROW_MAJOR_GEMM = """
+func @gemm(%A: memref<f32x?x?x?>, %B: memref<f32x?x?x?>, %C: memref<f32x?x?x?>) {
+    %k = group_id.x : index
+    %m = size %A[0] : index
+    %n = size %B[1] : index
+    %l = size %A[1] : index
+    %a = subview %A[0:%m,0:%l,%k] : memref<f32x?x?,strided<1,?>>
+    %b = subview %B[0:%l,0:%n,%k] : memref<f32x?x?,strided<1,?>>
+    %c = subview %C[0:%m,0:%n,%k] : memref<f32x?x?,strided<1,?>>
+    %one = constant 1.0 : f32
+    %zero = constant 0.0 : f32
+    gemm %one, %a, %b, %zero, %c
+}
+"""
+
+
+def test_row_major_stacks_through_transposed_views():
+    """README "Row-major arrays": C-order stacks are refused with a hint that works, and
+    C = A B row-major is computed as C^T = B^T A^T on the .T views, without copies."""
+    gemm = compile_for_target(ROW_MAJOR_GEMM)["gemm"]
+    rng = np.random.default_rng(0)
+    A = rng.integers(-4, 4, (5, 8, 4)).astype(np.float32)
+    B = rng.integers(-4, 4, (5, 4, 6)).astype(np.float32)
+    C = np.zeros((5, 8, 6), np.float32)
+    with pytest.raises(ValueError, match=r"x\.T views the same memory in column-major order, "
+                                         r"shape \(4, 8, 5\)"):
+        gemm(A, B, C, grid=(5,))
+    gemm(B.T, A.T, C.T, grid=(5,))
+    np.testing.assert_array_equal(C, A @ B)
+
+
 def test_zero_d_memref():
     k = compile_for_target("""func @k(%a: memref<f32>) {
         %v = load %a[] : f32

@@ -246,11 +246,21 @@ def _element_strides(arr: np.ndarray, what: str) -> Tuple[int, ...]:
             if st // item < packed:
                 raise ValueError(f"{what}: the array is not in column-major order (strides "
                                  f"{tuple(s // item for s in arr.strides)} elements for shape "
-                                 f"{arr.shape}); pass np.asfortranarray(x) or a "
-                                 "Fortran-ordered array")
+                                 f"{arr.shape}); {_column_major_hint(arr)}")
             strides.append(st // item)
         packed = strides[-1] * size
     return tuple(strides)
+
+
+def _column_major_hint(arr: np.ndarray) -> str:
+    """What to pass instead of an array that is not column-major: its transpose when that
+    is (a row-major array: the same memory, no copy), else a column-major copy."""
+    if arr.T.flags.f_contiguous or list(arr.strides) == sorted(arr.strides, reverse=True):
+        return (f"x.T views the same memory in column-major order, shape "
+                f"{tuple(reversed(arr.shape))}, with no copy (a row-major stack of matrices "
+                "is the column-major stack of their transposes: compute C^T = B^T A^T, "
+                "README 'Row-major arrays'); np.asfortranarray(x) makes a column-major copy")
+    return "pass np.asfortranarray(x), a column-major copy"
 
 
 def _check_attrs(address: int, shape, stride, attrs: dict, what: str) -> None:
