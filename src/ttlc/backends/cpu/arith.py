@@ -83,18 +83,15 @@ def _int_divrem(cg: FunctionCodegen, op: str, a, c, bits: int):
     return b.select(is_zero, zero, q)
 
 
+#: binary instructions that are one LLVM instruction: the IRBuilder method, by operand kind
+_FLOAT_INSTRUCTIONS = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv", "rem": "frem"}
+_INT_INSTRUCTIONS = {"add": "add", "sub": "sub", "mul": "mul", "and": "and_", "or": "or_",
+                     "xor": "xor"}
+
+
 def _float_binary(cg: FunctionCodegen, op: str, a, c):
-    b = cg.b
-    if op == "add":
-        return b.fadd(a, c)
-    if op == "sub":
-        return b.fsub(a, c)
-    if op == "mul":
-        return b.fmul(a, c)
-    if op == "div":
-        return b.fdiv(a, c)
-    if op == "rem":
-        return b.frem(a, c)
+    if op in _FLOAT_INSTRUCTIONS:
+        return getattr(cg.b, _FLOAT_INSTRUCTIONS[op])(a, c)
     if op in ("max", "min"):
         return cg.intrinsic("llvm.maxnum" if op == "max" else "llvm.minnum", a.type, [a, c], [a.type])
     raise AssertionError(op)
@@ -141,12 +138,8 @@ def binary(cg: FunctionCodegen, op: str, t: Type, a, c):
     b = cg.b
     if isinstance(t, BoolType) or (isinstance(t, ScalarType) and t.is_int):
         bits = 1 if isinstance(t, BoolType) else t.bits
-        if op == "add":
-            return b.add(a, c)
-        if op == "sub":
-            return b.sub(a, c)
-        if op == "mul":
-            return b.mul(a, c)
+        if op in _INT_INSTRUCTIONS:
+            return getattr(b, _INT_INSTRUCTIONS[op])(a, c)
         if op in ("div", "rem"):
             return _int_divrem(cg, op, a, c, bits)
         if op == "max":
@@ -156,12 +149,6 @@ def binary(cg: FunctionCodegen, op: str, t: Type, a, c):
         if op in ("shl", "shr"):
             amount = b.and_(c, cg.const_like(c, c.type.element if is_vec(c) else c.type, bits - 1))
             return b.shl(a, amount) if op == "shl" else b.ashr(a, amount)
-        if op == "and":
-            return b.and_(a, c)
-        if op == "or":
-            return b.or_(a, c)
-        if op == "xor":
-            return b.xor(a, c)
         raise AssertionError(op)
     assert isinstance(t, ScalarType)
     if t.is_complex:

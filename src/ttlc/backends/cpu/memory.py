@@ -394,17 +394,23 @@ def atomic_update(cg: FunctionCodegen, op: str, t: ScalarType, p, v, ordering: s
     return old_v
 
 
-def emit_atomic_update(cg: FunctionCodegen, inst: Instruction):
+def _atomic_pointers(cg: FunctionCodegen, inst: Instruction, writes: bool):
+    """(element type, pointers (per lane where they vary)) of an atomic instruction's
+    access, checked in checked code; a write is noted for the read-only check."""
     m = cg.get(inst.slots["tensor"])
-    t = m.type.element
     index = _index_list(cg, inst)
-    _note_write(cg, inst)
+    if writes:
+        _note_write(cg, inst)
     if cg.checked:
         _check_access(cg, m, index)
+    return m.type.element, _gep(cg, m.type.element, m.ptr, _offset(cg, m, index))
+
+
+def emit_atomic_update(cg: FunctionCodegen, inst: Instruction):
+    t, ptrs = _atomic_pointers(cg, inst, writes=True)
     value = cg.get(inst.slots["value"])
     op = inst.opcode[len("atomic_"):]
     ordering = _ordering(inst)
-    ptrs = _gep(cg, t, m.ptr, _offset(cg, m, index))
     if not cg.spmd:
         return atomic_update(cg, op, t, ptrs, value, ordering)
 
@@ -426,13 +432,8 @@ def _atomic_load_scalar(cg: FunctionCodegen, t: ScalarType, p, ordering: str):
 
 
 def emit_atomic_load(cg: FunctionCodegen, inst: Instruction):
-    m = cg.get(inst.slots["tensor"])
-    t = m.type.element
-    index = _index_list(cg, inst)
-    if cg.checked:
-        _check_access(cg, m, index)
+    t, ptrs = _atomic_pointers(cg, inst, writes=False)
     ordering = _ordering(inst)
-    ptrs = _gep(cg, t, m.ptr, _offset(cg, m, index))
     if not is_vec(ptrs):
         return _atomic_load_scalar(cg, t, ptrs, ordering)
     out = lane_loop(cg, cg.mask, lambda lane: parts(_atomic_load_scalar(
@@ -448,15 +449,9 @@ def _store_atomic(b: ir.IRBuilder, value, ptr, ordering: str, align: int) -> Non
 
 
 def emit_atomic_store(cg: FunctionCodegen, inst: Instruction):
-    m = cg.get(inst.slots["tensor"])
-    t = m.type.element
-    index = _index_list(cg, inst)
-    _note_write(cg, inst)
-    if cg.checked:
-        _check_access(cg, m, index)
+    t, ptrs = _atomic_pointers(cg, inst, writes=True)
     ordering = _ordering(inst)
     value = cg.get(inst.slots["value"])
-    ptrs = _gep(cg, t, m.ptr, _offset(cg, m, index))
     b = cg.b
 
     def store(p, v):
