@@ -3,9 +3,9 @@
 Every fenced ```ttl block of docs/language-guide.md, docs/tutorial.md and docs/api.md is a
 complete program that ``ttlc.check`` accepts.  A ```ttl-invalid block is a program the
 text calls wrong: its first line is ``; error: MESSAGE`` and ``ttlc.check`` must reject it
-with a diagnostic containing MESSAGE.  Every ```python block of docs/tutorial.md runs, in
-order, in one namespace (later steps may use earlier ones) and asserts its own results
-against NumPy; the programs it shows in ```ttl blocks are the ones it runs.
+with a diagnostic containing MESSAGE.  The ```python blocks of docs/tutorial.md, and those
+of docs/api.md, run in order, each page in one namespace (later steps may use earlier
+ones), and assert their own results against NumPy; the programs it shows in ```ttl blocks are the ones it runs.
 """
 from __future__ import annotations
 
@@ -62,9 +62,10 @@ def test_invalid_program(program):
     assert expected in str(info.value), str(info.value)
 
 
-def test_tutorial_python_runs():
-    namespace: dict = {"__name__": "tutorial"}
-    for param in blocks("tutorial.md", "python"):
+@pytest.mark.parametrize("page", ["tutorial.md", "api.md"])
+def test_python_runs(page):
+    namespace: dict = {"__name__": page}
+    for param in blocks(page, "python"):
         code, = param.values
         exec(compile(code, param.id, "exec"), namespace)
 
