@@ -153,16 +153,45 @@ func @b(%y: memref<f64x4>) attributes{subgroup_size=32, work_group_size=[32,1]} 
     assert "define spir_kernel void @a" in ir and "define spir_kernel void @b" in ir
 
 
-def test_unsupported_instruction_names_it_and_the_target():
-    text = """func @k(%x: memref<f32x4>) attributes{subgroup_size=16, work_group_size=[16,1]} {
+ATOMICS = """func @k(%x: memref<f32x4>, %n: memref<i64x4>)
+        attributes{subgroup_size=16, work_group_size=[16,1]} {
+    %c0 = constant 0 : index
     %one = constant 1.0 : f32
-    %s = alloca : memref<f32,local>
-    sum.atomic %one, %x, %one, %s
+    %two = constant 2 : i64
+    %old = atomic_max %two, %n[%c0] : i64
+    parallel {
+        %p = atomic_add %one, %x[%c0] : f32
+        %q = atomic_load.acquire %x[%c0] : f32
+        %r = add %p, %q : f32
+        atomic_store.release %r, %x[%c0]
+    }
+}
+"""
+
+
+def test_atomics_per_work_item_and_once_per_work_group():
+    mlir = emit(ATOMICS)
+    assert "llvm.atomicrmw fadd" in mlir and "llvm.atomicrmw max" in mlir
+    # the collective update is made by work-item (0, 0) alone
+    collective = mlir[:mlir.index("llvm.atomicrmw max")]
+    assert "scf.if" in collective and "xevm.local_id.y" in collective
+    ir = validate(mlir)
+    assert "atomicrmw fadd ptr addrspace(1)" in ir and "load atomic float" in ir
+    assert "store atomic float" in ir and " release" in ir
+
+
+def test_unsupported_instruction_names_it_and_the_target():
+    text = """func @k(%x: memref<i16x4>) attributes{subgroup_size=16, work_group_size=[16,1]} {
+    %c0 = constant 0 : index
+    %one = constant 1 : i16
+    parallel {
+        %p = atomic_add %one, %x[%c0] : i16
+    }
 }
 """
     with pytest.raises(ttlc.CompileError) as e:
         emit(text)
-    assert "not supported on target xevm (pvc) yet: atomic_add" in str(e.value)
+    assert "not supported on target xevm (pvc) yet: atomic_add: atomics on i16" in str(e.value)
 
 
 def test_cli_writes_the_module(tmp_path):
@@ -218,6 +247,6 @@ def test_generated_programs_emit_valid_modules(first):
     outcomes = [outcome(generate(seed).text) for seed in seeds]
     for o in outcomes:
         assert o == "valid" or "target xevm" in o or "target pvc" in o, o
-    # complex numbers, subgroup sizes below 16, atomics and the 2-D block IO pvc keeps
-    # whole are refused so far; the rest is emitted
-    assert outcomes.count("valid") >= 0.05 * len(seeds), outcomes.count("valid")
+    # complex numbers, subgroup sizes below 16 and the 2-D block IO pvc keeps whole are
+    # refused so far (41 of the first 200 seeds are emitted)
+    assert outcomes.count("valid") >= 0.1 * len(seeds), outcomes.count("valid")

@@ -70,7 +70,9 @@ def emit_if(k: Kernel, inst: Instruction):
 
 
 def emit_parallel(k: Kernel, inst: Instruction):
+    k.spmd += 1
     k.emit_region(inst.regions[0])
+    k.spmd -= 1
 
 
 def emit_barrier(k: Kernel, inst: Instruction):

@@ -64,6 +64,9 @@ class Kernel:
         self.depth = 3
         self.n = 0
         self.current: Optional[Instruction] = None
+        #: depth of SPMD regions (parallel) around the instruction: 0 in collective code
+        self.spmd = 0
+        self._used: Optional[set] = None
 
     # ---- types -------------------------------------------------------------------------------
     def type(self, t: Type) -> str:
@@ -180,6 +183,12 @@ class Kernel:
         return x if t == "i64" else self.op(f"arith.extsi {x} : {t} to i64")
 
     # ---- values and the walk -----------------------------------------------------------------
+    def used(self) -> set:
+        """The values some instruction of the function uses (computed once)."""
+        if self._used is None:
+            self._used = {v for i in self.func.body.walk() for v in i.operands}
+        return self._used
+
     def get(self, v: Value):
         return self.values[v]
 

@@ -62,6 +62,57 @@ def emit_store(k: Kernel, inst: Instruction):
            f"{k.pointer(m.type)}")
 
 
+# ---- atomics ----------------------------------------------------------------------------------
+_ORDER = {"relaxed": "monotonic", "acquire": "acquire", "release": "release",
+          "acquire_release": "acq_rel", "sequentially_consistent": "seq_cst"}
+
+
+def _atomic(k: Kernel, inst: Instruction):
+    """(pointer, its type, element type, LLVM ordering) of an atomic instruction."""
+    m: MemVal = k.get(inst.slots["tensor"])
+    t = m.type.element
+    if t.is_complex or t.bits < 32:
+        raise Unsupported(inst, f"atomics on {t}")
+    return (address(k, m, inst.slots["index"]), k.pointer(m.type), k.type(t),
+            _ORDER[inst.modifier("semantics")])
+
+
+def emit_atomic_load(k: Kernel, inst: Instruction):
+    ptr, pt, t, order = _atomic(k, inst)
+    return k.op(f"llvm.load {ptr} atomic {order} {{alignment = {int(t[1:]) // 8} : i64}} : "
+                f"{pt} -> {t}")
+
+
+def emit_atomic_store(k: Kernel, inst: Instruction):
+    ptr, pt, t, order = _atomic(k, inst)
+    k.line(f"llvm.store {k.get(inst.slots['value'])}, {ptr} atomic {order} "
+           f"{{alignment = {int(t[1:]) // 8} : i64}} : {t}, {pt}")
+
+
+def emit_atomic_update(k: Kernel, inst: Instruction):
+    """``llvm.atomicrmw`` (integers: add, max, min; floats: fadd, fmax, fmin).  In
+    collective code work-item (0, 0) alone updates, so that the update happens once per
+    work-group, as the language says; its previous value is not given to the others yet
+    (a use of it there is a CompileError)."""
+    ptr, pt, t, order = _atomic(k, inst)
+    op = inst.opcode[len("atomic_"):]
+    kind = op if t.startswith("i") else "f" + op
+    update = f"llvm.atomicrmw {kind} {ptr}, {k.get(inst.slots['value'])} {order} : {pt}, {t}"
+    if k.spmd:
+        return k.op(update)
+    if inst.results and inst.results[0] in k.used():
+        raise Unsupported(inst, "the previous value of an atomic update in collective code")
+    x, y = (k.op(f"xevm.local_id.{d} : i32") for d in "xy")
+    first = k.op(f"arith.cmpi eq, {k.op(f'arith.ori {x}, {y} : i32')}, "
+                 f"{k.op('arith.constant 0 : i32')} : i32")
+    k.line(f"scf.if {first} {{")
+    k.depth += 1
+    k.op(update)
+    k.depth -= 1
+    k.line("}")
+    return k.const(inst.results[0].type, 0) if inst.results else None
+
+
 def emit_alloca(k: Kernel, inst: Instruction):
     t: MemrefType = inst.results[0].type
     if t.space != "local" or DYNAMIC in t.shape or DYNAMIC in t.stride or t.element.is_complex:
@@ -106,6 +157,9 @@ def emit_fuse(k: Kernel, inst: Instruction):
 EMITTERS: Dict[str, Callable] = {
     "load": emit_load,
     "store": emit_store,
+    "atomic_load": emit_atomic_load,
+    "atomic_store": emit_atomic_store,
+    **dict.fromkeys(("atomic_add", "atomic_max", "atomic_min"), emit_atomic_update),
     "alloca": emit_alloca,
     "associated": emit_associated,
     "size": emit_size,
