@@ -60,12 +60,12 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/cpu.py
 	$(PY) benchmarks/suite.py $(BENCH_ARGS)
 
-# The GPU targets' validators (spirv-val, iree-opt, tileiras): extras of pyproject.toml,
+# The GPU targets' validators (spirv-val, iree-opt, tileiras, mlir-opt): extras of pyproject.toml,
 # which .ci/run installs too; their tests skip with a reason without them
 GPU_TOOLS_STAMP := $(VENV)/.gpu-tools-installed
 
 $(GPU_TOOLS_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e '.[test,spirv,iree,tile]'
+	$(PY) -m pip install --quiet -e '.[test,spirv,iree,tile,xevm]'
 	touch $(GPU_TOOLS_STAMP)
 
 # The long counts that make test samples: front-end fuzzing, thousands of differential
@@ -73,7 +73,8 @@ $(GPU_TOOLS_STAMP): $(STAMP)
 # spirv-val over the SPIR-V of 2,000 generated programs, the iree-vector export of 1000
 # generated programs through iree-opt, 1000 faulty launches reported alike by checked
 # interp and cpu, and target cuda-tile (NVIDIA's tools, the Tile IR interpreter) over
-# 500 generated programs
+# 500 generated programs, and upstream mlir-opt/mlir-translate over the xevm modules of
+# 1,000 generated programs
 fuzz: $(GPU_TOOLS_STAMP)
 	$(PY) fuzz/fuzz_frontend.py --inputs 100000
 	$(PY) fuzz/fuzz_differential.py --programs 3000
@@ -83,6 +84,7 @@ fuzz: $(GPU_TOOLS_STAMP)
 	TTLC_FAULT_SEEDS=1000 $(PY) -m pytest -q -n auto tests/python/test_differential.py -k faulty
 	TTLC_TILE_SEEDS=500 $(PY) -m pytest -q -s tests/python/test_tile_backend.py -k corpus_counts
 	TTLC_TILE_SEEDS=500 $(PY) -m pytest -q -n auto tests/python/test_tile_backend.py -k corpus_emitted
+	TTLC_XEVM_SEEDS=1000 $(PY) -m pytest -q -n auto tests/python/test_xevm.py -k generated
 
 # The peer corpus lives outside this repository: CONFORMANCE names its runner
 CONFORMANCE ?= ../shared/tools/conformance

@@ -34,7 +34,7 @@ REGISTERED = ", ".join(BACKENDS)
 
 # ---- the registry ---------------------------------------------------------------------------
 def test_registry_lists_the_back_ends():
-    assert {"cpu", "interp", "spirv", "iree-vector", "cuda-tile"} <= set(BACKENDS)
+    assert {"cpu", "interp", "spirv", "iree-vector", "cuda-tile", "xevm"} <= set(BACKENDS)
     cpu, interp = BACKENDS["cpu"], BACKENDS["interp"]
     assert [(s.name, s.binary) for s in cpu.stages] == [
         ("lowered", False), ("llvm", False), ("llvm-opt", False), ("object", True)]

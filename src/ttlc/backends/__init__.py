@@ -119,6 +119,10 @@ BACKENDS: Dict[str, Backend] = {b.name: b for b in (
             "(docs/iree-vector.md)", machine="pvc", module="ttlc.backends.iree.export",
             stages=(Stage("mlir", "MLIR: a func.func per kernel, its coopmatrix values as "
                                   "vectors passed through iree_vector_ext.to_layout"),)),
+    Backend("xevm", "MLIR for Intel GPUs in upstream dialects (gpu, llvm, arith, scf, math, "
+            "xevm; docs/xevm.md)", machine="pvc", module="ttlc.backends.xevm.codegen", stages=(
+                Stage("lowered", "the program after the lower-simt pipeline, as ttlc text"),
+                Stage("mlir", "MLIR: one gpu.module, a gpu.func kernel per function"))),
     Backend("cuda-tile", "NVIDIA CUDA Tile IR: cuda_tile MLIR text and bytecode for tileiras",
             machine="nvidia", module="ttlc.backends.tile.backend", stages=(
                 Stage("tile-text", "the module as cuda_tile MLIR text"),

@@ -16,6 +16,7 @@ from typing import Callable, Dict
 from ...ir.core import Instruction
 from ...ir.ops import ARITH_BINARY, ARITH_UNARY, COMPARISONS, MATH_UNARY
 from ...ir.types import BoolType, CoopMatrixType, ScalarType, Type, element_type
+from ..simt import COOPMATRIX_EMITTERS, each as _each
 from . import cplx
 from .builder import Lit
 from .function import Cplx, Kernel, Unsupported
@@ -191,16 +192,6 @@ def convert(k: Kernel, src: ScalarType, dst: ScalarType, a: int) -> int:
 
 
 # ---- emitters: numbers and coopmatrices alike ---------------------------------------------------
-def _each(k: Kernel, inst: Instruction, fn: Callable[..., int], *slots: str):
-    """fn applied to the operands, component by component for coopmatrices."""
-    vals = [k.get(inst.slots[s]) for s in slots]
-    if isinstance(inst.results[0].type, CoopMatrixType):
-        n = k.components(inst.results[0].type)
-        cols = [v if isinstance(v, list) else [v] * n for v in vals]
-        return [fn(*xs) for xs in zip(*cols)]
-    return fn(*vals)
-
-
 def emit_binary(k: Kernel, inst: Instruction):
     t = inst.slots["a"].type
     t = element_type(t) or t
@@ -229,20 +220,6 @@ def emit_scale(k: Kernel, inst: Instruction):
     return _each(k, inst, lambda a, b: binary(k, "mul", t, a, b), "a", "b")
 
 
-def emit_construct(k: Kernel, inst: Instruction):
-    return [k.get(inst.slots["a"])] * k.components(inst.results[0].type)
-
-
-def emit_extract(k: Kernel, inst: Instruction):
-    return k.get(inst.slots["matrix"])[inst.attrs["index"]]
-
-
-def emit_insert(k: Kernel, inst: Instruction):
-    out = list(k.get(inst.slots["matrix"]))
-    out[inst.attrs["index"]] = k.get(inst.slots["value"])
-    return out
-
-
 EMITTERS: Dict[str, Callable] = {
     "constant": emit_constant,
     **dict.fromkeys(("group_id", "num_groups", "num_subgroups", "subgroup_size", "subgroup_id",
@@ -253,7 +230,5 @@ EMITTERS: Dict[str, Callable] = {
     **dict.fromkeys(COMPARISONS, emit_compare),
     "cast": emit_cast,
     "cooperative_matrix_scale": emit_scale,
-    "cooperative_matrix_construct": emit_construct,
-    "cooperative_matrix_extract": emit_extract,
-    "cooperative_matrix_insert": emit_insert,
+    **COOPMATRIX_EMITTERS,
 }

@@ -21,10 +21,9 @@ from ...ir.layout import layout_of
 from ...ir.core import Function, Instruction, Program, Region, Value
 from ...ir.types import (BoolType, CoopMatrixType, GroupType, MemrefType, ScalarType, Type)
 from ...target import ExecConfig, Target
+from .. import simt
+from ..simt import Unsupported
 from .builder import Enum, Inst, Lit, Module, float_text, opencl_std
-
-class Unsupported(Exception):
-    """What this back end cannot translate yet: (instruction or None, what)."""
 
 
 @dataclass
@@ -279,6 +278,8 @@ class Kernel:
         return self.op("GroupBroadcast", type_id, self.c32(2), phi, origin)
 
     # ---- index arithmetic on static or dynamic sizes --------------------------------------------
+    static = Static
+
     def ival(self, x) -> int:
         """An i64 id for a static (Static) or dynamic (id) index."""
         return self.c64(x.value) if isinstance(x, Static) else x
@@ -323,25 +324,12 @@ class Kernel:
         return self.values[v]
 
     def bind(self, values: Sequence[Value], results) -> None:
-        if len(values) == 1 and not isinstance(results, tuple):
-            results = (results,)
-        for v, r in zip(values, results):
-            self.values[v] = r
+        simt.bind(self, values, results)
 
     # ---- the walk ----------------------------------------------------------------------------
     def emit_region(self, region: Region) -> List[object]:
         """Emit a region's instructions; the values its ``yield`` gives (if any)."""
-        for inst in region.instructions:
-            if inst.opcode == "yield":
-                return [self.get(v) for v in inst.slots["values"]]
-            self.current = inst
-            emit = self.emitters.get(inst.opcode)
-            if emit is None:
-                raise Unsupported(inst, inst.opcode)
-            result = emit(self, inst)
-            if inst.results:
-                self.bind(inst.results, result)
-        return []
+        return simt.emit_region(self, region)
 
     # ---- errors ------------------------------------------------------------------------------
     def error(self, what: str, inst: Optional[Instruction]) -> CompileError:

@@ -17,6 +17,7 @@ from typing import Callable, Dict, List, Optional
 
 from ...ir.core import Instruction
 from ...ir.types import DYNAMIC, MemrefType, ScalarType
+from .. import simt
 from .abi import member
 from .builder import Enum
 from .arith import binary
@@ -200,50 +201,20 @@ def emit_size(k: Kernel, inst: Instruction):
     return k.ival(size)
 
 
-def _static_or(declared, computed):
-    return Static(declared) if declared is not DYNAMIC else computed
-
-
-def _view(inst: Instruction, ptr: int, shape, stride) -> MemVal:
-    """A view's MemVal: static entries of the result type win over computed ones."""
-    rt: MemrefType = inst.results[0].type
-    return MemVal(ptr, [_static_or(d, x) for d, x in zip(rt.shape, shape)],
-                  [_static_or(d, x) for d, x in zip(rt.stride, stride)], rt)
-
-
 def emit_subview(k: Kernel, inst: Instruction):
     m: MemVal = k.get(inst.slots["tensor"])
-    off = Static(0)
-    shape, stride = [], []
-    for mode, (o, size) in enumerate(inst.slots["slices"]):
-        off = k.iadd(off, k.imul(k.index(o), m.stride[mode]))
-        if isinstance(size, int) and size == 0:
-            continue
-        shape.append(k.index(size))
-        stride.append(m.stride[mode])
-    return _view(inst, advance(k, m, off), shape, stride)
+    off, shape, stride = simt.subview(k, m, inst)
+    return MemVal(advance(k, m, off), shape, stride, inst.results[0].type)
 
 
 def emit_expand(k: Kernel, inst: Instruction):
     m: MemVal = k.get(inst.slots["tensor"])
-    mode = inst.attrs["mode"]
-    dims = [k.index(e) for e in inst.slots["shape"]]
-    strides, s = [], m.stride[mode]
-    for d in dims:
-        strides.append(s)
-        s = k.imul(s, d)
-    return _view(inst, m.ptr, m.shape[:mode] + dims + m.shape[mode + 1:],
-                 m.stride[:mode] + strides + m.stride[mode + 1:])
+    return MemVal(m.ptr, *simt.expand(k, m, inst), inst.results[0].type)
 
 
 def emit_fuse(k: Kernel, inst: Instruction):
     m: MemVal = k.get(inst.slots["tensor"])
-    lo, hi = inst.attrs["from"], inst.attrs["to"]
-    size = Static(1)
-    for d in m.shape[lo:hi + 1]:
-        size = k.imul(size, d)
-    return _view(inst, m.ptr, m.shape[:lo] + [size] + m.shape[hi + 1:],
-                 m.stride[:lo + 1] + m.stride[hi + 1:])
+    return MemVal(m.ptr, *simt.fuse(k, m, inst), inst.results[0].type)
 
 
 EMITTERS: Dict[str, Callable] = {

@@ -1,0 +1,120 @@
+"""What the per-work-item GPU back ends (``spirv/``, ``xevm/``) share about the program
+``lower-simt`` leaves them: the walk over regions through an emitter table, the
+coopmatrix as the list of the components a work-item holds, and the memref views, which
+only compute sizes and strides.
+
+A back end's kernel state provides ``values`` (Value -> representation), ``emitters``
+(opcode -> emitter), ``current`` (the instruction being emitted), ``components(t)`` (the
+components of a coopmatrix per work-item), index arithmetic on sizes that are static or
+dynamic (``iadd``, ``imul``, ``index``) and ``static(n)`` (its representation of a
+static size).
+"""
+from __future__ import annotations
+
+from typing import Callable, List, Sequence, Tuple
+
+from ..ir.core import Instruction, Region, Value
+from ..ir.types import DYNAMIC, CoopMatrixType, MemrefType
+
+
+class Unsupported(Exception):
+    """What a back end cannot translate yet: (instruction or None, what)."""
+
+
+def bind(k, values: Sequence[Value], results) -> None:
+    if len(values) == 1 and not isinstance(results, tuple):
+        results = (results,)
+    for v, r in zip(values, results):
+        k.values[v] = r
+
+
+def emit_region(k, region: Region) -> List[object]:
+    """Emit a region's instructions through ``k.emitters``; the values its ``yield``
+    gives (if any)."""
+    for inst in region.instructions:
+        if inst.opcode == "yield":
+            return [k.values[v] for v in inst.slots["values"]]
+        k.current = inst
+        emit = k.emitters.get(inst.opcode)
+        if emit is None:
+            raise Unsupported(inst, "no translation")
+        result = emit(k, inst)
+        if inst.results:
+            bind(k, inst.results, result)
+    return []
+
+
+# ---- coopmatrices: one value per component -----------------------------------------------------
+def each(k, inst: Instruction, fn: Callable, *slots: str):
+    """fn applied to the operands, component by component for coopmatrices (a number
+    operand goes with every component)."""
+    vals = [k.values[inst.slots[s]] for s in slots]
+    if isinstance(inst.results[0].type, CoopMatrixType):
+        n = k.components(inst.results[0].type)
+        cols = [v if isinstance(v, list) else [v] * n for v in vals]
+        return [fn(*xs) for xs in zip(*cols)]
+    return fn(*vals)
+
+
+def emit_construct(k, inst: Instruction):
+    return [k.values[inst.slots["a"]]] * k.components(inst.results[0].type)
+
+
+def emit_extract(k, inst: Instruction):
+    return k.values[inst.slots["matrix"]][inst.attrs["index"]]
+
+
+def emit_insert(k, inst: Instruction):
+    out = list(k.values[inst.slots["matrix"]])
+    out[inst.attrs["index"]] = k.values[inst.slots["value"]]
+    return out
+
+
+COOPMATRIX_EMITTERS = {"cooperative_matrix_construct": emit_construct,
+                       "cooperative_matrix_extract": emit_extract,
+                       "cooperative_matrix_insert": emit_insert}
+
+
+# ---- memref views: sizes and strides ---------------------------------------------------------
+def view_dims(k, inst: Instruction, shape, stride) -> Tuple[list, list]:
+    """A view's sizes and strides: static entries of the result type win over computed
+    ones."""
+    rt: MemrefType = inst.results[0].type
+    pick = lambda d, x: k.static(d) if d is not DYNAMIC else x  # noqa: E731
+    return ([pick(d, x) for d, x in zip(rt.shape, shape)],
+            [pick(d, x) for d, x in zip(rt.stride, stride)])
+
+
+def subview(k, m, inst: Instruction):
+    """(offset of the first element, sizes, strides) of a subview of memref m."""
+    off = k.static(0)
+    shape, stride = [], []
+    for mode, (o, size) in enumerate(inst.slots["slices"]):
+        off = k.iadd(off, k.imul(k.index(o), m.stride[mode]))
+        if isinstance(size, int) and size == 0:
+            continue
+        shape.append(k.index(size))
+        stride.append(m.stride[mode])
+    return (off, *view_dims(k, inst, shape, stride))
+
+
+def expand(k, m, inst: Instruction):
+    """(sizes, strides) of an expand of memref m."""
+    mode = inst.attrs["mode"]
+    dims = [k.index(e) for e in inst.slots["shape"]]
+    strides, s = [], m.stride[mode]
+    for d in dims:
+        strides.append(s)
+        s = k.imul(s, d)
+    return view_dims(k, inst, m.shape[:mode] + dims + m.shape[mode + 1:],
+                     m.stride[:mode] + strides + m.stride[mode + 1:])
+
+
+def fuse(k, m, inst: Instruction):
+    """(sizes, strides) of a fuse of memref m."""
+    lo, hi = inst.attrs["from"], inst.attrs["to"]
+    size = k.static(1)
+    for d in m.shape[lo:hi + 1]:
+        size = k.imul(size, d)
+    return view_dims(k, inst, m.shape[:lo] + [size] + m.shape[hi + 1:],
+                     m.stride[:lo + 1] + m.stride[hi + 1:])
