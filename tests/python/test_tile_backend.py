@@ -227,6 +227,79 @@ func @k(%n: i32, %x: f32, %A: memref<f32x?x?>, %B: memref<f32x?x?>) {
         yield (%t)
     }
 }""",
+    "spmd_divergent": """
+func @k(%A: memref<f32x?>, %B: memref<i32x?>) attributes{subgroup_size=16, work_group_size=[32,3]} {
+    parallel {
+        %l = subgroup_local_id : i32
+        %sx = subgroup_id.x : i32
+        %sy = subgroup_id.y : i32
+        %lin = subgroup_linear_id : i32
+        %li = cast %lin : index
+        %c16 = constant 16 : index
+        %li2 = mul %li, %c16 : index
+        %ll = cast %l : index
+        %i = add %li2, %ll : index
+        %n = size %A[0] : index
+        %c = less_than %i, %n : bool
+        %v = if %c -> (f32) {
+            %x = load %A[%i] : f32
+            %two = constant 2.0 : f32
+            %y = mul %x, %two : f32
+            store %y, %A[%i]
+            yield (%y)
+        } else {
+            %z = constant -1.0 : f32
+            yield (%z)
+        }
+        %m = size %B[0] : index
+        %t = add %sx, %sy : i32
+        %u = cast %v : i32
+        %w = add %t, %u : i32
+        %in = less_than %i, %m : bool
+        if %in {
+            %one = constant 1 : i32
+            %e = and %l, %one : i32
+            %odd = equal %e, %sx : bool
+            if %odd {
+                store %w, %B[%i]
+            }
+        }
+    }
+}""",
+    "spmd_loop": """
+func @k(%A: memref<f64x?x?>, %x: memref<f64x?>, %y: memref<f64x?>)
+        attributes{subgroup_size=16, work_group_size=[16,2]} {
+    %g = group_id.x : index
+    %m = size %A[0] : index
+    %n = size %A[1] : index
+    parallel {
+        %c0 = constant 0 : index
+        %c1 = constant 1 : index
+        %zero = constant 0.0 : f64
+        %sy = subgroup_id.y : i32
+        %c4 = constant 4 : i32
+        %s16 = shl %sy, %c4 : i32
+        %l = subgroup_local_id : i32
+        %r3 = or %s16, %l : i32
+        %r = cast %r3 : index
+        %inside = less_than %r, %m : bool
+        %s = for %j = %c0, %n init(%acc = %zero) -> (f64) {
+            %next = if %inside -> (f64) {
+                %a = load %A[%r, %j] : f64
+                %b = load %x[%j] : f64
+                %p = mul %a, %b : f64
+                %q = add %acc, %p : f64
+                yield (%q)
+            } else {
+                yield (%acc)
+            }
+            yield (%next)
+        }
+        if %inside {
+            store %s, %y[%r]
+        }
+    }
+}""",
 }
 
 
@@ -354,7 +427,8 @@ def test_opcodes_match_nvidia_registry():
      " sum.atomic %a, %A, %z, %b\n}", "sum"),
     ("func @k(%a: i16, %A: memref<i16x8>) {\n axpby.atomic %a, %A, %a, %A\n}", "axpby"),
     ("func @k(%a: i32, %A: memref<i32x8x8>) {\n gemm %a, %A, %A, %a, %A\n}", "gemm"),
-    ("func @k(%A: memref<f32x8>) {\n parallel {\n }\n}", "parallel"),
+    ("func @k(%A: memref<f32x8>) attributes{subgroup_size=16, work_group_size=[16,1]} {\n"
+     " parallel {\n %c = constant 1.0 : f32\n %s = subgroup_reduce_add %c : f32\n }\n}", "subgroup_reduce_add"),
 ])
 def test_outside_the_class_is_a_compile_error(text, instruction):
     with pytest.raises(ttlc.CompileError) as e:

@@ -14,11 +14,11 @@ from ...diagnostics import CompileError, error
 from ...ir.core import Location, Program
 from ...ir.ops import compose_tables
 from ...target import ExecConfig, Target, get_target
-from . import blas, bytecode, scalar, text
+from . import blas, bytecode, scalar, spmd, text
 from .tir import Module
 from .translate import TARGET, Translator
 
-RULES = compose_tables(scalar.RULES, blas.RULES)
+RULES = compose_tables(scalar.RULES, blas.RULES, spmd.RULES)
 
 
 def translate(program: Program, machine: Optional[Target] = None) -> Module:

@@ -109,6 +109,10 @@ class Translator:
         #: the values of the last ``yield`` translated
         self.yielded: List[Value] = []
         self.b = Builder(Block())
+        #: in an SPMD region, the tile extent of the work-items (the work-group's size
+        #: rounded up to a power of two; 0 outside) and which of them run (None: all)
+        self.lanes = 0
+        self.active: Optional[Value] = None
 
     # ---- small builders --------------------------------------------------------------
     def const(self, element: str, value, shape: Sequence[int] = ()) -> Value:
@@ -119,7 +123,17 @@ class Translator:
         return self.const("i64", x) if isinstance(x, int) else x
 
     def binary(self, name: str, a: Value, b: Value, **attrs) -> Value:
+        a, b = self.matched(a, b)
         return self.b.one(name, a.type, lhs=a, rhs=b, **attrs)
+
+    def matched(self, *vs: Value) -> List[Value]:
+        """Operands of one shape: a work-item tile's, rank-0 ones broadcast to it."""
+        shape = max((v.type.shape for v in vs), key=len)
+        return [self.splat(v, shape) if v.type.shape != shape else v for v in vs]
+
+    def per_lane(self, v: Value) -> Value:
+        """`v` as a tile of the SPMD region's work-items."""
+        return self.splat(v, (self.lanes,)) if not v.type.shape else v
 
     def arith(self, op: str, a: Value, b: Value) -> Value:
         """``add`` or ``mul`` of two tiles of any number type (integers wrap around)."""
@@ -128,6 +142,7 @@ class Translator:
     def compare(self, predicate: str, a: Value, b: Value) -> Value:
         """A comparison (``ENUMS["predicate"]``) of two number tiles, as the language
         compares: integers signed, floats ordered except ``not_equal`` (true with NaN)."""
+        a, b = self.matched(a, b)
         i1 = Tile(Scalar("i1"), a.type.shape)
         if a.type.element.is_float:
             ordering = "unordered" if predicate == "not_equal" else "ordered"
@@ -278,9 +293,14 @@ class Translator:
         offset: Size = 0
         for i, stride in zip(index, m.strides):
             offset = self.add_index(offset, self.mul_index(i, stride))
+        return self.offset(m.ptr, offset)
+
+    def offset(self, ptr: Value, offset: Size) -> Value:
+        """`ptr` moved by `offset` elements (a tile of pointers if either is one)."""
         if isinstance(offset, int) and offset == 0:
-            return m.ptr
-        return self.b.one("offset", m.ptr.type, ptr=m.ptr, offset=self.i64(offset))
+            return ptr
+        ptr, offset = self.matched(ptr, self.i64(offset))
+        return self.b.one("offset", ptr.type, ptr=ptr, offset=offset)
 
     def element_ptrs(self, m: Memref, exts: Sequence[int], index: Sequence[Value]):
         """The pointers to the elements of tile `index` of `m` and which of them lie in it."""
@@ -315,22 +335,30 @@ class Translator:
                                memory_scope="device", mode=mode)[1]
 
     def load_scalar(self, ptr: Value) -> Value:
+        """The element at `ptr`; in an SPMD region under divergence, or from a tile of
+        pointers, a gather by the work-items that run."""
+        if self.lanes and (ptr.type.shape or self.active is not None):
+            ptr = self.per_lane(ptr)
         element = ptr.type.element.pointee
-        return self.b.op("load_ptr_tko", [Tile(element), TOKEN], source=ptr, token=self.token,
+        return self.b.op("load_ptr_tko", [Tile(element, ptr.type.shape), TOKEN], source=ptr,
+                         mask=self.active if ptr.type.shape else None, token=self.token,
                          memory_ordering_semantics="weak")[0]
 
     def store_scalar(self, ptr: Value, value: Value) -> None:
+        """A store; a scatter by the work-items that run in an SPMD region."""
+        if self.lanes and (ptr.type.shape or value.type.shape or self.active is not None):
+            ptr, value = self.per_lane(ptr), self.per_lane(value)
         self.token = self.b.one("store_ptr_tko", TOKEN, destination=ptr, value=value,
+                                mask=self.active if ptr.type.shape else None,
                                 token=self.token, memory_ordering_semantics="weak")
 
     def member(self, g: Group, index: Size) -> Memref:
         """Member `index` of a group, as a memref."""
         def fetch(array: Value) -> Value:
-            return self.load_scalar(self.b.one("offset", array.type, ptr=array, offset=self.i64(index)))
+            return self.load_scalar(self.offset(array, index))
 
         ptr = self.b.one("int_to_ptr", Tile(Ptr(Scalar(g.element))), source=fetch(g.addresses))
-        if not (isinstance(g.offset, int) and g.offset == 0):
-            ptr = self.b.one("offset", ptr.type, ptr=ptr, offset=self.i64(g.offset))
+        ptr = self.offset(ptr, g.offset)
         return Memref(g.element, ptr, [d if isinstance(d, int) else fetch(d) for d in g.shape],
                       [d if isinstance(d, int) else fetch(d) for d in g.strides])
 
