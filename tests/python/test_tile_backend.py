@@ -300,6 +300,39 @@ func @k(%A: memref<f64x?x?>, %x: memref<f64x?>, %y: memref<f64x?>)
         }
     }
 }""",
+    "spmd_divergent_loop": """
+func @k(%x: memref<i64x?>, %y: memref<i64x?>) attributes{subgroup_size=32, work_group_size=[96,1]} {
+    %n = size %x[0] : index
+    parallel {
+        %s = subgroup_id.x : i32
+        %l = subgroup_local_id : i32
+        %c32 = constant 32 : index
+        %c96 = constant 96 : index
+        %si = cast %s : index
+        %li = cast %l : index
+        %b = mul %si, %c32 : index
+        %w = add %b, %li : index
+        %zero = constant 0 : i64
+        %odd = rem %w, %c32 : index
+        %step = add %odd, %c32 : index
+        %sum = for %j = %w, %n, %step init(%acc = %zero) -> (i64) {
+            %v = load %x[%j] : i64
+            %a = add %acc, %v : i64
+            yield (%a)
+        }
+        %m = size %y[0] : index
+        %in = less_than %w, %m : bool
+        if %in {
+            %c1 = constant 1 : index
+            %t = for %k = %c1, %w init(%p = %sum) -> (i64) {
+                %q = cast %k : i64
+                %r = xor %p, %q : i64
+                yield (%r)
+            }
+            store %t, %y[%w]
+        }
+    }
+}""",
 }
 
 

@@ -10,7 +10,7 @@ from typing import Dict, List
 
 from ...ir.core import Instruction
 from .ops import Ptr, Scalar, Tile
-from .spmd import exec_config, masked_if
+from .spmd import divergent_for, exec_config, masked_if
 from .translate import Group, Memref, Rule, Translator, element_name, registrar, unsupported
 
 RULES: Dict[str, Rule] = {}
@@ -210,16 +210,18 @@ def subview(t: Translator, inst: Instruction) -> None:
 
 @_rule("for")
 def for_loop(t: Translator, inst: Instruction) -> None:
-    """In an SPMD region the bounds must be the same for every work-item, and the values
-    carried are tiles of the work-items."""
+    """In an SPMD region the values carried are tiles of the work-items (and bounds that
+    differ between them make a ``divergent_for``)."""
     lower, upper = t.tile_of(inst.slots["from"]), t.tile_of(inst.slots["to"])
     step = t.tile_of(inst.slots["step"]) if "step" in inst.slots else None
-    if any(v is not None and v.type.shape for v in (lower, upper, step)):
-        raise unsupported(inst, "bounds that differ between work-items are")
     region = inst.regions[0]
     inits = [t.tile_of(v) for v in inst.slots.get("init") or []]
     if t.lanes:
         inits = [t.per_lane(v) for v in inits]
+    if any(v is not None and v.type.shape for v in (lower, upper, step)):
+        for r, v in zip(inst.results, divergent_for(t, inst, lower, upper, step, inits)):
+            t.values[r] = v
+        return
 
     def body(iv, carried) -> List:
         t.values[region.args[0]] = iv

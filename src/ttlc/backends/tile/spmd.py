@@ -14,12 +14,13 @@ work-item, or run under a mask, are gathers and scatters of the running work-ite
 """
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, List, Optional
 
 from ...diagnostics import CompileError
 from ...ir.core import Instruction
 from ...target import ExecConfig
 from .ops import Scalar, Tile
+from .tir import Value
 from .translate import Rule, Translator, element_name, next_pow2, registrar, unsupported
 
 RULES: Dict[str, Rule] = {}
@@ -79,5 +80,35 @@ def masked_if(t: Translator, inst: Instruction) -> None:
     t.active = outer
     for r, a, b in zip(inst.results, *yielded):
         element_name(r.type, inst.loc, "if")
-        a, b = t.per_lane(a), t.per_lane(b)
-        t.values[r] = t.b.one("select", a.type, cond=cond, val_if_true=a, val_if_false=b)
+        t.values[r] = t.select(cond, t.per_lane(a), t.per_lane(b))
+
+
+def divergent_for(t: Translator, inst: Instruction, lower: Value, upper: Value,
+                  step: Optional[Value], inits: List[Value]) -> List[Value]:
+    """A ``for`` whose bounds differ between work-items: work-item w makes ``trips[w] =
+    ceil((upper - lower) / step)`` trips (at least 0; the step is positive, as the
+    language requires), so a Tile IR ``for`` runs the largest count of the running
+    work-items, and trip k runs those with ``k < trips``, keeping the others' values."""
+    element = lower.type.element.name
+    step = step if step is not None else t.const(element, 1)
+    lower, upper, step = (t.per_lane(v) for v in (lower, upper, step))
+    zero = t.const(element, 0)
+    ceil = t.binary("addi", t.binary("subi", upper, lower), t.binary("subi", step, t.const(element, 1)))
+    trips = t.binary("maxi", t.binary("divi", ceil, step, signedness="signed"), zero, signedness="signed")
+    running = trips if t.active is None else t.select(t.active, trips, zero)
+    count = t.along("reduce", running, 0,
+                    lambda a, b: t.binary("maxi", a, b, signedness="signed"), 0)
+    region, outer = inst.regions[0], t.active
+
+    def trip(k: Value, carried: List[Value]) -> List[Value]:
+        k = t.per_lane(k)
+        inside = t.compare("less_than", k, trips)
+        t.active = inside if outer is None else t.binary("andi", outer, inside)
+        t.values[region.args[0]] = t.binary("addi", lower, t.binary("muli", k, step))
+        for arg, v in zip(region.args[1:], carried):
+            t.values[arg] = v
+        t.region(region)
+        out = [t.select(t.active, t.per_lane(v), c) for v, c in zip(t.yielded, carried)]
+        t.active = outer
+        return out
+    return t.loop(count, inits, trip)

@@ -131,6 +131,10 @@ class Translator:
         shape = max((v.type.shape for v in vs), key=len)
         return [self.splat(v, shape) if v.type.shape != shape else v for v in vs]
 
+    def select(self, cond: Value, a: Value, b: Value) -> Value:
+        cond, a, b = self.matched(cond, a, b)
+        return self.b.one("select", a.type, cond=cond, val_if_true=a, val_if_false=b)
+
     def per_lane(self, v: Value) -> Value:
         """`v` as a tile of the SPMD region's work-items."""
         return self.splat(v, (self.lanes,)) if not v.type.shape else v
@@ -188,6 +192,21 @@ class Translator:
             return v
         ones = self.b.one("reshape", Tile(v.type.element, (1,) * len(shape)), source=v)
         return self.b.one("broadcast", Tile(v.type.element, tuple(shape)), source=ones)
+
+    def along(self, name: str, tile: Value, dim: int, combine: Callable[[Value, Value], Value],
+              identity) -> Value:
+        """``reduce`` (or inclusive ``scan``) of `tile` along mode `dim` by `combine`."""
+        element = tile.type.element
+        block = Block([Value(Tile(element)), Value(Tile(element))])
+        outer, self.b.block = self.b.block, block
+        self.b.op("yield", operands=[combine(*block.args)])
+        self.b.block = outer
+        shape = tile.type.shape
+        if name == "reduce":
+            shape = shape[:dim] + shape[dim + 1:]
+        attrs = {"reverse": False} if name == "scan" else {}
+        return self.b.op(name, [Tile(element, shape)], regions=[block], operands=[tile], dim=dim,
+                         identities=[(element.name, identity)], **attrs)[0]
 
     # ---- loops -------------------------------------------------------------------------
     def loop(self, upper: Value, inits: List[Value],
