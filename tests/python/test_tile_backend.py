@@ -333,6 +333,42 @@ func @k(%x: memref<i64x?>, %y: memref<i64x?>) attributes{subgroup_size=32, work_
         }
     }
 }""",
+    "foreach": """
+func @k(%A: memref<f32x?x?>, %B: memref<f32x?x?>) attributes{subgroup_size=32, work_group_size=[32,3]} {
+    %c1 = constant 1 : index
+    %m = size %A[0] : index
+    %n = size %A[1] : index
+    foreach (%i, %j) = (%c1, %c1), (%m, %n) {
+        %x = load %A[%i, %j] : f32
+        %b = load %B[%i, %j] : f32
+        %y = add %x, %b : f32
+        store %y, %B[%i, %j]
+    }
+}""",
+    "foreach_tile": """
+func @k(%A: memref<i32x?x?>, %B: memref<i32x?x?>) attributes{subgroup_size=16, work_group_size=[32,1]} {
+    %m = size %A[0] : index
+    %n = size %A[1] : index
+    %c0 = constant 0 : index
+    foreach_tile (%i, %j) = (%c0, %c0), (%m, %n) as (%ti, %tj) <= (16, 4) {
+        %l = subgroup_local_id : i32
+        %li = cast %l : index
+        %inside = less_than %li, %ti : bool
+        if %inside {
+            %r = add %i, %li : index
+            %c0j = constant 0 : index
+            %last = for %k = %c0j, %tj init(%acc = %l) -> (i32) {
+                %c = add %j, %k : index
+                %x = load %A[%r, %c] : i32
+                %s = add %acc, %x : i32
+                %b = load %B[%r, %c] : i32
+                %u = add %s, %b : i32
+                store %u, %B[%r, %c]
+                yield (%s)
+            }
+        }
+    }
+}""",
 }
 
 

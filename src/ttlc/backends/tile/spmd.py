@@ -35,17 +35,80 @@ def exec_config(t: Translator, inst: Instruction) -> ExecConfig:
         raise unsupported(inst, f"its sizes ({e.diagnostics[0][3]}) are") from None
 
 
-@_rule("parallel")
-def parallel(t: Translator, inst: Instruction) -> None:
+def _work_items(t: Translator, inst: Instruction) -> Value:
+    """Enter an SPMD region: the work-items' tile extent, and which of them exist."""
     x, y = exec_config(t, inst).work_group_size
-    t.lanes, t.active = next_pow2(x * y), None
-    if t.lanes != x * y:
-        t.active = t.compare("less_than", t.b.one("iota", Tile(Scalar("i32"), (t.lanes,))),
-                             t.const("i32", x * y))
+    t.lanes = next_pow2(x * y)
+    return t.compare("less_than", t.b.one("iota", Tile(Scalar("i32"), (t.lanes,))),
+                     t.const("i32", x * y))
+
+
+def _spmd(t: Translator, inst: Instruction, active: Optional[Value]) -> None:
+    """The region of `inst` run by the work-items of mask `active`."""
+    t.active = active
     try:
         t.region(inst.regions[0])
     finally:
-        t.lanes, t.active = 0, None
+        t.active = None
+
+
+@_rule("parallel")
+def parallel(t: Translator, inst: Instruction) -> None:
+    exists = _work_items(t, inst)
+    try:
+        _spmd(t, inst, None if t.lanes == exec_config(t, inst).lanes else exists)
+    finally:
+        t.lanes = 0
+
+
+@_rule("foreach", "foreach_tile")
+def foreach(t: Translator, inst: Instruction) -> None:
+    """A loop over the points (``foreach``: work-item by work-item) or the tiles
+    (``foreach_tile``: subgroup by subgroup) of the iteration space, one of each per
+    work-item or subgroup in a trip; point p is ``from + (p mod extents)`` mode by mode,
+    the first mode fastest, as the reference interpreter numbers them."""
+    config = exec_config(t, inst)
+    exists = _work_items(t, inst)
+    lows = [t.convert(t.tile_of(v), "i64") for v in inst.slots["from"]]
+    highs = [t.convert(t.tile_of(v), "i64") for v in inst.slots["to"]]
+    zero = t.const("i64", 0)
+    tiles = inst.attrs.get("tile_shape") if inst.opcode == "foreach_tile" else [1] * len(lows)
+    counts = []  # points or tiles along each mode
+    for lo, hi, size in zip(lows, highs, tiles):
+        span = t.binary("addi", t.binary("subi", hi, lo), t.const("i64", size - 1))
+        counts.append(t.binary("maxi", t.binary("divi", span, t.const("i64", size), signedness="signed"),
+                               zero, signedness="signed"))
+    total = counts[0]
+    for c in counts[1:]:
+        total = t.binary("muli", total, c)
+    iota = t.convert(t.b.one("iota", Tile(Scalar("i32"), (t.lanes,))), "i64")
+    per_trip = config.lanes if inst.opcode == "foreach" else config.subgroups
+    mine = iota if inst.opcode == "foreach" else t.binary(
+        "divi", iota, t.const("i64", config.subgroup_size), signedness="signed")
+    per = t.const("i64", per_trip)
+    trips = t.binary("divi", t.binary("addi", total, t.const("i64", per_trip - 1)), per,
+                     signedness="signed")
+    region, n = inst.regions[0], len(lows)
+
+    def trip(c: Value, _) -> List[Value]:
+        rest = t.binary("addi", t.binary("muli", c, per), mine)
+        active = t.binary("andi", exists, t.compare("less_than", rest, total))
+        for k in range(n):
+            first = t.binary("addi", lows[k], t.binary(
+                "muli", t.binary("remi", rest, counts[k], signedness="signed"), t.const("i64", tiles[k])))
+            rest = t.binary("divi", rest, counts[k], signedness="signed")
+            element = t.tile_of(inst.slots["from"][k]).type.element.name
+            t.values[region.args[k]] = t.convert(first, element)
+            if inst.opcode == "foreach_tile":
+                size = t.binary("mini", t.const("i64", tiles[k]), t.binary("subi", highs[k], first),
+                                signedness="signed")
+                t.values[region.args[n + k]] = t.convert(size, element)
+        _spmd(t, inst, active)
+        return []
+    try:
+        t.loop(trips, [], trip)
+    finally:
+        t.lanes = 0
 
 
 @_rule("subgroup_local_id", "subgroup_linear_id", "subgroup_id")

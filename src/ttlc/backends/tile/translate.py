@@ -395,6 +395,9 @@ class Translator:
     def entry(self) -> Entry:
         """The entry; its arguments as ``docs/cuda-tile.md`` describes them."""
         args: List[Value] = []
+        if not self.function.name[0].isalpha():  # tileiras rejects such symbols
+            raise error(self.function.loc, f"function @{self.function.name}: names starting "
+                                           f"with a digit are not supported on target {TARGET}")
 
         def dynamic(dims, t: Tile) -> List[Union[int, Value]]:
             out = [d if d is not None else Value(t) for d in dims]
