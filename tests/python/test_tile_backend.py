@@ -369,6 +369,38 @@ func @k(%A: memref<i32x?x?>, %B: memref<i32x?x?>) attributes{subgroup_size=16, w
         }
     }
 }""",
+    "subgroups": """
+func @k(%x: memref<f16x?>, %y: memref<i32x?>, %z: memref<f32x?>) attributes{subgroup_size=16, work_group_size=[32,2]} {
+    %m = size %y[0] : index
+    %c16 = constant 16 : i32
+    %three = constant 3 : i32
+    parallel {
+        %s = subgroup_linear_id : i32
+        %l = subgroup_local_id : i32
+        %b = mul %s, %c16 : i32
+        %w0 = add %b, %l : i32
+        %w = cast %w0 : index
+        %in = less_than %w, %m : bool
+        if %in {
+            %a = load %x[%w] : f16
+            %v = load %y[%w] : i32
+            %r = subgroup_reduce_add %a : f16
+            %mx = subgroup_reduce_max %v : i32
+            %mn = subgroup_inclusive_scan_min %v : i32
+            %sc = subgroup_inclusive_scan_add %a : f16
+            %k = rem %s, %three : i32
+            %bc = subgroup_broadcast %a, %k : f16
+            %f = cast %r : f32
+            %g = cast %sc : f32
+            %h = cast %bc : f32
+            %fg = add %f, %g : f32
+            %fgh = mul %fg, %h : f32
+            store %fgh, %z[%w]
+            %u = sub %mx, %mn : i32
+            store %u, %y[%w]
+        }
+    }
+}""",
 }
 
 
@@ -497,7 +529,8 @@ def test_opcodes_match_nvidia_registry():
     ("func @k(%a: i16, %A: memref<i16x8>) {\n axpby.atomic %a, %A, %a, %A\n}", "axpby"),
     ("func @k(%a: i32, %A: memref<i32x8x8>) {\n gemm %a, %A, %A, %a, %A\n}", "gemm"),
     ("func @k(%A: memref<f32x8>) attributes{subgroup_size=16, work_group_size=[16,1]} {\n"
-     " parallel {\n %c = constant 1.0 : f32\n %s = subgroup_reduce_add %c : f32\n }\n}", "subgroup_reduce_add"),
+     " parallel {\n %c = constant 1.0 : f32\n %s = subgroup_exclusive_scan_add %c : f32\n }\n}",
+     "subgroup_exclusive_scan_add"),
 ])
 def test_outside_the_class_is_a_compile_error(text, instruction):
     with pytest.raises(ttlc.CompileError) as e:

@@ -175,3 +175,64 @@ def divergent_for(t: Translator, inst: Instruction, lower: Value, upper: Value,
         t.active = outer
         return out
     return t.loop(count, inits, trip)
+
+
+_COMBINE = {"add": ("addf", "addi"), "max": ("maxf", "maxi"), "min": ("minf", "mini")}
+
+
+def _identity(op: str, element: Scalar):
+    if op == "add":
+        return 0.0 if element.is_float else 0
+    if element.is_float:
+        return float("-inf") if op == "max" else float("inf")
+    bound = 1 << (element.bits - 1)
+    return -bound if op == "max" else bound - 1
+
+
+def _over_subgroups(t: Translator, inst: Instruction, x: Value, name: str, identity,
+                    scan: bool) -> Value:
+    """The reduction (or inclusive scan) by `name` of per-work-item `x` over each
+    subgroup, in subgroup-local id order, given to its work-items."""
+    size = exec_config(t, inst).subgroup_size
+    element, groups = x.type.element, t.lanes // size
+    signed = {"signedness": "signed"} if name in ("maxi", "mini") else {}
+    grid = t.b.one("reshape", Tile(element, (groups, size)), source=x)
+    out = t.along("scan" if scan else "reduce", grid, 1,
+                  lambda a, b: t.binary(name, a, b, **signed), identity)
+    if not scan:
+        out = t.b.one("broadcast", grid.type,
+                      source=t.b.one("reshape", Tile(element, (groups, 1)), source=out))
+    return t.b.one("reshape", x.type, source=out)
+
+
+@_rule(*(f"subgroup_{k}_{op}" for k in ("inclusive_scan", "reduce") for op in _COMBINE))
+def subgroup_operation(t: Translator, inst: Instruction) -> None:
+    """Formed in the accumulation type (f32 for 16-bit floats); work-items that do not
+    run contribute the identity, as in the reference interpreter."""
+    element = element_name(inst.results[0].type, inst.loc, inst.opcode)
+    if element == "i1":
+        raise unsupported(inst, "bool operands are")
+    kind, op = inst.opcode[len("subgroup_"):].rsplit("_", 1)
+    acc = Scalar("f32" if element in ("f16", "bf16") else element)
+    identity = _identity(op, acc)
+    x = t.convert(t.per_lane(t.tile_of(inst.slots["a"])), acc.name)
+    if t.active is not None:
+        x = t.select(t.active, x, t.const(acc.name, identity))
+    name = _COMBINE[op][0 if acc.is_float else 1]
+    out = _over_subgroups(t, inst, x, name, identity, kind == "inclusive_scan")
+    t.values[inst.results[0]] = t.convert(out, element)
+
+
+@_rule("subgroup_broadcast")
+def subgroup_broadcast(t: Translator, inst: Instruction) -> None:
+    """The sum over the subgroup of the value of work-item `lane` and the identity
+    (-0.0, 0 or false) of every other."""
+    x = t.per_lane(t.tile_of(inst.slots["a"]))
+    element = x.type.element
+    lane = t.convert(t.tile_of(inst.slots["lane"]), "i32")
+    local = t.binary("remi", t.b.one("iota", Tile(Scalar("i32"), (t.lanes,))),
+                     t.const("i32", exec_config(t, inst).subgroup_size), signedness="signed")
+    identity = -0.0 if element.is_float else 0
+    x = t.select(t.compare("equal", local, lane), x, t.const(element.name, identity))
+    name = "addf" if element.is_float else "ori" if element.name == "i1" else "addi"
+    t.values[inst.results[0]] = _over_subgroups(t, inst, x, name, identity, scan=False)
