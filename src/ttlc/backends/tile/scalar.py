@@ -148,9 +148,9 @@ def alloca(t: Translator, inst: Instruction) -> None:
 
 @_rule("lifetime_stop", "barrier")
 def nothing(t: Translator, inst: Instruction) -> None:
-    """Nothing to do: an alloca lives until the end of its block, and in collective code
-    (the only code translated) the tile block's memory operations are already ordered by
-    the token chain, which is all a barrier between collective instructions adds."""
+    """Nothing to do: an alloca lives until the end of its block, and the tile block's
+    memory operations are already ordered by the token chain, each run by all the
+    work-items of an SPMD region together, which is all a barrier adds."""
 
 
 @_rule("size")

@@ -14,7 +14,7 @@ with zeros, and a store of ``alpha * value + beta * C`` masked by the view's bou
 Memory operations are ordered by one chain of tokens, which loops and branches carry.
 
 What this translation does not cover is a ``CompileError`` naming the instruction and the
-target; the tables of ``scalar`` and ``blas`` list what it covers.
+target; the tables of ``scalar``, ``spmd`` and ``blas`` list what it covers.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ MAX_TILE = 64
 DYNAMIC_TILE = 32
 
 Size = Union[int, Value]  # static, or an i64 tile
-#: how an instruction is translated (the tables of ``scalar`` and ``blas``)
+#: how an instruction is translated (the tables of ``scalar``, ``spmd`` and ``blas``)
 Rule = Callable[["Translator", Instruction], None]
 
 
