@@ -359,9 +359,11 @@ class Translator:
         if self.lanes and (ptr.type.shape or self.active is not None):
             ptr = self.per_lane(ptr)
         element = ptr.type.element.pointee
-        return self.b.op("load_ptr_tko", [Tile(element, ptr.type.shape), TOKEN], source=ptr,
-                         mask=self.active if ptr.type.shape else None, token=self.token,
-                         memory_ordering_semantics="weak")[0]
+        value, self.token = self.b.op(  # chained: a later store must not overtake it
+            "load_ptr_tko", [Tile(element, ptr.type.shape), TOKEN], source=ptr,
+            mask=self.active if ptr.type.shape else None, token=self.token,
+            memory_ordering_semantics="weak")
+        return value
 
     def store_scalar(self, ptr: Value, value: Value) -> None:
         """A store; a scatter by the work-items that run in an SPMD region."""
