@@ -227,6 +227,180 @@ func @k(%n: i32, %x: f32, %A: memref<f32x?x?>, %B: memref<f32x?x?>) {
         yield (%t)
     }
 }""",
+    "spmd_divergent": """
+func @k(%A: memref<f32x?>, %B: memref<i32x?>) attributes{subgroup_size=16, work_group_size=[32,3]} {
+    parallel {
+        %l = subgroup_local_id : i32
+        %sx = subgroup_id.x : i32
+        %sy = subgroup_id.y : i32
+        %lin = subgroup_linear_id : i32
+        %li = cast %lin : index
+        %c16 = constant 16 : index
+        %li2 = mul %li, %c16 : index
+        %ll = cast %l : index
+        %i = add %li2, %ll : index
+        %n = size %A[0] : index
+        %c = less_than %i, %n : bool
+        %v = if %c -> (f32) {
+            %x = load %A[%i] : f32
+            %two = constant 2.0 : f32
+            %y = mul %x, %two : f32
+            store %y, %A[%i]
+            yield (%y)
+        } else {
+            %z = constant -1.0 : f32
+            yield (%z)
+        }
+        %m = size %B[0] : index
+        %t = add %sx, %sy : i32
+        %u = cast %v : i32
+        %w = add %t, %u : i32
+        %in = less_than %i, %m : bool
+        if %in {
+            %one = constant 1 : i32
+            %e = and %l, %one : i32
+            %odd = equal %e, %sx : bool
+            if %odd {
+                store %w, %B[%i]
+            }
+        }
+    }
+}""",
+    "spmd_loop": """
+func @k(%A: memref<f64x?x?>, %x: memref<f64x?>, %y: memref<f64x?>)
+        attributes{subgroup_size=16, work_group_size=[16,2]} {
+    %g = group_id.x : index
+    %m = size %A[0] : index
+    %n = size %A[1] : index
+    parallel {
+        %c0 = constant 0 : index
+        %c1 = constant 1 : index
+        %zero = constant 0.0 : f64
+        %sy = subgroup_id.y : i32
+        %c4 = constant 4 : i32
+        %s16 = shl %sy, %c4 : i32
+        %l = subgroup_local_id : i32
+        %r3 = or %s16, %l : i32
+        %r = cast %r3 : index
+        %inside = less_than %r, %m : bool
+        %s = for %j = %c0, %n init(%acc = %zero) -> (f64) {
+            %next = if %inside -> (f64) {
+                %a = load %A[%r, %j] : f64
+                %b = load %x[%j] : f64
+                %p = mul %a, %b : f64
+                %q = add %acc, %p : f64
+                yield (%q)
+            } else {
+                yield (%acc)
+            }
+            yield (%next)
+        }
+        if %inside {
+            store %s, %y[%r]
+        }
+    }
+}""",
+    "spmd_divergent_loop": """
+func @k(%x: memref<i64x?>, %y: memref<i64x?>) attributes{subgroup_size=32, work_group_size=[96,1]} {
+    %n = size %x[0] : index
+    parallel {
+        %s = subgroup_id.x : i32
+        %l = subgroup_local_id : i32
+        %c32 = constant 32 : index
+        %c96 = constant 96 : index
+        %si = cast %s : index
+        %li = cast %l : index
+        %b = mul %si, %c32 : index
+        %w = add %b, %li : index
+        %zero = constant 0 : i64
+        %odd = rem %w, %c32 : index
+        %step = add %odd, %c32 : index
+        %sum = for %j = %w, %n, %step init(%acc = %zero) -> (i64) {
+            %v = load %x[%j] : i64
+            %a = add %acc, %v : i64
+            yield (%a)
+        }
+        %m = size %y[0] : index
+        %in = less_than %w, %m : bool
+        if %in {
+            %c1 = constant 1 : index
+            %t = for %k = %c1, %w init(%p = %sum) -> (i64) {
+                %q = cast %k : i64
+                %r = xor %p, %q : i64
+                yield (%r)
+            }
+            store %t, %y[%w]
+        }
+    }
+}""",
+    "foreach": """
+func @k(%A: memref<f32x?x?>, %B: memref<f32x?x?>) attributes{subgroup_size=32, work_group_size=[32,3]} {
+    %c1 = constant 1 : index
+    %m = size %A[0] : index
+    %n = size %A[1] : index
+    foreach (%i, %j) = (%c1, %c1), (%m, %n) {
+        %x = load %A[%i, %j] : f32
+        %b = load %B[%i, %j] : f32
+        %y = add %x, %b : f32
+        store %y, %B[%i, %j]
+    }
+}""",
+    "foreach_tile": """
+func @k(%A: memref<i32x?x?>, %B: memref<i32x?x?>) attributes{subgroup_size=16, work_group_size=[32,1]} {
+    %m = size %A[0] : index
+    %n = size %A[1] : index
+    %c0 = constant 0 : index
+    foreach_tile (%i, %j) = (%c0, %c0), (%m, %n) as (%ti, %tj) <= (16, 4) {
+        %l = subgroup_local_id : i32
+        %li = cast %l : index
+        %inside = less_than %li, %ti : bool
+        if %inside {
+            %r = add %i, %li : index
+            %c0j = constant 0 : index
+            %last = for %k = %c0j, %tj init(%acc = %l) -> (i32) {
+                %c = add %j, %k : index
+                %x = load %A[%r, %c] : i32
+                %s = add %acc, %x : i32
+                %b = load %B[%r, %c] : i32
+                %u = add %s, %b : i32
+                store %u, %B[%r, %c]
+                yield (%s)
+            }
+        }
+    }
+}""",
+    "subgroups": """
+func @k(%x: memref<f16x?>, %y: memref<i32x?>, %z: memref<f32x?>) attributes{subgroup_size=16, work_group_size=[32,2]} {
+    %m = size %y[0] : index
+    %c16 = constant 16 : i32
+    %three = constant 3 : i32
+    parallel {
+        %s = subgroup_linear_id : i32
+        %l = subgroup_local_id : i32
+        %b = mul %s, %c16 : i32
+        %w0 = add %b, %l : i32
+        %w = cast %w0 : index
+        %in = less_than %w, %m : bool
+        if %in {
+            %a = load %x[%w] : f16
+            %v = load %y[%w] : i32
+            %r = subgroup_reduce_add %a : f16
+            %mx = subgroup_reduce_max %v : i32
+            %mn = subgroup_inclusive_scan_min %v : i32
+            %sc = subgroup_inclusive_scan_add %a : f16
+            %k = rem %s, %three : i32
+            %bc = subgroup_broadcast %a, %k : f16
+            %f = cast %r : f32
+            %g = cast %sc : f32
+            %h = cast %bc : f32
+            %fg = add %f, %g : f32
+            %fgh = mul %fg, %h : f32
+            store %fgh, %z[%w]
+            %u = sub %mx, %mn : i32
+            store %u, %y[%w]
+        }
+    }
+}""",
 }
 
 
@@ -354,7 +528,9 @@ def test_opcodes_match_nvidia_registry():
      " sum.atomic %a, %A, %z, %b\n}", "sum"),
     ("func @k(%a: i16, %A: memref<i16x8>) {\n axpby.atomic %a, %A, %a, %A\n}", "axpby"),
     ("func @k(%a: i32, %A: memref<i32x8x8>) {\n gemm %a, %A, %A, %a, %A\n}", "gemm"),
-    ("func @k(%A: memref<f32x8>) {\n parallel {\n }\n}", "parallel"),
+    ("func @k(%A: memref<f32x8>) attributes{subgroup_size=16, work_group_size=[16,1]} {\n"
+     " parallel {\n %c = constant 1.0 : f32\n %s = subgroup_exclusive_scan_add %c : f32\n }\n}",
+     "subgroup_exclusive_scan_add"),
 ])
 def test_outside_the_class_is_a_compile_error(text, instruction):
     with pytest.raises(ttlc.CompileError) as e:

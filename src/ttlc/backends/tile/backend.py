@@ -3,8 +3,8 @@
 Stages: ``tile-text`` (the module as ``cuda_tile`` MLIR text) and ``tilebc`` (the same
 module as Tile IR bytecode, what ``tileiras`` compiles to a cubin).  The program is
 translated as verified, before any lowering: Tile IR is programmed over whole tiles, so
-the collective instructions stay whole (``translate``, with the rules of ``scalar`` and
-``blas``).
+the collective instructions stay whole, and SPMD regions are run over a tile of the
+work-items (``translate``, with the rules of ``scalar``, ``spmd`` and ``blas``).
 """
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from ...diagnostics import CompileError, error
 from ...ir.core import Location, Program
 from ...ir.ops import compose_tables
 from ...target import ExecConfig, Target, get_target
-from . import blas, bytecode, scalar, text
+from . import blas, bytecode, scalar, spmd, text
 from .tir import Module
 from .translate import TARGET, Translator
 
-RULES = compose_tables(scalar.RULES, blas.RULES)
+RULES = compose_tables(scalar.RULES, blas.RULES, spmd.RULES)
 
 
 def translate(program: Program, machine: Optional[Target] = None) -> Module:

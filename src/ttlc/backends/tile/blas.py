@@ -17,7 +17,7 @@ from ...ir.core import Instruction
 from ...ir.numerics import accumulate_type
 from ...ir.types import SCALAR_TYPES, MemrefType
 from .ops import Scalar, Tile
-from .tir import Block, Value
+from .tir import Value
 from .translate import Memref, Rule, Translator, extent, registrar, unsupported
 
 RULES: Dict[str, Rule] = {}
@@ -33,17 +33,7 @@ def _transposed(inst: Instruction, slot: str) -> bool:
 def _add_along(t: Translator, name: str, tile: Value, dim: int) -> Value:
     """The sums (``reduce``) or the inclusive prefix sums (``scan``) of `tile` along mode
     `dim`."""
-    element = tile.type.element
-    block = Block([Value(Tile(element)), Value(Tile(element))])
-    outer, t.b.block = t.b.block, block
-    t.b.op("yield", operands=[t.arith("add", *block.args)])
-    t.b.block = outer
-    shape = tile.type.shape
-    if name == "reduce":
-        shape = shape[:dim] + shape[dim + 1:]
-    attrs = {"reverse": False} if name == "scan" else {}
-    return t.b.op(name, [Tile(element, shape)], regions=[block], operands=[tile], dim=dim,
-                  identities=[(element.name, 0)], **attrs)[0]
+    return t.along(name, tile, dim, lambda a, b: t.arith("add", a, b), 0)
 
 
 def _reduce_add(t: Translator, tile: Value, dim: int) -> Value:

@@ -148,7 +148,7 @@ class Writer:
             bits = int.from_bytes(scalar_bytes(element, value), "little")
             signed_varint(bits, out)
         else:
-            varint(int(value) % (1 << 64), out)
+            varint(int(value) % (1 << Scalar(element).bits), out)  # the bits of its width
 
     def attr(self, op: Op, kind: str, enum: str, value, out: bytearray) -> None:
         if kind == "enum":

@@ -284,12 +284,13 @@ _op("store_view_tko", 0x66, ("tile", "view", ("index", "many"), ("token", "optio
 _op("load_ptr_tko", 0x3D, ("source", ("mask", "optional"), ("paddingValue", "optional"),
                          ("token", "optional")),
     (Attr("memory_ordering_semantics", "enum", "memory_ordering"),),
-    "{memory_ordering_semantics} {source}(? token={token}?) : {source:type} -> {result:type}",
+    "{memory_ordering_semantics} {source}(?, {mask}?)(?, {paddingValue}?)(? token={token}?) : "
+    "{source:type}(?, {mask:type}?)(?, {paddingValue:type}?) -> {result:type}",
     flags=("memory_scope", "optimization_hints", "mask", "paddingValue", "token"), segmented=True)
 _op("store_ptr_tko", 0x65, ("destination", "value", ("mask", "optional"), ("token", "optional")),
     (Attr("memory_ordering_semantics", "enum", "memory_ordering"),),
-    "{memory_ordering_semantics} {destination}, {value}(? token={token}?) : {destination:type}, "
-    "{value:type} -> {result:type}",
+    "{memory_ordering_semantics} {destination}, {value}(?, {mask}?)(? token={token}?) : "
+    "{destination:type}, {value:type}(?, {mask:type}?) -> {result:type}",
     flags=("memory_scope", "optimization_hints", "mask", "token"), segmented=True)
 _op("atomic_rmw_tko", 0x08, ("pointers", "arg", ("mask", "optional"), ("token", "optional")),
     (Attr("memory_ordering_semantics", "enum", "memory_ordering"),

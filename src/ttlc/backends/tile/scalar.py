@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from ...diagnostics import CompileError
 from ...ir.core import Instruction
 from .ops import Ptr, Scalar, Tile
+from .spmd import divergent_for, exec_config, masked_if
 from .translate import Group, Memref, Rule, Translator, element_name, registrar, unsupported
 
 RULES: Dict[str, Rule] = {}
@@ -102,10 +102,7 @@ def builtin(t: Translator, inst: Instruction) -> None:
 @_rule("subgroup_size", "num_subgroups")
 def sizes(t: Translator, inst: Instruction) -> None:
     """Constants of the function's execution configuration."""
-    try:
-        config = t.config()
-    except CompileError as e:
-        raise unsupported(inst, f"its sizes ({e.diagnostics[0][3]}) are") from None
+    config = exec_config(t, inst)
     if inst.opcode == "subgroup_size":
         value = config.subgroup_size
     else:
@@ -151,9 +148,9 @@ def alloca(t: Translator, inst: Instruction) -> None:
 
 @_rule("lifetime_stop", "barrier")
 def nothing(t: Translator, inst: Instruction) -> None:
-    """Nothing to do: an alloca lives until the end of its block, and in collective code
-    (the only code translated) the tile block's memory operations are already ordered by
-    the token chain, which is all a barrier between collective instructions adds."""
+    """Nothing to do: an alloca lives until the end of its block, and the tile block's
+    memory operations are already ordered by the token chain, each run by all the
+    work-items of an SPMD region together, which is all a barrier adds."""
 
 
 @_rule("size")
@@ -183,6 +180,8 @@ def load(t: Translator, inst: Instruction) -> None:
     src = t.values[inst.slots["tensor"]]
     index = [_index(t, v) for v in inst.slots["index"]]
     if isinstance(src, Group):
+        if t.lanes and (t.active is not None or not isinstance(index[0], int) and index[0].type.shape):
+            raise unsupported(inst, "a group member chosen per work-item or under divergence is")
         t.values[inst.results[0]] = t.member(src, index[0])
     else:
         t.values[inst.results[0]] = t.load_scalar(t.element_ptr(src, index))
@@ -206,25 +205,30 @@ def subview(t: Translator, inst: Instruction) -> None:
         if not (isinstance(size, int) and size == 0):  # size 0: the mode is removed
             shape.append(_index(t, size))
             strides.append(stride)
-    ptr = m.ptr
-    if not (isinstance(offset, int) and offset == 0):
-        ptr = t.b.one("offset", ptr.type, ptr=ptr, offset=t.i64(offset))
-    t.values[inst.results[0]] = Memref(m.element, ptr, shape, strides)
+    t.values[inst.results[0]] = Memref(m.element, t.offset(m.ptr, offset), shape, strides)
 
 
 @_rule("for")
 def for_loop(t: Translator, inst: Instruction) -> None:
+    """In an SPMD region the values carried are tiles of the work-items (and bounds that
+    differ between them make a ``divergent_for``)."""
     lower, upper = t.tile_of(inst.slots["from"]), t.tile_of(inst.slots["to"])
     step = t.tile_of(inst.slots["step"]) if "step" in inst.slots else None
     region = inst.regions[0]
     inits = [t.tile_of(v) for v in inst.slots.get("init") or []]
+    if t.lanes:
+        inits = [t.per_lane(v) for v in inits]
+    if any(v is not None and v.type.shape for v in (lower, upper, step)):
+        for r, v in zip(inst.results, divergent_for(t, inst, lower, upper, step, inits)):
+            t.values[r] = v
+        return
 
     def body(iv, carried) -> List:
         t.values[region.args[0]] = iv
         for arg, v in zip(region.args[1:], carried):
             t.values[arg] = v
         t.region(region)
-        return t.yielded
+        return [t.per_lane(v) for v in t.yielded] if t.lanes else t.yielded
 
     results = t.loop(upper, inits, body, lower=lower, step=step)
     for r, v in zip(inst.results, results):
@@ -233,6 +237,8 @@ def for_loop(t: Translator, inst: Instruction) -> None:
 
 @_rule("if")
 def if_(t: Translator, inst: Instruction) -> None:
+    if t.lanes:
+        return masked_if(t, inst)
     def branch(k):
         def run():
             t.yielded = []

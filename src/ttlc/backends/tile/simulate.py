@@ -311,14 +311,30 @@ def _store_view(f, op, a):
     return [None]
 
 
+def _mask(op: Op, a: list, pointers: np.ndarray) -> np.ndarray:
+    """The elements a gather or scatter touches: its mask operand, else all."""
+    if not op.group("mask"):
+        return np.ones(pointers.shape, bool)
+    return np.asarray(a[[g.name for g in op.spec.operands].index("mask")])  # after fixed ones
+
+
 @_sem("load_ptr_tko")
 def _load_ptr(f, op, a):
-    return [f.memory.read(np.asarray(a[0]), dtype(op.results[0].type)), None]
+    """Masked-off elements are the padding value, or (undefined) zero."""
+    pointers, dt = np.asarray(a[0]), dtype(op.results[0].type)
+    mask = _mask(op, a, pointers)
+    out = np.zeros(pointers.shape, dt)
+    if op.group("paddingValue"):
+        out[...] = a[1 + bool(op.group("mask"))]
+    out[mask] = f.memory.read(pointers[mask], dt)
+    return [out, None]
 
 
 @_sem("store_ptr_tko")
 def _store_ptr(f, op, a):
-    f.memory.write(np.asarray(a[0]), np.asarray(a[1]))
+    pointers, values = np.asarray(a[0]), np.asarray(a[1])
+    mask = _mask(op, a, pointers)
+    f.memory.write(pointers[mask], np.broadcast_to(values, pointers.shape)[mask])
     return [None]
 
 

@@ -14,7 +14,7 @@ with zeros, and a store of ``alpha * value + beta * C`` masked by the view's bou
 Memory operations are ordered by one chain of tokens, which loops and branches carry.
 
 What this translation does not cover is a ``CompileError`` naming the instruction and the
-target; the tables of ``scalar`` and ``blas`` list what it covers.
+target; the tables of ``scalar``, ``spmd`` and ``blas`` list what it covers.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ MAX_TILE = 64
 DYNAMIC_TILE = 32
 
 Size = Union[int, Value]  # static, or an i64 tile
-#: how an instruction is translated (the tables of ``scalar`` and ``blas``)
+#: how an instruction is translated (the tables of ``scalar``, ``spmd`` and ``blas``)
 Rule = Callable[["Translator", Instruction], None]
 
 
@@ -109,6 +109,10 @@ class Translator:
         #: the values of the last ``yield`` translated
         self.yielded: List[Value] = []
         self.b = Builder(Block())
+        #: in an SPMD region, the tile extent of the work-items (the work-group's size
+        #: rounded up to a power of two; 0 outside) and which of them run (None: all)
+        self.lanes = 0
+        self.active: Optional[Value] = None
 
     # ---- small builders --------------------------------------------------------------
     def const(self, element: str, value, shape: Sequence[int] = ()) -> Value:
@@ -119,7 +123,21 @@ class Translator:
         return self.const("i64", x) if isinstance(x, int) else x
 
     def binary(self, name: str, a: Value, b: Value, **attrs) -> Value:
+        a, b = self.matched(a, b)
         return self.b.one(name, a.type, lhs=a, rhs=b, **attrs)
+
+    def matched(self, *vs: Value) -> List[Value]:
+        """Operands of one shape: a work-item tile's, rank-0 ones broadcast to it."""
+        shape = max((v.type.shape for v in vs), key=len)
+        return [self.splat(v, shape) if v.type.shape != shape else v for v in vs]
+
+    def select(self, cond: Value, a: Value, b: Value) -> Value:
+        cond, a, b = self.matched(cond, a, b)
+        return self.b.one("select", a.type, cond=cond, val_if_true=a, val_if_false=b)
+
+    def per_lane(self, v: Value) -> Value:
+        """`v` as a tile of the SPMD region's work-items."""
+        return self.splat(v, (self.lanes,)) if not v.type.shape else v
 
     def arith(self, op: str, a: Value, b: Value) -> Value:
         """``add`` or ``mul`` of two tiles of any number type (integers wrap around)."""
@@ -128,6 +146,7 @@ class Translator:
     def compare(self, predicate: str, a: Value, b: Value) -> Value:
         """A comparison (``ENUMS["predicate"]``) of two number tiles, as the language
         compares: integers signed, floats ordered except ``not_equal`` (true with NaN)."""
+        a, b = self.matched(a, b)
         i1 = Tile(Scalar("i1"), a.type.shape)
         if a.type.element.is_float:
             ordering = "unordered" if predicate == "not_equal" else "ordered"
@@ -173,6 +192,21 @@ class Translator:
             return v
         ones = self.b.one("reshape", Tile(v.type.element, (1,) * len(shape)), source=v)
         return self.b.one("broadcast", Tile(v.type.element, tuple(shape)), source=ones)
+
+    def along(self, name: str, tile: Value, dim: int, combine: Callable[[Value, Value], Value],
+              identity) -> Value:
+        """``reduce`` (or inclusive ``scan``) of `tile` along mode `dim` by `combine`."""
+        element = tile.type.element
+        block = Block([Value(Tile(element)), Value(Tile(element))])
+        outer, self.b.block = self.b.block, block
+        self.b.op("yield", operands=[combine(*block.args)])
+        self.b.block = outer
+        shape = tile.type.shape
+        if name == "reduce":
+            shape = shape[:dim] + shape[dim + 1:]
+        attrs = {"reverse": False} if name == "scan" else {}
+        return self.b.op(name, [Tile(element, shape)], regions=[block], operands=[tile], dim=dim,
+                         identities=[(element.name, identity)], **attrs)[0]
 
     # ---- loops -------------------------------------------------------------------------
     def loop(self, upper: Value, inits: List[Value],
@@ -278,9 +312,14 @@ class Translator:
         offset: Size = 0
         for i, stride in zip(index, m.strides):
             offset = self.add_index(offset, self.mul_index(i, stride))
+        return self.offset(m.ptr, offset)
+
+    def offset(self, ptr: Value, offset: Size) -> Value:
+        """`ptr` moved by `offset` elements (a tile of pointers if either is one)."""
         if isinstance(offset, int) and offset == 0:
-            return m.ptr
-        return self.b.one("offset", m.ptr.type, ptr=m.ptr, offset=self.i64(offset))
+            return ptr
+        ptr, offset = self.matched(ptr, self.i64(offset))
+        return self.b.one("offset", ptr.type, ptr=ptr, offset=offset)
 
     def element_ptrs(self, m: Memref, exts: Sequence[int], index: Sequence[Value]):
         """The pointers to the elements of tile `index` of `m` and which of them lie in it."""
@@ -315,22 +354,32 @@ class Translator:
                                memory_scope="device", mode=mode)[1]
 
     def load_scalar(self, ptr: Value) -> Value:
+        """The element at `ptr`; in an SPMD region under divergence, or from a tile of
+        pointers, a gather by the work-items that run."""
+        if self.lanes and (ptr.type.shape or self.active is not None):
+            ptr = self.per_lane(ptr)
         element = ptr.type.element.pointee
-        return self.b.op("load_ptr_tko", [Tile(element), TOKEN], source=ptr, token=self.token,
-                         memory_ordering_semantics="weak")[0]
+        value, self.token = self.b.op(  # chained: a later store must not overtake it
+            "load_ptr_tko", [Tile(element, ptr.type.shape), TOKEN], source=ptr,
+            mask=self.active if ptr.type.shape else None, token=self.token,
+            memory_ordering_semantics="weak")
+        return value
 
     def store_scalar(self, ptr: Value, value: Value) -> None:
+        """A store; a scatter by the work-items that run in an SPMD region."""
+        if self.lanes and (ptr.type.shape or value.type.shape or self.active is not None):
+            ptr, value = self.per_lane(ptr), self.per_lane(value)
         self.token = self.b.one("store_ptr_tko", TOKEN, destination=ptr, value=value,
+                                mask=self.active if ptr.type.shape else None,
                                 token=self.token, memory_ordering_semantics="weak")
 
     def member(self, g: Group, index: Size) -> Memref:
         """Member `index` of a group, as a memref."""
         def fetch(array: Value) -> Value:
-            return self.load_scalar(self.b.one("offset", array.type, ptr=array, offset=self.i64(index)))
+            return self.load_scalar(self.offset(array, index))
 
         ptr = self.b.one("int_to_ptr", Tile(Ptr(Scalar(g.element))), source=fetch(g.addresses))
-        if not (isinstance(g.offset, int) and g.offset == 0):
-            ptr = self.b.one("offset", ptr.type, ptr=ptr, offset=self.i64(g.offset))
+        ptr = self.offset(ptr, g.offset)
         return Memref(g.element, ptr, [d if isinstance(d, int) else fetch(d) for d in g.shape],
                       [d if isinstance(d, int) else fetch(d) for d in g.strides])
 
@@ -348,6 +397,9 @@ class Translator:
     def entry(self) -> Entry:
         """The entry; its arguments as ``docs/cuda-tile.md`` describes them."""
         args: List[Value] = []
+        if not self.function.name[0].isalpha():  # tileiras rejects such symbols
+            raise error(self.function.loc, f"function @{self.function.name}: names starting "
+                                           f"with a digit are not supported on target {TARGET}")
 
         def dynamic(dims, t: Tile) -> List[Union[int, Value]]:
             out = [d if d is not None else Value(t) for d in dims]
