@@ -236,8 +236,8 @@ def test_checked_mode_is_a_compile_error():
 # ---- generated programs --------------------------------------------------------------------------
 #: generated programs opencl and interp disagree on, and why (docs/opencl.md, "Known
 #: differences"); each still runs, so a fix shows up as an unexpected pass
-KNOWN = {(29, size): "gemm.n.t with a partial tile of rows in a work-group of several subgroups "
-                    "(see test_a_partial_row_tile_of_gemm_in_several_subgroups)" for size in SIZES}
+KNOWN = {(29, size): "gemm in a work-group of several subgroups (see "
+                    "test_gemm_in_a_work_group_of_two_subgroups)" for size in SIZES}
 
 PARTIAL_TILE = """func @g(%A: memref<f32x?x6>, %B: memref<f32x6x5>, %C: memref<f32x?x5>)
         attributes {subgroup_size=16, work_group_size=[LANES,1]} {
@@ -249,10 +249,11 @@ PARTIAL_TILE = """func @g(%A: memref<f32x?x6>, %B: memref<f32x6x5>, %C: memref<f
 
 
 @pytest.mark.parametrize("lanes", [pytest.param(32, marks=pytest.mark.xfail(
-    strict=True, reason="known difference: columns past the first are wrong with two subgroups "
-                        "(cause not found yet; the lower-simt program is right on interp)")), 16])
+    strict=True, reason="known difference: columns past the first of C are wrong with two "
+                        "subgroups when A has a dynamic number of rows, for full and partial "
+                        "tiles alike (cause not found yet; the lower-simt program is right on interp)")), 16])
 @needs_device
-def test_a_partial_row_tile_of_gemm_in_several_subgroups(lanes):
+def test_gemm_in_a_work_group_of_two_subgroups(lanes):
     A = np.asfortranarray(np.arange(30, dtype=np.float32).reshape(5, 6) % 7)
     B = np.asfortranarray(np.arange(30, dtype=np.float32).reshape(6, 5) % 5)
     C = np.zeros((5, 5), np.float32, order="F")
