@@ -65,7 +65,7 @@ bench: $(BENCH_STAMP)
 GPU_TOOLS_STAMP := $(VENV)/.gpu-tools-installed
 
 $(GPU_TOOLS_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e '.[test,spirv,iree,tile,xevm]'
+	$(PY) -m pip install --quiet -e '.[test,spirv,iree,tile,xevm,opencl]'
 	touch $(GPU_TOOLS_STAMP)
 
 # The long counts that make test samples: front-end fuzzing, thousands of differential

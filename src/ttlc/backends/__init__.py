@@ -13,7 +13,8 @@ back ends or importing ``ttlc`` loads none of them.  It provides
   a text stage, ``bytes`` for a binary one,
 
 where ``machine`` is the entry's target description.  Adding a back end is adding its
-folder here (``cpu/``: LLVM through llvmlite; ``spirv/``: SPIR-V modules) and its entry
+folder here (``cpu/``: LLVM through llvmlite; ``spirv/``: SPIR-V modules; ``opencl/``:
+those modules run through PyOpenCL) and its entry
 below; the reference interpreter lives in ``ttlc.interp``, which only this registry imports.
 """
 from __future__ import annotations
@@ -115,6 +116,9 @@ BACKENDS: Dict[str, Backend] = {b.name: b for b in (
                 Stage("lowered", "the program after the lower-simt pipeline, as ttlc text"),
                 Stage("spirv-text", "the SPIR-V module as text (spirv-dis style)"),
                 Stage("spirv", "the SPIR-V module (binary)", binary=True))),
+    Backend("opencl", "target spirv's module run through PyOpenCL on an OpenCL device with "
+            "SPIR-V and subgroups (docs/opencl.md)", machine="opencl",
+            module="ttlc.backends.opencl.module", executes=True, requires=("pyopencl",)),
     Backend("iree-vector", "coopmatrix values as MLIR vectors with IREE nested layouts "
             "(docs/iree-vector.md)", machine="pvc", module="ttlc.backends.iree.export",
             stages=(Stage("mlir", "MLIR: a func.func per kernel, its coopmatrix values as "

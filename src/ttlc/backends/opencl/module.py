@@ -1,0 +1,316 @@
+"""Back end "opencl": target spirv's module built by an OpenCL device and launched on it.
+
+``compile`` lowers and emits the program as target spirv does (``spirv.codegen``),
+validates the module with ``spirv-val`` where SPIRV-Tools is installed (OpenCL runtimes
+do not validate SPIR-V: an invalid module runs wrong or ends the process), and builds it
+with ``clCreateProgramWithIL`` on the device ``device.find`` chose.
+
+A launch checks the arguments with ``ttlc.runtime.args`` (the same checks and errors as
+every target), then copies the memory they refer to into one shared-virtual-memory
+allocation of the device, the *arena*: each stretch of host memory that arguments
+cover (overlapping arrays merged into one stretch, so that views of one array stay one
+memory), then the tables of the groups (member pointers, their dynamic sizes and
+strides).  Kernel arguments follow the kernel ABI of docs/spirv.md with pointers into
+the arena.  After the kernel, the stretches holding arguments the kernel writes are
+copied back (whole stretches: elements a strided view skips are written back unchanged).
+"""
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import pyopencl as cl
+
+from ...analysis.aliasing import UNKNOWN, Aliasing
+from ...analysis.effects import ATOMIC_WRITE, WRITE, accesses
+from ...diagnostics import CompileError, Diagnostic, KernelError
+from ...ir.core import Function, Instruction, Location, Program
+from ...ir.types import DYNAMIC, BoolType, GroupType, MemrefType, ScalarType
+from ...runtime import Module
+from ...runtime.args import marshal
+from ...runtime.values import GroupValue, Memory, MemRef
+from ...target import Target
+from ...target.config import ExecConfig
+from ..spirv import codegen
+from . import device as devices
+
+#: alignment of everything in the arena (bytes): the largest any element type needs
+ALIGN = 128
+
+
+def _error(program: Program, message: str) -> CompileError:
+    loc = program.functions[0].loc if program.functions else Location(1, 1, 1, 1)
+    return CompileError([Diagnostic(loc, message)], program.source, program.filename)
+
+
+def _spirv_val() -> Optional[str]:
+    here = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix" / "bin" / "spirv-val"
+    return str(here) if here.exists() else shutil.which("spirv-val")
+
+
+def _invalid(module: "codegen.Module", binary: bytes) -> Optional[str]:
+    """spirv-val's complaint about the module (None: valid, or no spirv-val installed)."""
+    val = _spirv_val()
+    if val is None:
+        return None
+    with tempfile.NamedTemporaryFile(suffix=".spv") as f:
+        f.write(binary)
+        f.flush()
+        out = subprocess.run([val, "--target-env", codegen.validation_env(module), f.name],
+                             capture_output=True, text=True)
+    return None if out.returncode == 0 else (out.stdout + out.stderr).strip()[:2000]
+
+
+def written(func: Function) -> Dict[int, Instruction]:
+    """Argument index -> the first instruction that writes its memory (every memref and
+    group argument when a written memref's origin is unknown)."""
+    aliasing = Aliasing(func)
+    index = {a.value: i for i, a in enumerate(func.args)}
+    out: Dict[int, Instruction] = {}
+    for inst in func.body.walk():
+        for v, kind in accesses(inst):
+            if kind not in (WRITE, ATOMIC_WRITE):
+                continue
+            for root in aliasing.roots(v):
+                hits = ([i for i, a in enumerate(func.args)
+                         if isinstance(a.value.type, (MemrefType, GroupType))]
+                        if root is UNKNOWN else [index[root]] if root in index else [])
+                for i in hits:
+                    out.setdefault(i, inst)
+    return out
+
+
+def _local_argument(func: Function) -> Optional[str]:
+    for a in func.args:
+        t = a.value.type
+        t = t.memref if isinstance(t, GroupType) else t
+        if isinstance(t, MemrefType) and t.space != "global":
+            return a.value.name
+    return None
+
+
+class _Arena:
+    """The device copy of a launch's memory (see the module docstring)."""
+
+    def __init__(self, memory: Memory, dev: "devices.Device"):
+        spans = [(b.__array_interface__["data"][0], b.nbytes) if b is not None and b.nbytes
+                 else None for b in memory.buffers]
+        order = sorted((s for s in spans if s is not None))
+        regions: List[List[int]] = []  # [start, end] of merged host memory
+        for start, n in order:
+            if regions and start < regions[-1][1]:
+                regions[-1][1] = max(regions[-1][1], start + n)
+            else:
+                regions.append([start, start + n])
+        self.regions: List[Tuple[int, int, int]] = []  # (host start, bytes, arena offset)
+        size = 0
+        for start, end in regions:
+            self.regions.append((start, end - start, size))
+            size += -(-(end - start) // ALIGN) * ALIGN
+        self.spans = spans
+        #: (arena offset, int64 table, which entries are arena offsets to relocate)
+        self.tables: List[Tuple[int, np.ndarray, Optional[np.ndarray]]] = []
+        self.size = size
+        self.dev = dev
+        self.alloc = None
+
+    def region_of(self, buffer: int) -> int:
+        start = self.spans[buffer][0]
+        return next(k for k, (s, n, _) in enumerate(self.regions) if s <= start < s + n)
+
+    def offset(self, buffer: int) -> int:
+        """Where a buffer's first byte is in the arena."""
+        s, _, at = self.regions[self.region_of(buffer)]
+        return at + self.spans[buffer][0] - s
+
+    def add_table(self, table: np.ndarray, relocate: Optional[np.ndarray] = None) -> int:
+        """Place an int64 table; entries where `relocate` is true are arena offsets that
+        become device addresses."""
+        at = self.size
+        self.tables.append((at, table, relocate))
+        self.size += -(-max(table.nbytes, 8) // ALIGN) * ALIGN
+        return at
+
+    def allocate(self) -> int:
+        """The arena's device address (after every table was added)."""
+        self.alloc = cl.SVMAllocation(self.dev.context, max(self.size, ALIGN), ALIGN,
+                                      cl.svm_mem_flags.READ_WRITE)
+        return self.alloc.svm_ptr
+
+    def copy_in(self) -> None:
+        staging = np.zeros(max(self.size, ALIGN), np.uint8)
+        for start, n, at in self.regions:
+            staging[at:at + n] = _host(start, n)
+        base = self.alloc.svm_ptr
+        for at, table, relocate in self.tables:
+            if relocate is not None:
+                table = table + np.where(relocate, base, 0).astype(np.int64)
+            staging[at:at + table.nbytes] = table.view(np.uint8)
+        cl.enqueue_copy(self.dev.queue, self.alloc, staging)
+
+    def copy_out(self, regions) -> None:
+        staging = np.empty(max(self.size, ALIGN), np.uint8)
+        cl.enqueue_copy(self.dev.queue, staging, self.alloc)
+        self.dev.queue.finish()
+        for k in sorted(regions):
+            start, n, at = self.regions[k]
+            _host(start, n)[:] = staging[at:at + n]
+
+
+def _host(address: int, n: int) -> np.ndarray:
+    """The bytes of host memory at an address (of arrays the launch holds)."""
+    return np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(address))
+
+
+def _pointer(address: int):
+    """A kernel argument pointing at a device address in the arena."""
+    return cl.SVM(_host(address, 1))
+
+
+def _dynamic_dims(t: MemrefType, m: MemRef) -> List[int]:
+    return ([int(s) for s, d in zip(m.shape, t.shape) if d is DYNAMIC] +
+            [int(s) for s, d in zip(m.stride, t.stride) if d is DYNAMIC])
+
+
+class OpenCLModule(Module):
+    target = "opencl"
+
+    def __init__(self, program: Program, machine: Target, dev: "devices.Device"):
+        super().__init__(program, False, machine.max_grid)
+        self.dev = dev
+        try:
+            lowered = codegen.lower(program, machine)
+            spirv = codegen.generate(lowered, machine)
+            self.binary = spirv.binary()
+        except (CompileError, RecursionError):
+            raise
+        except Exception as e:  # a bug in a pass or the emitter: never a raw exception
+            raise _error(program, f"internal compiler error on target opencl ({type(e).__name__}: "
+                                  f"{e})") from e
+        self.configs: Dict[str, ExecConfig] = {}
+        for f in lowered.functions:
+            cfg = self.configs[f.name] = ExecConfig.of(f, machine, lowered)
+            if dev.subgroup_sizes and cfg.subgroup_size not in dev.subgroup_sizes:
+                raise _error(program, f"subgroup size {cfg.subgroup_size} of @{f.name} is not "
+                                      f"offered by the OpenCL device {dev.name} (sizes "
+                                      f"{', '.join(map(str, dev.subgroup_sizes))})")
+        problem = _invalid(spirv, self.binary)
+        if problem is not None:
+            raise _error(program, "internal compiler error on target opencl: the SPIR-V module "
+                                  f"fails spirv-val: {problem}")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the runtime's build notes
+                self.cl_program = cl.Program(dev.context, self.binary).build()
+        except cl.Error as e:
+            raise _error(program, f"the OpenCL device {dev.name} cannot build the SPIR-V "
+                                  f"module: {e}") from None
+        self.writes = {f.name: written(f) for f in program.functions}
+        self.cl_kernels = {f.name: getattr(self.cl_program, f.name) for f in program.functions}
+        self._lock = threading.Lock()
+
+    def launch(self, kernel, args, grid) -> None:
+        func = kernel.func
+        memory = Memory()
+        values = marshal(args, func.args, memory, func.name)
+        writes = self.writes[func.name]
+        self._check_writable(func, writes, values, memory)
+        arena = _Arena(memory, self.dev)
+        pending = []  # kernel arguments; ("at", arena offset) until the arena exists
+        for a, v in zip(func.args, values):
+            pending += self._arguments(a.value.type, v, memory, arena)
+        total = grid[0] * grid[1] * grid[2]
+        if not total:
+            return
+        with self._lock:
+            base = arena.allocate()
+            cl_kernel = self.cl_kernels[func.name]
+            cl_kernel.set_args(*[_pointer(base + x[1]) if isinstance(x, tuple) else x
+                                 for x in pending])
+            arena.copy_in()
+            wx, wy = self.configs[func.name].work_group_size
+            cl.enqueue_nd_range_kernel(self.dev.queue, cl_kernel,
+                                       (grid[0] * wx, grid[1] * wy, grid[2]), (wx, wy, 1))
+            back = {arena.region_of(int(m.buffer)) for i in writes
+                    for m in _members(values[i]) if int(m.buffer) >= 0
+                    and arena.spans[int(m.buffer)] is not None}
+            arena.copy_out(back)
+
+    def _arguments(self, t, v, memory: Memory, arena: _Arena) -> list:
+        """The kernel arguments of one parameter (docs/spirv.md, "Kernel ABI")."""
+        if isinstance(t, MemrefType):
+            return [self._address(v, memory, arena)] + [np.int64(x) for x in _dynamic_dims(t, v)]
+        if isinstance(t, GroupType):
+            mt = t.memref
+            item = np.dtype(v.members[0].dtype).itemsize if v.members else 1
+            offset = next((int(m.offset) for m in v.members if int(m.buffer) >= 0), 0)
+            out = []
+            if v.associated:  # member pointers without the offset, which the kernel adds
+                places = [self._address(m, memory, arena) for m in v.members] or [None]
+                table = np.array([0 if p is None else p[1] - offset * item for p in places],
+                                 np.int64)
+                relocate = np.array([p is not None for p in places])
+                out.append(("at", arena.add_table(table, relocate)))
+            else:
+                out.append(None)
+            if any(d is DYNAMIC for d in mt.shape + mt.stride):
+                dims = np.array([_dynamic_dims(mt, m) for m in v.members] or [[0]], np.int64)
+                out.append(("at", arena.add_table(dims.reshape(-1))) if v.associated else None)
+            if t.size is DYNAMIC:
+                out.append(np.int64(len(v.members)))
+            if t.offset is DYNAMIC:
+                out.append(np.int64(offset))
+            return out
+        if isinstance(t, BoolType):
+            return [np.int8(bool(v))]
+        assert isinstance(t, ScalarType), t
+        if t.name == "bf16":
+            return [np.asarray(v).view(np.uint16)[()]]
+        return [v]
+
+    @staticmethod
+    def _address(m: MemRef, memory: Memory, arena: _Arena):
+        """A memref's data pointer: None (null), or ("at", offset in the arena)."""
+        b = int(m.buffer)
+        if b < 0:
+            return None
+        if arena.spans[b] is None:  # no elements: any valid address
+            return ("at", 0)
+        return ("at", arena.offset(b) + int(m.offset) * memory.buffers[b].itemsize)
+
+    def _check_writable(self, func: Function, writes, values, memory: Memory) -> None:
+        """A kernel that writes an argument needs writeable arrays (checked before running)."""
+        for index, inst in writes.items():
+            for i, m in enumerate(_members(values[index])):
+                if int(m.buffer) >= 0 and not memory.buffers[int(m.buffer)].flags.writeable:
+                    member = f", member {i}" if isinstance(values[index], GroupValue) else ""
+                    raise KernelError(f"{self.program.filename}:{inst.loc}: kernel @{func.name}: "
+                                      f"write to a read-only array (argument {index}, "
+                                      f"%{func.args[index].value.name}{member}, is not writeable)")
+
+
+def _members(v) -> List[MemRef]:
+    return v.members if isinstance(v, GroupValue) else [v] if isinstance(v, MemRef) else []
+
+
+# ---- the registry's entry point (``ttlc.backends``) ------------------------------------------------
+def compile(program: Program, machine: Target, checked: bool) -> OpenCLModule:
+    if checked:
+        raise _error(program, "target opencl has no checked mode yet")
+    name = next((f"@{f.name}, argument %{_local_argument(f)}" for f in program.functions
+                 if _local_argument(f)), None)
+    if name is not None:
+        raise _error(program, f"target opencl cannot pass memrefs in local memory as kernel "
+                              f"arguments yet ({name})")
+    dev, why = devices.find()
+    if dev is None:
+        raise _error(program, f"target opencl: {why}; {devices.INSTALL}")
+    return OpenCLModule(program, machine, dev)

@@ -1,0 +1,309 @@
+"""Target opencl (docs/opencl.md): target spirv's modules run through PyOpenCL and
+compared with the reference interpreter -- the examples, kernels exercising every part
+of the kernel ABI, and generated programs (``TTLC_OPENCL_SEEDS``, 50 by default) at
+subgroup sizes 8, 16 and 32 where the program leaves the size free.
+
+Skipped with the reason when PyOpenCL or a suitable OpenCL device is missing
+(``pip install -e '.[opencl]'`` installs both, with Intel's CPU runtime).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ttlc
+from ttlc.backends import get_backend
+from ttlc.runtime.inputs import generated_inputs
+from ttlc.testing import generate
+from ttlc.testing.differential import arrays_of, compare_case, differences
+
+ROOT = Path(__file__).resolve().parents[2]
+SEEDS = int(os.environ.get("TTLC_OPENCL_SEEDS", "50"))
+SIZES = (8, 16, 32)
+
+
+def _device_problem():
+    try:
+        from ttlc.backends.opencl import device
+    except ImportError as e:
+        return f"pyopencl is not installed ({e}); pip install -e '.[opencl]'"
+    dev, why = device.find()
+    return None if dev is not None else why
+
+
+PROBLEM = _device_problem()
+needs_device = pytest.mark.skipif(PROBLEM is not None, reason=f"target opencl cannot run: {PROBLEM}")
+
+
+def with_subgroup_size(text: str, size: int) -> str:
+    """The program with subgroup_size=size on every function that leaves it free."""
+    program = ttlc.parse(text)
+    for f in program.functions:
+        if f.subgroup_size is None:
+            f.attrs["subgroup_size"] = size
+    return str(program)
+
+
+def run_both(text: str, make_args, grid, kernel=None):
+    """The arrays of the arguments after a run on interp and on opencl."""
+    out = []
+    for target in ("interp", "opencl"):
+        module = ttlc.compile(text, target=target)
+        args = make_args()
+        with np.errstate(all="ignore"):
+            module[kernel or next(iter(module))](*args, grid=grid)
+        out.append(arrays_of(args))
+    return out
+
+
+def assert_agree(text, make_args, grid=(1, 1, 1), kernel=None, scaled=False):
+    """Results equal as ``differences`` decides; ``scaled``: floats within 2**-16 of the
+    largest magnitude of their array (sums of products of random data cancel)."""
+    want, got = run_both(text, make_args, grid, kernel)
+    assert len(want) == len(got)
+    for k, (g, w) in enumerate(zip(got, want)):
+        if scaled and w.dtype.kind in "fc":
+            atol = 2.0 ** -16 * float(np.max(np.abs(w), initial=1.0))
+            np.testing.assert_allclose(g, w, rtol=2.0 ** -16, atol=atol, err_msg=f"array {k}")
+        else:
+            assert differences(g, w) is None, f"array {k}: {differences(g, w)}"
+
+
+# ---- the examples ------------------------------------------------------------------------------
+EXAMPLES = sorted((ROOT / "examples").glob("*.ir"))
+#: modules larger than this take Intel's CPU runtime minutes to build (docs/opencl.md)
+LARGEST = 1 << 20
+
+
+@needs_device
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_examples_agree_with_the_interpreter(path, size):
+    text = with_subgroup_size(path.read_text(), size)
+    program = ttlc.check(text)
+    binary = get_backend("spirv").emit(program)
+    if len(binary) > LARGEST:
+        pytest.skip(f"the SPIR-V module has {len(binary) >> 20} MB (unrolled BLAS code), which "
+                    "Intel's CPU runtime takes minutes to build")
+    for func in program.functions:
+        assert_agree(text, lambda: generated_inputs(func, dim=5, seed=1)[0], grid=(3, 1, 1),
+                     kernel=func.name, scaled=True)
+
+
+# ---- the kernel ABI ------------------------------------------------------------------------------
+SCALARS = """func @k(%b: bool, %h: bf16, %f: f16, %c: c32, %z: c64, %i: i8, %x: index,
+                   %out: memref<f32x8>, %cz: memref<c64x2>) attributes {subgroup_size=8} {
+    %one = constant 1.0 : f32
+    %hf = cast %h : f32
+    %ff = cast %f : f32
+    %cr = cast %c : c64
+    %sum = add %cr, %z : c64
+    %if = cast %i : f32
+    %xf = cast %x : f32
+    %bf = if %b -> (f32) { yield (%one) } else { %m = constant -1.0 : f32
+        yield (%m) }
+    %c0 = constant 0 : index
+    %c1 = constant 1 : index
+    %c2 = constant 2 : index
+    %c3 = constant 3 : index
+    %c4 = constant 4 : index
+    store %bf, %out[%c0]
+    store %hf, %out[%c1]
+    store %ff, %out[%c2]
+    store %if, %out[%c3]
+    store %xf, %out[%c4]
+    store %sum, %cz[%c0]
+}
+"""
+
+
+@needs_device
+@pytest.mark.parametrize("flag", [True, False])
+def test_scalars_of_every_kind_arrive(flag):
+    import ml_dtypes
+
+    assert_agree(SCALARS, lambda: [flag, ml_dtypes.bfloat16(1.5), np.float16(-2.25),
+                                   np.complex64(1 + 2j), 3 - 4j, -7, 2 ** 40,
+                                   np.zeros(8, np.float32), np.zeros(2, np.complex128)])
+
+
+GROUPS = """func @k(%G: group<memref<f32x?x3>x?, offset: ?>, %P: group<memref<i32x4>x2>,
+                   %out: memref<f32x?x3x?>, %n: memref<i32x4x?>) {
+    %g = group_id.x : index
+    %a = load %G[%g] : memref<f32x?x3>
+    %r = size %a[0] : index
+    %o = subview %out[0:%r, 0:3, %g] : memref<f32x?x3>
+    %p = load %P[%g] : memref<i32x4>
+    %q = subview %n[0:4, %g] : memref<i32x4>
+    %one = constant 1.0 : f32
+    %zero = constant 0.0 : f32
+    axpby %one, %a, %zero, %o
+    %i1 = constant 1 : i32
+    %z1 = constant 0 : i32
+    axpby %i1, %p, %z1, %q
+}
+"""
+
+
+@needs_device
+def test_groups_with_offsets_and_dynamic_sizes_arrive():
+    def make_args():
+        bufs = [np.arange(5 + 12, dtype=np.float32) * (k + 1) for k in range(2)]
+        ints = [np.arange(4, dtype=np.int32) + 10 * k for k in range(2)]
+        return [ttlc.Group(bufs, offset=5, shapes=[(4, 3), (4, 3)]), ints,
+                np.zeros((4, 3, 2), np.float32, order="F"), np.zeros((4, 2), np.int32, order="F")]
+
+    assert_agree(GROUPS, make_args, grid=(2, 1, 1))
+    args = make_args()
+    ttlc.compile(GROUPS, target="opencl")["k"](*args, grid=(2,))
+    want = (np.arange(5, 17, dtype=np.float32) * 2).reshape(3, 4).T  # NumPy: member 1
+    assert np.array_equal(args[2][:, :, 1], want)
+    assert np.array_equal(args[3][:, 1], np.arange(4) + 10)
+
+
+STRIDED = """func @k(%A: memref<f32x?x?,strided<?,?>>, %B: memref<f32x?x?,strided<?,?>>) {
+    %two = constant 2.0 : f32
+    %one = constant 1.0 : f32
+    axpby %two, %A, %one, %B
+}
+"""
+
+
+@needs_device
+def test_views_of_one_array_stay_one_memory():
+    """B is every second row of the array A reads every other row of: copying the
+    memory back must not overwrite one view's results with the other's stale copy."""
+    base = np.asfortranarray(np.arange(48, dtype=np.float32).reshape(8, 6))
+    module = ttlc.compile(STRIDED, target="opencl")
+    got = base.copy(order="F")
+    module["k"](got[0::2], got[1::2])
+    want = base.copy(order="F")
+    want[1::2] += 2 * want[0::2]  # NumPy
+    assert np.array_equal(got, want)
+
+
+@needs_device
+def test_null_memrefs_and_empty_arrays():
+    text = """func @k(%A: memref<f32x?>, %B: memref<f32x4>) attributes {subgroup_size=16} {
+        %a = associated %A : bool
+        %c0 = constant 0 : index
+        %c1 = constant 1 : index
+        if %a {
+            %s = size %A[0] : index
+            %sf = cast %s : f32
+            store %sf, %B[%c1]
+        } else {
+            %m = constant -1.0 : f32
+            store %m, %B[%c0]
+        }
+    }
+    """
+    for a in (None, np.zeros(0, np.float32), np.ones(3, np.float32)):
+        assert_agree(text, lambda: [a, np.full(4, 7, np.float32)])
+
+
+@needs_device
+def test_argument_errors_are_the_runtime_s():
+    module = ttlc.compile(STRIDED, target="opencl")
+    reference = ttlc.compile(STRIDED, target="interp")
+    for bad in ([np.zeros((2, 2), np.float64), np.zeros((2, 2), np.float32)],
+                [np.zeros((2, 2), np.float32)]):
+        with pytest.raises((TypeError, ValueError)) as want:
+            reference["k"](*bad)
+        with pytest.raises(type(want.value)) as got:
+            module["k"](*bad)
+        assert str(got.value) == str(want.value)
+
+
+@needs_device
+def test_a_read_only_array_the_kernel_writes_is_refused():
+    frozen = np.zeros((2, 2), np.float32, order="F")
+    frozen.flags.writeable = False
+    with pytest.raises(ttlc.KernelError, match="read-only"):
+        ttlc.compile(STRIDED, target="opencl")["k"](np.ones((2, 2), np.float32, order="F"), frozen)
+
+
+@needs_device
+def test_checked_mode_is_a_compile_error():
+    with pytest.raises(ttlc.CompileError, match="target opencl has no checked mode"):
+        ttlc.compile(STRIDED, target="opencl", checked=True)
+
+
+# ---- generated programs --------------------------------------------------------------------------
+#: generated programs opencl and interp disagree on, and why (docs/opencl.md, "Known
+#: differences"); each still runs, so a fix shows up as an unexpected pass
+KNOWN = {(29, size): "gemm in a work-group of several subgroups (see "
+                    "test_gemm_in_a_work_group_of_two_subgroups)" for size in SIZES}
+
+PARTIAL_TILE = """func @g(%A: memref<f32x?x6>, %B: memref<f32x6x5>, %C: memref<f32x?x5>)
+        attributes {subgroup_size=16, work_group_size=[LANES,1]} {
+    %a = constant 1.0 : f32
+    %b = constant 0.0 : f32
+    gemm.n.n %a, %A, %B, %b, %C
+}
+"""
+
+
+@pytest.mark.parametrize("lanes", [pytest.param(32, marks=pytest.mark.xfail(
+    strict=True, reason="known difference: columns past the first of C are wrong with two "
+                        "subgroups when A has a dynamic number of rows, for full and partial "
+                        "tiles alike (cause not found yet; the lower-simt program is right on interp)")), 16])
+@needs_device
+def test_gemm_in_a_work_group_of_two_subgroups(lanes):
+    A = np.asfortranarray(np.arange(30, dtype=np.float32).reshape(5, 6) % 7)
+    B = np.asfortranarray(np.arange(30, dtype=np.float32).reshape(6, 5) % 5)
+    C = np.zeros((5, 5), np.float32, order="F")
+    ttlc.compile(PARTIAL_TILE.replace("LANES", str(lanes)), target="opencl")["g"](A, B, C)
+    assert np.array_equal(C, A @ B)  # NumPy
+
+
+def _cases():
+    for seed in range(SEEDS):
+        for size in SIZES:
+            yield seed, size
+
+
+@needs_device
+@pytest.mark.parametrize("seed,size", list(_cases()))
+def test_generated_programs_agree(seed, size):
+    case = generate(seed)
+    if ttlc.parse(case.text).functions[0].subgroup_size is not None and size != 16:
+        pytest.skip("the program sets its subgroup size")
+    text = with_subgroup_size(case.text, size)
+    try:
+        ttlc.check(text)
+    except ttlc.CompileError as e:
+        pytest.skip(f"invalid at subgroup size {size}: {e.diagnostics[0][3]}")
+    try:
+        ttlc.compile(text, target="opencl")
+    except ttlc.CompileError as e:
+        assert "not supported" in str(e), str(e)  # docs/spirv.md, "Not supported yet"
+        pytest.skip(str(e).splitlines()[0])
+    if (seed, size) in KNOWN:
+        pytest.xfail(KNOWN[(seed, size)])
+    outcome = compare_case(dataclasses.replace(case, text=text), "interp", "opencl")
+    assert outcome.ok, outcome.report()
+
+
+def test_a_missing_device_is_a_compile_error_saying_what_to_install(monkeypatch):
+    pytest.importorskip("pyopencl")
+    from ttlc.backends.opencl import device
+
+    monkeypatch.setattr(device, "find", lambda: (None, "no OpenCL platform"))
+    with pytest.raises(ttlc.CompileError, match=r"no OpenCL platform.*intel-opencl-rt.*"
+                                                r"OCL_ICD_VENDORS"):
+        ttlc.compile(STRIDED, target="opencl")
+
+
+def test_missing_pyopencl_is_a_compile_error_naming_it(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyopencl", None)  # import pyopencl raises ImportError
+    for name in [n for n in sys.modules if n.startswith("ttlc.backends.opencl")]:
+        monkeypatch.delitem(sys.modules, name)
+    with pytest.raises(ttlc.CompileError, match="target opencl needs pyopencl"):
+        ttlc.compile(STRIDED, target="opencl")
