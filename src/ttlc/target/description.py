@@ -187,8 +187,8 @@ TARGETS: Dict[str, Target] = {
     # The work-items of a work-group are SIMD lanes of one thread, so more lanes give
     # longer vectors (more registers, more code: coopmatrix code is emitted once per
     # subgroup), not more parallelism, which comes from work-groups on other threads:
-    # chosen work-groups have 16 lanes, one subgroup of 16 (f32: one AVX-512 register)
-    # or two of 8 (f64)
+    # chosen work-groups have one subgroup of one AVX-512 register's lanes: 16 (f32)
+    # or 8 (f64) (``config.auto_limit``)
     "cpu": Target("cpu", (16, 8, 32, 4, 2, 1, 64), 1024, 32 * 64, simt=False, vector_bytes=64,
                   auto_work_group_limit=16),
     # Intel Data Center GPU Max (Ponte Vecchio): 64 KiB GRF per thread in large-GRF mode
