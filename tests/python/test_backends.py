@@ -140,13 +140,25 @@ SIZES = {
     "none": ("func @k() {\n}\n", (16, (16, 1)), (16, (16, 1))),
     "sgs8": ("func @k() attributes{subgroup_size=8} {\n}\n", (8, (8, 1)), (8, (8, 1))),
     "sgs32": ("func @k() attributes{subgroup_size=32} {\n}\n", (32, (32, 1)), (32, (32, 1))),
-    "wgs64": ("func @k() attributes{work_group_size=[64,2]} {\n}\n", (16, (64, 2)),
-              (16, (64, 2))),
-    # the interpreter runs the function as written; cpu picks a subgroup dividing 24
-    "wgs24": ("func @k() attributes{work_group_size=[24,1]} {\n}\n", (16, (24, 1)),
-              (8, (24, 1))),
-    "both": ("func @k() attributes{work_group_size=[64,4], subgroup_size=32} {\n}\n",
-             (32, (64, 4)), (32, (64, 4))),
+    # given sizes are kept where the function can observe them (an SPMD region) ...
+    "wgs64": ("func @k() attributes{work_group_size=[64,2]} {\n    parallel {\n    }\n}\n",
+              (16, (64, 2)), (16, (64, 2))),
+    # both pick a subgroup size dividing 24 (spec, "work_group_size": the first mode is a
+    # multiple of the subgroup size)
+    "wgs24": ("func @k() attributes{work_group_size=[24,1]} {\n    parallel {\n    }\n}\n",
+              (8, (24, 1)), (8, (24, 1))),
+    "both": ("func @k() attributes{work_group_size=[64,4], subgroup_size=32} {\n"
+             "    %n = subgroup_size : i32\n}\n", (32, (64, 4)), (32, (64, 4))),
+    # ... and on cpu, where they cannot (collective instructions only), more work-items
+    # than cpu would choose become what it chooses (results cannot differ); fewer stay
+    "wgs64_unobserved": ("func @k() attributes{work_group_size=[64,2]} {\n}\n",
+                         (16, (64, 2)), (16, (16, 1))),
+    "both_unobserved": ("func @k() attributes{work_group_size=[64,4], subgroup_size=32} {\n}\n",
+                        (32, (64, 4)), (16, (16, 1))),
+    "wgs8_unobserved": ("func @k() attributes{work_group_size=[8,1]} {\n}\n", (8, (8, 1)),
+                        (8, (8, 1))),
+    "f32gemm_wgs1024": (_gemm("f32", 128, 37, 64, " attributes{work_group_size=[1024,1]}"),
+                        (16, (1024, 1)), (16, (16, 1))),
     "f32gemm": (_gemm("f32", 128, 37, 64), (16, (16, 1)), (16, (16, 1))),
     # cpu: at most one register of f64 lanes (8): one subgroup of 8; with subgroups of 4,
     # two, 4x8 and 8x4 blocks equally good (ratio 32/12), the fewer rows taken
@@ -174,6 +186,40 @@ def test_exec_config_sizes(name):
         assert (config.subgroup_size, config.work_group_size) == (sgs, wgs), target
         assert config.lanes == wgs[0] * wgs[1] and config.subgroups == config.lanes // sgs
     assert func.attrs == ttlc.check(text).functions[0].attrs  # nothing written
+
+
+SIZES_SEEN = """func @k(%a: memref<i32x8>) attributes{work_group_size=[8,1]} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %s = subgroup_size : i32
+        %j = cast %i : index
+        store %s, %a[%j]
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["interp", "cpu"])
+def test_sizes_a_kernel_can_observe_are_the_given_ones(target):
+    np = pytest.importorskip("numpy")
+    # work_group_size [8,1] without a subgroup size: a subgroup of 8, of which the first
+    # mode is a multiple (spec, "work_group_size")
+    a = np.zeros(8, np.int32)
+    ttlc.compile(SIZES_SEEN, target=target)["k"](a)
+    assert list(a) == [8] * 8
+
+
+def test_a_collective_kernel_with_a_large_work_group_computes_the_same_on_cpu():
+    np = pytest.importorskip("numpy")
+    text = _gemm("f32", 64, 64, 64, " attributes{work_group_size=[1024,1]}")
+    rng = np.random.default_rng(0)
+    A, B, C = (np.asfortranarray(rng.integers(-3, 4, (64, 64)).astype(np.float32))
+               for _ in range(3))
+    expected = A @ B + C  # exact in f32: small integers
+    for target in ("interp", "cpu"):
+        out = C.copy(order="F")
+        ttlc.compile(text, target=target)["k"](A, B, out)
+        assert np.array_equal(out, expected), target
 
 
 def test_exec_config_of_target_cpu_is_what_the_cpu_lowering_writes():

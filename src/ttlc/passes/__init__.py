@@ -145,8 +145,9 @@ def lower_copy(program: Program, names: Sequence[str], target: Target) -> Progra
     lowered = clone_program(program)
     try:
         for f in lowered.functions:
-            if f.subgroup_size is None or f.work_group_size is None:
-                set_function_attributes(f, ExecConfig.of(f, target, lowered).attributes(),
+            config = ExecConfig.of(f, target, lowered)
+            if config != ExecConfig(f.subgroup_size, tuple(f.work_group_size or ())):
+                set_function_attributes(f, config.attributes(),
                                         first=("subgroup_size", "work_group_size"))
         run_passes(lowered, names, PassContext(target=target))
     except CompileError as e:

@@ -15,7 +15,12 @@ They are decided here and nowhere else, from the target description (``Target``)
   writes its result into the function with ``limit = target.max_work_group_size``.
 
 Given values are kept and checked against the target: a subgroup size the target does
-not support, or a work-group larger than its ``max_work_group_size``, is an error.  The
+not support, or a work-group larger than its ``max_work_group_size``, is an error.  One
+exception: where a subgroup is SIMD lanes (the CPU), a function that cannot observe its
+sizes (``observes_work_group``) and asks for more work-items than ``auto_limit`` runs
+with the chosen sizes (its results are the same; more lanes only cost compile time).
+Where only ``work_group_size`` is given, the interpreter takes the first of its subgroup
+sizes that divides its first entry.  The
 chosen values always verify (the constraints that depend on the subgroup size --
 coopmatrix rows of ``mul_add`` and ``reduce``, the first tile size of ``foreach_tile``,
 extract/insert indices -- are checked by running the verifier on each candidate).
@@ -58,7 +63,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..diagnostics import CompileError, Diagnostic
 from ..ir.core import Function, Program, Value
-from ..ir.ops import FOREACH_OPS
+from ..ir.ops import FOREACH_OPS, SPMD
 from ..ir.types import CoopMatrixType, MemrefType
 from .description import Target
 
@@ -99,10 +104,17 @@ class ExecConfig:
         """The sizes ``func`` runs with on ``target`` (see the module docstring); ``program``,
         which holds ``func``, gives error messages their source."""
         sgs, wgs = func.subgroup_size, func.work_group_size
+        if wgs is not None and target.vector_bytes and not observes_work_group(func):
+            limit = auto_limit(func, target)
+            if wgs[0] * wgs[1] > limit:  # more SIMD lanes would only cost compile time
+                choose(func, target, limit, program)  # the given sizes must still be valid
+                return choose(func, target, limit, program, given=False)
         if sgs is not None and wgs is not None:
             return ExecConfig(sgs, tuple(wgs))
         if not target.auto_work_group_limit:
-            sgs = sgs or target.default_subgroup_size
+            if sgs is None:  # the first of the target's sizes that work_group_size[0] allows
+                sgs = next((s for s in target.subgroup_sizes if wgs is None or wgs[0] % s == 0),
+                           target.default_subgroup_size)
             return ExecConfig(sgs, tuple(wgs) if wgs is not None else (sgs, 1))
         return choose(func, target, auto_limit(func, target), program)
 
@@ -118,6 +130,21 @@ def auto_limit(func: Function, target: Target) -> int:
     if target.vector_bytes and widest:
         limit = min(limit, max(8, target.vector_bytes // widest))
     return limit
+
+
+#: builtins whose values depend on the work-group's sizes (``group_id`` and ``num_groups``
+#: do not)
+_SIZE_BUILTINS = ("num_subgroups", "subgroup_size")
+
+
+def observes_work_group(func: Function) -> bool:
+    """Whether func's behaviour can depend on its work-group and subgroup sizes: it opens an
+    SPMD region with ``parallel``, uses an SPMD instruction (work-item and subgroup ids,
+    subgroup operations, coopmatrices) or reads ``num_subgroups`` or ``subgroup_size``.
+    Otherwise the spec leaves the distribution of its collective instructions and
+    ``foreach`` iterations to the implementation, and every size gives the same results."""
+    return any(inst.opdef.kind == SPMD or inst.opcode in ("parallel", *_SIZE_BUILTINS)
+               for inst in func.body.walk())
 
 
 # ---- what the function asks for ---------------------------------------------------------------
@@ -260,12 +287,13 @@ def _error(func: Function, program: Program, message: str) -> CompileError:
 
 
 def choose(func: Function, target: Target, limit: int,
-           program: Optional[Program] = None) -> ExecConfig:
+           program: Optional[Program] = None, given: bool = True) -> ExecConfig:
     """The function's sizes with what it leaves open chosen for target, a chosen
     work-group having at most `limit` work-items; given sizes are checked against the
-    target (CompileError).  ``program`` holds func (the source of error messages)."""
+    target (CompileError).  ``program`` holds func (the source of error messages).
+    With ``given=False`` the function's attributes are ignored and both sizes chosen."""
     program = program or Program([func])
-    sgs, wgs = func.subgroup_size, func.work_group_size
+    sgs, wgs = (func.subgroup_size, func.work_group_size) if given else (None, None)
     supported = ", ".join(str(s) for s in target.subgroup_sizes)
     if sgs is not None and sgs not in target.subgroup_sizes:
         raise _error(func, program, f"subgroup size {sgs} is not supported by target "
