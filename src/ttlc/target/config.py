@@ -15,10 +15,12 @@ They are decided here and nowhere else, from the target description (``Target``)
   writes its result into the function with ``limit = target.max_work_group_size``.
 
 Given values are kept and checked against the target: a subgroup size the target does
-not support, or a work-group larger than its ``max_work_group_size``, is an error.  One
-exception: where a subgroup is SIMD lanes (the CPU), a function that cannot observe its
-sizes (``observes_work_group``) and asks for more work-items than ``auto_limit`` runs
-with the chosen sizes (its results are the same; more lanes only cost compile time).
+not support, or a work-group larger than its ``max_work_group_size``, is an error.  Back ends
+compile with ``compiled_config``, which differs in one case: where a subgroup is SIMD
+lanes (the CPU), a function that asks for more work-items than ``auto_limit`` but cannot
+observe its work-group (``observed_sizes``) runs with one subgroup of its subgroup size
+if it can observe that, else with the chosen sizes (its results are the same; more lanes
+only cost compile time).
 Where only ``work_group_size`` is given, the interpreter takes the first of its subgroup
 sizes that divides its first entry.  The
 chosen values always verify (the constraints that depend on the subgroup size --
@@ -104,11 +106,6 @@ class ExecConfig:
         """The sizes ``func`` runs with on ``target`` (see the module docstring); ``program``,
         which holds ``func``, gives error messages their source."""
         sgs, wgs = func.subgroup_size, func.work_group_size
-        if wgs is not None and target.vector_bytes and not observes_work_group(func):
-            limit = auto_limit(func, target)
-            if wgs[0] * wgs[1] > limit:  # more SIMD lanes would only cost compile time
-                choose(func, target, limit, program)  # the given sizes must still be valid
-                return choose(func, target, limit, program, given=False)
         if sgs is not None and wgs is not None:
             return ExecConfig(sgs, tuple(wgs))
         if not target.auto_work_group_limit:
@@ -117,6 +114,26 @@ class ExecConfig:
                            target.default_subgroup_size)
             return ExecConfig(sgs, tuple(wgs) if wgs is not None else (sgs, 1))
         return choose(func, target, auto_limit(func, target), program)
+
+
+def compiled_config(func: Function, target: Target, program: Optional[Program] = None) -> ExecConfig:
+    """The sizes a back end compiles func with (``passes.lower_copy`` writes them into
+    the function before lowering it): ``ExecConfig.of``, except where a subgroup is SIMD
+    lanes (the CPU) and the function asks for more work-items than ``auto_limit``
+    without being able to observe them (``observed_sizes``): more lanes would only cost
+    compile time, so it runs with one subgroup of its subgroup size if it can observe
+    that, else with the chosen sizes (the given ones must still be valid)."""
+    config = ExecConfig.of(func, target, program)
+    limit = auto_limit(func, target)
+    if not target.vector_bytes or func.work_group_size is None or config.lanes <= limit:
+        return config
+    observed = observed_sizes(func)
+    if observed == "work_group":
+        return config
+    choose(func, target, limit, program)  # the given sizes must be valid
+    if observed == "subgroup":
+        return ExecConfig(config.subgroup_size, (config.subgroup_size, 1))
+    return choose(func, target, limit, program, given=False)
 
 
 def auto_limit(func: Function, target: Target) -> int:
@@ -132,19 +149,37 @@ def auto_limit(func: Function, target: Target) -> int:
     return limit
 
 
-#: builtins whose values depend on the work-group's sizes (``group_id`` and ``num_groups``
-#: do not)
-_SIZE_BUILTINS = ("num_subgroups", "subgroup_size")
+#: instructions that see how many subgroups a work-group has or which one runs them
+_WORK_GROUP_OBSERVERS = ("parallel", "num_subgroups", "subgroup_id", "subgroup_linear_id")
+#: in a collective region every work-item executes a mixed instruction (spec, "Store"),
+#: so the count of the updates an atomic one makes there is the work-group's size
+_ATOMIC_UPDATES = ("atomic_add", "atomic_max", "atomic_min")
 
 
-def observes_work_group(func: Function) -> bool:
-    """Whether func's behaviour can depend on its work-group and subgroup sizes: it opens an
-    SPMD region with ``parallel``, uses an SPMD instruction (work-item and subgroup ids,
-    subgroup operations, coopmatrices) or reads ``num_subgroups`` or ``subgroup_size``.
-    Otherwise the spec leaves the distribution of its collective instructions and
-    ``foreach`` iterations to the implementation, and every size gives the same results."""
-    return any(inst.opdef.kind == SPMD or inst.opcode in ("parallel", *_SIZE_BUILTINS)
-               for inst in func.body.walk())
+def observed_sizes(func: Function) -> str:
+    """Which of its sizes func's behaviour can depend on: ``"work_group"`` if it opens an
+    SPMD region with ``parallel``, reads the number of subgroups or a subgroup id, waits
+    at a barrier inside a ``foreach``/``foreach_tile`` body or updates memory atomically
+    outside one; ``"subgroup"`` if it
+    only runs SPMD code in such bodies (subgroup operations, coopmatrices,
+    ``subgroup_local_id``) or reads ``subgroup_size``; ``""`` if neither.  The spec
+    leaves the distribution of collective instructions and of ``foreach`` iterations and
+    tiles over the work-items to the implementation, so without those a work-group of
+    one subgroup (or of any size) gives the same results."""
+    seen = ""
+
+    def walk(region, spmd: bool) -> bool:
+        nonlocal seen
+        for inst in region.instructions:
+            if (inst.opcode in _WORK_GROUP_OBSERVERS or (spmd and inst.opcode == "barrier")
+                    or (not spmd and inst.opcode in _ATOMIC_UPDATES)):
+                return True
+            if inst.opdef.kind == SPMD or inst.opcode == "subgroup_size":
+                seen = "subgroup"
+            if any(walk(r, spmd or inst.opcode in FOREACH_OPS) for r in inst.regions):
+                return True
+        return False
+    return "work_group" if walk(func.body, False) else seen
 
 
 # ---- what the function asks for ---------------------------------------------------------------
