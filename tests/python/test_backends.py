@@ -276,6 +276,49 @@ def test_a_large_work_group_computes_the_same_on_cpu(text):
         assert np.array_equal(out, expected), target
 
 
+IDS = """func @k(%ids: memref<i32x4x1024>) attributes{subgroup_size=16, work_group_size=[WX,WY]} {
+    parallel {
+        %sg = subgroup_linear_id : i32
+        %sx = subgroup_id.x : i32
+        %sy = subgroup_id.y : i32
+        %l = subgroup_local_id : i32
+        %S = subgroup_size : i32
+        %base = mul %sg, %S : i32
+        %wi = add %base, %l : i32
+        %w = cast %wi : index
+        %c0 = constant 0 : index
+        %c1 = constant 1 : index
+        %c2 = constant 2 : index
+        %c3 = constant 3 : index
+        store %sg, %ids[%c0, %w]
+        store %sx, %ids[%c1, %w]
+        store %sy, %ids[%c2, %w]
+        store %l, %ids[%c3, %w]
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("wx,wy", [(16, 1), (64, 2), (1024, 1), (256, 4)])
+def test_subgroups_of_a_large_work_group_run_one_after_the_other_on_cpu(wx, wy):
+    """More subgroups than run in lockstep loop over the parallel region on cpu (unchecked;
+    ``function.loops_over_subgroups``), each seeing its own ids (spec, "Builtin")."""
+    np = pytest.importorskip("numpy")
+    from ttlc.backends.cpu.function import LOCKSTEP_SUBGROUPS
+
+    text = IDS.replace("WX", str(wx)).replace("WY", str(wy))
+    ids = np.full((4, 1024), -1, np.int32, order="F")
+    ttlc.compile(text, target="cpu")["k"](ids)
+    w = np.arange(wx * wy)
+    expected = np.stack([w // 16, (w % wx) // 16, w // wx, w % 16]).astype(np.int32)
+    assert np.array_equal(ids[:, :wx * wy], expected)
+    assert (ids[:, wx * wy:] == -1).all()
+    if wx * wy // 16 > LOCKSTEP_SUBGROUPS:
+        from ttlc.backends.cpu.module import Artifacts
+
+        assert "subgroups.done" in Artifacts(ttlc.check(text), checked=False).ir
+
+
 def test_exec_config_of_target_cpu_is_what_the_cpu_lowering_writes():
     """Unless the function asks for more work-items than it can observe (COMPILED)."""
     pytest.importorskip("llvmlite")

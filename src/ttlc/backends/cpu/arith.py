@@ -59,6 +59,12 @@ def emit_builtin(cg: FunctionCodegen, inst: Instruction):
         return ir.Constant(I32, {"x": wgx // S, "y": wgy, "z": 1}[inst.modifier("dim")])
     if op == "subgroup_size":
         return ir.Constant(I32, S)
+    g = cg.subgroup_index
+    if g is not None and op in ("subgroup_id", "subgroup_linear_id"):  # one subgroup's lanes
+        nx = ir.Constant(I32, wgx // S)
+        dim = inst.modifier("dim") if op == "subgroup_id" else "linear"
+        base = {"linear": g, "x": cg.b.urem(g, nx), "y": cg.b.udiv(g, nx)}.get(dim)
+        return Lanes(base, (0,) * cg.W, I32)
     if op == "subgroup_id":
         dim = inst.modifier("dim")
         vals = (lanes % wgx) // S if dim == "x" else lanes // wgx if dim == "y" else lanes * 0

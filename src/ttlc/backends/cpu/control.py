@@ -15,7 +15,7 @@ from ...ir.core import Instruction
 from . import coop
 from .abi import E_BARRIER, E_STEP
 from .function import FunctionCodegen
-from .values import I1, I64, LLTYPE, Cplx, Lanes, is_vec
+from .values import I1, I32, I64, LLTYPE, Cplx, Lanes, is_vec
 
 
 def select(cg: FunctionCodegen, cond, a, c):
@@ -32,10 +32,34 @@ def emit_parallel(cg: FunctionCodegen, inst: Instruction):
     saved = cg.spmd
     cg.spmd = True
     try:
-        cg.emit_region(inst.regions[0], None, keep_mask=False)
+        if cg.subgroup_loop > 1:
+            _over_subgroups(cg, lambda: cg.emit_region(inst.regions[0], None, keep_mask=False))
+        else:
+            cg.emit_region(inst.regions[0], None, keep_mask=False)
     finally:
         cg.spmd = saved
     return None
+
+
+def _over_subgroups(cg: FunctionCodegen, emit) -> None:
+    """emit() in a loop over the work-group's subgroups, ``cg.subgroup_index`` the one
+    running (``function.loops_over_subgroups``)."""
+    b = cg.b
+    pre = b.block
+    header, done = cg.block("subgroups"), cg.block("subgroups.done")
+    b.branch(header)
+    b.position_at_end(header)
+    g = b.phi(I32, name="subgroup")
+    g.add_incoming(ir.Constant(I32, 0), pre)
+    saved, cg.subgroup_index = cg.subgroup_index, g
+    try:
+        emit()
+    finally:
+        cg.subgroup_index = saved
+    following = b.add(g, ir.Constant(I32, 1))
+    g.add_incoming(following, b.block)
+    b.cbranch(b.icmp_signed("<", following, ir.Constant(I32, cg.subgroup_loop)), header, done)
+    b.position_at_end(done)
 
 
 def emit_for(cg: FunctionCodegen, inst: Instruction):

@@ -33,7 +33,13 @@ class FunctionCodegen:
         self.symbol = symbol
         self.checked = checked
         self.cfg = ExecConfig.of(func, get_target("cpu"))
-        self.W = self.cfg.lanes
+        #: how many subgroups each ``parallel`` region runs one after the other in a loop,
+        #: each as S lanes (``loops_over_subgroups``); 1: the work-group's W lanes together
+        self.subgroup_loop = (self.cfg.subgroups if self.cfg.subgroups > LOCKSTEP_SUBGROUPS
+                              and not checked and loops_over_subgroups(func) else 1)
+        #: inside such a loop, the subgroup it runs (an i32)
+        self.subgroup_index: Optional[ir.Value] = None
+        self.W = self.cfg.lanes // self.subgroup_loop
         self.wgx = self.cfg.work_group_size[0]
         self.S = self.cfg.subgroup_size
         self.varying = analyze_varying(func)
@@ -505,6 +511,26 @@ class FunctionCodegen:
         finally:
             self.mask = saved
         return result
+
+
+#: the most subgroups of a work-group that run a ``parallel`` region in lockstep as one
+#: vector program (their independent instructions interleave); more loop over the
+#: subgroups (``loops_over_subgroups``), so that code does not grow with the work-group
+LOCKSTEP_SUBGROUPS = 4
+
+
+def loops_over_subgroups(func: Function) -> bool:
+    """Whether the subgroups of a work-group may run the function's ``parallel`` regions
+    one after the other: none waits at a barrier there (outside them, where collective
+    code runs once for the work-group, every subgroup has finished the region before),
+    and none talks to another through atomics there (which the interpreter's lockstep
+    order would then give other values than this order, both allowed).  Code then grows
+    with the subgroup, not the work-group; checked code keeps the work-group's lanes
+    together, which its findings (races, divergent barriers) name."""
+    return not any(inner.opcode == "barrier" or inner.opcode.startswith("atomic_")
+                   or inner.opcode.startswith("cooperative_matrix_atomic_")
+                   for inst in func.body.walk() if inst.opcode == "parallel"
+                   for inner in inst.regions[0].walk())
 
 
 def lane_loop(cg: FunctionCodegen, mask, fn, result_types: Sequence[ir.Type],
