@@ -12,7 +12,7 @@ from typing import Callable, Dict
 from llvmlite import ir
 
 from ...ir.core import Instruction
-from . import coop
+from . import coop, races
 from .abi import E_BARRIER, E_STEP
 from .function import FunctionCodegen
 from .values import I1, I64, LLTYPE, Cplx, Lanes, is_vec
@@ -31,6 +31,7 @@ def select(cg: FunctionCodegen, cond, a, c):
 def emit_parallel(cg: FunctionCodegen, inst: Instruction):
     saved = cg.spmd
     cg.spmd = True
+    races.interval(cg)
     try:
         cg.emit_region(inst.regions[0], None, keep_mask=False)
     finally:
@@ -210,6 +211,8 @@ def emit_barrier(cg: FunctionCodegen, inst: Instruction):
         cg.mask = None
         cg.fail_if(missing, E_BARRIER, [first64])
         cg.mask = saved
+    if cg.spmd:
+        races.barrier(cg, inst)
     return None
 
 
@@ -219,4 +222,5 @@ EMITTERS: Dict[str, Callable] = {
     "for": emit_for,
     "if": emit_if,
     "barrier": emit_barrier,
+    "check_iteration": races.emit_check_iteration,
 }

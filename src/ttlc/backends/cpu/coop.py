@@ -32,6 +32,7 @@ from ...ir.core import Instruction
 from ...ir.ops import ARITH_BINARY, ARITH_UNARY
 from ...ir.types import CoopMatrixType, ScalarType
 from .abi import E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_NULL, E_UNIFORM, UNIFORM_OPERANDS
+from . import races
 from .arith import binary, convert, unary
 from .arith import constant as scalar_constant
 from .function import FunctionCodegen, lane_loop
@@ -311,6 +312,11 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
             return origin[0]
         return b.gep(origin[0], [b.add(b.mul(ir.Constant(I64, i), st0),
                                        b.mul(ir.Constant(I64, j), st1))], source_etype=et)
+    if cg.races is not None and races.is_local(m.type):
+        size = splat_n(cg, ir.Constant(I64, m.type.element.size), n)
+        addrs = b.add(splat_n(cg, b.ptrtoint(m.ptr, I64), n), b.mul(off, size))
+        me = b.add(b.load(cg.races.base, typ=I64), b.zext(lane, I64))
+        races.track(cg, inst, addrs, valid, splat_n(cg, me, n), [ri, ci], lambda k: lane)
     fn(m, off, valid, contiguous, at)
 
 

@@ -17,6 +17,7 @@ from ...ir.traits import blas_shape_rules, shapes_of
 from ...ir.types import DYNAMIC, MemrefType, ScalarType
 from .abi import (ERR_DETAILS, E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_NULL, E_SHAPES,
                   E_SUBVIEW, InstRef)
+from . import races
 from .arith import binary
 from .function import FunctionCodegen, lane_loop
 from .values import (F16, F32, F64, I1, I8, I16, I32, I64, LLTYPE, PTR, Cplx, GroupVal, IndexLike,
@@ -64,6 +65,23 @@ def _check_access(cg: FunctionCodegen, m: MemVal, index: List) -> None:
         details = [ir.Constant(I64, mode), iv, sv, ir.Constant(I64, len(index))]
         details += [cg.ival(x) for x in index[:8]]
         cg.fail_if(bad, E_INDEX, details)
+
+
+def _track(cg: FunctionCodegen, inst: Instruction, m: MemVal, index: List, ptrs=None) -> None:
+    """Checked code in SPMD regions: race detection of an access to local memory
+    (``races``); ``ptrs``: the element pointers, when already computed."""
+    if cg.races is None or not cg.spmd or not races.is_local(m.type):
+        return
+    b = cg.b
+    if ptrs is None:
+        ptrs = _gep(cg, m.type.element, cg.splat(m.ptr), _offset(cg, m, index))
+    me = b.add(cg.splat(b.load(cg.races.base, typ=I64)), cg.iota())
+    idx = []
+    for i in index:
+        v = cg.splat(cg.ival(i))
+        idx.append(v if v.type.element.width == 64 else b.sext(v, cg.vt(I64)))
+    races.track(cg, inst, b.ptrtoint(cg.splat(ptrs), cg.vt(I64)), cg.mask, me, idx,
+                lambda k: k)
 
 
 def _gep(cg: FunctionCodegen, t: ScalarType, ptr, off: IndexLike):
@@ -307,6 +325,7 @@ def emit_load(cg: FunctionCodegen, inst: Instruction):
         return load_group(cg, src, index[0])
     if cg.checked:
         _check_access(cg, src, index)
+        _track(cg, inst, src, index)
     return load_element(cg, src.type.element, src.ptr, _offset(cg, src, index), cg.mask)
 
 
@@ -349,6 +368,7 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
     _note_write(cg, inst)
     if cg.checked:
         _check_access(cg, m, index)
+        _track(cg, inst, m, index)
     store_element(cg, m.type.element, cg.get(inst.slots["value"]), m.ptr, _offset(cg, m, index),
                   cg.mask)
 
@@ -401,9 +421,11 @@ def _atomic_pointers(cg: FunctionCodegen, inst: Instruction, writes: bool):
     index = _index_list(cg, inst)
     if writes:
         _note_write(cg, inst)
+    ptrs = _gep(cg, m.type.element, m.ptr, _offset(cg, m, index))
     if cg.checked:
         _check_access(cg, m, index)
-    return m.type.element, _gep(cg, m.type.element, m.ptr, _offset(cg, m, index))
+        _track(cg, inst, m, index, ptrs)
+    return m.type.element, ptrs
 
 
 def emit_atomic_update(cg: FunctionCodegen, inst: Instruction):
@@ -480,6 +502,9 @@ def emit_alloca(cg: FunctionCodegen, inst: Instruction):
     offset = -(-cg.local_bytes // align) * align
     extent = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride))
     cg.local_bytes = offset + extent * t.element.size
+    name = inst.results[0].name
+    cg.locals.append((offset, extent * t.element.size, t.element.size,
+                      f"%{name}" if name is not None else None))
     ptr = cg.b.gep(cg.local, [ir.Constant(I64, offset)], source_etype=I8)
     cg.roots[inst.results[0]] = None
     return MemVal(ptr, list(t.shape), list(t.stride), t)
