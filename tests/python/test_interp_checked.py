@@ -10,8 +10,8 @@ memory with barriers, atomics, coopmatrix tiles) raise nothing in checked mode a
 give the same results as unchecked execution.
 
 Kernels are written from the language reference and are valid per ``ttlc.check``.
-Data races, uniformity and lifetimes are only found by the interpreter: those tests
-are marked ``interp_only`` (see interp_testing.py).
+Tests of findings target cpu does not make are marked ``interp_only`` (see
+interp_testing.py).
 """
 from __future__ import annotations
 
@@ -463,7 +463,6 @@ def test_transpose_with_barrier_is_race_free(barrier):
 
 
 @pytest.mark.parametrize("barrier", ["", "barrier.global"])
-@pytest.mark.interp_only(reason=interp_testing.RACES)
 def test_race_read_after_write_without_barrier(barrier):
     src = TRANSPOSE.replace("BARRIER", barrier)
     A = farray(np.arange(256).reshape(16, 16))
@@ -505,7 +504,6 @@ func @last(%A: memref<f32x16>, %B: memref<f32x1>) attributes {subgroup_size=16, 
 """
 
 
-@pytest.mark.interp_only(reason=interp_testing.RACES)
 def test_race_write_write_same_instruction():
     msg = finding(WRITE_WRITE, "last", (farray(np.arange(16)), farray(np.zeros(1))))
     assert_names(msg, "last", line_of(WRITE_WRITE, "OFFENDING"), (0, 0, 0), (6, 0))
@@ -559,7 +557,6 @@ def test_atomics_do_not_race_with_atomics():
     np.testing.assert_array_equal(H1, H2)
 
 
-@pytest.mark.interp_only(reason=interp_testing.RACES)
 def test_race_plain_read_of_atomically_updated_element():
     src = ATOMICS.replace("READ", "%peek = load %h[%bin] : i32   ; OFFENDING")
     X = np.zeros(64, dtype=np.int32)  # everybody counts into bin 0
@@ -635,7 +632,6 @@ def test_coopmatrix_local_staging_is_race_free():
     np.testing.assert_array_equal(B1, B2)
 
 
-@pytest.mark.interp_only(reason=interp_testing.RACES)
 def test_race_coopmatrix_other_subgroup_block():
     src = COOP_LOCAL.replace("BARRIER", "")
     A = farray(np.arange(512).reshape(32, 16))
@@ -693,7 +689,6 @@ func @fold(%A: memref<f32x40>, %n: index) attributes {subgroup_size=16, work_gro
 """
 
 
-@pytest.mark.interp_only(reason=interp_testing.RACES)
 def test_race_between_foreach_iterations():
     """Iterations 0 and 20 write the same element; the mapping of iterations to
     work-items is implementation-defined, so that is a race (20 is the fifth item of

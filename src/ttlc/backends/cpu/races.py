@@ -194,7 +194,14 @@ def track(cg, inst: Instruction, addrs: ir.Value, active: Optional[ir.Value], me
     floor = _splat(cg, b.load(sh.floor, typ=I64), n)
     inst_id = cg.inst_id(inst)
 
-    def report(bad: ir.Value, other: ir.Value, packed: ir.Value) -> None:
+    def report(bad: ir.Value, other: ir.Value, packed: ir.Value, lowest: bool = False) -> None:
+        """Report the first access where ``bad`` (``lowest``: of the lowest such element,
+        as the interpreter picks among the writes of one instruction)."""
+        if lowest:
+            at_least = ir.Constant(vt, [-1] * n)
+            first = cg.intrinsic("llvm.vector.reduce.umin", I64, [b.select(bad, idx, at_least)],
+                                 [vt])
+            bad = b.and_(bad, b.icmp_unsigned("==", idx, _splat(cg, first, n)))
         k = cg.first_lane(bad)
         k = b.select(b.icmp_unsigned("<", k, ir.Constant(I32, n)), k, ir.Constant(I32, 0))
         at = lambda v: b.extract_element(v, k)  # noqa: E731
@@ -234,4 +241,4 @@ def track(cg, inst: Instruction, addrs: ir.Value, active: Optional[ir.Value], me
     if kind == WRITE and not coop:  # two lanes of this instruction writing one element
         first = _gather(cg, sh.low[j], idx, 8, act)
         packed = ir.Constant(vt, [(inst_id * 8 + mine) * 8 + mine] * n)
-        report(b.and_(act, b.icmp_unsigned("!=", first, me)), first, packed)
+        report(b.and_(act, b.icmp_unsigned("!=", first, me)), first, packed, lowest=True)
