@@ -410,6 +410,8 @@ FOREACH_OPS = ("foreach", "foreach_tile")
 YIELDING_OPS = ("for", "if", "cooperative_matrix_apply")
 #: views of a memref operand's memory
 VIEW_OPS = ("subview", "expand", "fuse")
+#: ttlc's own instructions, not the language's: what passes insert for checked code
+INTERNAL_OPS = ("check_shapes", "check_iteration")
 #: instructions with regions; their effects are those of their regions (none of their own)
 REGION_OPS = tuple(name for name, d in OPS.items() if d.regions)
 

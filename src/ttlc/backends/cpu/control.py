@@ -31,7 +31,8 @@ def select(cg: FunctionCodegen, cond, a, c):
 def emit_parallel(cg: FunctionCodegen, inst: Instruction):
     saved = cg.spmd
     cg.spmd = True
-    races.interval(cg)
+    if cg.races is not None:  # checked code accessing local memory
+        races.interval(cg)
     try:
         cg.emit_region(inst.regions[0], None, keep_mask=False)
     finally:
@@ -211,7 +212,7 @@ def emit_barrier(cg: FunctionCodegen, inst: Instruction):
         cg.mask = None
         cg.fail_if(missing, E_BARRIER, [first64])
         cg.mask = saved
-    if cg.spmd:
+    if cg.spmd and cg.races is not None:
         races.barrier(cg, inst)
     return None
 

@@ -116,17 +116,13 @@ def _next_actors(cg, sh: Shadow) -> ir.Value:
 
 def interval(cg) -> None:
     """A new interval begins (an SPMD region, a barrier.local): earlier accesses are ordered."""
-    sh: Optional[Shadow] = cg.races
-    if sh is None:
-        return
+    sh: Shadow = cg.races
     cg.b.store(_next_actors(cg, sh), sh.floor)
     cg.b.store(ir.Constant(I64, -1), sh.unfenced)
 
 
 def barrier(cg, inst: Instruction) -> None:
     """barrier.local ends the interval; a barrier without it is remembered for the message."""
-    if cg.races is None:
-        return
     if inst.modifier("local"):
         interval(cg)
     else:
@@ -179,9 +175,7 @@ def track(cg, inst: Instruction, addrs: ir.Value, active: Optional[ir.Value], me
     with an earlier access of this interval (or, for plain writes, of this instruction),
     else record them.  ``index`` (<n x i64> each) is the index each was made through and
     ``work_item(k)`` the lane (i32) that made access k, for the message."""
-    sh: Optional[Shadow] = cg.races
-    if sh is None:
-        return
+    sh: Shadow = cg.races
     b = cg.b
     n = addrs.type.count
     vt = ir.VectorType(I64, n)
