@@ -63,6 +63,12 @@ def is_atomic(kind: str) -> bool:
     return kind in _ATOMICS
 
 
+#: attribute (not printed) of the SPMD regions lower-linalg makes of BLAS instructions, kept by
+#: lower-foreach: their work-items write disjoint elements and nothing else runs in them,
+#: so no data race can happen inside and checked code need not look for one
+DISJOINT = "disjoint_work_items"
+
+
 def race_message(memory: str, kind: str, index: str, element: int, me: str, other_kind: str,
                  other: str, other_loc, unfenced_loc=None) -> str:
     """How every target's checked code words a data race on local memory, so that the

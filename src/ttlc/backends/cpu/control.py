@@ -11,6 +11,7 @@ from typing import Callable, Dict
 
 from llvmlite import ir
 
+from ...analysis.effects import DISJOINT
 from ...ir.core import Instruction
 from . import coop, races
 from .abi import E_BARRIER, E_STEP
@@ -29,14 +30,18 @@ def select(cg: FunctionCodegen, cond, a, c):
 
 
 def emit_parallel(cg: FunctionCodegen, inst: Instruction):
-    saved = cg.spmd
+    """An SPMD region; checked code looks for data races in it unless it is a lowered BLAS
+    instruction (``DISJOINT``: none can happen there)."""
+    saved, saved_races = cg.spmd, cg.races
     cg.spmd = True
-    if cg.races is not None:  # checked code accessing local memory
+    if inst.attrs.get(DISJOINT):
+        cg.races = None
+    elif cg.races is not None:  # checked code accessing local memory
         races.interval(cg)
     try:
         cg.emit_region(inst.regions[0], None, keep_mask=False)
     finally:
-        cg.spmd = saved
+        cg.spmd, cg.races = saved, saved_races
     return None
 
 
