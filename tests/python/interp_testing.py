@@ -41,10 +41,6 @@ EPS = {"bf16": 2.0 ** -7, "f16": 2.0 ** -10, "f32": 2.0 ** -23, "f64": 2.0 ** -5
 TARGETS = ("interp", "cpu")
 CURRENT_TARGET = "interp"
 #: why a checked-mode test runs on the interpreter only (``@pytest.mark.interp_only(...)``)
-UNIFORMITY = ("dynamic uniformity of operands is checked by target interp only (target cpu "
-              "uses the first active work-item's value)")
-PARTIAL_SUBGROUP = ("a coopmatrix instruction reached by only part of a subgroup is reported "
-                    "by target interp only (target cpu runs it for the whole subgroup)")
 LIFETIME = "accesses after lifetime_stop are found by target interp only"
 UNCHECKED_OUT_OF_BOUNDS = ("an out-of-bounds access without checks is undefined behaviour on "
                            "target cpu (as in C); only the interpreter's memory traps it")

@@ -31,7 +31,7 @@ from ...ir.numerics import accumulate_type
 from ...ir.core import Instruction
 from ...ir.ops import ARITH_BINARY, ARITH_UNARY
 from ...ir.types import CoopMatrixType, ScalarType
-from .abi import E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_NULL, E_UNIFORM, UNIFORM_OPERANDS
+from .abi import E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_NULL, E_PARTIAL, E_UNIFORM, UNIFORM_OPERANDS
 from . import races
 from .arith import binary, convert, unary
 from .arith import constant as scalar_constant
@@ -115,6 +115,23 @@ def first_lane(cg: FunctionCodegen, g: int) -> ir.Value:
     first = cg.first_lane(sub)
     first = b.select(b.icmp_unsigned("==", first, ir.Constant(I32, S)), ir.Constant(I32, 0), first)
     return b.add(first, ir.Constant(I32, g * S))
+
+
+def whole_subgroups(cg: FunctionCodegen) -> None:
+    """Checked code: a coopmatrix instruction is executed by whole subgroups (uniform
+    control flow); report (E_PARTIAL) a subgroup of which only some work-items are active,
+    naming its first inactive one, as the interpreter's ``coop_subgroups`` does."""
+    if not cg.checked or cg.mask is None:
+        return
+    b, S = cg.b, cg.S
+    ones = ir.Constant(ir.VectorType(I1, S), [1] * S)
+    saved, cg.mask = cg.mask, None
+    for g in range(subgroups(cg)):
+        sub = b.shuffle_vector(saved, saved, _consts(range(g * S, g * S + S)))
+        partial = b.and_(cg.reduce_or(sub), b.xor(cg.reduce_and(sub), ir.Constant(I1, 1)))
+        inactive = b.add(cg.first_lane(b.xor(sub, ones)), ir.Constant(I32, g * S))
+        cg.fail_if(partial, E_PARTIAL, [ir.Constant(I64, g)], lane=inactive)
+    cg.mask = saved
 
 
 def subgroup_active(cg: FunctionCodegen, g: int) -> Optional[ir.Value]:
@@ -342,6 +359,7 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
     # layout), so that each broadcast becomes a broadcasting load (no shuffles, no gather)
     by_entry = (t.use == "matrix_b" and not comp.is_complex
                 and inst.modifier("checked") is None and cg.mask is None)
+    whole_subgroups(cg)
     mats = []
     for g in range(subgroups(cg)):
         result = {}
@@ -403,6 +421,7 @@ def emit_load(cg: FunctionCodegen, inst: Instruction):
 def emit_store(cg: FunctionCodegen, inst: Instruction):
     b = cg.b
     value: CoopVal = cg.get(inst.slots["value"])
+    whole_subgroups(cg)
     if isinstance(value, HeldMatrix):  # a loop's result still in AMX tiles
         _note_write(cg, inst)
         return value.store(cg, inst)
@@ -456,6 +475,7 @@ def emit_atomic(cg: FunctionCodegen, inst: Instruction):
     ordering = "monotonic" if inst.modifier("semantics") == "relaxed" else "seq_cst"
     op = inst.opcode.rsplit("_", 1)[1]
     _note_write(cg, inst)
+    whole_subgroups(cg)
     olds = []
     for g in range(subgroups(cg)):
         mat = value.mats[g]
@@ -490,7 +510,16 @@ def emit_atomic(cg: FunctionCodegen, inst: Instruction):
 
 
 def emit_prefetch(cg: FunctionCodegen, inst: Instruction):
-    return None  # a hint
+    """A hint: nothing is read.  Checked code still tests what the instruction needs:
+    whole subgroups, dynamically uniform operands."""
+    if cg.checked:
+        whole_subgroups(cg)
+        for g in range(subgroups(cg)):
+            lane = first_lane(cg, g)
+            uniform_in(cg, cg.get(inst.slots["x"]), lane, g, "the row position")
+            uniform_in(cg, cg.get(inst.slots["y"]), lane, g, "the column position")
+            memref_in(cg, cg.get(inst.slots["tensor"]), lane, g, "the memref")
+    return None
 
 
 # ---- arithmetic -----------------------------------------------------------------------------------
@@ -590,6 +619,7 @@ FMA = Microkernel()
 
 def emit_reduce(cg: FunctionCodegen, inst: Instruction):
     """Rows (mode row: an M x 1 result) or columns (1 x N) combined in order."""
+    whole_subgroups(cg)
     a: CoopVal = cg.get(inst.slots["a"])
     t: CoopMatrixType = inst.results[0].type
     comp = a.type.component

@@ -522,6 +522,9 @@ class CpuModule(Module):
             msg = _broken_shape_rule(inst.shape_rule, d)
         elif code == abi.E_RACE:
             msg = _race(info, d)
+        elif code == abi.E_PARTIAL:
+            msg = (f"'{inst.opcode}' reached by only some work-items of subgroup {d[0]} (a "
+                   "coopmatrix instruction needs the whole subgroup)")
         elif code == abi.E_SUBVIEW:
             mode, o, n, e, dynamic = d[:5]
             what = ("a dynamic size of zero is undefined behaviour" if dynamic and n == 0
