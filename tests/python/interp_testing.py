@@ -41,7 +41,6 @@ EPS = {"bf16": 2.0 ** -7, "f16": 2.0 ** -10, "f32": 2.0 ** -23, "f64": 2.0 ** -5
 TARGETS = ("interp", "cpu")
 CURRENT_TARGET = "interp"
 #: why a checked-mode test runs on the interpreter only (``@pytest.mark.interp_only(...)``)
-LIFETIME = "accesses after lifetime_stop are found by target interp only"
 UNCHECKED_OUT_OF_BOUNDS = ("an out-of-bounds access without checks is undefined behaviour on "
                            "target cpu (as in C); only the interpreter's memory traps it")
 

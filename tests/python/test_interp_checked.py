@@ -815,7 +815,6 @@ func @stale(%A: memref<f32x16>) attributes {subgroup_size=16, work_group_size=[1
 """
 
 
-@pytest.mark.interp_only(reason=interp_testing.LIFETIME)
 def test_local_memory_after_lifetime_stop():
     msg = finding(LIFETIME, "stale", (farray(np.zeros(16)),), grid=(1, 1, 2))
     assert_names(msg, "stale", line_of(LIFETIME, "OFFENDING"), (0, 0, 0), (0, 0))

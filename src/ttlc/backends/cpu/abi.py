@@ -23,7 +23,7 @@ ERR_DETAILS = ERR_SLOTS - 6
 # ---- errors reported by checked code ---------------------------------------------------
 E_INDEX, E_GROUP_INDEX, E_NULL, E_DIV_ZERO, E_STEP, E_BARRIER, E_EXPAND, E_FUSE = range(1, 9)
 E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_BROADCAST, E_SUBVIEW, E_SHAPES, E_UNIFORM = 9, 10, 11, 12, 13, 14
-E_RACE, E_PARTIAL = 15, 16
+E_RACE, E_PARTIAL, E_LIFETIME = 15, 16, 17
 #: operands that must be dynamically uniform in a subgroup, as E_UNIFORM names them
 UNIFORM_OPERANDS = ("the row position", "the column position", "the memref", "the number",
                     "the scalar", "the lane index")

@@ -37,7 +37,7 @@ from .arith import binary, convert, unary
 from .arith import constant as scalar_constant
 from .function import FunctionCodegen, lane_loop
 from .memory import (_align, _component_ptrs, _masked_load, _masked_store, _note_write,
-                     _store_atomic, atomic_update, elem_type, is_null, lt_size)
+                     _store_atomic, atomic_update, check_alive, elem_type, is_null, lt_size)
 from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, MemVal,
                      VectorConstant, is_vec, parts)
 
@@ -305,6 +305,7 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         saved, cg.mask = cg.mask, None
         cg.fail_if(any_bad, E_COOP_BOUNDS, details, lane=lane)
         cg.mask = saved
+        check_alive(cg, inst.slots["tensor"])
     if active is not None:
         valid = b.and_(valid, splat_n(cg, active, n))
     st0, st1 = (cg.ival(s) for s in m.stride)

@@ -52,6 +52,11 @@ class FunctionCodegen:
         self.races = None
         #: (offset, bytes, element size, name) of each alloca (``KernelInfo.locals``)
         self.locals: list = []
+        #: memref values viewing an alloca's memory -> its index in ``locals``
+        self.allocas: Dict[Value, int] = {}
+        #: checked code: index in ``locals`` -> i64 slot holding the lifetime_stop that
+        #: ended the alloca's lifetime in this work-group (-1: alive)
+        self.lifetimes: Dict[int, ir.Value] = {}
         #: called once the function is complete (e.g. to add set-up code to its entry
         #: block and clean-up before its returns, as the AMX tile configuration needs)
         self.finish_hooks: List[Callable[[], None]] = []

@@ -15,9 +15,9 @@ from llvmlite import ir
 from ...ir.core import Instruction, Value
 from ...ir.traits import blas_shape_rules, shapes_of
 from ...ir.types import DYNAMIC, MemrefType, ScalarType
-from .abi import (ERR_DETAILS, E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_NULL, E_SHAPES,
-                  E_SUBVIEW, InstRef)
 from . import races
+from .abi import (ERR_DETAILS, E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_LIFETIME, E_NULL,
+                  E_SHAPES, E_SUBVIEW, InstRef)
 from .arith import binary
 from .function import FunctionCodegen, lane_loop
 from .values import (F16, F32, F64, I1, I8, I16, I32, I64, LLTYPE, PTR, Cplx, GroupVal, IndexLike,
@@ -27,6 +27,8 @@ from .values import (F16, F32, F64, I1, I8, I16, I32, I64, LLTYPE, PTR, Cplx, Gr
 def _derive(cg: FunctionCodegen, inst: Instruction, source: Value) -> None:
     for r in inst.results:
         cg.roots[r] = cg.roots.get(source)
+        if source in cg.allocas:
+            cg.allocas[r] = cg.allocas[source]
 
 
 def _note_write(cg: FunctionCodegen, inst: Instruction) -> None:
@@ -325,6 +327,7 @@ def emit_load(cg: FunctionCodegen, inst: Instruction):
         return load_group(cg, src, index[0])
     if cg.checked:
         _check_access(cg, src, index)
+        check_alive(cg, inst.slots["tensor"])
         _track(cg, inst, src, index)
     return load_element(cg, src.type.element, src.ptr, _offset(cg, src, index), cg.mask)
 
@@ -368,6 +371,7 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
     _note_write(cg, inst)
     if cg.checked:
         _check_access(cg, m, index)
+        check_alive(cg, inst.slots["tensor"])
         _track(cg, inst, m, index)
     store_element(cg, m.type.element, cg.get(inst.slots["value"]), m.ptr, _offset(cg, m, index),
                   cg.mask)
@@ -424,6 +428,7 @@ def _atomic_pointers(cg: FunctionCodegen, inst: Instruction, writes: bool):
     ptrs = _gep(cg, m.type.element, m.ptr, _offset(cg, m, index))
     if cg.checked:
         _check_access(cg, m, index)
+        check_alive(cg, inst.slots["tensor"])
         _track(cg, inst, m, index, ptrs)
     return m.type.element, ptrs
 
@@ -503,6 +508,14 @@ def emit_alloca(cg: FunctionCodegen, inst: Instruction):
     extent = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride))
     cg.local_bytes = offset + extent * t.element.size
     name = inst.results[0].name
+    cg.allocas[inst.results[0]] = len(cg.locals)
+    if cg.checked and any(i.opcode == "lifetime_stop" for i in cg.func.body.walk()):
+        # the slot lives in the entry block (an alloca in the loop over work-groups would
+        # grow the stack with every work-group); alive from here on
+        entry = ir.IRBuilder(cg.fn.entry_basic_block)
+        entry.position_at_start(cg.fn.entry_basic_block)
+        slot = cg.lifetimes[len(cg.locals)] = entry.alloca(I64, name="ended")
+        cg.b.store(ir.Constant(I64, -1), slot)
     cg.locals.append((offset, extent * t.element.size, t.element.size,
                       f"%{name}" if name is not None else None))
     ptr = cg.b.gep(cg.local, [ir.Constant(I64, offset)], source_etype=I8)
@@ -511,7 +524,30 @@ def emit_alloca(cg: FunctionCodegen, inst: Instruction):
 
 
 def emit_lifetime_stop(cg: FunctionCodegen, inst: Instruction):
+    """Unchecked: nothing (the memory stays the kernel's); checked code notes which
+    instruction ended the alloca's lifetime, for ``check_alive``."""
+    slot = cg.lifetimes.get(cg.allocas.get(inst.slots["object"], -1))
+    if slot is not None:
+        cg.b.store(ir.Constant(I64, cg.inst_id(inst)), slot)
     return None
+
+
+def check_alive(cg: FunctionCodegen, memref: Value) -> None:
+    """Checked code: report (E_LIFETIME) an access through a view of an alloca whose
+    lifetime a lifetime_stop ended, naming the first active work-item in SPMD code."""
+    k = cg.allocas.get(memref, -1)
+    slot = cg.lifetimes.get(k)
+    if slot is None:
+        return
+    b = cg.b
+    ended = b.load(slot, typ=I64)
+    lane = None
+    if cg.spmd:
+        lane = cg.first_lane(cg.mask) if cg.mask is not None else ir.Constant(I32, 0)
+    saved, cg.mask = cg.mask, None
+    cg.fail_if(b.icmp_signed(">=", ended, ir.Constant(I64, 0)), E_LIFETIME,
+               [ended, ir.Constant(I64, k)], lane=lane)
+    cg.mask = saved
 
 
 def emit_associated(cg: FunctionCodegen, inst: Instruction):

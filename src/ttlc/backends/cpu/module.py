@@ -522,6 +522,10 @@ class CpuModule(Module):
             msg = _broken_shape_rule(inst.shape_rule, d)
         elif code == abi.E_RACE:
             msg = _race(info, d)
+        elif code == abi.E_LIFETIME:
+            name = info.locals[d[1]][3]
+            msg = (f"access to local memory{' ' + name if name else ''} after its lifetime "
+                   f"ended (lifetime_stop at {info.instructions[d[0]].loc})")
         elif code == abi.E_PARTIAL:
             msg = (f"'{inst.opcode}' reached by only some work-items of subgroup {d[0]} (a "
                    "coopmatrix instruction needs the whole subgroup)")
