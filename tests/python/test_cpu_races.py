@@ -110,3 +110,42 @@ def test_many_work_groups_and_points_keep_races_apart():
                                                r"chunk of foreach iterations"):
         kernel(np.zeros(64, np.float32), 3, grid=(300, 1, 1))
     ttlc.compile(SHIFT, checked=True)["shift"](np.zeros(64, np.float32), 3, grid=(300, 1, 1))
+
+
+NEIGHBOUR = """\
+func @k(%out: memref<f32x8>) attributes {subgroup_size=4, work_group_size=[8,1]} {
+    %L = alloca : memref<f32x8,local>
+    parallel {
+        %i = subgroup_local_id : i32
+        %s = subgroup_linear_id : i32
+        %c4 = constant 4 : i32
+        %t = mul %s, %c4 : i32
+        %l = add %t, %i : i32
+        %k = cast %l : index
+        %x = cast %l : f32
+        %c1 = constant 1 : index
+        %c8 = constant 8 : index
+        %k1 = add %k, %c1 : index
+        %k2 = rem %k1, %c8 : index
+        %y = load %L[%k2] : f32
+        store %x, %L[%k]
+        store %y, %out[%k]
+    }
+}
+"""
+
+
+def test_consecutive_accesses_are_tracked_like_scattered_ones():
+    """The store's lanes write consecutive elements (vector loads and stores of the
+    shadow, no gathers): it still conflicts with the neighbour's read before it, and
+    both targets say so in the same words."""
+    messages = []
+    for target in ("interp", "cpu"):
+        with pytest.raises(ttlc.KernelError) as info:
+            ttlc.compile(NEIGHBOUR, target=target, checked=True)["k"](np.zeros(8, np.float32))
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+    # work-item (0, 0) writes element 0, which work-item (7, 0) read (index (7 + 1) mod 8)
+    assert ("16.9-24: kernel @k, group (0, 0, 0), work-item (0, 0): data race on local memory "
+            "%L: write of index [0] (element 0) by work-item (0, 0) conflicts with a read by "
+            "work-item (7, 0) at 15.14-31") in messages[1]

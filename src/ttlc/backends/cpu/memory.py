@@ -75,15 +75,17 @@ def _track(cg: FunctionCodegen, inst: Instruction, m: MemVal, index: List, ptrs=
     if cg.races is None or not cg.spmd or not races.is_local(m.type):
         return
     b = cg.b
+    off = _offset(cg, m, index)
     if ptrs is None:
-        ptrs = _gep(cg, m.type.element, cg.splat(m.ptr), _offset(cg, m, index))
+        ptrs = _gep(cg, m.type.element, cg.splat(m.ptr), off)
+    consecutive = not is_vec(m.ptr) and isinstance(off, Lanes) and off.consecutive()
     me = b.add(cg.splat(b.load(cg.races.base, typ=I64)), cg.iota())
     idx = []
     for i in index:
         v = cg.splat(cg.ival(i))
         idx.append(v if v.type.element.width == 64 else b.sext(v, cg.vt(I64)))
     races.track(cg, inst, b.ptrtoint(cg.splat(ptrs), cg.vt(I64)), cg.mask, me, idx,
-                lambda k: k)
+                lambda k: k, consecutive)
 
 
 def _gep(cg: FunctionCodegen, t: ScalarType, ptr, off: IndexLike):

@@ -168,13 +168,31 @@ def _scatter(cg, base: ir.Value, idx: ir.Value, value: ir.Value, mask: ir.Value,
                  [value, ptrs, ir.Constant(I32, et.width // 8), mask], [value.type, ptrs.type])
 
 
+def _masked_load(cg, base: ir.Value, first: ir.Value, vt: ir.VectorType, mask: ir.Value):
+    p = cg.b.gep(base, [first], source_etype=vt.element)
+    return cg.intrinsic("llvm.masked.load", vt, [p, ir.Constant(I32, vt.element.width // 8),
+                                                 mask, ir.Constant(vt, None)], [vt, PTR])
+
+
+def _masked_store(cg, base: ir.Value, first: ir.Value, value: ir.Value, mask: ir.Value) -> None:
+    et = value.type.element
+    p = cg.b.gep(base, [first], source_etype=et)
+    cg.intrinsic("llvm.masked.store", ir.VoidType(),
+                 [value, p, ir.Constant(I32, et.width // 8), mask], [value.type, PTR])
+
+
 def track(cg, inst: Instruction, addrs: ir.Value, active: Optional[ir.Value], me: ir.Value,
-          index: Sequence[ir.Value], work_item: Callable[[ir.Value], ir.Value]) -> None:
+          index: Sequence[ir.Value], work_item: Callable[[ir.Value], ir.Value],
+          consecutive: bool = False) -> None:
     """Checked code: the accesses of ``inst`` to local memory at the element addresses
     ``addrs`` (<n x i64>) where ``active``, by actors ``me`` (<n x i64>): report a race
     with an earlier access of this interval (or, for plain writes, of this instruction),
     else record them.  ``index`` (<n x i64> each) is the index each was made through and
-    ``work_item(k)`` the lane (i32) that made access k, for the message."""
+    ``work_item(k)`` the lane (i32) that made access k, for the message.  ``consecutive``:
+    the caller knows that the lanes access consecutive elements (of one alloca), so that
+    their shadow entries are consecutive too when the elements are as large as the
+    shadow's granule: vector loads and stores instead of gathers and scatters, and no two
+    lanes share an element."""
     sh: Shadow = cg.races
     b = cg.b
     n = addrs.type.count
@@ -185,6 +203,20 @@ def track(cg, inst: Instruction, addrs: ir.Value, active: Optional[ir.Value], me
     inside = b.icmp_unsigned("<", rel, _splat(cg, sh.data_end, n))  # (defensive)
     act = inside if active is None else b.and_(active, inside)
     idx = b.lshr(rel, ir.Constant(vt, [sh.shift] * n))
+    size = inst.slots["tensor"].type.element.size
+    first = b.extract_element(idx, ir.Constant(I32, 0)) if consecutive and size == 1 << sh.shift \
+        else None
+
+    def load(base: ir.Value, width: int) -> ir.Value:
+        if first is None:
+            return _gather(cg, base, idx, width, act)
+        return _masked_load(cg, base, first, ir.VectorType(ir.IntType(8 * width), n), act)
+
+    def store(base: ir.Value, value: ir.Value, reverse: bool = False) -> None:
+        if first is None:
+            _scatter(cg, base, idx, value, act, reverse)
+        else:
+            _masked_store(cg, base, first, value, act)
     floor = _splat(cg, b.load(sh.floor, typ=I64), n)
     inst_id = cg.inst_id(inst)
 
@@ -211,28 +243,28 @@ def track(cg, inst: Instruction, addrs: ir.Value, active: Optional[ir.Value], me
         other_kind, other_coop = CLASSES[cls]
         if not conflicts(kind, other_kind):
             continue
-        size = cg.S if coop or other_coop else 1
-        low, high = (_gather(cg, p[j], idx, 8, act) for p in (sh.low, sh.high))
-        me_u = unit(me, size)
-        differ_low = b.icmp_unsigned("!=", unit(low, size), me_u)
-        differ = b.or_(differ_low, b.icmp_unsigned("!=", unit(high, size), me_u))
+        group = cg.S if coop or other_coop else 1
+        low, high = (load(p[j], 8) for p in (sh.low, sh.high))
+        me_u = unit(me, group)
+        differ_low = b.icmp_unsigned("!=", unit(low, group), me_u)
+        differ = b.or_(differ_low, b.icmp_unsigned("!=", unit(high, group), me_u))
         bad = b.and_(b.and_(act, b.icmp_signed(">=", high, floor)), differ)
-        other_inst = b.sext(_gather(cg, sh.inst[j], idx, 4, act), vt)
+        other_inst = b.sext(load(sh.inst[j], 4), vt)
         packed = b.add(b.mul(b.add(b.mul(other_inst, ir.Constant(vt, [8] * n)),
                                    ir.Constant(vt, [cls] * n)), ir.Constant(vt, [8] * n)),
                        ir.Constant(vt, [mine] * n))
         report(bad, b.select(differ_low, low, high), packed)
     j = sh.classes.index(mine)
-    low, high = (_gather(cg, p[j], idx, 8, act) for p in (sh.low, sh.high))
+    low, high = (load(p[j], 8) for p in (sh.low, sh.high))
     stale = b.icmp_signed("<", high, floor)
     smaller = b.icmp_signed("<", low, me)
     larger = b.icmp_signed(">", high, me)
     new_low = b.select(b.and_(b.xor(stale, ir.Constant(stale.type, [1] * n)), smaller), low, me)
     new_high = b.select(b.and_(b.xor(stale, ir.Constant(stale.type, [1] * n)), larger), high, me)
-    _scatter(cg, sh.high[j], idx, new_high, act)
-    _scatter(cg, sh.low[j], idx, new_low, act, reverse=True)
-    _scatter(cg, sh.inst[j], idx, ir.Constant(ir.VectorType(I32, n), [inst_id] * n), act)
-    if kind == WRITE and not coop:  # two lanes of this instruction writing one element
+    store(sh.high[j], new_high)
+    store(sh.low[j], new_low, reverse=True)
+    store(sh.inst[j], ir.Constant(ir.VectorType(I32, n), [inst_id] * n))
+    if kind == WRITE and not coop and first is None:  # two lanes writing one element
         first = _gather(cg, sh.low[j], idx, 8, act)
         packed = ir.Constant(vt, [(inst_id * 8 + mine) * 8 + mine] * n)
         report(b.and_(act, b.icmp_unsigned("!=", first, me)), first, packed, lowest=True)
