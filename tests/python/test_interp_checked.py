@@ -954,10 +954,44 @@ def test_collective_shape_rules_at_run_time(checked):
         module["add"](farray(np.ones(5)), farray(np.ones(6)))
 
 
+VIEWS = """\
+func @e(%x: memref<f32x?>, %n: index) {
+    %y = expand %x[0 -> 4 x %n] : memref<f32x4x?>   ; EXPAND
+    %c0 = constant 0 : index
+    %v = load %y[%c0, %c0] : f32
+    store %v, %x[%c0]
+}
+func @f(%x: memref<f32x4x4,strided<1,?>>) {
+    %y = fuse %x[0, 1] : memref<f32x16>   ; FUSE
+    %c0 = constant 0 : index
+    %v = load %y[%c0] : f32
+    store %v, %y[%c0]
+}
+"""
+
+
+def test_expand_and_fuse_of_dynamic_sizes_and_strides():
+    """Spec, Expand and Fuse: a dynamic product differing from the mode size, or fused
+    modes whose dynamic stride is not the product of the previous ones, are undefined
+    behaviour: checked code reports them at the view (nothing is written)."""
+    module = compile_(VIEWS)
+    x = np.zeros(12, np.float32)
+    module["e"](x, 3)  # 4 x 3 = 12: fine
+    with pytest.raises(ttlc.KernelError, match=rf"{FILE}:{line_of(VIEWS, 'EXPAND')}\..*expand "
+                                               r"shape product 20 does not equal the mode size 12"):
+        module["e"](x, 5)
+    module["f"](farray(np.zeros((4, 4))))  # packed: stride 4 of mode 1
+    y = farray(np.ones((8, 4)))
+    with pytest.raises(ttlc.KernelError, match=rf"{FILE}:{line_of(VIEWS, 'FUSE')}\..*modes 0 and 1 "
+                                               r"cannot be fused: their strides do not match"):
+        module["f"](y[:4])  # stride 8 of mode 1: rows 4-7 lie between the columns
+    np.testing.assert_array_equal(y, 1)
+
+
 @pytest.mark.parametrize("src", [TRANSPOSE.replace("BARRIER", "barrier.local"), REDUCE, GEMM,
                                  FOREACH_TILE, ATOMICS.replace("READ", ""), REGIONS, SAME_ITEM,
                                  CONVERGENT_IF, FOREACH,
                                  COOP_LOCAL.replace("BARRIER", "barrier.local"), SCALAR_BOUNDS,
-                                 DIVERGENT_BARRIER, LIFETIME, SUBVIEW, BLAS_SHAPES])
+                                 DIVERGENT_BARRIER, LIFETIME, SUBVIEW, BLAS_SHAPES, VIEWS])
 def test_kernels_are_valid(src):
     ttlc.check(textwrap.dedent(src))
