@@ -73,8 +73,8 @@ $(GPU_TOOLS_STAMP): $(STAMP)
 # spirv-val over the SPIR-V of 2,000 generated programs, the iree-vector export of 1000
 # generated programs through iree-opt, 1000 faulty launches and 1000 kernels sharing local
 # memory (data races) reported alike by checked interp and cpu, and target cuda-tile
-# (NVIDIA's tools, the Tile IR interpreter) over 500 generated programs, and upstream mlir-opt/mlir-translate over the xevm modules of
-# 1,000 generated programs
+# (NVIDIA's tools, the Tile IR interpreter) over 500 generated programs, and upstream
+# mlir-opt/mlir-translate over the xevm modules of 1,000 generated programs
 fuzz: $(GPU_TOOLS_STAMP)
 	$(PY) fuzz/fuzz_frontend.py --inputs 100000
 	$(PY) fuzz/fuzz_differential.py --programs 3000
