@@ -437,6 +437,60 @@ def bench_checked(suite: Suite) -> None:
         runs = {"ttlc": (lambda: plain["ttlc"](A, B, C, grid=(batch,)), ""),
                 "ttlc checked": (lambda: checked["ttlc"](A, B, C, grid=(batch,)), "checked=True")}
         compare_gemm(suite, "checked", runs, "f32", (M, N, K), batch, "compute", C, ref)
+    bench_checked_local(suite)
+
+
+#: a batched 32x32 transpose through local memory: checked code tracks every access of it
+#: for data races (the other kernels of the section access no local memory)
+TRANSPOSE_LOCAL = """func @transpose(%A: memref<f32x32x32x?>, %B: memref<f32x32x32x?>) attributes {subgroup_size=16, work_group_size=[32,4]} {
+    %g = group_id.x : index
+    %a = subview %A[0:32,0:32,%g] : memref<f32x32x32>
+    %b = subview %B[0:32,0:32,%g] : memref<f32x32x32>
+    %tmp = alloca : memref<f32x32x32,local>
+    parallel {
+        %sx = subgroup_id.x : i32
+        %c16 = constant 16 : i32
+        %lid = subgroup_local_id : i32
+        %x0 = mul %sx, %c16 : i32
+        %x = add %x0, %lid : i32
+        %i = cast %x : index
+        %y = subgroup_id.y : i32
+        %j0 = cast %y : index
+        %c0 = constant 0 : index
+        %c4 = constant 4 : index
+        %c32 = constant 32 : index
+        for %k = %c0, %c32, %c4 {
+            %j = add %j0, %k : index
+            %v = load %a[%i, %j] : f32
+            store %v, %tmp[%i, %j]
+        }
+        barrier.local
+        for %k = %c0, %c32, %c4 {
+            %j = add %j0, %k : index
+            %v = load %tmp[%j, %i] : f32
+            store %v, %b[%i, %j]
+        }
+    }
+}"""
+
+
+def bench_checked_local(suite: Suite) -> None:
+    """The cost of race detection: a transpose through local memory, checked and not."""
+    batch = 64 if suite.cfg.quick else 4000
+    print(f"checked mode: transpose 32x32 f32 through local memory, batch {batch}:")
+    rng = np.random.default_rng(7)
+    A = fortran(rng, (32, 32, batch), np.float32)
+    B = np.zeros_like(A)
+    ref = A.transpose(1, 0, 2)
+    runs = {impl: (lambda k=ttlc.compile(TRANSPOSE_LOCAL, target="cpu", checked=checked)
+                   ["transpose"]: k(A, B, grid=(batch,)))
+            for impl, checked in (("ttlc", False), ("ttlc checked", True))}
+    suite.compare([
+        Entry(Row("checked", "transpose local", impl, "f32", "32x32", batch, "",
+                  0.0, nbytes=2 * A.nbytes),
+              fn, lambda impl=impl: check(f"{impl} transpose", B, ref, 0.0),
+              prepare=lambda: B.fill(0))
+        for impl, fn in runs.items()])
 
 
 def checked_cost(suite: Suite) -> List[dict]:

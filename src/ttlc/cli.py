@@ -320,7 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
     p.add_argument("--unchecked", dest="checked", action="store_false",
                    help="run without the run-time checks (bounds, null memrefs, barriers, "
-                        "division by zero; interp: also races and uniformity), which are on "
+                        "division by zero, uniformity, data races on local memory), which are on "
                         "by default: a kernel breaking the language's rules is then "
                         "undefined behaviour")
     p.add_argument("--checked", dest="checked", action="store_true",

@@ -3,7 +3,7 @@
 Every test of those modules runs once per execution target (ids ``[interp]`` and
 ``[cpu]``): the ``target`` fixture (conftest.py) sets ``CURRENT_TARGET``, which
 ``compile_for_target`` and ``run`` use.  A test whose finding only the interpreter can
-make (data races, uniformity) is marked ``@pytest.mark.interp_only(reason=...)``, with
+make is marked ``@pytest.mark.interp_only(reason=...)``, with
 one of the reasons below.  Kernels run on column-major NumPy arrays; expected results
 are computed here independently of ttlc (Python integers for integer arithmetic, float64
 for floating point, NumPy for BLAS).
@@ -41,13 +41,6 @@ EPS = {"bf16": 2.0 ** -7, "f16": 2.0 ** -10, "f32": 2.0 ** -23, "f64": 2.0 ** -5
 TARGETS = ("interp", "cpu")
 CURRENT_TARGET = "interp"
 #: why a checked-mode test runs on the interpreter only (``@pytest.mark.interp_only(...)``)
-RACES = ("data races are found by target interp only (checked code of target cpu does not "
-         "track accesses)")
-UNIFORMITY = ("dynamic uniformity of operands is checked by target interp only (target cpu "
-              "uses the first active work-item's value)")
-PARTIAL_SUBGROUP = ("a coopmatrix instruction reached by only part of a subgroup is reported "
-                    "by target interp only (target cpu runs it for the whole subgroup)")
-LIFETIME = "accesses after lifetime_stop are found by target interp only"
 UNCHECKED_OUT_OF_BOUNDS = ("an out-of-bounds access without checks is undefined behaviour on "
                            "target cpu (as in C); only the interpreter's memory traps it")
 

@@ -225,6 +225,7 @@ func @loops(%A: memref<f32x?x?>, %B: memref<f32x?x?>) attributes{subgroup_size=1
     %m = size %A[0] : index
     %n = size %A[1] : index
     foreach (%i)=(%c0),(%m) {
+        check_iteration
         %v = load %A[%i,%c0] : f32
         store %v, %B[%i,%c0]
     }
@@ -248,6 +249,7 @@ def test_foreach_and_foreach_tile():
         m = b.size(A, 0, name="m")
         n = b.size(A, 1, name="n")
         with b.foreach((c0,), (m,), arg_names=["i"]) as (i,):
+            b.check_iteration()
             v = b.load(A, [i, c0], name="v")
             b.store(v, B, [i, c0])
         with b.foreach([c0, c0], [m, n], arg_names=["i", "j"]) as (i, j):

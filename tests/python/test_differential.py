@@ -6,7 +6,8 @@ point within a few hundred units in the last place.  A failing seed is reported 
 its program text.  ``TTLC_DIFF_SEEDS=N`` and ``TTLC_DIFF_FIRST_SEED=S`` choose other
 seeds; ``make fuzz`` (fuzz/fuzz_differential.py) runs thousands.  Faulty launches
 (``compare_fault``: more work-groups than the inputs have) must be reported alike, checked,
-on both targets; ``TTLC_FAULT_SEEDS=N`` sets how many.
+on both targets; ``TTLC_FAULT_SEEDS=N`` sets how many.  So must data races on local memory
+in generated kernels that share it (``compare_races``); ``TTLC_RACE_SEEDS=N``.
 """
 from __future__ import annotations
 
@@ -19,11 +20,14 @@ import pytest
 import ttlc
 
 from ttlc.testing import GeneratedCase
-from ttlc.testing.differential import compare_case, compare_fault, compare_seed, differences
+from ttlc.testing.differential import (compare_case, compare_fault, compare_races, compare_seed,
+                                       differences)
 
 N_SEEDS = int(os.environ.get("TTLC_DIFF_SEEDS", "96"))
 #: generated programs launched on more work-groups than their inputs have (make fuzz: more)
 N_FAULTS = int(os.environ.get("TTLC_FAULT_SEEDS", "32"))
+#: generated kernels sharing local memory, with and without data races (make fuzz: more)
+N_RACES = int(os.environ.get("TTLC_RACE_SEEDS", "40"))
 FIRST_SEED = int(os.environ.get("TTLC_DIFF_FIRST_SEED", "0"))
 CHUNKS = 24
 
@@ -53,6 +57,20 @@ def test_faulty_launches_are_found_alike(chunk):
     assert not failures, (f"{len(failures)} of {len(seeds)} faulty launches are reported "
                           f"differently; the first:\n{failures[0].report()}")
     assert any(o.detail != "no finding" for o in outcomes)  # faults were made
+
+
+@pytest.mark.parametrize("chunk", range(2))
+def test_faulty_races_are_found_alike(chunk):
+    """Checked interp and checked cpu report the same data race on local memory at the
+    same instruction, or both none (race-free kernels: barriers, own elements, atomics,
+    tree reductions): ``compare_races``.  Both kinds of kernel must occur."""
+    seeds = range(FIRST_SEED + chunk, FIRST_SEED + N_RACES, 2)
+    outcomes = [compare_races(s) for s in seeds]
+    failures = [o for o in outcomes if not o.ok]
+    assert not failures, (f"{len(failures)} of {len(seeds)} kernels sharing local memory are "
+                          f"reported differently; the first:\n{failures[0].report()}")
+    assert any("data race" in o.detail for o in outcomes)
+    assert any(o.detail == "no finding" for o in outcomes)
 
 
 def test_a_finding_on_one_target_only_is_a_difference(monkeypatch):

@@ -10,8 +10,8 @@ memory with barriers, atomics, coopmatrix tiles) raise nothing in checked mode a
 give the same results as unchecked execution.
 
 Kernels are written from the language reference and are valid per ``ttlc.check``.
-Data races, uniformity and lifetimes are only found by the interpreter: those tests
-are marked ``interp_only`` (see interp_testing.py).
+Tests of findings target cpu does not make are marked ``interp_only`` (see
+interp_testing.py).
 """
 from __future__ import annotations
 
@@ -463,7 +463,6 @@ def test_transpose_with_barrier_is_race_free(barrier):
 
 
 @pytest.mark.parametrize("barrier", ["", "barrier.global"])
-@pytest.mark.interp_only(reason=interp_testing.RACES)
 def test_race_read_after_write_without_barrier(barrier):
     src = TRANSPOSE.replace("BARRIER", barrier)
     A = farray(np.arange(256).reshape(16, 16))
@@ -505,7 +504,6 @@ func @last(%A: memref<f32x16>, %B: memref<f32x1>) attributes {subgroup_size=16, 
 """
 
 
-@pytest.mark.interp_only(reason=interp_testing.RACES)
 def test_race_write_write_same_instruction():
     msg = finding(WRITE_WRITE, "last", (farray(np.arange(16)), farray(np.zeros(1))))
     assert_names(msg, "last", line_of(WRITE_WRITE, "OFFENDING"), (0, 0, 0), (6, 0))
@@ -559,7 +557,6 @@ def test_atomics_do_not_race_with_atomics():
     np.testing.assert_array_equal(H1, H2)
 
 
-@pytest.mark.interp_only(reason=interp_testing.RACES)
 def test_race_plain_read_of_atomically_updated_element():
     src = ATOMICS.replace("READ", "%peek = load %h[%bin] : i32   ; OFFENDING")
     X = np.zeros(64, dtype=np.int32)  # everybody counts into bin 0
@@ -635,7 +632,6 @@ def test_coopmatrix_local_staging_is_race_free():
     np.testing.assert_array_equal(B1, B2)
 
 
-@pytest.mark.interp_only(reason=interp_testing.RACES)
 def test_race_coopmatrix_other_subgroup_block():
     src = COOP_LOCAL.replace("BARRIER", "")
     A = farray(np.arange(512).reshape(32, 16))
@@ -693,7 +689,6 @@ func @fold(%A: memref<f32x40>, %n: index) attributes {subgroup_size=16, work_gro
 """
 
 
-@pytest.mark.interp_only(reason=interp_testing.RACES)
 def test_race_between_foreach_iterations():
     """Iterations 0 and 20 write the same element; the mapping of iterations to
     work-items is implementation-defined, so that is a race (20 is the fifth item of
@@ -820,7 +815,6 @@ func @stale(%A: memref<f32x16>) attributes {subgroup_size=16, work_group_size=[1
 """
 
 
-@pytest.mark.interp_only(reason=interp_testing.LIFETIME)
 def test_local_memory_after_lifetime_stop():
     msg = finding(LIFETIME, "stale", (farray(np.zeros(16)),), grid=(1, 1, 2))
     assert_names(msg, "stale", line_of(LIFETIME, "OFFENDING"), (0, 0, 0), (0, 0))
@@ -960,10 +954,44 @@ def test_collective_shape_rules_at_run_time(checked):
         module["add"](farray(np.ones(5)), farray(np.ones(6)))
 
 
+VIEWS = """\
+func @e(%x: memref<f32x?>, %n: index) {
+    %y = expand %x[0 -> 4 x %n] : memref<f32x4x?>   ; EXPAND
+    %c0 = constant 0 : index
+    %v = load %y[%c0, %c0] : f32
+    store %v, %x[%c0]
+}
+func @f(%x: memref<f32x4x4,strided<1,?>>) {
+    %y = fuse %x[0, 1] : memref<f32x16>   ; FUSE
+    %c0 = constant 0 : index
+    %v = load %y[%c0] : f32
+    store %v, %y[%c0]
+}
+"""
+
+
+def test_expand_and_fuse_of_dynamic_sizes_and_strides():
+    """Spec, Expand and Fuse: a dynamic product differing from the mode size, or fused
+    modes whose dynamic stride is not the product of the previous ones, are undefined
+    behaviour: checked code reports them at the view (nothing is written)."""
+    module = compile_(VIEWS)
+    x = np.zeros(12, np.float32)
+    module["e"](x, 3)  # 4 x 3 = 12: fine
+    with pytest.raises(ttlc.KernelError, match=rf"{FILE}:{line_of(VIEWS, 'EXPAND')}\..*expand "
+                                               r"shape product 20 does not equal the mode size 12"):
+        module["e"](x, 5)
+    module["f"](farray(np.zeros((4, 4))))  # packed: stride 4 of mode 1
+    y = farray(np.ones((8, 4)))
+    with pytest.raises(ttlc.KernelError, match=rf"{FILE}:{line_of(VIEWS, 'FUSE')}\..*modes 0 and 1 "
+                                               r"cannot be fused: their strides do not match"):
+        module["f"](y[:4])  # stride 8 of mode 1: rows 4-7 lie between the columns
+    np.testing.assert_array_equal(y, 1)
+
+
 @pytest.mark.parametrize("src", [TRANSPOSE.replace("BARRIER", "barrier.local"), REDUCE, GEMM,
                                  FOREACH_TILE, ATOMICS.replace("READ", ""), REGIONS, SAME_ITEM,
                                  CONVERGENT_IF, FOREACH,
                                  COOP_LOCAL.replace("BARRIER", "barrier.local"), SCALAR_BOUNDS,
-                                 DIVERGENT_BARRIER, LIFETIME, SUBVIEW, BLAS_SHAPES])
+                                 DIVERGENT_BARRIER, LIFETIME, SUBVIEW, BLAS_SHAPES, VIEWS])
 def test_kernels_are_valid(src):
     ttlc.check(textwrap.dedent(src))

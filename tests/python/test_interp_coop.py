@@ -921,7 +921,6 @@ def test_subgroup_broadcast_from_an_undefined_work_item(lane, message):
         run(kernel(BROADCAST_FROM, IDS=IDS), A, B, np.int32(lane), checked=True)
 
 
-@pytest.mark.interp_only(reason=interp_testing.UNIFORMITY)
 def test_subgroup_broadcast_lane_must_be_uniform_in_checked_mode():
     A, B = rand(16, "i32"), zeros(16, "i32")
     run(kernel(BROADCAST_BAD, IDS=IDS), A, B, np.int32(1))  # unchecked: first lane decides
@@ -1078,7 +1077,6 @@ VARYING_POSITION = """func @k(%A: memref<f32x32x8>, %B: memref<f32x16x8>) attrib
 }"""
 
 
-@pytest.mark.interp_only(reason=interp_testing.UNIFORMITY)
 def test_operands_must_be_dynamically_uniform_in_checked_mode():
     B = zeros((16, 8), "f32")
     run(kernel(VARYING_CONSTRUCT, IDS=IDS), B)  # unchecked: the first work-item's value
@@ -1104,13 +1102,46 @@ PARTIAL = """func @k(%A: memref<f32x16x8>, %B: memref<f32x16x8>) attributes {sub
 }"""
 
 
-@pytest.mark.interp_only(reason=interp_testing.PARTIAL_SUBGROUP)
 def test_load_in_part_of_a_subgroup_is_reported_in_checked_mode():
     A, B = rand((16, 8), "f32"), zeros((16, 8), "f32")
     run(kernel(PARTIAL, IDS=IDS), A, B)  # unchecked: the subgroup executes it
     np.testing.assert_array_equal(B, A)
     with pytest.raises(ttlc.KernelError, match="only some work-items of subgroup 0"):
         run(kernel(PARTIAL, IDS=IDS), A, B, checked=True)
+
+
+PARTIAL_OTHERS = {
+    "prefetch": "cooperative_matrix_prefetch 1, %A[%c0, %c0], 16, 8",
+    "mul_add": "%m = cooperative_matrix_construct %one : coopmatrix<f32x16x8,matrix_acc>\n"
+               "        %a = cooperative_matrix_construct %one : coopmatrix<f32x16x8,matrix_a>\n"
+               "        %b = cooperative_matrix_construct %one : coopmatrix<f32x8x8,matrix_b>\n"
+               "        %d = cooperative_matrix_mul_add %a, %b, %m : coopmatrix<f32x16x8,matrix_acc>",
+    "reduce": "%m = cooperative_matrix_construct %one : coopmatrix<f32x16x8,matrix_acc>\n"
+              "        %r = cooperative_matrix_reduce_add.row %m : coopmatrix<f32x16x1,matrix_acc>",
+}
+
+
+@pytest.mark.parametrize("what", sorted(PARTIAL_OTHERS))
+def test_other_coopmatrix_instructions_in_part_of_a_subgroup(what):
+    """Prefetch, mul_add and reduce need the whole subgroup too (the interpreter's
+    ``coop_subgroups``); the work-item named is the subgroup's first inactive one."""
+    src = PARTIAL.replace("%a = cooperative_matrix_load %A[%c0, %c0] : "
+                          "coopmatrix<f32x16x8,matrix_acc>\n        cooperative_matrix_store %a, "
+                          "%B[%c0, %c0]", "%one = constant 1.0 : f32\n        " +
+                          PARTIAL_OTHERS[what])
+    A, B = rand((16, 8), "f32"), zeros((16, 8), "f32")
+    run(kernel(src, IDS=IDS), A, B)
+    with pytest.raises(ttlc.KernelError, match=r"work-item \(8, 0\): 'cooperative_matrix_"
+                                               r"\w+' reached by only some work-items"):
+        run(kernel(src, IDS=IDS), A, B, checked=True)
+
+
+def test_prefetch_operands_must_be_uniform_in_checked_mode():
+    src = PREFETCH.replace("%A[%x, %y], 16, 8", "%A[%v, %y], 16, 8").replace(
+        "parallel {", "parallel {\n    %l = subgroup_local_id : i32\n    %v = cast %l : index")
+    run(src, rand((20, 21), "f32"), 0, 0)  # unchecked: a hint, nothing happens
+    with pytest.raises(ttlc.KernelError, match="row position must be dynamically uniform"):
+        run(src, rand((20, 21), "f32"), 0, 0, checked=True)
 
 
 INACTIVE = """func @k(%A: memref<f32x32x8>, %B: memref<f32x32x8>) attributes {subgroup_size=16, work_group_size=[32,1]} {

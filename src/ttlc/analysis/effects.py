@@ -61,3 +61,26 @@ def conflicts(a: str, b: str) -> bool:
 
 def is_atomic(kind: str) -> bool:
     return kind in _ATOMICS
+
+
+#: attribute (not printed) of the SPMD regions lower-linalg makes of BLAS instructions, kept by
+#: lower-foreach: their work-items write disjoint elements and nothing else runs in them,
+#: so no data race can happen inside and checked code need not look for one
+DISJOINT = "disjoint_work_items"
+
+
+def race_message(memory: str, kind: str, index: str, element: int, me: str, other_kind: str,
+                 other: str, other_loc, unfenced_loc=None) -> str:
+    """How every target's checked code words a data race on local memory, so that the
+    interpreter and the back ends report a race alike: ``memory`` names the alloca, ``me``
+    and ``other`` the work-items, ``other_loc`` where the other access is (None: unknown),
+    ``unfenced_loc`` a barrier without .local fence in the interval (None: none)."""
+    where = f" at {other_loc}" if other_loc is not None else ""
+    hint = ""
+    if unfenced_loc is not None:
+        hint = (f"; the barrier at {unfenced_loc} has no .local fence and does not order "
+                f"local memory")
+    article = "an" if is_atomic(other_kind) else "a"
+    return (f"data race on {memory}: {kind} of index {index} (element {element}) by work-item "
+            f"{me} conflicts with {article} {other_kind} by work-item {other}{where} with no "
+            f"barrier.local in between{hint}")

@@ -932,7 +932,7 @@ CHECKS: Dict[str, Callable[[Verifier, Instruction], None]] = {
     "coop_mul_add": check_coop_mul_add, "coop_prefetch": check_coop_prefetch,
     "coop_reduce": check_coop_reduce, "coop_scale": check_coop_scale,
     "subgroup_broadcast": check_subgroup_broadcast, "subgroup_op": check_subgroup_op,
-    "check_shapes": check_check_shapes,
+    "check_shapes": check_check_shapes, "check_iteration": check_barrier,
 }
 
 assert set(CHECKS) == {d.family for d in OPS.values()}, "every family needs a check"

@@ -25,7 +25,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..analysis.effects import ATOMIC_READ, READ, WRITE, access_kind, conflicts, is_atomic
+from ..analysis.effects import ATOMIC_READ, READ, WRITE, access_kind, conflicts, race_message
 from ..ir.core import Instruction
 
 #: families of the coopmatrix memory instructions (a block per subgroup, tracked after it ran)
@@ -112,20 +112,14 @@ def track(wg, bid: int, flat: np.ndarray, lanes: np.ndarray, kind: str, coop: bo
     def report(k: int, other_actor: int, other_kind: str, other_inst: Optional[Instruction]):
         lane = int(lanes[k])
         me = work_item(wg, lane) + (f" (subgroup {lane // S})" if coop else "")
-        other_lane = int(other_actor) % wg.cfg.lanes
-        other = work_item(wg, other_lane)
+        other = work_item(wg, int(other_actor) % wg.cfg.lanes)
         if wg.actor_base // wg.cfg.lanes != int(other_actor) // wg.cfg.lanes:
             other += " in another chunk of foreach iterations"
-        where = f" at {other_inst.loc}" if other_inst is not None else ""
-        hint = ""
-        if races.unfenced is not None:
-            hint = (f"; the barrier at {races.unfenced.loc} has no .local fence and does not "
-                    f"order local memory")
-        article = "an" if is_atomic(other_kind) else "a"
-        return wg.fail(f"data race on {_local_name(wg, bid)}: {kind} of index {describe(k)} "
-                       f"(element {int(flat[k])}) by work-item {me} conflicts with {article} "
-                       f"{other_kind} by work-item {other}{where} with no "
-                       f"barrier.local in between{hint}", lane)
+        unfenced = races.unfenced.loc if races.unfenced is not None else None
+        return wg.fail(race_message(_local_name(wg, bid), kind, describe(k), int(flat[k]), me,
+                                    other_kind, other,
+                                    other_inst.loc if other_inst is not None else None,
+                                    unfenced), lane)
 
     # against earlier accesses in this interval
     for (other_kind, other_coop), acc in state.items():

@@ -526,6 +526,12 @@ def _arrays(wg, inst) -> Dict[str, np.ndarray]:
     return arrays
 
 
+@BASIC.of("check_iteration")
+def check_iteration(wg, inst, mask):
+    """Nothing to do: the interpreter runs foreach bodies itself and keeps their points
+    apart (``WorkGroup.actor_base``); lowered code needs the mark."""
+
+
 @BASIC.of("check_shapes")
 def check_shapes(wg, inst, mask):
     """The shape rules a BLAS instruction's sizes must satisfy (as ``_arrays`` tests them)."""

@@ -203,6 +203,13 @@ _op("check_shapes", COLLECTIVE,
     "operands satisfy its shape rules.", "check_shapes",
     (Mod("rule", tuple(_BLAS) + ("cumsum",), required=True), TRANSPOSE_A, TRANSPOSE_B))
 
+# ttlc's own: where a new point (tile) of a foreach (foreach_tile) body begins, for checked
+# code's race detection once lower-foreach has made the body a loop (docs/language-notes.md);
+# inserted by the pass insert-iteration-marks, never written by hand
+_op("check_iteration", SPMD, [],
+    "Checked code: the local memory accesses that follow are made for a new point of the "
+    "iteration space, by other work-items than those before.", "check_iteration")
+
 _op("foreach", COLLECTIVE,
     [S.Lit("("), S.Args("vars", "from"), S.Lit(")"), S.Lit("="), S.Lit("("), S.OpndList("from"),
      S.Lit(")"), S.Lit(","), S.Lit("("), S.OpndList("to"), S.Lit(")"), S.RegionEl("spmd")],
@@ -403,6 +410,8 @@ FOREACH_OPS = ("foreach", "foreach_tile")
 YIELDING_OPS = ("for", "if", "cooperative_matrix_apply")
 #: views of a memref operand's memory
 VIEW_OPS = ("subview", "expand", "fuse")
+#: ttlc's own instructions, not the language's: what passes insert for checked code
+INTERNAL_OPS = ("check_shapes", "check_iteration")
 #: instructions with regions; their effects are those of their regions (none of their own)
 REGION_OPS = tuple(name for name, d in OPS.items() if d.regions)
 

@@ -55,6 +55,7 @@ PASS_MODULES = {
     "insert-barrier": "insert_barrier",
     "insert-lifetime-stop": "insert_lifetime_stop",
     "insert-shape-checks": "insert_shape_checks",
+    "insert-iteration-marks": "insert_iteration_marks",
     "work-group-size": "work_group_size",
     "lower-linalg": "lower_linalg",
     "lower-foreach": "lower_foreach",

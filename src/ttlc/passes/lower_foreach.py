@@ -45,10 +45,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from ..analysis.effects import DISJOINT
 from ..ir.builder import Builder
 from ..ir.core import Instruction, Program, Region, Value
 from ..ir.ops import FOREACH_OPS
-from ..ir.rewrite import clone_instructions, replace, walk_with_parent
+from ..ir.rewrite import clone_instructions, replace, set_attribute, walk_with_parent
 from ..ir.types import I32, ScalarType
 from . import PassContext
 from .index_math import Bool, Int, IndexMath, known, require_sizes, set_locations
@@ -101,6 +102,8 @@ class _Lowering:
 
     def replace_in(self, region: Region) -> None:
         par = self.b.parallel()
+        if DISJOINT in self.inst.attrs:  # a lowered BLAS instruction stays one
+            set_attribute(par.inst, DISJOINT, self.inst.attrs[DISJOINT])
         with par:
             modes, order = self._plan()
             self._emit(modes, order, 0, {})

@@ -135,7 +135,8 @@ FINDING_KINDS = (("subview of mode", "subview"), ("null memref", "null"),
                  ("group index", "group index"), ("out of bounds", "bounds"),
                  ("outside the memref", "bounds"), ("out-of-bounds", "bounds"),
                  ("do not match", "shape"), ("does not match", "shape"),
-                 ("must match", "shape"), ("division by zero", "division"))
+                 ("must match", "shape"), ("division by zero", "division"),
+                 ("data race", "race"))
 
 
 def finding(e: Exception) -> tuple:
@@ -147,19 +148,11 @@ def finding(e: Exception) -> tuple:
     return kind, line
 
 
-def compare_fault(seed: int, extra: int = 2, reference: str = "interp",
-                  target: str = "cpu") -> Outcome:
-    """Run a generated program, checked, on ``extra`` more work-groups in x than its inputs
-    were made for, so that the work-groups past the batch index past their arguments
-    (subviews at the group id, group members, batch modes): both targets must report the
-    same kind of finding at the same instruction, or both none (programs that wrap their
-    indices); unchecked, the interpreter may only raise KernelError."""
+def _findings(case, grid, reference: str, target: str, seed: int) -> Outcome:
+    """Run a case, checked, on both targets: the same kind of finding at the same
+    instruction, or both none; unchecked, the interpreter may only raise KernelError."""
     import ttlc
 
-    from .generator import generate
-
-    case = generate(seed)
-    grid = (case.grid[0] + extra,) + tuple(case.grid[1:])
     found = {}
     for t in (reference, target):
         try:
@@ -186,3 +179,27 @@ def compare_fault(seed: int, extra: int = 2, reference: str = "interp",
         show = {t: (f[2] if f else "no finding") for t, f in found.items()}
         return Outcome(seed, "differ", f"grid {grid}: {show}", case.text)
     return Outcome(seed, "agree", a[2] if a else "no finding", case.text)
+
+
+def compare_fault(seed: int, extra: int = 2, reference: str = "interp",
+                  target: str = "cpu") -> Outcome:
+    """Run a generated program, checked, on ``extra`` more work-groups in x than its inputs
+    were made for, so that the work-groups past the batch index past their arguments
+    (subviews at the group id, group members, batch modes): both targets must report the
+    same kind of finding at the same instruction, or both none (programs that wrap their
+    indices); unchecked, the interpreter may only raise KernelError."""
+    from .generator import generate
+
+    case = generate(seed)
+    grid = (case.grid[0] + extra,) + tuple(case.grid[1:])
+    return _findings(case, grid, reference, target, seed)
+
+
+def compare_races(seed: int, reference: str = "interp", target: str = "cpu") -> Outcome:
+    """Run a generated kernel sharing local memory between work-items
+    (``races.generate_races``), checked: both targets must report the same data race at
+    the same instruction, or both none."""
+    from .races import generate_races
+
+    case = generate_races(seed)
+    return _findings(case, case.grid, reference, target, seed)

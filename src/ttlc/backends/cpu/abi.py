@@ -23,6 +23,7 @@ ERR_DETAILS = ERR_SLOTS - 6
 # ---- errors reported by checked code ---------------------------------------------------
 E_INDEX, E_GROUP_INDEX, E_NULL, E_DIV_ZERO, E_STEP, E_BARRIER, E_EXPAND, E_FUSE = range(1, 9)
 E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_BROADCAST, E_SUBVIEW, E_SHAPES, E_UNIFORM = 9, 10, 11, 12, 13, 14
+E_RACE, E_PARTIAL, E_LIFETIME = 15, 16, 17
 #: operands that must be dynamically uniform in a subgroup, as E_UNIFORM names them
 UNIFORM_OPERANDS = ("the row position", "the column position", "the memref", "the number",
                     "the scalar", "the lane index")
@@ -86,6 +87,9 @@ class KernelInfo:
     instructions: List[InstRef] = field(default_factory=list)
     #: argument index -> first instruction that writes its memory
     writes: Dict[int, InstRef] = field(default_factory=dict)
+    #: the allocas of local memory, for messages: (offset in the scratch block, bytes,
+    #: element size, name or None)
+    locals: List[Tuple[int, int, int, Optional[str]]] = field(default_factory=list)
 
     def to_json(self) -> dict:
         loc = lambda r: [r.opcode, r.loc.line, r.loc.col, r.loc.end_line, r.loc.end_col,  # noqa: E731
@@ -94,7 +98,8 @@ class KernelInfo:
                 "config": [self.config.subgroup_size, list(self.config.work_group_size)],
                 "num_slots": self.num_slots, "local_bytes": self.local_bytes,
                 "instructions": [loc(r) for r in self.instructions],
-                "writes": {str(k): loc(r) for k, r in self.writes.items()}}
+                "writes": {str(k): loc(r) for k, r in self.writes.items()},
+                "locals": [list(x) for x in self.locals]}
 
     @staticmethod
     def from_json(d: dict, func: Function) -> "KernelInfo":
@@ -109,4 +114,5 @@ class KernelInfo:
         sgs, wgs = d["config"]
         return KernelInfo(d["name"], d["symbol"], ExecConfig(sgs, tuple(wgs)), slots,
                           d["num_slots"], d["local_bytes"], [ref(x) for x in d["instructions"]],
-                          {int(k): ref(x) for k, x in d["writes"].items()})
+                          {int(k): ref(x) for k, x in d["writes"].items()},
+                          [tuple(x) for x in d["locals"]])

@@ -389,10 +389,11 @@ TileSource = Callable[[int, int], Tuple[ir.Value, ir.Value]]
 def _in_memory(cg, access: Instruction, elem: str, g: int) -> Optional[TileSource]:
     """For subgroup g, (r0, c0) -> the address of entry (r0, c0) of the matrix the
     cooperative_matrix_load/store ``access`` reads or writes, and the byte stride of its
-    columns: when every work-item is active and the access is unchecked, untransposed,
-    on ``elem`` components, through a memref with unit row stride (the matrix's columns
-    are contiguous: the rows of its transpose, a tile's rows).  None otherwise."""
-    if (cg.mask is not None or access.modifier("checked") is not None
+    columns: when every work-item is active and the access is unchecked (in checked code
+    every access goes through ``coop._access``, which checks it), untransposed, on ``elem``
+    components, through a memref with unit row stride (the matrix's columns are
+    contiguous: the rows of its transpose, a tile's rows).  None otherwise."""
+    if (cg.mask is not None or cg.checked or access.modifier("checked") is not None
             or access.modifier("ta") == "t" or access.slots["tensor"].type.element.name != elem):
         return None
     from .coop import memref_in, uniform_in

@@ -11,8 +11,9 @@ from typing import Callable, Dict
 
 from llvmlite import ir
 
+from ...analysis.effects import DISJOINT
 from ...ir.core import Instruction
-from . import coop
+from . import coop, races
 from .abi import E_BARRIER, E_STEP
 from .function import FunctionCodegen
 from .values import I1, I32, I64, LLTYPE, Cplx, Lanes, is_vec
@@ -29,15 +30,21 @@ def select(cg: FunctionCodegen, cond, a, c):
 
 
 def emit_parallel(cg: FunctionCodegen, inst: Instruction):
-    saved = cg.spmd
+    """An SPMD region; checked code looks for data races in it unless it is a lowered BLAS
+    instruction (``DISJOINT``: none can happen there)."""
+    saved, saved_races = cg.spmd, cg.races
     cg.spmd = True
+    if inst.attrs.get(DISJOINT):
+        cg.races = None
+    elif cg.races is not None:  # checked code accessing local memory
+        races.interval(cg)
     try:
         if cg.subgroup_loop > 1:
             _over_subgroups(cg, lambda: cg.emit_region(inst.regions[0], None, keep_mask=False))
         else:
             cg.emit_region(inst.regions[0], None, keep_mask=False)
     finally:
-        cg.spmd = saved
+        cg.spmd, cg.races = saved, saved_races
     return None
 
 
@@ -234,6 +241,8 @@ def emit_barrier(cg: FunctionCodegen, inst: Instruction):
         cg.mask = None
         cg.fail_if(missing, E_BARRIER, [first64])
         cg.mask = saved
+    if cg.spmd and cg.races is not None:
+        races.barrier(cg, inst)
     return None
 
 
@@ -243,4 +252,5 @@ EMITTERS: Dict[str, Callable] = {
     "for": emit_for,
     "if": emit_if,
     "barrier": emit_barrier,
+    "check_iteration": races.emit_check_iteration,
 }

@@ -31,12 +31,13 @@ from ...ir.numerics import accumulate_type
 from ...ir.core import Instruction
 from ...ir.ops import ARITH_BINARY, ARITH_UNARY
 from ...ir.types import CoopMatrixType, ScalarType
-from .abi import E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_NULL, E_UNIFORM, UNIFORM_OPERANDS
+from .abi import E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_NULL, E_PARTIAL, E_UNIFORM, UNIFORM_OPERANDS
+from . import races
 from .arith import binary, convert, unary
 from .arith import constant as scalar_constant
 from .function import FunctionCodegen, lane_loop
 from .memory import (_align, _component_ptrs, _masked_load, _masked_store, _note_write,
-                     _store_atomic, atomic_update, elem_type, is_null, lt_size)
+                     _store_atomic, atomic_update, check_alive, elem_type, is_null, lt_size)
 from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, MemVal,
                      VectorConstant, is_vec, parts)
 
@@ -114,6 +115,23 @@ def first_lane(cg: FunctionCodegen, g: int) -> ir.Value:
     first = cg.first_lane(sub)
     first = b.select(b.icmp_unsigned("==", first, ir.Constant(I32, S)), ir.Constant(I32, 0), first)
     return b.add(first, ir.Constant(I32, g * S))
+
+
+def whole_subgroups(cg: FunctionCodegen) -> None:
+    """Checked code: a coopmatrix instruction is executed by whole subgroups (uniform
+    control flow); report (E_PARTIAL) a subgroup of which only some work-items are active,
+    naming its first inactive one, as the interpreter's ``coop_subgroups`` does."""
+    if not cg.checked or cg.mask is None:
+        return
+    b, S = cg.b, cg.S
+    ones = ir.Constant(ir.VectorType(I1, S), [1] * S)
+    saved, cg.mask = cg.mask, None
+    for g in range(subgroups(cg)):
+        sub = b.shuffle_vector(saved, saved, _consts(range(g * S, g * S + S)))
+        partial = b.and_(cg.reduce_or(sub), b.xor(cg.reduce_and(sub), ir.Constant(I1, 1)))
+        inactive = b.add(cg.first_lane(b.xor(sub, ones)), ir.Constant(I32, g * S))
+        cg.fail_if(partial, E_PARTIAL, [ir.Constant(I64, g)], lane=inactive)
+    cg.mask = saved
 
 
 def subgroup_active(cg: FunctionCodegen, g: int) -> Optional[ir.Value]:
@@ -287,6 +305,7 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         saved, cg.mask = cg.mask, None
         cg.fail_if(any_bad, E_COOP_BOUNDS, details, lane=lane)
         cg.mask = saved
+        check_alive(cg, inst.slots["tensor"])
     if active is not None:
         valid = b.and_(valid, splat_n(cg, active, n))
     st0, st1 = (cg.ival(s) for s in m.stride)
@@ -311,6 +330,11 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
             return origin[0]
         return b.gep(origin[0], [b.add(b.mul(ir.Constant(I64, i), st0),
                                        b.mul(ir.Constant(I64, j), st1))], source_etype=et)
+    if cg.races is not None and races.is_local(m.type):
+        size = splat_n(cg, ir.Constant(I64, m.type.element.size), n)
+        addrs = b.add(splat_n(cg, b.ptrtoint(m.ptr, I64), n), b.mul(off, size))
+        me = b.add(b.load(cg.races.base, typ=I64), b.zext(lane, I64))
+        races.track(cg, inst, addrs, valid, splat_n(cg, me, n), [ri, ci], lambda k: lane)
     fn(m, off, valid, contiguous, at)
 
 
@@ -336,6 +360,7 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
     # layout), so that each broadcast becomes a broadcasting load (no shuffles, no gather)
     by_entry = (t.use == "matrix_b" and not comp.is_complex
                 and inst.modifier("checked") is None and cg.mask is None)
+    whole_subgroups(cg)
     mats = []
     for g in range(subgroups(cg)):
         result = {}
@@ -397,6 +422,7 @@ def emit_load(cg: FunctionCodegen, inst: Instruction):
 def emit_store(cg: FunctionCodegen, inst: Instruction):
     b = cg.b
     value: CoopVal = cg.get(inst.slots["value"])
+    whole_subgroups(cg)
     if isinstance(value, HeldMatrix):  # a loop's result still in AMX tiles
         _note_write(cg, inst)
         return value.store(cg, inst)
@@ -450,6 +476,7 @@ def emit_atomic(cg: FunctionCodegen, inst: Instruction):
     ordering = "monotonic" if inst.modifier("semantics") == "relaxed" else "seq_cst"
     op = inst.opcode.rsplit("_", 1)[1]
     _note_write(cg, inst)
+    whole_subgroups(cg)
     olds = []
     for g in range(subgroups(cg)):
         mat = value.mats[g]
@@ -484,7 +511,16 @@ def emit_atomic(cg: FunctionCodegen, inst: Instruction):
 
 
 def emit_prefetch(cg: FunctionCodegen, inst: Instruction):
-    return None  # a hint
+    """A hint: nothing is read.  Checked code still tests what the instruction needs:
+    whole subgroups, dynamically uniform operands."""
+    if cg.checked:
+        whole_subgroups(cg)
+        for g in range(subgroups(cg)):
+            lane = first_lane(cg, g)
+            uniform_in(cg, cg.get(inst.slots["x"]), lane, g, "the row position")
+            uniform_in(cg, cg.get(inst.slots["y"]), lane, g, "the column position")
+            memref_in(cg, cg.get(inst.slots["tensor"]), lane, g, "the memref")
+    return None
 
 
 # ---- arithmetic -----------------------------------------------------------------------------------
@@ -584,6 +620,7 @@ FMA = Microkernel()
 
 def emit_reduce(cg: FunctionCodegen, inst: Instruction):
     """Rows (mode row: an M x 1 result) or columns (1 x N) combined in order."""
+    whole_subgroups(cg)
     a: CoopVal = cg.get(inst.slots["a"])
     t: CoopMatrixType = inst.results[0].type
     comp = a.type.component

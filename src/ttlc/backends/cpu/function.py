@@ -18,6 +18,7 @@ from ...ir.core import Function, Instruction, Region, Value
 from ...ir.numerics import fold_int, wrap
 from ...ir.types import DYNAMIC, BoolType, CoopMatrixType, GroupType, MemrefType, ScalarType, Type
 from ...target import ExecConfig, get_target
+from . import races
 from .abi import ERR_SLOTS, ArgSlots, InstRef, KernelInfo, arg_layout
 from .values import (F32, I1, I8, I16, I32, I64, LLTYPE, PTR, CoopVal, Cplx, GroupVal, IndexLike,
                      Lanes, MemVal, UndefVector, Unsupported, VectorConstant, is_vec, mangle, parts)
@@ -53,6 +54,15 @@ class FunctionCodegen:
         self.error_block: Optional[ir.Block] = None
         self.roots: Dict[Value, Optional[int]] = {}
         self.writes: Dict[int, InstRef] = {}
+        #: checked code of a kernel accessing local memory: its shadow (``races``)
+        self.races = None
+        #: (offset, bytes, element size, name) of each alloca (``KernelInfo.locals``)
+        self.locals: list = []
+        #: memref values viewing an alloca's memory -> its index in ``locals``
+        self.allocas: Dict[Value, int] = {}
+        #: checked code: index in ``locals`` -> i64 slot holding the lifetime_stop that
+        #: ended the alloca's lifetime in this work-group (-1: alive)
+        self.lifetimes: Dict[int, ir.Value] = {}
         #: called once the function is complete (e.g. to add set-up code to its entry
         #: block and clean-up before its returns, as the AMX tile configuration needs)
         self.finish_hooks: List[Callable[[], None]] = []
@@ -416,6 +426,8 @@ class FunctionCodegen:
             return b.gep(args, [ir.Constant(I64, k)], source_etype=I64)
 
         self.num_groups = [b.load(slot(k), typ=I64, name=f"ng{'xyz'[k]}") for k in range(3)]
+        if self.checked:
+            self.races = races.setup(self)
         for index, (a, lay) in enumerate(zip(self.func.args, layout)):
             self.roots[a.value] = index
             self.env[a.value] = self.unpack_arg(a.value.type, lay, slot)
@@ -455,7 +467,7 @@ class FunctionCodegen:
         for hook in self.finish_hooks:
             hook()
         return KernelInfo(self.func.name, self.symbol, self.cfg, layout, nslots,
-                          self.local_bytes, self.instructions, self.writes)
+                          self.local_bytes, self.instructions, self.writes, self.locals)
 
     def check_supported(self, region: Region) -> None:
         for inst in region.walk():

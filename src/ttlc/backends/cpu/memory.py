@@ -15,8 +15,9 @@ from llvmlite import ir
 from ...ir.core import Instruction, Value
 from ...ir.traits import blas_shape_rules, shapes_of
 from ...ir.types import DYNAMIC, MemrefType, ScalarType
-from .abi import (ERR_DETAILS, E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_NULL, E_SHAPES,
-                  E_SUBVIEW, InstRef)
+from . import races
+from .abi import (ERR_DETAILS, E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_LIFETIME, E_NULL,
+                  E_SHAPES, E_SUBVIEW, InstRef)
 from .arith import binary
 from .function import FunctionCodegen, lane_loop
 from .values import (F16, F32, F64, I1, I8, I16, I32, I64, LLTYPE, PTR, Cplx, GroupVal, IndexLike,
@@ -26,6 +27,8 @@ from .values import (F16, F32, F64, I1, I8, I16, I32, I64, LLTYPE, PTR, Cplx, Gr
 def _derive(cg: FunctionCodegen, inst: Instruction, source: Value) -> None:
     for r in inst.results:
         cg.roots[r] = cg.roots.get(source)
+        if source in cg.allocas:
+            cg.allocas[r] = cg.allocas[source]
 
 
 def _note_write(cg: FunctionCodegen, inst: Instruction) -> None:
@@ -64,6 +67,25 @@ def _check_access(cg: FunctionCodegen, m: MemVal, index: List) -> None:
         details = [ir.Constant(I64, mode), iv, sv, ir.Constant(I64, len(index))]
         details += [cg.ival(x) for x in index[:8]]
         cg.fail_if(bad, E_INDEX, details)
+
+
+def _track(cg: FunctionCodegen, inst: Instruction, m: MemVal, index: List, ptrs=None) -> None:
+    """Checked code in SPMD regions: race detection of an access to local memory
+    (``races``); ``ptrs``: the element pointers, when already computed."""
+    if cg.races is None or not cg.spmd or not races.is_local(m.type):
+        return
+    b = cg.b
+    off = _offset(cg, m, index)
+    if ptrs is None:
+        ptrs = _gep(cg, m.type.element, cg.splat(m.ptr), off)
+    consecutive = not is_vec(m.ptr) and isinstance(off, Lanes) and off.consecutive()
+    me = b.add(cg.splat(b.load(cg.races.base, typ=I64)), cg.iota())
+    idx = []
+    for i in index:
+        v = cg.splat(cg.ival(i))
+        idx.append(v if v.type.element.width == 64 else b.sext(v, cg.vt(I64)))
+    races.track(cg, inst, b.ptrtoint(cg.splat(ptrs), cg.vt(I64)), cg.mask, me, idx,
+                lambda k: k, consecutive)
 
 
 def _gep(cg: FunctionCodegen, t: ScalarType, ptr, off: IndexLike):
@@ -307,6 +329,8 @@ def emit_load(cg: FunctionCodegen, inst: Instruction):
         return load_group(cg, src, index[0])
     if cg.checked:
         _check_access(cg, src, index)
+        check_alive(cg, inst.slots["tensor"])
+        _track(cg, inst, src, index)
     return load_element(cg, src.type.element, src.ptr, _offset(cg, src, index), cg.mask)
 
 
@@ -349,6 +373,8 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
     _note_write(cg, inst)
     if cg.checked:
         _check_access(cg, m, index)
+        check_alive(cg, inst.slots["tensor"])
+        _track(cg, inst, m, index)
     store_element(cg, m.type.element, cg.get(inst.slots["value"]), m.ptr, _offset(cg, m, index),
                   cg.mask)
 
@@ -401,9 +427,12 @@ def _atomic_pointers(cg: FunctionCodegen, inst: Instruction, writes: bool):
     index = _index_list(cg, inst)
     if writes:
         _note_write(cg, inst)
+    ptrs = _gep(cg, m.type.element, m.ptr, _offset(cg, m, index))
     if cg.checked:
         _check_access(cg, m, index)
-    return m.type.element, _gep(cg, m.type.element, m.ptr, _offset(cg, m, index))
+        check_alive(cg, inst.slots["tensor"])
+        _track(cg, inst, m, index, ptrs)
+    return m.type.element, ptrs
 
 
 def emit_atomic_update(cg: FunctionCodegen, inst: Instruction):
@@ -480,13 +509,47 @@ def emit_alloca(cg: FunctionCodegen, inst: Instruction):
     offset = -(-cg.local_bytes // align) * align
     extent = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride))
     cg.local_bytes = offset + extent * t.element.size
+    name = inst.results[0].name
+    cg.allocas[inst.results[0]] = len(cg.locals)
+    if cg.checked and any(i.opcode == "lifetime_stop" for i in cg.func.body.walk()):
+        # the slot lives in the entry block (an alloca in the loop over work-groups would
+        # grow the stack with every work-group); alive from here on
+        entry = ir.IRBuilder(cg.fn.entry_basic_block)
+        entry.position_at_start(cg.fn.entry_basic_block)
+        slot = cg.lifetimes[len(cg.locals)] = entry.alloca(I64, name="ended")
+        cg.b.store(ir.Constant(I64, -1), slot)
+    cg.locals.append((offset, extent * t.element.size, t.element.size,
+                      f"%{name}" if name is not None else None))
     ptr = cg.b.gep(cg.local, [ir.Constant(I64, offset)], source_etype=I8)
     cg.roots[inst.results[0]] = None
     return MemVal(ptr, list(t.shape), list(t.stride), t)
 
 
 def emit_lifetime_stop(cg: FunctionCodegen, inst: Instruction):
+    """Unchecked: nothing (the memory stays the kernel's); checked code notes which
+    instruction ended the alloca's lifetime, for ``check_alive``."""
+    slot = cg.lifetimes.get(cg.allocas.get(inst.slots["object"], -1))
+    if slot is not None:
+        cg.b.store(ir.Constant(I64, cg.inst_id(inst)), slot)
     return None
+
+
+def check_alive(cg: FunctionCodegen, memref: Value) -> None:
+    """Checked code: report (E_LIFETIME) an access through a view of an alloca whose
+    lifetime a lifetime_stop ended, naming the first active work-item in SPMD code."""
+    k = cg.allocas.get(memref, -1)
+    slot = cg.lifetimes.get(k)
+    if slot is None:
+        return
+    b = cg.b
+    ended = b.load(slot, typ=I64)
+    lane = None
+    if cg.spmd:
+        lane = cg.first_lane(cg.mask) if cg.mask is not None else ir.Constant(I32, 0)
+    saved, cg.mask = cg.mask, None
+    cg.fail_if(b.icmp_signed(">=", ended, ir.Constant(I64, 0)), E_LIFETIME,
+               [ended, ir.Constant(I64, k)], lane=lane)
+    cg.mask = saved
 
 
 def emit_associated(cg: FunctionCodegen, inst: Instruction):

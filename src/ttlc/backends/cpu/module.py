@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Dict, Optional, Tuple, Union
 
 import numpy as np
 
+from ...analysis.effects import race_message
 from ...diagnostics import CompileError, Diagnostic, KernelError
 from ...ir.core import Function, Program
 from ...ir.traits import first_broken_rule, shapes_of
@@ -120,8 +121,10 @@ def lower(program: Program, checked: bool = False, machine: Optional[Target] = N
     from ...passes import expand, lower_copy
 
     names = expand(["lower"])
-    if checked:  # test shape rules before BLAS instructions become loops; keep dead code
-        names.insert(names.index("lower-linalg"), "insert-shape-checks")
+    if checked:  # test shape rules before BLAS instructions become loops, mark the points
+        # of user foreach bodies before they become loops; keep dead code
+        at = names.index("lower-linalg")
+        names[at:at] = ["insert-shape-checks", "insert-iteration-marks"]
         names = [n for n in names if n != "dead-code-elimination"]
     return lower_copy(program, names, machine or _machine())
 
@@ -517,6 +520,15 @@ class CpuModule(Module):
                    f"subgroup {g} disagree ({here} here, {first} at subgroup-local id {first_id})")
         elif code == abi.E_SHAPES:
             msg = _broken_shape_rule(inst.shape_rule, d)
+        elif code == abi.E_RACE:
+            msg = _race(info, d)
+        elif code == abi.E_LIFETIME:
+            name = info.locals[d[1]][3]
+            msg = (f"access to local memory{' ' + name if name else ''} after its lifetime "
+                   f"ended (lifetime_stop at {info.instructions[d[0]].loc})")
+        elif code == abi.E_PARTIAL:
+            msg = (f"'{inst.opcode}' reached by only some work-items of subgroup {d[0]} (a "
+                   "coopmatrix instruction needs the whole subgroup)")
         elif code == abi.E_SUBVIEW:
             mode, o, n, e, dynamic = d[:5]
             what = ("a dynamic size of zero is undefined behaviour" if dynamic and n == 0
@@ -526,6 +538,31 @@ class CpuModule(Module):
         else:  # pragma: no cover - defensive
             msg = f"error {code}"
         return KernelError(f"{where}: kernel @{info.name}, group {(gx, gy, gz)}{item}: {msg}")
+
+
+def _race(info: "abi.KernelInfo", d) -> str:
+    """The message of a data race on local memory (``races.track``'s record)."""
+    from .races import CLASSES, FIXED_DETAILS
+
+    rel, other, packed, me, unfenced, order = d[:FIXED_DETAILS]
+    other_inst, other_class, mine = packed // 64, packed // 8 % 8, packed % 8
+    kind, coop = CLASSES[mine]
+    offset, _, size, name = next(x for x in info.locals if x[0] <= rel < x[0] + x[1])
+    W, S, wgx = info.config.lanes, info.config.subgroup_size, info.config.work_group_size[0]
+    shown = [str(x) for x in d[FIXED_DETAILS:FIXED_DETAILS + order]]
+    index = "[" + ", ".join(shown + (["..."] if order > len(shown) else [])) + "]"
+
+    def work_item(lane: int) -> str:
+        return f"({lane % wgx}, {lane // wgx})"
+    lane = me % W
+    who = work_item(lane) + (f" (subgroup {lane // S})" if coop else "")
+    by = work_item(other % W)
+    if other // W != me // W:
+        by += " in another chunk of foreach iterations"
+    return race_message(f"local memory {name}" if name else "local memory", kind, index,
+                        (rel - offset) // size, who, CLASSES[other_class][0], by,
+                        info.instructions[other_inst].loc,
+                        info.instructions[unfenced].loc if unfenced >= 0 else None)
 
 
 def _broken_shape_rule(shape_rule, sizes) -> str:

@@ -39,6 +39,7 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
     LLVM keeps the N columns in registers.  bf16 x bf16 into f32 runs on AMX tiles where
     the machine has them (``amx.py``), else on vdpbf16ps where it has AVX512-BF16
     (``dpbf16.py``)."""
+    coop.whole_subgroups(cg)
     A: CoopVal = cg.get(inst.slots["a"])
     B: CoopVal = cg.get(inst.slots["b"])
     C: CoopVal = cg.get(inst.slots["c"])

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Tuple
 
+from ...analysis.effects import DISJOINT
 from ...ir.core import Function, Instruction, Program, Region
-from ...ir.rewrite import replace, walk_with_parent
+from ...ir.ops import SPMD_REGION_OPS
+from ...ir.rewrite import replace, set_attribute, walk_with_parent
 from ..index_math import require_sizes
 from .elementwise import lower_axpby, lower_cumsum, lower_hadamard, lower_sum
 from .emit import Emitter
@@ -37,6 +39,9 @@ def lower_function(program: Program, func: Function, ctx) -> int:
         new = em.instructions()
         for x in new:
             _set_loc(x, inst.loc)
+            for y in [x] + [i for r in x.regions for i in r.walk()]:
+                if y.opcode in SPMD_REGION_OPS:
+                    set_attribute(y, DISJOINT, True)
         replace(region, inst, new)
     return len(found)
 
