@@ -41,6 +41,26 @@ def _load(args, verify: bool):
         return None
 
 
+def cmd_upgrade(args) -> int:
+    """Print a program of the legacy dialect in the current language."""
+    from .api import _as_text
+    from .diagnostics import CompileError
+    from .parse.legacy import print_upgraded, upgrade
+
+    try:
+        data, name = _read(args.file)
+    except OSError as e:
+        print(f"ttlc: cannot read {args.file}: {e.strerror}", file=sys.stderr)
+        return 1
+    try:
+        program = upgrade(_as_text(data, name), name, dict(args.defines))
+    except CompileError as e:
+        print(e.format(), file=sys.stderr)
+        return 1
+    sys.stdout.write(print_upgraded(program))
+    return 0
+
+
 def cmd_check(args) -> int:
     return 0 if _load(args, verify=True) is not None else 1
 
@@ -297,6 +317,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="parse and verify a program; exit 1 if it is invalid")
     _add_program(p)
     p.set_defaults(run=cmd_check)
+    p = sub.add_parser("upgrade", help="print a program of the legacy dialect (operand types "
+                                       "after the operands, immediate constants) in the "
+                                       "current language")
+    _add_program(p)
+    p.set_defaults(run=cmd_upgrade)
     p = sub.add_parser("opt", help="verify, run passes and print the program")
     _add_program(p)
     p.add_argument("-p", "--pass", dest="passes", action="append", default=[], metavar="PASS",

@@ -27,18 +27,24 @@ MAX_NESTING = 100
 
 
 
+def scan_template(text: str, expansion: Optional[Expansion] = None):
+    """``scan`` text; with an expansion, text is its output and every location (of
+    tokens, hence of the IR and of diagnostics) is taken back to the template."""
+    try:
+        tokens, line_starts, eof = scan(text)
+    except CompileError as e:
+        raise e if expansion is None else expansion.error(e, "<input>") from None
+    if expansion is not None:
+        remap = expansion.location
+        tokens = [(t[0], t[1], t[2], remap(location(t, line_starts))) for t in tokens]
+        eof = remap(eof)
+    return tokens, line_starts, eof
+
+
 class Parser:
     def __init__(self, text: str, expansion: Optional[Expansion] = None):
-        """Parse text; with an expansion, text is its output and every location (of
-        tokens, hence of the IR and of diagnostics) is taken back to the template."""
-        try:
-            tokens, self.line_starts, eof = scan(text)
-        except CompileError as e:
-            raise e if expansion is None else expansion.error(e, "<input>") from None
-        if expansion is not None:
-            line_starts, remap = self.line_starts, expansion.location
-            tokens = [(t[0], t[1], t[2], remap(location(t, line_starts))) for t in tokens]
-            eof = remap(eof)
+        """Parse text, the output of expansion if one is given (see scan_template)."""
+        tokens, self.line_starts, eof = scan_template(text, expansion)
         tokens.append(("eof", "", None, eof))
         self.tokens = tokens
         self.pos = 0
@@ -548,13 +554,26 @@ def parse(text: str, filename: str = "<input>", defines=None) -> Program:
         program = Parser(text if expansion is None else expansion.text,
                          expansion).parse_program()
     except CompileError as e:
-        raise e.with_source(text, filename) from None
+        raise _legacy_hint(e, text, defines).with_source(text, filename) from None
     finally:
         if collecting:
             gc.enable()
     program.source = text
     program.filename = filename
     return program
+
+
+def _legacy_hint(e: CompileError, text: str, defines) -> CompileError:
+    """The error, saying so when text is a program in the legacy dialect."""
+    from .legacy import is_legacy
+
+    if not is_legacy(text, defines):
+        return e
+    first, *rest = e.diagnostics
+    hint = Diagnostic(first.loc, f"{first.message} (this program is written in the legacy "
+                      "dialect of the language: `ttlc upgrade` rewrites it in the current one)",
+                      first.notes)
+    return CompileError([hint, *rest])
 
 
 def parse_type(text: str) -> Type:
