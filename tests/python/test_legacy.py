@@ -357,3 +357,13 @@ def test_the_current_parser_points_legacy_text_to_upgrade():
     with pytest.raises(ttlc.CompileError) as info:
         ttlc.check("func @k() { %x = nonsense }")
     assert "legacy" not in info.value.format()
+
+
+def test_the_documented_upgrade_is_what_ttlc_prints():
+    """docs/legacy.md shows a legacy program and its upgrade: they must stay true."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "legacy.md").read_text()
+    legacy = page.split("```\n", 2)[1]
+    current = page.split("```ttl\n", 1)[1].split("```", 1)[0]
+    assert print_upgraded(upgrade(legacy)) == current
