@@ -367,3 +367,28 @@ def test_the_documented_upgrade_is_what_ttlc_prints():
     legacy = page.split("```\n", 2)[1]
     current = page.split("```ttl\n", 1)[1].split("```", 1)[0]
     assert print_upgraded(upgrade(legacy)) == current
+
+
+def test_constant_conditions_bool_types_and_hex_floats():
+    """``if`` on an integer constant (true), without else; i1 as bool; hex floats."""
+    text = """\
+func @k(%out: memref<f64x2>) {
+  %t = cmp.ne 1, 2 : i32
+  %b = cast %t : i1 -> i1
+  if true {
+    store %b2, %out[0] : memref<f64x2>
+  }
+}
+"""
+    with pytest.raises(ttlc.CompileError, match="undefined value %b2"):
+        upgrade(text)
+    text = text.replace("%b = cast %t : i1 -> i1\n", "%b2 = add 0x1.8p1, 0.5 : f64\n")
+    out = np.zeros(2)
+    run(text, out)
+    assert out.tolist() == [3.5, 0.0]
+    assert "if %c" in upgraded(text) and "constant true : bool" in upgraded(text)
+
+
+def test_fuse_needs_two_modes():
+    with pytest.raises(ttlc.CompileError, match="fuse takes the first and the last mode"):
+        upgrade("func @k(%a: memref<f32x4x4>) {\n  %f = fuse %a[0] : memref<f32x4x4>\n}\n")

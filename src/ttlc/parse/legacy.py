@@ -202,11 +202,7 @@ class LegacyParser:
         if self.accept(","):
             self.expect("strided")
             self.expect("<")
-            stride = []
-            if not self.peek(">"):
-                stride.append(self.dim(zero=True))
-                while self.accept(","):
-                    stride.append(self.dim(zero=True))
+            stride = self.comma_list(lambda: self.dim(zero=True), ">")
             self.expect(">")
         self.expect(">")
         try:
@@ -260,14 +256,28 @@ class LegacyParser:
     def index_operand(self) -> Value:
         return self.operand((INDEX, False))
 
-    def index_list(self, close: str) -> List[Value]:
-        out: List[Value] = []
-        if not self.peek(close):
-            out.append(self.index_operand())
-            while self.accept(","):
-                out.append(self.index_operand())
-        self.expect(close)
+    def index_list(self) -> List[Value]:
+        return self.comma_list(self.index_operand, "]")
+
+    def comma_list(self, item, end: Optional[str] = None) -> list:
+        """item, item, ...: none if the next token is end."""
+        if end is not None and self.peek(end):
+            return []
+        out = [item()]
+        while self.accept(","):
+            out.append(item())
         return out
+
+    def tensor_access(self, inside):
+        """``%tensor[...] : type``: the tensor, whether unsigned, and what ``inside`` reads
+        between the brackets; the annotation must be the tensor's type."""
+        tloc = self.loc()
+        v, unsigned = self.lookup()
+        self.expect("[")
+        between = inside()
+        self.expect("]")
+        self.annotation(v, tloc)
+        return v, unsigned, between
 
     def modifiers(self) -> List[str]:
         words = []
@@ -423,54 +433,35 @@ class LegacyParser:
         return self.b.num_groups("x"), False
 
     def op_size(self, opcode, loc):
-        tloc = self.loc()
-        v, unsigned = self.lookup()
-        self.expect("[")
-        mode = self.integer()
-        self.expect("]")
-        self.annotation(v, tloc)
+        v, _, mode = self.tensor_access(self.integer)
         return self.b.size(v, mode), False
 
     def op_load(self, opcode, loc):
-        tloc = self.loc()
-        v, unsigned = self.lookup()
-        self.expect("[")
-        index = self.index_list("]")
-        self.annotation(v, tloc)
+        v, unsigned, index = self.tensor_access(self.index_list)
         return self.b.load(v, index), unsigned
 
     def op_store(self, opcode, loc):
         value, _ = self.lookup()
         self.expect(",")
-        tloc = self.loc()
-        v, _ = self.lookup()
-        self.expect("[")
-        index = self.index_list("]")
-        self.annotation(v, tloc)
+        v, _, index = self.tensor_access(self.index_list)
         self.b.store(value, v, index)
 
     def op_fuse(self, opcode, loc):
-        tloc = self.loc()
-        v, unsigned = self.lookup()
-        self.expect("[")
-        lo = self.integer()
-        self.expect(",")
-        hi = self.integer()
-        self.expect("]")
-        self.annotation(v, tloc)
-        return self.b.fuse(v, lo, hi), unsigned
+        v, unsigned, modes = self.tensor_access(lambda: self.comma_list(self.integer))
+        if len(modes) != 2:
+            raise self.fail("fuse takes the first and the last mode: fuse %x[from,to]", loc)
+        return self.b.fuse(v, *modes), unsigned
 
     def op_expand(self, opcode, loc):
-        tloc = self.loc()
-        v, unsigned = self.lookup()
-        self.expect("[")
-        mode = self.integer()
-        self.expect("->")
-        entries, qloc = [self._expand_entry()], None
-        while self.accept("x"):
-            entries.append(self._expand_entry())
-        self.expect("]")
-        self.annotation(v, tloc)
+        def shape():
+            mode = self.integer()
+            self.expect("->")
+            entries = [self._expand_entry()]
+            while self.accept("x"):
+                entries.append(self._expand_entry())
+            return mode, entries
+
+        v, unsigned, (mode, entries) = self.tensor_access(shape)
         m = v.type
         if not isinstance(m, MemrefType) or not 0 <= mode < m.order:
             raise self.fail(f"expand of mode {mode} of {m}", loc)
@@ -501,16 +492,7 @@ class LegacyParser:
         return self.integer()
 
     def op_subview(self, opcode, loc):
-        tloc = self.loc()
-        v, unsigned = self.lookup()
-        self.expect("[")
-        entries = []
-        while not self.peek("]"):
-            if entries:
-                self.expect(",")
-            entries.append(self._slice())
-        self.expect("]")
-        self.annotation(v, tloc)
+        v, unsigned, entries = self.tensor_access(lambda: self.comma_list(self._slice, "]"))
         m = v.type
         if not isinstance(m, MemrefType) or len(entries) != m.order:
             raise self.fail(f"{len(entries)} indices given for {m}", loc)
@@ -555,9 +537,7 @@ class LegacyParser:
         types: List[LType] = []
         if self.accept("->"):
             self.expect("(")
-            types.append(self.scalar_type())
-            while self.accept(","):
-                types.append(self.scalar_type())
+            types = self.comma_list(self.scalar_type)
             self.expect(")")
         op = self.b.if_(cond, results=[t for t, _ in types])
         with op:
@@ -569,16 +549,9 @@ class LegacyParser:
 
     def op_yield(self, opcode, loc):
         start = self.pos
-        while not self.peek(":"):  # the types come last
-            if self.tokens[self.pos][0] == "eof":
-                raise self.unexpected("':'")
-            self.pos += 1
-        self.expect(":")
-        types = []
-        if not self.peek("}"):
-            types.append(self.scalar_type())
-            while self.accept(","):
-                types.append(self.scalar_type())
+        self._skip_to(":")  # the types come last
+        self.pos += 1
+        types = self.comma_list(self.scalar_type, "}")
         end, self.pos = self.pos, start
         values = []
         for i, t in enumerate(types):
@@ -645,9 +618,7 @@ class LegacyParser:
         start = self.pos
         self._skip_to(":")
         self.pos += 1
-        types = [self.type_()]
-        while self.accept(","):
-            types.append(self.type_())
+        types = self.comma_list(self.type_)
         if len(types) != len(kinds):
             raise self.fail(f"{opcode} needs {len(kinds)} types after ':', got {len(types)}", loc)
         end, self.pos = self.pos, start
