@@ -36,6 +36,11 @@ def test_definitions_expand_once_and_keep_lines():
     assert exp.text.split("\n") == ["", "", "", "x 16 y 4z ; $undefined in a comment", ""]
 
 
+def test_strings_are_left_alone():
+    text = 'func @f() attributes {"cost $x"=1} {\n}\n'
+    assert '"cost $x"=1' in str(ttlc.parse(text))
+
+
 def test_defines_override_the_text_and_run(tmp_path):
     module = ttlc.compile(AXPY, target="interp", defines={"n": 8, "dtype": "f64"})
     a, b = np.arange(8.0), np.ones(8)

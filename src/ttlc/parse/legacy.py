@@ -36,6 +36,8 @@ for _bits, _t in ((8, I8), (16, I16), (32, I32), (64, I64)):
 #: language's (``u32x4``): the type, the static sizes in it, and a trailing ``x``
 _SHAPED_WORD = re.compile(r"([iu](?:1|8|16|32|64))((?:x[0-9]+)*)(x?)\Z")
 _BINARY = ("add", "sub", "mul", "div", "rem")
+#: instructions written the same in both dialects (for telling legacy text apart)
+_SHARED = ("if", "for", "barrier", "lifetime_stop")
 #: BLAS-like instructions: legacy name -> (current name, transposes, operands)
 _BLAS = {"axpby": ("axpby", 1, "sm-sm"), "gemm": ("gemm", 2, "smm-sm"), "gemv": ("gemv", 1, "smm-sm"),
          "ger": ("ger", 0, "smm-sm"), "hadamard_product": ("hadamard", 0, "smm-sm"),
@@ -69,14 +71,16 @@ def print_upgraded(program: Program) -> str:
 
 
 def is_legacy(text: str, defines=None) -> bool:
-    """Whether text reads as the legacy dialect (called when the current parser fails)."""
+    """Whether text reads as the legacy dialect and uses a construct the current language
+    writes differently (called when the current parser fails)."""
+    parser = LegacyParser(text, "<input>", defines)
     try:
-        LegacyParser(text, "<input>", defines).parse_program()
+        parser.parse_program()
     except NoEquivalent:
         return True
     except Exception:  # any failure means: not (readable) legacy text
         return False
-    return True
+    return parser.distinct
 
 
 class LegacyParser:
@@ -96,6 +100,8 @@ class LegacyParser:
         self.scopes: List[Dict[str, Tuple[Value, bool]]] = []
         self.b: Optional[Builder] = None
         self.pb = ProgramBuilder()
+        #: whether a construct was read that the current language writes differently
+        self.distinct = False
 
     # ---- tokens --------------------------------------------------------------------
     def loc(self, pos: Optional[int] = None) -> Location:
@@ -170,6 +176,7 @@ class LegacyParser:
 
     def type_(self) -> LType:
         if self.accept("group"):
+            self.distinct = True  # no size: group<memref<...>>
             self.expect("<")
             m, unsigned = self.memref_type()
             self.expect(">")
@@ -309,6 +316,7 @@ class LegacyParser:
         attributes = {}
         while self.tokens[self.pos][0] == "word" and not self.peek("{"):
             aloc, attr = self.loc(), self.word()
+            self.distinct = True
             if attr == "work_group_size":
                 self.expect("(")
                 x = self.integer()
@@ -353,6 +361,7 @@ class LegacyParser:
                 names.append((self.take("local", "a local identifier"), self.loc(self.pos - 1)))
             self.expect("=")
         loc, opcode = self.loc(), self.word()
+        self.distinct |= opcode not in _SHARED
         method = getattr(self, "op_" + opcode, None)
         if opcode in _BINARY:
             method = self.op_binary

@@ -14,7 +14,7 @@ the expanded text back to the template (a substituted token points at its ``$nam
 Definitions given from outside (``-D name=value``, ``defines={...}``) take precedence over
 a definition of the same name in the text, which is then the template's default.  Defining
 a name twice in the text is an error, as is using a name before it is defined.  Comments
-(after ``;``) are left alone.
+(after ``;``) and strings are left alone.
 """
 from __future__ import annotations
 
@@ -170,6 +170,14 @@ def _expand(line: str, pos: int, end: int, number: int,
     end (0-based, inclusive), literal?)."""
     pieces = []
     while pos < end:
+        quote = line.find('"', pos, end)
+        if quote >= 0:  # strings are left alone
+            close = line.find('"', quote + 1, end)
+            close = end - 1 if close < 0 else close
+            pieces += _expand(line, pos, quote, number, values)
+            pieces.append((line[quote:close + 1], quote, close, True))
+            pos = close + 1
+            continue
         m = _USE.search(line, pos, end)
         if m is None:
             pieces.append((line[pos:end], pos, end - 1, True))
