@@ -223,7 +223,7 @@ def run(path: Path, repeat: int, scale: float) -> bool:
 # ---- the flash-attention template -----------------------------------------------------
 FLASH = [("f16", 64), ("f16", 128), ("bf16", 64), ("bf16", 128)]
 #: (sequence length, heads, batch) on the interpreter and on target cpu
-FLASH_SIZES = {"interp": (40, 2, 1), "cpu": (1024, 8, 2)}
+FLASH_SIZES = {"interp": (40, 2, 1), "cpu": (512, 4, 2)}
 
 
 def flash_inputs(rng, dtype, headdim, n, heads, batch):
