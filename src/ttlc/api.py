@@ -46,6 +46,16 @@ def check(text_or_program: Union[str, bytes, Program], filename: str = "<input>"
     return program
 
 
+def upgrade(text: Union[str, bytes], filename: str = "<input>",
+            defines: Optional[Mapping[str, object]] = None) -> Program:
+    """A program of the legacy dialect as IR of the current language, verified (its
+    diagnostics at the legacy text's lines); ``ttlc.parse.legacy.print_upgraded`` prints it."""
+    from .parse.legacy import parse_legacy
+
+    text = _as_text(text, filename)
+    return check(_guard(lambda: parse_legacy(text, filename, defines), text, filename))
+
+
 def _as_text(text, filename) -> str:
     if isinstance(text, (bytes, bytearray)):
         try:

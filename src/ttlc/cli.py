@@ -43,9 +43,9 @@ def _load(args, verify: bool):
 
 def cmd_upgrade(args) -> int:
     """Print a program of the legacy dialect in the current language."""
-    from .api import _as_text
+    from .api import upgrade
     from .diagnostics import CompileError
-    from .parse.legacy import print_upgraded, upgrade
+    from .parse.legacy import print_upgraded
 
     try:
         data, name = _read(args.file)
@@ -53,7 +53,7 @@ def cmd_upgrade(args) -> int:
         print(f"ttlc: cannot read {args.file}: {e.strerror}", file=sys.stderr)
         return 1
     try:
-        program = upgrade(_as_text(data, name), name, dict(args.defines))
+        program = upgrade(data, name, dict(args.defines))
     except CompileError as e:
         print(e.format(), file=sys.stderr)
         return 1

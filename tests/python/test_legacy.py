@@ -13,7 +13,8 @@ import pytest
 import ttlc
 from ttlc.ir.types import MemrefType
 from ttlc.parse import parse_type
-from ttlc.parse.legacy import is_legacy, print_upgraded, upgrade
+from ttlc.api import upgrade
+from ttlc.parse.legacy import is_legacy, print_upgraded
 
 rng = np.random.default_rng(16)
 

@@ -51,14 +51,12 @@ class NoEquivalent(CompileError):
     """A valid legacy construct that the current language cannot express."""
 
 
-def upgrade(text: str, filename: str = "<input>", defines=None) -> Program:
-    """The program of a legacy-dialect text, verified; raises CompileError (at the legacy
-    text's lines) for invalid text or a construct without an equivalent."""
-    from ..api import check
-
+def parse_legacy(text: str, filename: str = "<input>", defines=None) -> Program:
+    """The program of a legacy-dialect text (not yet verified: ``ttlc.api.upgrade`` does
+    both); raises CompileError (at the legacy text's lines) for invalid text or a
+    construct without an equivalent."""
     program = LegacyParser(text, filename, defines).parse_program()
     program.source, program.filename = text, filename
-    check(program)
     return program
 
 
@@ -73,8 +71,8 @@ def print_upgraded(program: Program) -> str:
 def is_legacy(text: str, defines=None) -> bool:
     """Whether text reads as the legacy dialect and uses a construct the current language
     writes differently (called when the current parser fails)."""
-    parser = LegacyParser(text, "<input>", defines)
     try:
+        parser = LegacyParser(text, "<input>", defines)
         parser.parse_program()
     except NoEquivalent:
         return True
