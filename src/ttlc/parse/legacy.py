@@ -18,11 +18,12 @@ import re
 from typing import Dict, List, Optional, Tuple
 
 from ..diagnostics import CompileError, Diagnostic
-from ..ir.builder import Builder, ProgramBuilder
+from ..ir.builder import Builder, ProgramBuilder, memref
 from ..ir.core import UNKNOWN_LOCATION, Location, Program, Region, Value
 from ..ir.ops import ALIASES
 from ..ir.types import (BOOL, DYNAMIC, F32, F64, I8, I16, I32, I64, INDEX, GroupType, MemrefType,
                         ScalarType, Type, dim_product)
+from .lexer import location
 from .parser import scan_template
 from .preprocess import needs_preprocessing, preprocess
 
@@ -38,10 +39,11 @@ _SHAPED_WORD = re.compile(r"([iu](?:1|8|16|32|64))((?:x[0-9]+)*)(x?)\Z")
 _BINARY = ("add", "sub", "mul", "div", "rem")
 #: instructions written the same in both dialects (for telling legacy text apart)
 _SHARED = ("if", "for", "barrier", "lifetime_stop")
-#: BLAS-like instructions: legacy name -> (current name, transposes, operands)
-_BLAS = {"axpby": ("axpby", 1, "sm-sm"), "gemm": ("gemm", 2, "smm-sm"), "gemv": ("gemv", 1, "smm-sm"),
-         "ger": ("ger", 0, "smm-sm"), "hadamard_product": ("hadamard", 0, "smm-sm"),
-         "sum": ("sum", 1, "sm-sm")}
+#: BLAS-like instructions: legacy name -> (current name, transpose modifiers, operands:
+#: s a scalar, m a memref)
+_BLAS = {"axpby": ("axpby", 1, "smsm"), "gemm": ("gemm", 2, "smmsm"), "gemv": ("gemv", 1, "smmsm"),
+         "ger": ("ger", 0, "smmsm"), "hadamard_product": ("hadamard", 0, "smmsm"),
+         "sum": ("sum", 1, "smsm")}
 
 #: a legacy type: the current type and whether the legacy one was unsigned
 LType = Tuple[Type, bool]
@@ -103,8 +105,6 @@ class LegacyParser:
 
     # ---- tokens --------------------------------------------------------------------
     def loc(self, pos: Optional[int] = None) -> Location:
-        from .lexer import location
-
         return location(self.tokens[self.pos if pos is None else pos], self.line_starts)
 
     def fail(self, message: str, loc: Optional[Location] = None, kind=CompileError):
@@ -211,8 +211,6 @@ class LegacyParser:
             self.expect(">")
         self.expect(">")
         try:
-            from ..ir.builder import memref
-
             return memref(element, *shape, stride=stride), unsigned
         except (TypeError, ValueError) as e:
             raise self.fail(str(e), start.span(self.loc(self.pos - 1))) from None
@@ -611,7 +609,7 @@ class LegacyParser:
         self.b.lifetime_stop(v)
 
     def op_blas(self, opcode, loc):
-        name, transposes, shape = _BLAS[opcode]
+        name, transposes, kinds = _BLAS[opcode]
         words = self.modifiers()
         trans = [w for w in words if w in ("n", "t")]
         rest = [w for w in words if w not in ("n", "t")]
@@ -621,7 +619,6 @@ class LegacyParser:
             raise self.fail(f"{opcode} takes {transposes} transpose modifier(s) (.n or .t) and "
                             f"optionally .atomic, not {'.'.join([''] + words)}", loc)
         self.accept(",")  # the reference's grammar writes a comma here, its examples do not
-        kinds = shape.replace("-", "")
         start = self.pos
         self._skip_to(":")
         self.pos += 1
