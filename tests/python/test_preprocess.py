@@ -56,7 +56,7 @@ def test_defines_override_the_text_and_run(tmp_path):
     ("$n = !calc(4 0 %)\n", (1, 16, 16), "!calc: division by zero (4 0 %)"),
     ("$n = !calc(4 +)\n", (1, 14, 14), "!calc: '+' needs two operands"),
     ("$n = !calc(4 5)\n", (1, 12, 14), "!calc: the expression leaves 2 values"),
-    ("$n = !calc(4 f32 +)\n", (1, 14, 16), "!calc: 'f32' is not an integer"),
+    ("$n = !calc(4 f32 +)\n", (1, 14, 16), "!calc: 'f32' is not a 64-bit integer"),
     ("$n = !calc(4 5 +\n", (1, 6, 16), "!calc( is not closed"),
     ("x = $ 4\n", (1, 5, 5), "'$' must be followed by a name"),
 ])
@@ -89,3 +89,14 @@ def test_bad_defines_are_value_errors(defines, exc):
 def test_defines_need_text():
     with pytest.raises(ValueError, match="program text"):
         ttlc.check(ttlc.parse(AXPY, defines={"n": 2}), defines={"n": 2})
+
+
+@pytest.mark.parametrize("text, message", [
+    ("$n = !calc(9223372036854775807 1 +)\n", "out of the range of 64-bit integers"),
+    ("$n = !calc(" + "9" * 5000 + ")\n", "is not a 64-bit integer"),
+    ("$a = " + "x" * 5000 + "\n" + "".join(f"${c} = ${p}${p}${p}${p}\n" for p, c in
+                                          zip("abcdefgh", "bcdefghi")), "longer than"),
+])
+def test_absurd_templates_are_diagnostics(text, message):
+    with pytest.raises(ttlc.CompileError, match=message):
+        ttlc.parse(text)

@@ -38,7 +38,10 @@ _CALC_OPS = {
     "/": lambda a, b: abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1),
     "%": lambda a, b: a - b * (abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)),
 }
-_INT = re.compile(r"[+-]?[0-9]+\Z")
+_INT = re.compile(r"[+-]?[0-9]{1,19}\Z")
+#: !calc works on the language's integers; longer expansions of one line are refused
+_INT_MAX = 2**63 - 1
+MAX_LINE = 1 << 22
 
 
 def needs_preprocessing(text: str) -> bool:
@@ -200,6 +203,9 @@ def _expand(line: str, pos: int, end: int, number: int,
                          f"'${name} = ...' before its use, or -D {name}=...)")
         pieces.append((values[name], m.start(), m.end() - 1, False))
         pos = m.end()
+        if sum(len(p[0]) for p in pieces) > MAX_LINE:
+            raise _error(number, m.start(), m.end(), f"the expansion of this line is longer "
+                         f"than {MAX_LINE} characters")
     return pieces
 
 
@@ -214,7 +220,11 @@ def _calc(line: str, start: int, end: int, number: int, values: Dict[str, str]) 
             y, x = stack.pop(), stack.pop()
             if word in "/%" and y == 0:
                 raise _error(number, a, b, f"!calc: division by zero ({x} {y} {word})")
-            stack.append(_CALC_OPS[word](x, y))
+            value = _CALC_OPS[word](x, y)
+            if abs(value) > _INT_MAX:
+                raise _error(number, a, b, f"!calc: {x} {y} {word} is out of the range of "
+                             "64-bit integers")
+            stack.append(value)
             continue
         if word.startswith("$"):
             use = _USE.match(word)
@@ -224,9 +234,9 @@ def _calc(line: str, start: int, end: int, number: int, values: Dict[str, str]) 
             if name not in values:
                 raise _error(number, a, b, f"${name} is not defined")
             word = values[name]
-        if not _INT.match(word):
-            raise _error(number, a, b, f"!calc: {word!r} is not an integer or one of "
-                         f"{' '.join(_CALC_OPS)}")
+        if not _INT.match(word) or abs(int(word)) > _INT_MAX:
+            raise _error(number, a, b, f"!calc: {word[:40]!r} is not a 64-bit integer or one "
+                         f"of {' '.join(_CALC_OPS)}")
         stack.append(int(word))
     if len(stack) != 1:
         raise _error(number, start, end, f"!calc: the expression leaves {len(stack)} values, "
