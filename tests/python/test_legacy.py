@@ -393,3 +393,27 @@ func @k(%out: memref<f64x2>) {
 def test_fuse_needs_two_modes():
     with pytest.raises(ttlc.CompileError, match="fuse takes the first and the last mode"):
         upgrade("func @k(%a: memref<f32x4x4>) {\n  %f = fuse %a[0] : memref<f32x4x4>\n}\n")
+
+
+def test_command_line(tmp_path):
+    """``ttlc upgrade -`` reads standard input; ``ttlc compile`` of a legacy file names
+    ``ttlc upgrade``; the upgraded program compiles."""
+    import subprocess
+    import sys
+
+    def ttlc_cli(*args, stdin=""):
+        p = subprocess.run([sys.executable, "-m", "ttlc", *args], input=stdin, text=True,
+                           capture_output=True, timeout=300)
+        assert "Traceback" not in p.stderr
+        return p.returncode, p.stdout, p.stderr
+
+    code, out, err = ttlc_cli("upgrade", "-", stdin=SAMPLE)
+    assert code == 0 and out == upgraded(SAMPLE), err
+    legacy, current = tmp_path / "old.ir", tmp_path / "new.ir"
+    legacy.write_text(SAMPLE)
+    current.write_text(out)
+    code, _, err = ttlc_cli("compile", "--target", "cpu", "--stage", "lowered", str(legacy), "-o", "-")
+    assert code == 1 and f"{legacy}:2.48: error: " in err and "ttlc upgrade" in err
+    code, _, err = ttlc_cli("compile", "--target", "cpu", "--stage", "lowered", str(current),
+                            "-o", str(tmp_path / "out.ir"))
+    assert code == 0, err
