@@ -9,8 +9,11 @@ again to confirm it is a fixed point.  Then each kernel with a NumPy reference b
 - compiled for target cpu over a realistic batch, timed (median of several launches, the
   first launch excluded) next to the same computation written with NumPy;
 
-every result is compared with NumPy.  ``make bench`` (benchmarks/suite.py) measures more
-kernels against NumPy, PyTorch and LIBXSMM.
+every result is compared with NumPy.  Then the flash-attention template
+(``examples/flash_attention.template``) is specialised with the preprocessor for f16 and
+bf16 at head dimensions 64 and 128, run on both targets and timed next to NumPy and, where
+installed, PyTorch's ``scaled_dot_product_attention``.  ``make bench``
+(benchmarks/suite.py) measures more kernels against NumPy, PyTorch and LIBXSMM.
 
     python examples/demo.py [--repeat N] [--scale S] [FILE.ir ...]
 """
@@ -217,6 +220,96 @@ def run(path: Path, repeat: int, scale: float) -> bool:
     return ok
 
 
+# ---- the flash-attention template -----------------------------------------------------
+FLASH = [("f16", 64), ("f16", 128), ("bf16", 64), ("bf16", 128)]
+#: (sequence length, heads, batch) on the interpreter and on target cpu
+FLASH_SIZES = {"interp": (40, 2, 1), "cpu": (512, 4, 2)}
+
+
+def flash_inputs(rng, dtype, headdim, n, heads, batch):
+    """Q, K, V, O as d x N x H x B column-major arrays of the element type, and the scale."""
+    import ml_dtypes
+
+    np_dtype = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}[dtype]
+    shape = (headdim, n, heads, batch)
+    Q, K, V = (np.asfortranarray(rng.standard_normal(shape).astype(np_dtype)) for _ in range(3))
+    return [Q, K, V, np.asfortranarray(np.zeros(shape, np_dtype)), np.float32(headdim ** -0.5)]
+
+
+def flash_numpy(args):
+    """softmax(Q^T K scale) V per head, in float32 with batched matmuls: (H, B, N, d) views."""
+    Q, K, V, _, scale = args
+    q, k, v = (np.ascontiguousarray(X.transpose(2, 3, 1, 0), dtype=np.float32) for X in (Q, K, V))
+    s = np.matmul(q, k.transpose(0, 1, 3, 2)) * scale
+    p = np.exp(s - s.max(axis=3, keepdims=True))
+    out = np.matmul(p, v) / p.sum(axis=3, keepdims=True)
+    return {3: out.transpose(3, 2, 0, 1)}
+
+
+def flash_torch(args):
+    """PyTorch's scaled_dot_product_attention on the same data, or None without PyTorch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    Q, K, V, _, scale = args
+    q, k, v = (torch.from_numpy(np.ascontiguousarray(X.transpose(2, 3, 1, 0), np.float32))
+               for X in (Q, K, V))
+    torch_dtype = torch.float16 if Q.dtype == np.float16 else torch.bfloat16
+    q, k, v = (x.to(torch_dtype) for x in (q, k, v))
+    return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=float(scale))
+
+
+def flash_attention(repeat: int, scale: float) -> bool:
+    path = Path(__file__).resolve().parent / "flash_attention.template"
+    text = path.read_text(encoding="utf-8")
+    print(f"== {path.name}: the template specialised with defines={{dtype, headdim}}")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("-- (PyTorch is not installed: no scaled_dot_product_attention to compare with)")
+    ok = True
+    for dtype, headdim in FLASH:
+        defines = {"dtype": dtype, "headdim": headdim}
+        try:
+            modules = {t: ttlc.compile(text, target=t, defines=defines) for t in FLASH_SIZES}
+        except ttlc.CompileError as e:
+            print(f"== {path.name} {defines}: FAILED to compile", file=sys.stderr)
+            print(e, file=sys.stderr)
+            return False
+        for target, (n, heads, batch) in FLASH_SIZES.items():
+            if target == "cpu":
+                n = max(16, int(n * scale))
+            args = flash_inputs(np.random.default_rng(0), dtype, headdim, n, heads, batch)
+            kernel = modules[target]["flash_attention"]
+            grid = ((n + 15) // 16, heads, batch)
+            expected = flash_numpy(args)
+            start = time.perf_counter()
+            kernel(*args, grid=grid)
+            first = time.perf_counter() - start
+            got = np.asarray(args[3], np.float64)
+            worst = float(np.abs(got - expected[3]).max() / np.abs(expected[3]).max())
+            tolerance = 1e-2 if dtype == "f16" else 5e-2  # P and O rounded to the type
+            status = "ok" if worst <= tolerance else "MISMATCH"
+            ok = ok and status == "ok"
+            flops = 4 * n * n * headdim * heads * batch
+            line = f"-- {dtype} d={headdim:3d} on {target:6s} N={n} H={heads} B={batch}: "
+            if target == "interp":
+                line += f"{1e3 * first:9.1f} ms"
+            else:
+                t_ttlc = median_time(lambda: kernel(*args, grid=grid), repeat)
+                t_numpy = median_time(lambda: flash_numpy(args), repeat)
+                line += (f"{1e3 * t_ttlc:8.2f} ms, {flops / t_ttlc / 1e9:6.1f} GFLOP/s | NumPy "
+                         f"{1e3 * t_numpy:8.2f} ms ({t_numpy / t_ttlc:4.1f}x)")
+                sdpa = flash_torch(args)
+                if sdpa is not None:
+                    t_torch = median_time(sdpa, repeat)
+                    line += f" | PyTorch sdpa {1e3 * t_torch:8.2f} ms ({t_torch / t_ttlc:4.1f}x)"
+            print(f"{line}; max relative error vs NumPy {worst:.1e} ({status})")
+    print()
+    return ok
+
+
 def main(argv) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="*", type=Path, help="programs to run (default: examples/*.ir)")
@@ -229,6 +322,10 @@ def main(argv) -> int:
         print("no examples found", file=sys.stderr)
         return 1
     failed = [p.name for p in paths if not run(p, max(1, opts.repeat), opts.scale)]
+    if not opts.files:
+        paths.append(Path("flash_attention.template"))
+        if not flash_attention(max(1, opts.repeat), opts.scale):
+            failed.append(paths[-1].name)
     print(f"{len(paths) - len(failed)} of {len(paths)} examples passed")
     if failed:
         print("failed: " + ", ".join(failed), file=sys.stderr)

@@ -11,18 +11,20 @@ from . import parse as _parse_package, check as _check_package  # noqa: E402,F40
 from .version import __version__
 
 
-def parse(text: str, filename: str = "<input>") -> Program:
-    """Parse program text into IR; raises CompileError for invalid syntax or names."""
+def parse(text: str, filename: str = "<input>", defines=None) -> Program:
+    """Parse program text into IR; raises CompileError for invalid syntax or names.
+    ``defines`` ({name: value}) sets template parameters (``$name``), see the language
+    guide's section on templates."""
     from .api import parse as _parse
 
-    return _parse(text, filename)
+    return _parse(text, filename, defines)
 
 
-def check(text_or_program, filename: str = "<input>") -> Program:
+def check(text_or_program, filename: str = "<input>", defines=None) -> Program:
     """Parse (if given text) and verify; raises CompileError listing every error found."""
     from .api import check as _check
 
-    return _check(text_or_program, filename)
+    return _check(text_or_program, filename, defines)
 
 
 def __getattr__(name):
@@ -47,13 +49,13 @@ def __getattr__(name):
 
 
 def compile(text_or_program, target: str = "cpu", checked: bool = False,
-            filename: str = "<input>"):
+            filename: str = "<input>", defines=None):
     """Compile for a back end of ``ttlc.backends`` ("cpu", the default: LLVM machine code
     for this CPU, or "interp": the reference interpreter, which also finds data races in
     checked mode); ``module["kernel"](*args, grid=...)`` runs it."""
     from .api import compile as _compile
 
-    return _compile(text_or_program, target, checked, filename)
+    return _compile(text_or_program, target, checked, filename, defines)
 
 
 

@@ -5,7 +5,7 @@ limits (recursion, memory for absurd sizes) are turned into diagnostics here.
 """
 from __future__ import annotations
 
-from typing import Union
+from typing import Mapping, Optional, Union
 
 from .diagnostics import CompileError, Diagnostic
 from .ir.core import Location, Program
@@ -24,22 +24,36 @@ def _guard(fn, text, filename):
                            text, filename) from None
 
 
-def parse(text: Union[str, bytes], filename: str = "<input>") -> Program:
+def parse(text: Union[str, bytes], filename: str = "<input>",
+          defines: Optional[Mapping[str, object]] = None) -> Program:
     from .parse.parser import parse as _parse
 
     text = _as_text(text, filename)
-    return _guard(lambda: _parse(text, filename), text, filename)
+    return _guard(lambda: _parse(text, filename, defines), text, filename)
 
 
-def check(text_or_program: Union[str, bytes, Program], filename: str = "<input>") -> Program:
+def check(text_or_program: Union[str, bytes, Program], filename: str = "<input>",
+          defines: Optional[Mapping[str, object]] = None) -> Program:
     from .check.verifier import verify
 
     if isinstance(text_or_program, Program):
+        if defines:
+            raise ValueError("defines apply to program text, not to a parsed Program")
         program = text_or_program
     else:
-        program = parse(text_or_program, filename)
+        program = parse(text_or_program, filename, defines)
     _guard(lambda: verify(program), program.source, program.filename)
     return program
+
+
+def upgrade(text: Union[str, bytes], filename: str = "<input>",
+            defines: Optional[Mapping[str, object]] = None) -> Program:
+    """A program of the legacy dialect as IR of the current language, verified (its
+    diagnostics at the legacy text's lines); ``ttlc.parse.legacy.print_upgraded`` prints it."""
+    from .parse.legacy import parse_legacy
+
+    text = _as_text(text, filename)
+    return check(_guard(lambda: parse_legacy(text, filename, defines), text, filename))
 
 
 def _as_text(text, filename) -> str:
@@ -56,13 +70,13 @@ def _as_text(text, filename) -> str:
 
 
 def compile(text_or_program, target: str = "cpu", checked: bool = False,
-            filename: str = "<input>"):
+            filename: str = "<input>", defines: Optional[Mapping[str, object]] = None):
     """Verify a program and prepare it for a back end of ``ttlc.backends``; errors raise
     CompileError, an unknown target ValueError naming the registered ones."""
     from .backends import BackendUnavailable, get_backend
 
     backend = get_backend(target)
-    program = check(text_or_program, filename)
+    program = check(text_or_program, filename, defines)
     try:
         backend.load()
     except BackendUnavailable as e:  # say what to install

@@ -19,18 +19,20 @@ def _read(path: str):
         return f.read(), path
 
 
-def _load(path: str, verify: bool):
-    """Read, parse and (optionally) verify a program; prints diagnostics on failure."""
+def _load(args, verify: bool):
+    """Read, parse and (optionally) verify the program args.file, a template specialised
+    by args.defines (-D); prints diagnostics on failure."""
     from . import api
     from .diagnostics import CompileError
 
+    path = args.file
     try:
         data, name = _read(path)
     except OSError as e:
         print(f"ttlc: cannot read {path}: {e.strerror}", file=sys.stderr)
         return None
     try:
-        program = api.parse(data, name)
+        program = api.parse(data, name, dict(args.defines))
         if verify:
             api.check(program)
         return program
@@ -39,8 +41,28 @@ def _load(path: str, verify: bool):
         return None
 
 
+def cmd_upgrade(args) -> int:
+    """Print a program of the legacy dialect in the current language."""
+    from .api import upgrade
+    from .diagnostics import CompileError
+    from .parse.legacy import print_upgraded
+
+    try:
+        data, name = _read(args.file)
+    except OSError as e:
+        print(f"ttlc: cannot read {args.file}: {e.strerror}", file=sys.stderr)
+        return 1
+    try:
+        program = upgrade(data, name, dict(args.defines))
+    except CompileError as e:
+        print(e.format(), file=sys.stderr)
+        return 1
+    sys.stdout.write(print_upgraded(program))
+    return 0
+
+
 def cmd_check(args) -> int:
-    return 0 if _load(args.file, verify=True) is not None else 1
+    return 0 if _load(args, verify=True) is not None else 1
 
 
 def cmd_opt(args) -> int:
@@ -57,7 +79,7 @@ def cmd_opt(args) -> int:
     except (KeyError, ValueError) as e:
         print(f"ttlc: {e.args[0]}", file=sys.stderr)
         return 2
-    program = _load(args.file, verify=True)
+    program = _load(args, verify=True)
     if program is None:
         return 1
     ctx = PassContext(target=target, unsafe_fp_math=args.unsafe_fp_math,
@@ -95,7 +117,7 @@ def cmd_run(args) -> int:
 
     if _backend(args.target) is None:
         return 2
-    program = _load(args.file, verify=True)
+    program = _load(args, verify=True)
     if program is None:
         return 1
     try:
@@ -183,7 +205,7 @@ def cmd_compile(args) -> int:
     except ValueError as e:
         print(f"ttlc: {e}", file=sys.stderr)
         return 2
-    program = _load(args.file, verify=True)
+    program = _load(args, verify=True)
     if program is None:
         return 1
     try:
@@ -253,6 +275,27 @@ def cmd_layout(args) -> int:
     return 0
 
 
+def _define_arg(text: str):
+    """-D name=value: one preprocessor definition."""
+    from .parse.preprocess import check_defines
+
+    name, eq, value = text.partition("=")
+    if not eq:
+        raise argparse.ArgumentTypeError(f"-D takes name=value, not {text!r}")
+    try:
+        return check_defines({name: value}).popitem()
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e))
+
+
+def _add_program(p) -> None:
+    """The arguments of every command that reads a program: the file and -D."""
+    p.add_argument("file", help="program file, or - for standard input")
+    p.add_argument("-D", dest="defines", action="append", type=_define_arg, default=[],
+                   metavar="NAME=VALUE", help="define template parameter $NAME (may be "
+                   "repeated; overrides a definition in the program)")
+
+
 def _grid_arg(text: str):
     try:
         g = [int(x) for x in text.split(",")]
@@ -272,10 +315,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ttlc {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("check", help="parse and verify a program; exit 1 if it is invalid")
-    p.add_argument("file", help="program file, or - for standard input")
+    _add_program(p)
     p.set_defaults(run=cmd_check)
+    p = sub.add_parser("upgrade", help="print a program of the legacy dialect (operand types "
+                                       "after the operands, immediate constants) in the "
+                                       "current language")
+    _add_program(p)
+    p.set_defaults(run=cmd_upgrade)
     p = sub.add_parser("opt", help="verify, run passes and print the program")
-    p.add_argument("file", help="program file, or - for standard input")
+    _add_program(p)
     p.add_argument("-p", "--pass", dest="passes", action="append", default=[], metavar="PASS",
                    help="run a pass or pipeline (may be repeated; -pNAME also works)")
     p.add_argument("-f", dest="unsafe_fp_math", type=_fp_option, default=False,
@@ -289,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_opt)
     p = sub.add_parser("compile", help="write the output of a back end's stage (lowered "
                                        "program, LLVM IR, object file)")
-    p.add_argument("file", help="program file, or - for standard input")
+    _add_program(p)
     p.add_argument("--target", "-t", required=True, metavar="TARGET",
                    help="back end: " + "; ".join(f"{b.name}: {b.description}"
                                                  for b in BACKENDS.values()))
@@ -304,7 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checked", action="store_true", help="compile with run-time checks")
     p.set_defaults(run=cmd_compile)
     p = sub.add_parser("run", help="run a kernel on generated inputs and print a summary")
-    p.add_argument("file", help="program file, or - for standard input")
+    _add_program(p)
     p.add_argument("--kernel", "-k", help="kernel name (needed when the program has several)")
     p.add_argument("--target", default="cpu", metavar="TARGET",
                    help="back end to run on (default: cpu): " + ", ".join(

@@ -18,6 +18,7 @@ from ..ir.ops import ALIASES, KNOWN_ATTRIBUTE_NAMES, OPS
 from ..ir.types import (BOOL, DYNAMIC, MATRIX_USES, SCALAR_TYPES, VOID, CoopMatrixType, GroupType,
                         MemrefType, Type, stride_error)
 from .lexer import Token, location, scan
+from .preprocess import Expansion, needs_preprocessing, preprocess
 
 INT_MAX = 2**63 - 1
 _PUNCT_OR_WORD = ("punct", "word")
@@ -26,9 +27,24 @@ MAX_NESTING = 100
 
 
 
+def scan_template(text: str, expansion: Optional[Expansion] = None):
+    """``scan`` text; with an expansion, text is its output and every location (of
+    tokens, hence of the IR and of diagnostics) is taken back to the template."""
+    try:
+        tokens, line_starts, eof = scan(text)
+    except CompileError as e:
+        raise e if expansion is None else expansion.error(e, "<input>") from None
+    if expansion is not None:
+        remap = expansion.location
+        tokens = [(t[0], t[1], t[2], remap(location(t, line_starts))) for t in tokens]
+        eof = remap(eof)
+    return tokens, line_starts, eof
+
+
 class Parser:
-    def __init__(self, text: str):
-        tokens, self.line_starts, eof = scan(text)
+    def __init__(self, text: str, expansion: Optional[Expansion] = None):
+        """Parse text, the output of expansion if one is given (see scan_template)."""
+        tokens, self.line_starts, eof = scan_template(text, expansion)
         tokens.append(("eof", "", None, eof))
         self.tokens = tokens
         self.pos = 0
@@ -523,23 +539,41 @@ class Parser:
         return bound
 
 
-def parse(text: str, filename: str = "<input>") -> Program:
-    """Parse a program; raises CompileError with diagnostics for invalid text."""
+def parse(text: str, filename: str = "<input>", defines=None) -> Program:
+    """Parse a program (a template, see ``preprocess``, when it uses ``$`` or ``!calc``, or
+    when defines are given); raises CompileError with diagnostics for invalid text."""
+    expansion = None
+    if defines or needs_preprocessing(text):
+        expansion = preprocess(text, defines, filename)
     # Parsing allocates a token and a location per word of the text, none of them garbage;
     # the cyclic collector would scan this growing heap again and again (half the time
     # of a large file), so it pauses until the program is built.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        program = Parser(text).parse_program()
+        program = Parser(text if expansion is None else expansion.text,
+                         expansion).parse_program()
     except CompileError as e:
-        raise e.with_source(text, filename) from None
+        raise _legacy_hint(e, text, defines).with_source(text, filename) from None
     finally:
         if collecting:
             gc.enable()
     program.source = text
     program.filename = filename
     return program
+
+
+def _legacy_hint(e: CompileError, text: str, defines) -> CompileError:
+    """The error, saying so when text is a program in the legacy dialect."""
+    from .legacy import is_legacy
+
+    if not is_legacy(text, defines):
+        return e
+    first, *rest = e.diagnostics
+    hint = Diagnostic(first.loc, f"{first.message} (this program is written in the legacy "
+                      "dialect of the language: `ttlc upgrade` rewrites it in the current one)",
+                      first.notes)
+    return CompileError([hint, *rest])
 
 
 def parse_type(text: str) -> Type:
