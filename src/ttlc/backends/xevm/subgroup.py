@@ -2,13 +2,14 @@
 over the whole subgroup; ``subgroup_reduce_*`` is a butterfly of ``gpu.shuffle xor``
 (log2 of the subgroup size steps; ``gpu.subgroup_reduce`` has no lowering to the LLVM
 dialect for Intel GPUs); narrow integers are combined as i32 and 16-bit floats in f32,
-as target spirv does.  Scans are not translated yet."""
+as target spirv does; a complex number part by part.  Scans are not translated yet."""
 from __future__ import annotations
 
 from typing import Callable, Dict
 
 from ...ir.core import Instruction
 from ...ir.types import F32, I32, ScalarType
+from ..pairs import Pair, each
 from .arith import binary, convert
 from .kernel import Kernel, Unsupported
 
@@ -26,15 +27,23 @@ def shuffle(k: Kernel, mode: str, t: ScalarType, x: str, lane: str) -> str:
 
 def emit_broadcast(k: Kernel, inst: Instruction):
     t = inst.results[0].type
-    return shuffle(k, "idx", t, k.get(inst.slots["a"]), k.get(inst.slots["lane"]))
+    a, lane = k.get(inst.slots["a"]), k.get(inst.slots["lane"])
+    if isinstance(a, Pair):
+        return each(lambda x: shuffle(k, "idx", t.component, x, lane), a)
+    return shuffle(k, "idx", t, a, lane)
 
 
 def emit_reduce(k: Kernel, inst: Instruction):
     t = inst.results[0].type
+    if t.is_complex:  # add only: the parts summed apart
+        return each(lambda x: _butterfly(k, "add", t.component, x), k.get(inst.slots["a"]))
+    return _butterfly(k, inst.opcode.rsplit("_", 1)[1], t, k.get(inst.slots["a"]))
+
+
+def _butterfly(k: Kernel, op: str, t: ScalarType, a: str) -> str:
     k.type(t)
     w = _wide(t)
-    x = convert(k, t, w, k.get(inst.slots["a"]))
-    op = inst.opcode.rsplit("_", 1)[1]
+    x = convert(k, t, w, a)
     step = 1
     while step < k.S:
         other = shuffle(k, "xor", w, x, k.op(f"arith.constant {step} : i32"))
