@@ -83,27 +83,24 @@ _ORDER = {"relaxed": "monotonic", "acquire": "acquire", "release": "release",
 
 def _atomic(k: Kernel, inst: Instruction):
     """(the parts of the element: pointer and MLIR type; the pointer type; the LLVM
-    ordering) of an atomic instruction."""
+    ordering and alignment) of an atomic instruction."""
     m: MemVal = k.get(inst.slots["tensor"])
     t = m.type.element
-    if (t.component if t.is_complex else t).bits < 32:
-        raise Unsupported(inst, f"atomics on {t}")
+    align = (t.component if t.is_complex else t).bits // 8
     return (parts(k, m, inst.slots["index"]), k.pointer(m.type),
-            _ORDER[inst.modifier("semantics")])
+            f"{_ORDER[inst.modifier('semantics')]} {{alignment = {align} : i64}}")
 
 
 def emit_atomic_load(k: Kernel, inst: Instruction):
     ps, pt, order = _atomic(k, inst)
-    return whole(inst.results[0].type, [
-        k.op(f"llvm.load {p} atomic {order} {{alignment = {int(t[1:]) // 8} : i64}} : "
-             f"{pt} -> {t}") for p, t in ps])
+    return whole(inst.results[0].type, [k.op(f"llvm.load {p} atomic {order} : {pt} -> {t}")
+                                        for p, t in ps])
 
 
 def emit_atomic_store(k: Kernel, inst: Instruction):
     ps, pt, order = _atomic(k, inst)
     for x, (p, t) in zip(k.flatten(k.get(inst.slots["value"])), ps):
-        k.line(f"llvm.store {x}, {p} atomic {order} "
-               f"{{alignment = {int(t[1:]) // 8} : i64}} : {t}, {pt}")
+        k.line(f"llvm.store {x}, {p} atomic {order} : {t}, {pt}")
 
 
 def emit_atomic_update(k: Kernel, inst: Instruction):
