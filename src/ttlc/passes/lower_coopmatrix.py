@@ -64,6 +64,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
+from ..analysis.gcd import GCDAnalysis
 from ..diagnostics import error
 from ..ir.builder import Builder
 from ..ir.core import Instruction, Program, Region, Value
@@ -72,7 +73,6 @@ from ..ir.numerics import accumulate_type
 from ..ir.rewrite import clone_instructions, replace, replace_uses
 from ..ir.types import DYNAMIC, I32, INDEX, CoopMatrixType, ScalarType
 from ..target import MatrixUnit
-from ..analysis.gcd import GCDAnalysis
 from . import PassContext
 from .index_math import Bool, IndexMath, Int, known, require_sizes, set_locations
 
