@@ -180,8 +180,10 @@ def test_atomics_per_work_item_and_once_per_work_group():
     assert "store atomic float" in ir and " release" in ir
 
 
-def test_unsupported_instruction_names_it_and_the_target():
-    text = """func @k(%x: memref<i16x4>) attributes{subgroup_size=16, work_group_size=[16,1]} {
+def test_the_previous_value_of_a_collective_atomic_update_reaches_every_work_item():
+    """Work-item (0, 0) updates once per work-group and leaves the previous value in a
+    slot of work-group memory, read by all after a barrier."""
+    text = """func @k(%x: memref<i16x4>) attributes{subgroup_size=16, work_group_size=[32,2]} {
     %c0 = constant 0 : index
     %one = constant 1 : i16
     %p = atomic_add %one, %x[%c0] : i16
@@ -190,10 +192,19 @@ def test_unsupported_instruction_names_it_and_the_target():
     }
 }
 """
+    mlir = emit(text)
+    assert "llvm.mlir.global internal @k.atomic0() {addr_space = 3 : i32} : !llvm.array<1 x i16>" \
+        in mlir
+    body = mlir[mlir.index("llvm.atomicrmw add"):]
+    assert re.search(r"llvm.store %v\d+, %v\d+ : i16, !llvm.ptr<3>\s+\}\s+gpu.barrier\s+"
+                     r"%v\d+ = llvm.load %v\d+ : !llvm.ptr<3> -> i16", body), body
+    validate(mlir)
+
+
+def test_checked_mode_is_an_error_naming_the_target():
     with pytest.raises(ttlc.CompileError) as e:
-        emit(text)
-    assert ("not supported on target xevm (pvc) yet: atomic_add: the previous value of an "
-            "atomic update in collective code") in str(e.value)
+        get_backend("xevm").emit(ttlc.check(ABI), "mlir", checked=True)
+    assert "target xevm has no checked mode yet" in str(e.value)
 
 
 def test_a_subgroup_size_pvc_lacks_is_an_error_naming_the_attribute_and_the_target():

@@ -106,8 +106,8 @@ def emit_atomic_store(k: Kernel, inst: Instruction):
 def emit_atomic_update(k: Kernel, inst: Instruction):
     """``llvm.atomicrmw`` (integers: add, max, min; floats: fadd, fmax, fmin).  In
     collective code work-item (0, 0) alone updates, so that the update happens once per
-    work-group, as the language says; its previous value is not given to the others yet
-    (a use of it there is a CompileError)."""
+    work-group, as the language says; where its previous value is used, that work-item
+    stores it to a slot of work-group memory that all read between two barriers."""
     ps, pt, order = _atomic(k, inst)
     op = inst.opcode[len("atomic_"):]
 
@@ -119,17 +119,30 @@ def emit_atomic_update(k: Kernel, inst: Instruction):
     if k.spmd:
         old = update()
         return whole(inst.results[0].type, old) if inst.results else None
-    if inst.results and inst.results[0] in k.used():
-        raise Unsupported(inst, "the previous value of an atomic update in collective code")
+    shared = bool(inst.results) and inst.results[0] in k.used()
+    if shared:
+        name = symbol(f"{k.func.name}.atomic{len(k.globals)}")
+        k.globals.append(f"    llvm.mlir.global internal {name}() {{addr_space = 3 : i32}} : "
+                         f"!llvm.array<{len(ps)} x {ps[0][1]}>")
+        slot = k.op(f"llvm.mlir.addressof {name} : !llvm.ptr<3>")
+        slots = [advance(k, slot, "!llvm.ptr<3>", t, j) for j, (_, t) in enumerate(ps)]
+        k.line("gpu.barrier")  # the slot's previous readers are done
     x, y = (k.op(f"xevm.local_id.{d} : i32") for d in "xy")
     first = k.op(f"arith.cmpi eq, {k.op(f'arith.ori {x}, {y} : i32')}, "
                  f"{k.op('arith.constant 0 : i32')} : i32")
     k.line(f"scf.if {first} {{")
     k.depth += 1
-    update()
+    old = update()
+    if shared:
+        for v, at, (_, t) in zip(old, slots, ps):
+            k.line(f"llvm.store {v}, {at} : {t}, !llvm.ptr<3>")
     k.depth -= 1
     k.line("}")
-    return k.const(inst.results[0].type, 0) if inst.results else None
+    if not shared:
+        return k.const(inst.results[0].type, 0) if inst.results else None
+    k.line("gpu.barrier")
+    return whole(inst.results[0].type, [k.op(f"llvm.load {at} : !llvm.ptr<3> -> {t}")
+                                        for at, (_, t) in zip(slots, ps)])
 
 
 def emit_alloca(k: Kernel, inst: Instruction):
