@@ -437,6 +437,13 @@ def test_block_io_needs_what_the_hardware_needs():
     assert not kept("%A: memref<f16x32x8,strided<1,?>> {alignment=64}")  # pitch unknown
     assert kept("%A: memref<f16x32x8,strided<1,?>> {alignment=64, stride_gcd=[1,32]}")
     assert not kept("%A: memref<f16x32x8> {alignment=64}", S=32)
+    # transposed: 32-bit elements, 8 columns at a time (in registers: transpose=true)
+    t = _lowered_for(kernel(16, "%A: memref<f32x32x32> {alignment=64}", """\
+        %a = cooperative_matrix_load.t %A[%c0,%c0] : coopmatrix<f32x16x8,matrix_acc>
+        %b = cooperative_matrix_load.t %A[%c0,%c0] : coopmatrix<f32x16x4,matrix_acc>
+        """), "pvc")
+    assert "cooperative_matrix_load.t %A[%c0,%c0] : coopmatrix<f32x16x8" in t
+    assert "cooperative_matrix_load.t %A[%c0,%c0] : coopmatrix<f32x16x4" not in t
 
 
 def test_matrix_unit_operand_layouts():

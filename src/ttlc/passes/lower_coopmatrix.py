@@ -242,23 +242,27 @@ def _lower_region(region: Region, S: int, used: Set[Value], replaced: Dict[Value
 def native(unit: MatrixUnit, inst: Instruction, S: int,
            facts: Optional[GCDAnalysis] = None) -> bool:
     """Whether the target's matrix unit executes inst as it stands: a mul_add its
-    multiply-adds tile, a load, store or prefetch (not transposed, not atomic) that its
-    block IO allows (checked or not: a block access reads zeros and writes nothing out of
-    bounds)."""
+    multiply-adds tile, a load, store or prefetch (not atomic; transposed only a load)
+    that its block IO allows (checked or not: a block access reads zeros and writes
+    nothing out of bounds)."""
     if inst.opcode == "cooperative_matrix_mul_add":
         a, b, c = (inst.slots[s].type for s in ("a", "b", "c"))
         return unit.mul_add(a, b, c, S) is not None
+    transposed = inst.modifiers.get("ta") == "t"
     if (inst.opcode not in BLOCK_IO or unit.block_io is None
-            or inst.modifiers.get("ta") == "t"):
+            or transposed and inst.opcode != "cooperative_matrix_load"):
         return False
     tensor = inst.slots["tensor"]
     info = facts.info(tensor) if facts is not None else None
     if info is None:
         return False
-    rows = inst.attrs["rows"] if inst.opcode == "cooperative_matrix_prefetch" else \
-        (inst.results[0] if inst.results else inst.slots["value"]).type.rows
-    return unit.block_io.allows(tensor.type.element, rows, S, tensor.type, info.offset_gcd,
-                                info.shape_gcd[0], info.stride_gcd[1],
+    if inst.opcode == "cooperative_matrix_prefetch":
+        rows, cols = inst.attrs["rows"], inst.attrs["cols"]
+    else:
+        t = (inst.results[0] if inst.results else inst.slots["value"]).type
+        rows, cols = t.rows, t.cols
+    return unit.block_io.allows(tensor.type.element, rows, cols, transposed, S, tensor.type,
+                                info.offset_gcd, info.shape_gcd[0], info.stride_gcd[1],
                                 facts.gcd(inst.slots["x"]))
 
 

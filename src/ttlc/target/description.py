@@ -45,7 +45,10 @@ class BlockIO:
     must start ``base_alignment``-byte aligned, its rows be at least and a multiple of
     ``min_pitch_bytes`` wide where only a divisor is known, its column stride (the pitch)
     a multiple of ``pitch_alignment`` bytes and at least ``min_pitch_bytes``, and the
-    first row of the tile ``x_alignment``-byte aligned."""
+    first row of the tile ``x_alignment``-byte aligned.  A transposed load (``.t``: the
+    tile's rows run along the memref's columns) of ``transpose_bytes`` elements is
+    blocks of ``lanes`` tile rows by ``transpose_width`` tile columns, transposed in
+    registers."""
 
     element_bytes: Tuple[int, ...]
     lanes: int
@@ -56,16 +59,21 @@ class BlockIO:
     min_pitch_bytes: int
     pitch_alignment: int
     x_alignment: int
+    transpose_bytes: int
+    transpose_width: int
 
-    def allows(self, t: ScalarType, rows: int, S: int, memref: MemrefType, offset_gcd: int,
-               width_gcd: int, pitch_gcd: int, x_gcd: int) -> bool:
-        """Whether rows x any columns of t from memref at a row position that is a
-        multiple of x_gcd are block accesses; *_gcd are known divisors (in elements) of the
-        memref's first element's address, its mode sizes and column stride (static sizes
-        and strides are taken from the type)."""
+    def allows(self, t: ScalarType, rows: int, cols: int, transposed: bool, S: int,
+               memref: MemrefType, offset_gcd: int, width_gcd: int, pitch_gcd: int,
+               x_gcd: int) -> bool:
+        """Whether a rows x cols tile of t from memref at a first memref row that is a
+        multiple of x_gcd is block accesses (transposed: a load with ``.t``); *_gcd are
+        known divisors (in elements) of the memref's first element's address, its mode
+        sizes and column stride (static sizes and strides are taken from the type)."""
         e = t.bits // 8 if isinstance(t, ScalarType) and not t.is_complex else 0
         if (S != self.lanes or e not in self.element_bytes or rows % self.lanes
                 or memref.space != "global" or len(memref.shape) != 2 or memref.stride[0] != 1):
+            return False
+        if transposed and (e != self.transpose_bytes or cols % self.transpose_width):
             return False
 
         def wide(static, gcd: int, align: int) -> bool:
@@ -123,7 +131,8 @@ XE_DPAS = MatrixUnit(
     tuple(MatrixInstruction(16, n, 16, a, a, "f32", 16)
           for a in ("f16", "bf16") for n in (8, 4, 2, 1)),
     BlockIO(element_bytes=(1, 2, 4), lanes=16, max_width_bytes=64, max_height=32,
-            max_store_height=8, base_alignment=64, min_pitch_bytes=64, pitch_alignment=16, x_alignment=4))
+            max_store_height=8, base_alignment=64, min_pitch_bytes=64, pitch_alignment=16, x_alignment=4,
+            transpose_bytes=4, transpose_width=8))
 
 def _mma_fragments(bits: int) -> Tuple[Tuple[str, int, NestedLayout], ...]:
     """The mma.sync fragments of the PTX ISA (m16n8k16 for 16-bit operands, m16n8k32

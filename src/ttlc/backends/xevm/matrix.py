@@ -12,6 +12,9 @@ of a coopmatrix, component c + N k holds column c of row block k (``ir.layout``)
   (the block heights ``xevm`` allows), row blocks in groups of up to 64 bytes (v_blocks
   4, 2 or 1 for 8-, 16- and 32-bit elements) where each block fills whole 64-byte
   registers, else one at a time; stores take one row block of up to 8 columns at a time.
+  A transposed load (``.t``, 32-bit elements) reads 8 of the memref's rows by 16 of its
+  columns with ``transpose=true``: lane p gets the tile's row p, one component per
+  tile column, as before.
   The block's surface is the memref: its pointer, its rows in bytes (width), its columns
   (height) and its column stride in bytes (pitch); the position is the tile's (x, y).
 * DPAS computes D^T = B^T A^T + C^T, which makes its operands the language's components:
@@ -81,7 +84,8 @@ def elements(k: Kernel, v: str, n: int, t: str) -> List[str]:
 def blocks(k: Kernel, inst: Instruction, rows: int, cols: int, v_blocks: int, max_h: int,
            access: Callable[[str, int, int, int, int], None]) -> None:
     """Call access(operands, first row block, row blocks, first column, columns) for
-    each block access of a rows x cols tile at the instruction's position;
+    each block access of a rows x cols tile at the instruction's position (``.t``: its
+    columns along the memref's rows, in pieces of the transposed width);
     ``operands`` are the six operands of the xevm block operation."""
     m: MemVal = k.get(inst.slots["tensor"])
     t = m.type.element
@@ -91,18 +95,27 @@ def blocks(k: Kernel, inst: Instruction, rows: int, cols: int, v_blocks: int, ma
     pitch = i32(k, k.imul(m.stride[1], e))
     x, y = k.index(inst.slots["x"]), k.index(inst.slots["y"])
     io = k.target.matrix.block_io
+    surface = f"{m.ptr}, {width}, {height}, {pitch}"
+    if inst.modifiers.get("ta") == "t":
+        for c in range(0, cols, io.transpose_width):
+            for rb in range(rows // LANES):
+                at = f"{i32(k, k.iadd(x, c))}, {i32(k, k.iadd(y, rb * LANES))}"
+                access(f"{surface}, {at}", rb, 1, c, io.transpose_width)
+        return
     for c, h in pieces(cols, max_h):
         yi = i32(k, k.iadd(y, c))
         # blocks side by side only where each fills whole registers (64 bytes)
         limit = min(v_blocks, io.max_width_bytes // (LANES * e)) if h * LANES * e % 64 == 0 \
             else 1
         for rb, nb in pieces(rows // LANES, limit):
-            access(f"{m.ptr}, {width}, {height}, {pitch}, {i32(k, k.iadd(x, rb * LANES))}, {yi}",
-                   rb, nb, c, h)
+            access(f"{surface}, {i32(k, k.iadd(x, rb * LANES))}, {yi}", rb, nb, c, h)
 
 
-def _shape(t: ScalarType, h: int, nb: int = 0) -> str:
-    attrs = f"elem_size_in_bits={t.bits} : i32, tile_width={LANES} : i32, tile_height={h} : i32"
+def _shape(t: ScalarType, h: int, nb: int = 0, transposed: bool = False) -> str:
+    """The attributes of a block of 16 rows by h columns (transposed: the memref's
+    rows are the h columns, 16 of its columns the rows)."""
+    w, h = (h, LANES) if transposed else (LANES, h)
+    attrs = f"elem_size_in_bits={t.bits} : i32, tile_width={w} : i32, tile_height={h} : i32"
     return attrs + (f", v_blocks={nb} : i32" if nb else "")
 
 
@@ -114,9 +127,12 @@ def emit_load(k: Kernel, inst: Instruction):
     c, N = t.component, t.cols
     out: List[str] = [None] * k.components(t)
 
+    transposed = inst.modifiers.get("ta") == "t"
+
     def load(operands: str, rb: int, nb: int, c0: int, h: int) -> None:
-        r = k.op(f"xevm.blockload2d {operands} <{{{_shape(c, h, nb)}, transpose=false, "
-                 f"pack_register=false}}> : {_OPERANDS}) -> vector<{nb * h}x{bits_type(c)}>")
+        r = k.op(f"xevm.blockload2d {operands} <{{{_shape(c, h, nb, transposed)}, "
+                 f"transpose={str(transposed).lower()}, pack_register=false}}> : "
+                 f"{_OPERANDS}) -> vector<{nb * h}x{bits_type(c)}>")
         for j, x in enumerate(elements(k, r, nb * h, bits_type(c))):
             out[c0 + j % h + N * (rb + j // h)] = from_bits(k, c, x)
 
