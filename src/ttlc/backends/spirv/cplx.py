@@ -11,7 +11,6 @@ from typing import Callable
 
 from ...ir.types import ScalarType
 from .. import pairs
-from ..pairs import each  # noqa: F401  (the part-by-part map, for the other modules)
 from .function import Cplx, Kernel, Unsupported
 
 _ARITH = {"add": "FAdd", "sub": "FSub", "mul": "FMul", "div": "FDiv"}
