@@ -32,6 +32,7 @@ from ...ir.types import F32, CoopMatrixType, ScalarType
 from .arith import convert
 from .kernel import Kernel, MemVal
 
+#: the subgroup size both take (``BlockIO.lanes``, the rows ``m`` of XE_DPAS's instructions)
 LANES = 16
 
 
@@ -126,7 +127,6 @@ def emit_load(k: Kernel, inst: Instruction):
     t: CoopMatrixType = inst.results[0].type
     c, N = t.component, t.cols
     out: List[str] = [None] * k.components(t)
-
     transposed = inst.modifiers.get("ta") == "t"
 
     def load(operands: str, rb: int, nb: int, c0: int, h: int) -> None:
