@@ -43,12 +43,14 @@ def test_the_table_is_the_language_distribution(S, M, N):
     assert f"{NestedLayout.from_iree(attr).lanes} lanes x {V} registers" in out
 
 
-def test_the_dpas_accumulator_on_pvc():
-    code, out, err = ttlc("layout", "coopmatrix<f32x8x16,matrix_acc>", "--target", "pvc")
+def test_the_dpas_accumulator_on_pvc_is_the_language_layout():
+    """pvc's DPAS computes the transposed product: row r of a 16-row accumulator is on
+    lane r, column c in register c."""
+    code, out, err = ttlc("layout", "coopmatrix<f32x16x8,matrix_acc>", "--target", "pvc")
     assert code == 0, err
     _, cells, pad = _table(out)
-    assert not pad and cells == {(r, c): (c, r) for r in range(8) for c in range(16)}
-    assert "dpas unit's layout" in out
+    assert not pad and cells == {(r, c): (r, c) for r in range(16) for c in range(8)}
+    assert "the language's layout" in out
 
 
 def test_cpu_keeps_the_language_layout():

@@ -374,8 +374,8 @@ def _lowered_for(src: str, target: str) -> str:
     return text
 
 
-DPAS_KERNEL = kernel(16, "%A: memref<bf16x16x32>, %B: memref<bf16x32x16>, %D: memref<f32x16x16>, "
-                         "%E: memref<f32x16x16>", """\
+DPAS_KERNEL = kernel(16, "%A: memref<bf16x32x32> {alignment=64}, %B: memref<bf16x32x16>, "
+                         "%D: memref<f32x16x16>, %E: memref<f32x16x16> {alignment=64}", """\
         %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<bf16x16x32,matrix_a>
         %b = cooperative_matrix_load.rows_checked %B[%c0,%c0] : coopmatrix<bf16x32x16,matrix_b>
         %z = constant 0.0 : coopmatrix<f32x16x16,matrix_acc>
@@ -387,11 +387,20 @@ DPAS_KERNEL = kernel(16, "%A: memref<bf16x16x32>, %B: memref<bf16x32x16>, %D: me
         """)
 
 
+def aligned(a: np.ndarray, alignment: int = 64) -> np.ndarray:
+    """A column-major copy of a whose first element is alignment-byte aligned."""
+    raw = np.zeros(a.nbytes + alignment, np.uint8)
+    start = -raw.ctypes.data % alignment
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape, order="F")
+    out[...] = a
+    return out
+
+
 def test_a_matrix_unit_keeps_what_it_executes():
-    """On pvc (DPAS: bf16 x bf16 -> f32 in 8 x 16 x 16 steps, 2-D block IO) the bf16
-    product, the unchecked load of A (16 bf16 rows = 32 bytes wide) and the store stay
-    whole; the f32 product (no f32 DPAS here) and the checked load are lowered.  The
-    interpreter's results are the same either way."""
+    """On pvc (DPAS: bf16 x bf16 -> f32 in 16 x 8 x 16 steps, 2-D block IO) the bf16
+    product, the load of A (64-byte aligned, 32 bf16 rows = 64 bytes wide) and the store
+    to E stay whole; the f32 product (no f32 DPAS here) and the load of B (alignment
+    unknown) are lowered.  The interpreter's results are the same either way."""
     text = _lowered_for(DPAS_KERNEL, "pvc")
     assert text.count("cooperative_matrix_mul_add") == 1
     assert "cooperative_matrix_load %A" in text
@@ -400,29 +409,56 @@ def test_a_matrix_unit_keeps_what_it_executes():
     # the generic target lowers everything
     generic = _lowered_for(DPAS_KERNEL, "interp")
     assert not any(op in generic for op in LOWERED)
-    A, B = ints((16, 32), "bf16", -2, 3), ints((32, 16), "bf16", -2, 3)
-    args = [A, B, np.asfortranarray(np.zeros((16, 16), np.float32)),
-            np.asfortranarray(np.zeros((16, 16), np.float32))]
-    D = A.astype(np.float64) @ B.astype(np.float64)
+    A, B = ints((32, 32), "bf16", -2, 3), ints((32, 16), "bf16", -2, 3)
+    D = A[:16].astype(np.float64) @ B.astype(np.float64)
     for version in (DPAS_KERNEL, text, generic):
-        *_, E = run(version, args, checked=True)
+        E = aligned(np.zeros((16, 16), np.float32))
+        ttlc.compile(version, target="interp", checked=True)["k"](
+            aligned(A), B, np.zeros((16, 16), np.float32, order="F"), E, grid=(1, 1, 1))
         assert_equal(E, (D @ D).astype(np.float32))
 
 
+def test_block_io_needs_what_the_hardware_needs():
+    """2-D block access on pvc: a 64-byte aligned memref whose rows are at least 64 bytes
+    and whose column stride is a multiple of 16 bytes, at a row position of 4-byte
+    granularity, in a subgroup of 16; else the generic per-work-item code."""
+    def kept(params: str, at: str = "%c0", S: int = 16) -> bool:
+        text = _lowered_for(kernel(S, params, f"""\
+            %x = constant {at} : index
+            %a = cooperative_matrix_load %A[%x,%c0] : coopmatrix<f16x16x8,matrix_a>
+            """.replace("constant %c0", "constant 0")), "pvc")
+        return "cooperative_matrix_load %A" in text
+
+    assert kept("%A: memref<f16x32x8> {alignment=64}")
+    assert kept("%A: memref<f16x32x8> {alignment=64}", "2")
+    assert not kept("%A: memref<f16x32x8> {alignment=64}", "1")  # 2 bytes into a row
+    assert not kept("%A: memref<f16x32x8>")  # alignment unknown
+    assert not kept("%A: memref<f16x16x8> {alignment=64}")  # rows of 32 bytes
+    assert not kept("%A: memref<f16x32x8,strided<1,?>> {alignment=64}")  # pitch unknown
+    assert kept("%A: memref<f16x32x8,strided<1,?>> {alignment=64, stride_gcd=[1,32]}")
+    assert not kept("%A: memref<f16x32x8> {alignment=64}", S=32)
+    # transposed: 32-bit elements, 8 columns at a time (in registers: transpose=true)
+    t = _lowered_for(kernel(16, "%A: memref<f32x32x32> {alignment=64}", """\
+        %a = cooperative_matrix_load.t %A[%c0,%c0] : coopmatrix<f32x16x8,matrix_acc>
+        %b = cooperative_matrix_load.t %A[%c0,%c0] : coopmatrix<f32x16x4,matrix_acc>
+        """), "pvc")
+    assert "cooperative_matrix_load.t %A[%c0,%c0] : coopmatrix<f32x16x8" in t
+    assert "cooperative_matrix_load.t %A[%c0,%c0] : coopmatrix<f32x16x4" not in t
+
+
 def test_matrix_unit_operand_layouts():
-    """DPAS keeps A and the accumulator with rows across registers and columns across
-    lanes, and packs B's rows in pairs (16-bit) or quadruples (8-bit) per work-item."""
+    """pvc's DPAS computes the transposed product, so that its operands are the
+    language's layout: lane p holds rows p, p + 16, ..., component c + N k column c of row
+    block k; B's VNNI pairs are consecutive components of A's work-item."""
     from ttlc.ir.types import CoopMatrixType, SCALAR_TYPES
     from ttlc.target import get_target
 
     pvc = get_target("pvc")
     b16 = pvc.storage_layout(CoopMatrixType(SCALAR_TYPES["bf16"], 32, 16, "matrix_b"), 16)
-    assert [b16.element(3, v) for v in range(4)] == [(0, 3), (1, 3), (2, 3), (3, 3)]
-    assert b16.nested.element_tile == (2, 1)
-    b8 = pvc.storage_layout(CoopMatrixType(SCALAR_TYPES["i8"], 32, 16, "matrix_b"), 16)
-    assert b8.nested.element_tile == (4, 1)
-    acc = pvc.storage_layout(CoopMatrixType(SCALAR_TYPES["f32"], 8, 16, "matrix_acc"), 16)
-    assert [acc.element(5, v) for v in range(8)] == [(r, 5) for r in range(8)]
+    assert [b16.element(3, v) for v in (0, 1, 2, 3, 16)] == [(3, 0), (3, 1), (3, 2), (3, 3),
+                                                               (19, 0)]
+    acc = pvc.storage_layout(CoopMatrixType(SCALAR_TYPES["f32"], 16, 8, "matrix_acc"), 16)
+    assert [acc.element(5, v) for v in range(8)] == [(5, c) for c in range(8)]
     # a shape the unit does not take keeps the language's layout
     odd = CoopMatrixType(SCALAR_TYPES["f32"], 8, 5, "matrix_acc")
     assert pvc.storage_layout(odd, 16) == ttlc.ir.layout.layout_of(odd, 16)

@@ -180,18 +180,72 @@ def test_atomics_per_work_item_and_once_per_work_group():
     assert "store atomic float" in ir and " release" in ir
 
 
-def test_unsupported_instruction_names_it_and_the_target():
-    text = """func @k(%x: memref<i16x4>) attributes{subgroup_size=16, work_group_size=[16,1]} {
+def test_the_previous_value_of_a_collective_atomic_update_reaches_every_work_item():
+    """Work-item (0, 0) updates once per work-group and leaves the previous value in a
+    slot of work-group memory, read by all after a barrier."""
+    text = """func @k(%x: memref<i16x4>) attributes{subgroup_size=16, work_group_size=[32,2]} {
     %c0 = constant 0 : index
     %one = constant 1 : i16
+    %p = atomic_add %one, %x[%c0] : i16
     parallel {
-        %p = atomic_add %one, %x[%c0] : i16
+        store %p, %x[%c0]
     }
 }
 """
+    mlir = emit(text)
+    assert "llvm.mlir.global internal @k.atomic0() {addr_space = 3 : i32} : !llvm.array<1 x i16>" \
+        in mlir
+    body = mlir[mlir.index("llvm.atomicrmw add"):]
+    assert re.search(r"llvm.store %v\d+, %v\d+ : i16, !llvm.ptr<3>\s+\}\s+gpu.barrier\s+"
+                     r"%v\d+ = llvm.load %v\d+ : !llvm.ptr<3> -> i16", body), body
+    validate(mlir)
+
+
+def test_checked_mode_is_an_error_naming_the_target():
+    with pytest.raises(ttlc.CompileError) as e:
+        get_backend("xevm").emit(ttlc.check(ABI), "mlir", checked=True)
+    assert "target xevm has no checked mode yet" in str(e.value)
+
+
+def test_a_subgroup_size_pvc_lacks_is_an_error_naming_the_attribute_and_the_target():
+    text = ABI.replace("subgroup_size=16, work_group_size=[16,2]",
+                       "subgroup_size=8, work_group_size=[16,2]")
     with pytest.raises(ttlc.CompileError) as e:
         emit(text)
-    assert "not supported on target xevm (pvc) yet: atomic_add: atomics on i16" in str(e.value)
+    assert "subgroup size 8 is not supported by target pvc (supported: 16, 32)" in str(e.value)
+    assert "subgroup_size=8" in e.value.format()
+
+
+COMPLEX = """func @k(%a: c32, %x: memref<c32x16>, %y: memref<c64x16>)
+        attributes{subgroup_size=16, work_group_size=[16,1]} {
+    parallel {
+        %i0 = subgroup_local_id : i32
+        %i = cast %i0 : index
+        %v = load %x[%i] : c32
+        %p = mul %v, %a : c32
+        %q = div %p, %v : c32
+        %e = exp %q : c32
+        %r = abs %e : f32
+        %s = cast %r : c32
+        %t = subgroup_reduce_add %s : c32
+        %w = cast %t : c64
+        %u = atomic_add %w, %y[%i] : c64
+        store %q, %x[%i]
+    }
+}
+"""
+
+
+def test_complex_numbers_are_pairs_of_reals():
+    """c32 arrives as vector<2xf32> and lives as two f32; in memory it is a pair, the real
+    part first."""
+    mlir = emit(COMPLEX)
+    head = next(l for l in mlir.splitlines() if "gpu.func" in l)
+    assert re.findall(r"%a\d+: ([^,)]+)", head)[0] == "vector<2xf32>"
+    assert "complex" not in mlir and "llvm.extractelement" in mlir
+    assert mlir.count("llvm.atomicrmw fadd") == 2  # c64: each part, f64
+    ir = validate(mlir)
+    assert "define spir_kernel void @k(<2 x float>" in ir
 
 
 def test_cli_writes_the_module(tmp_path):
@@ -204,6 +258,77 @@ def test_cli_writes_the_module(tmp_path):
     lowered = subprocess.run(cli + ["--stage", "lowered", "-o", "-"], capture_output=True,
                              text=True)
     ttlc.check(lowered.stdout)  # the lowered stage is a valid program
+
+
+# ---- pvc's matrix unit: 2-D block IO and DPAS ------------------------------------------------
+GEMM = """func @hgemm(%A: memref<f16x64x32> {alignment=64}, %B: memref<f16x32x48> {alignment=64},
+            %C: memref<f32x64x48> {alignment=64}) attributes {subgroup_size=16} {
+    %one = constant 1.0 : f16
+    %zero = constant 0.0 : f16
+    parallel {
+        %c0 = constant 0 : index
+        cooperative_matrix_prefetch 0, %A[%c0, %c0], 64, 32
+    }
+    gemm %one, %A, %B, %zero, %C
+}
+"""
+
+MMA = re.compile(r"xevm\.mma (%\w+), (%\w+), (%\w+) \{shape=<m=(\d+), n=(\d+), k=(\d+)>, "
+                 r"types=<d=(\w+), a=(\w+), b=(\w+), c=(\w+)>\} : \(vector<(\d+)xi16>, "
+                 r"vector<(\d+)xi32>, vector<(\d+)xf32>\) -> vector<(\d+)xf32>")
+
+
+def test_gemm_uses_block_io_and_dpas_where_the_memrefs_allow():
+    """Aligned memrefs: loads, stores and the prefetch are 2-D block operations and the
+    product is DPAS; the same program without the alignment promise loads and stores per
+    work-item (llvm.load/llvm.store) and still multiplies with DPAS."""
+    fast = emit(GEMM)
+    slow = emit(GEMM.replace(" {alignment=64}", ""))
+    for op in ("xevm.blockload2d", "xevm.blockstore2d", "xevm.blockprefetch2d"):
+        assert op in fast and op not in slow, op
+    assert "llvm.load" not in fast and "llvm.store" not in fast
+    assert "llvm.load" in slow and "llvm.store" in slow
+    for text in (fast, slow):
+        mmas = MMA.findall(text)
+        # 64 x 48 in 16 x 24 tiles (lower-linalg), 24 columns = 8 + 8 + 8, k = 32 = 2 x 16:
+        # per tile 3 x 2 DPAS; checked by hand: the verifier lets wrong k and types pass
+        assert len(mmas) == 6 and text.count("xevm.mma") == 6
+        for *_, m, n, k, d, a, b, c, va, vb, vc, vd in mmas:
+            assert (n, k, d, a, b, c) == ("16", "16", "f32", "f16", "f16", "f32")
+            assert m == va == vc == vd == "8" and vb == "8"
+        ir = validate(text)
+        assert "intel_sub_group_f16_f16_matrix_mad_k16" in ir
+    ir = validate(fast)
+    for builtin in ("2d_block_read_16b_32r16x1c", "2d_block_write_32b_8r16x1c",
+                    "2d_block_prefetch_16b_32r16x2c"):
+        assert f"intel_sub_group_{builtin}" in ir, builtin
+
+
+def test_block_loads_give_the_language_layout():
+    """A block of 16 rows by h columns gives lane p row p, one component per column, and
+    v_blocks row blocks one after another: the components of coopmatrix<f16x32x8> are
+    column c of row block k at c + 8 k (checked by hand against ttlc.ir.layout)."""
+    from ttlc.ir.layout import matrix_layout
+
+    lay = matrix_layout(32, 8, 16)
+    assert [lay.element(3, v) for v in (0, 7, 8, 15)] == [(3, 0), (3, 7), (19, 0), (19, 7)]
+    text = """func @k(%A: memref<f16x64x8> {alignment=64}, %B: memref<f16x64x8> {alignment=64})
+        attributes{subgroup_size=16, work_group_size=[16,1]} {
+    parallel {
+        %c0 = constant 0 : index
+        %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<f16x32x8,matrix_a>
+        cooperative_matrix_store %a, %B[%c0,%c0]
+    }
+}
+"""
+    mlir = emit(text)
+    load = re.search(r"(%v\d+) = xevm.blockload2d .*tile_height=8 : i32, v_blocks=2 : i32.*"
+                     r"-> vector<16xi16>", mlir)
+    assert load, mlir
+    # element j of the result is component j: store j of row block 0 is element j
+    stores = re.findall(r"xevm.blockstore2d .*tile_height=8 : i32", mlir)
+    assert len(stores) == 2
+    validate(mlir)
 
 
 # ---- every emitted module passes upstream's tools -------------------------------------------
@@ -245,8 +370,14 @@ def test_generated_programs_emit_valid_modules(first):
 
     seeds = range(first, min(first + CHUNK, SEEDS))
     outcomes = [outcome(generate(seed).text) for seed in seeds]
+    # every program is emitted except those asking for a subgroup size pvc does not
+    # offer (8 and 4: 46 of the first 200 seeds)
     for o in outcomes:
-        assert o == "valid" or "target xevm" in o or "target pvc" in o, o
-    # complex numbers, subgroup sizes below 16 and the 2-D block IO pvc keeps whole are
-    # refused so far (41 of the first 200 seeds are emitted)
-    assert outcomes.count("valid") >= 0.1 * len(seeds), outcomes.count("valid")
+        assert o == "valid" or re.search(r"subgroup size \d+ is not supported by target pvc", o), o
+    if first + CHUNK <= 200:
+        assert outcomes.count("valid") == EMITTED[first], outcomes.count("valid")
+
+
+#: emitted modules per chunk of the first 200 seeds (measured; the others ask for
+#: subgroup sizes 8 or 4)
+EMITTED = {0: 38, 50: 38, 100: 40, 150: 38}

@@ -24,8 +24,9 @@ M x J matrix (columns N..J-1 are padding, read as zero): batch [K, J I / S], thr
 [I, S / I], thread strides [1, I], every other tile 1.
 
 Who keeps which layout: SIMT targets keep a coopmatrix distributed as
-``Target.storage_layout`` says (the language's layout, or the matrix unit's: DPAS,
-NVIDIA mma fragments), and ``lower-coopmatrix`` places entries by it.  The CPU does not
+``Target.storage_layout`` says (the language's layout, also for Intel's DPAS, which
+computes the transposed product to keep it; or the matrix unit's: NVIDIA mma
+fragments), and ``lower-coopmatrix`` places entries by it.  The CPU does not
 distribute a coopmatrix over lanes: a subgroup holds the whole matrix in registers
 (column-major, one vector per subgroup), so the only lane question it has is the one
 extract, insert and apply ask, which it answers with ``MatrixLayout.tables``/``owners``.

@@ -13,8 +13,9 @@ Every instruction that acts on whole matrices in a way that is not already one v
 instruction per work-item is rewritten here into scalar code over those V entries,
 using ``cooperative_matrix_extract``/``insert`` (which see exactly this layout), unless
 the target's matrix unit executes it (``Target.matrix``, ``native``): a mul_add its
-multiply-add instructions tile, an unchecked load or store that is one 2-D block access.
-Those stay whole for the back end.  The rewrites:
+multiply-add instructions tile, a load, store or prefetch its block IO allows (which
+asks the gcd analysis what is known of the memref's alignment, strides and the row
+position).  Those stay whole for the back end.  The rewrites:
 
 * ``cooperative_matrix_apply``: per v, the entry's row and column, extract, a copy of
   the region with %i, %j, %v bound, insert.  Where the entry may be padding the region
@@ -63,6 +64,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
+from ..analysis.gcd import GCDAnalysis
 from ..diagnostics import error
 from ..ir.builder import Builder
 from ..ir.core import Instruction, Program, Region, Value
@@ -207,20 +209,22 @@ def lower_coopmatrix(program: Program, ctx: PassContext) -> None:
         sgs, _ = require_sizes(program, func, first.loc, "lower-coopmatrix", ctx)
         used = {v for i in func.body.walk() for v in i.operands}
         replaced: Dict[Value, Value] = {}
-        _lower_region(func.body, sgs, used, replaced, ctx.target.matrix)
+        unit = ctx.target.matrix
+        facts = GCDAnalysis(func, ctx.target) if unit.block_io is not None else None
+        _lower_region(func.body, sgs, used, replaced, lambda i: native(unit, i, sgs, facts))
         # one walk for all replacements: code made meanwhile may still use old results
         replace_uses(func.body, replaced)
 
 
 def _lower_region(region: Region, S: int, used: Set[Value], replaced: Dict[Value, Value],
-                  unit: MatrixUnit) -> None:
+                  keep: Callable[[Instruction], bool]) -> None:
     """Lower every instruction of the table in region, inner ones first (post-order),
-    except those the target's matrix unit executes."""
+    except those the target's matrix unit executes (``keep``)."""
     for inst in list(region.instructions):
         for r in inst.regions:
-            _lower_region(r, S, used, replaced, unit)
+            _lower_region(r, S, used, replaced, keep)
         fn = LOWERINGS.get(inst.opcode)
-        if fn is None or native(unit, inst, S):
+        if fn is None or keep(inst):
             if fn is not None:
                 for r in inst.regions:
                     replace_uses(r, replaced)
@@ -235,18 +239,35 @@ def _lower_region(region: Region, S: int, used: Set[Value], replaced: Dict[Value
         replace(region, inst, lanes.region.instructions)
 
 
-def native(unit: MatrixUnit, inst: Instruction, S: int) -> bool:
+def native(unit: MatrixUnit, inst: Instruction, S: int,
+           facts: Optional[GCDAnalysis] = None) -> bool:
     """Whether the target's matrix unit executes inst as it stands: a mul_add its
-    multiply-adds tile, a load or store (not checked, not atomic) that is one block
-    access."""
+    multiply-adds tile, a load, store or prefetch (not atomic; transposed only a load)
+    that its block IO allows (checked or not: a block access reads zeros and writes
+    nothing out of bounds)."""
     if inst.opcode == "cooperative_matrix_mul_add":
         a, b, c = (inst.slots[s].type for s in ("a", "b", "c"))
         return unit.mul_add(a, b, c, S) is not None
-    if inst.opcode in ("cooperative_matrix_load", "cooperative_matrix_store"):
+    transposed = inst.modifiers.get("ta") == "t"
+    if (inst.opcode not in BLOCK_IO or unit.block_io is None
+            or transposed and inst.opcode != "cooperative_matrix_load"):
+        return False
+    tensor = inst.slots["tensor"]
+    info = facts.info(tensor) if facts is not None else None
+    if info is None:
+        return False
+    if inst.opcode == "cooperative_matrix_prefetch":
+        rows, cols = inst.attrs["rows"], inst.attrs["cols"]
+    else:
         t = (inst.results[0] if inst.results else inst.slots["value"]).type
-        return (inst.modifier("checked") is None and
-                unit.block_access(t, inst.slots["tensor"].type, inst.modifier("ta") == "t"))
-    return False
+        rows, cols = t.rows, t.cols
+    return unit.block_io.allows(tensor.type.element, rows, cols, transposed, S, tensor.type,
+                                info.offset_gcd, info.shape_gcd[0], info.stride_gcd[1],
+                                facts.gcd(inst.slots["x"]))
+
+
+#: the instructions a matrix unit's block IO may execute
+BLOCK_IO = ("cooperative_matrix_load", "cooperative_matrix_store", "cooperative_matrix_prefetch")
 
 
 @lowers("cooperative_matrix_apply")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Dict, Optional, Tuple
 
 from ..ir.layout import MatrixLayout, NestedLayout, layout_of
-from ..ir.types import CoopMatrixType, MemrefType
+from ..ir.types import CoopMatrixType, MemrefType, ScalarType
 
 
 @dataclass(frozen=True)
@@ -36,12 +36,55 @@ class MatrixInstruction:
 
 @dataclass(frozen=True)
 class BlockIO:
-    """2-D block loads and stores of a column-major tile (rows contiguous in memory)."""
+    """2-D block loads, stores and prefetches of a column-major tile in global memory
+    (Intel's ``xevm.blockload2d`` family).  A block is ``lanes`` consecutive rows (the
+    contiguous mode, one row per lane: the language's layout for a subgroup of that
+    size) by a power-of-two number of columns up to ``max_height`` (``max_store_height``
+    for stores); up to
+    ``max_width_bytes`` of rows side by side are one load (``v_blocks``).  The memref
+    must start ``base_alignment``-byte aligned, its rows be at least and a multiple of
+    ``min_pitch_bytes`` wide where only a divisor is known, its column stride (the pitch)
+    a multiple of ``pitch_alignment`` bytes and at least ``min_pitch_bytes``, and the
+    first row of the tile ``x_alignment``-byte aligned.  A transposed load (``.t``: the
+    tile's rows run along the memref's columns) of ``transpose_bytes`` elements is
+    blocks of ``lanes`` tile rows by ``transpose_width`` tile columns, transposed in
+    registers."""
 
     element_bytes: Tuple[int, ...]
-    #: widest contiguous run of one block, in bytes, and most runs per block
+    lanes: int
     max_width_bytes: int
     max_height: int
+    max_store_height: int
+    base_alignment: int
+    min_pitch_bytes: int
+    pitch_alignment: int
+    x_alignment: int
+    transpose_bytes: int
+    transpose_width: int
+
+    def allows(self, t: ScalarType, rows: int, cols: int, transposed: bool, S: int,
+               memref: MemrefType, offset_gcd: int, width_gcd: int, pitch_gcd: int,
+               x_gcd: int) -> bool:
+        """Whether a rows x cols tile of t from memref at a first memref row that is a
+        multiple of x_gcd is block accesses (transposed: a load with ``.t``); *_gcd are
+        known divisors (in elements) of the memref's first element's address, its mode
+        sizes and column stride (static sizes and strides are taken from the type)."""
+        e = t.bits // 8 if isinstance(t, ScalarType) and not t.is_complex else 0
+        if (S != self.lanes or e not in self.element_bytes or rows % self.lanes
+                or memref.space != "global" or len(memref.shape) != 2 or memref.stride[0] != 1):
+            return False
+        if transposed and (e != self.transpose_bytes or cols % self.transpose_width):
+            return False
+
+        def wide(static, gcd: int, align: int) -> bool:
+            if static is not None:
+                return static * e >= self.min_pitch_bytes and static * e % align == 0
+            return gcd * e % self.min_pitch_bytes == 0 and gcd > 0
+
+        return ((offset_gcd * e) % self.base_alignment == 0 and offset_gcd > 0
+                and wide(memref.shape[0], width_gcd, 4)
+                and wide(memref.stride[1], pitch_gcd, self.pitch_alignment)
+                and (x_gcd * e) % self.x_alignment == 0)
 
 
 @dataclass(frozen=True)
@@ -53,9 +96,6 @@ class MatrixUnit:
     name: str = "none"
     instructions: Tuple[MatrixInstruction, ...] = ()
     block_io: Optional[BlockIO] = None
-    #: operands whose components are packed per work-item along the k mode ("VNNI"):
-    #: matrix_b keeps 4 bytes of consecutive rows together
-    packed_b_bytes: int = 0
     #: units whose operands are spread over lanes in fragments of one instruction's tile:
     #: (use, component bits, the tile's layout); a matrix of whole tiles is a batch of them
     fragments: Tuple[Tuple[str, int, NestedLayout], ...] = ()
@@ -65,23 +105,10 @@ class MatrixUnit:
         """The instruction whose grid computes A B + C, if one does."""
         return next((i for i in self.instructions if i.tiles(a, b, c, S)), None)
 
-    def block_access(self, t: CoopMatrixType, memref: MemrefType, transposed: bool) -> bool:
-        """Whether a load or store of t at a memref position is one block access: rows
-        contiguous (static unit stride in the mode the rows run along), element size and
-        block shape within the unit's limits."""
-        io = self.block_io
-        if io is None or transposed or not memref.stride or memref.stride[0] != 1:
-            return False
-        size = t.component.bits // 8 if not t.component.is_complex else 0
-        return (size in io.element_bytes and t.rows * size <= io.max_width_bytes
-                and t.cols <= io.max_height)
-
     def storage_layout(self, t: CoopMatrixType, S: int) -> MatrixLayout:
-        """How the unit holds an operand of type t inside a kernel: rows across the
-        registers and columns across the lanes for matrix_a and the accumulator, with
-        matrix_b's consecutive rows packed in pairs or quadruples (``packed_b_bytes``).
-        Units with ``fragments`` hold each tile of an instruction's shape as its fragment
-        says.  The language's layout (``ir.layout``) for anything the unit does not take."""
+        """How the unit holds an operand of type t inside a kernel: units with
+        ``fragments`` hold each tile of an instruction's shape as its fragment says; the
+        language's layout (``ir.layout``) for anything else."""
         if self.fragments:
             tile = next((n for use, bits, n in self.fragments
                          if use == t.use and bits == t.component.bits
@@ -90,29 +117,22 @@ class MatrixUnit:
                 return layout_of(t, S)
             return MatrixLayout(t.rows, t.cols, S, replace(
                 tile, batch_tile=(t.rows // tile.shape[0], t.cols // tile.shape[1])))
-        if not self.instructions or t.cols % S or t.component.is_complex:
-            return layout_of(t, S)
-        pack = 1
-        if t.use == "matrix_b" and self.packed_b_bytes:
-            pack = max(1, self.packed_b_bytes * 8 // t.component.bits)
-        if t.rows % pack:
-            return layout_of(t, S)
-        nested = NestedLayout(subgroup_tile=(1, 1), batch_tile=(t.rows // pack, t.cols // S),
-                              outer_tile=(1, 1), thread_tile=(1, S), element_tile=(pack, 1),
-                              subgroup_strides=(0, 0), thread_strides=(0, 1))
-        return MatrixLayout(t.rows, t.cols, S, nested)
+        return layout_of(t, S)
 
 
-#: Intel Xe matrix engines (DPAS): repeat count (rows) 1-8 per instruction; 16 columns
-#: per subgroup of 16; k is 32 bytes of A's and B's components; B packed in 4-byte pairs
-#: or quadruples of rows
+#: Intel Xe matrix engines (DPAS, ``xevm.mma``) as seen from column-major memory: the
+#: product is computed transposed, D^T = B^T A^T + C^T, so that DPAS's operands are
+#: the language's layout in a subgroup of 16: 16 rows of A, C and D (one per lane) by
+#: 1-8 columns of C (the repeat count), k = 16 (32 bytes) of f16 or bf16.  (8-bit
+#: operands are not taken: DPAS wants B's rows in pairs per lane, which is not the
+#: language's layout.)  Block IO after the LSC 2-D block messages.
 XE_DPAS = MatrixUnit(
     "dpas",
-    tuple(MatrixInstruction(m, 16, 256 // bits, a, a, acc, 16)
-          for a, bits, acc in (("f16", 16, "f32"), ("bf16", 16, "f32"), ("i8", 8, "i32"))
-          for m in (8, 4, 2, 1)),
-    BlockIO(element_bytes=(1, 2, 4), max_width_bytes=64, max_height=32),
-    packed_b_bytes=4)
+    tuple(MatrixInstruction(16, n, 16, a, a, "f32", 16)
+          for a in ("f16", "bf16") for n in (8, 4, 2, 1)),
+    BlockIO(element_bytes=(1, 2, 4), lanes=16, max_width_bytes=64, max_height=32,
+            max_store_height=8, base_alignment=64, min_pitch_bytes=64, pitch_alignment=16, x_alignment=4,
+            transpose_bytes=4, transpose_width=8))
 
 def _mma_fragments(bits: int) -> Tuple[Tuple[str, int, NestedLayout], ...]:
     """The mma.sync fragments of the PTX ISA (m16n8k16 for 16-bit operands, m16n8k32

@@ -160,7 +160,7 @@ _CMP_BOOL = {"equal": "LogicalEqual", "not_equal": "LogicalNotEqual"}
 
 def compare(k: Kernel, op: str, t: Type, a: int, b: int) -> int:
     if isinstance(t, ScalarType) and t.is_complex:
-        return cplx.compare(k, op, a, b)
+        return cplx.compare(k, op, t, a, b)
     table = _CMP_BOOL if isinstance(t, BoolType) else _CMP_FLOAT if t.is_float else \
         _CMP_INT if t.is_int else {}
     if op not in table:

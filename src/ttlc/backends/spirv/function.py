@@ -22,16 +22,9 @@ from ...ir.core import Function, Instruction, Program, Region, Value
 from ...ir.types import BoolType, CoopMatrixType, MemrefType, ScalarType, Type
 from ...target import ExecConfig, Target
 from .. import simt
+from ..pairs import Pair as Cplx  # a complex number: the ids of its parts (``cplx``)
 from ..simt import GroupVal, MemVal, Unsupported
 from .builder import Enum, Inst, Lit, Module, float_text, opencl_std
-
-
-@dataclass(frozen=True)
-class Cplx:
-    """A complex number: the ids of its real and imaginary parts (``cplx``)."""
-
-    re: int
-    im: int
 
 
 @dataclass(frozen=True)

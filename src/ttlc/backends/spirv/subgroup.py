@@ -13,9 +13,9 @@ from ...ir.core import Instruction
 from ...ir.numerics import accumulate_type
 from ...ir.ops import SUBGROUP_OPS
 from ...ir.types import F32, I32, ScalarType
+from ..pairs import each
 from .arith import constant_of, convert
 from .builder import Enum
-from .cplx import each
 from .function import Kernel
 
 _SUBGROUP = 3  # Scope Subgroup

@@ -7,16 +7,67 @@ The language's rules (``ttlc.ir.numerics``), as target spirv keeps them: integer
 gives the language's results); shift amounts are taken modulo the width; float ``rem`` is
 C's fmod (``arith.remf``); float min/max return the other operand for a NaN
 (``arith.minnumf``); 16-bit floats' math functions are computed in f32, rounded once.
+Complex numbers are pairs of reals (``ttlc.backends.pairs``, over ``Reals``).
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Dict
 
 from ...ir.core import Instruction
 from ...ir.ops import ARITH_BINARY, ARITH_UNARY, COMPARISONS, MATH_UNARY
 from ...ir.types import F32, F64, BoolType, CoopMatrixType, ScalarType, Type, element_type
+from .. import pairs
 from ..simt import COOPMATRIX_EMITTERS, conversion_emitters, each as _each
 from .kernel import Kernel, Unsupported
+
+
+class Reals:
+    """The real operations on the component type of a complex type (``pairs.Reals``)."""
+
+    def __init__(self, k: Kernel, t: ScalarType):
+        self.k, self.t, self.mt = k, t.component, k.type(t.component)
+
+    def const(self, value: float) -> str:
+        return self.k.const(self.t, value)
+
+    def arith(self, op: str, x: str, y: str) -> str:
+        return self.k.op(f"arith.{_FLOAT[op]} {x}, {y} : {self.mt}")
+
+    def neg(self, x: str) -> str:
+        return self.k.op(f"arith.negf {x} : {self.mt}")
+
+    def fn(self, name: str, *xs: str) -> str:
+        if name == "hypot":  # max * sqrt(1 + (min / max)^2); 0 and inf as they are
+            a, b = (self.fn("abs", x) for x in xs)
+            big = self.k.op(f"arith.maximumf {a}, {b} : {self.mt}")
+            small = self.k.op(f"arith.minimumf {a}, {b} : {self.mt}")
+            q = self.arith("div", small, big)
+            root = self.fn("sqrt", self.arith("add", self.const(1.0), self.arith("mul", q, q)))
+            edge = self.logic("or", self.equal(big, self.const(0.0), True),
+                              self.equal(big, self.const(math.inf), True))
+            return self.select(edge, big, self.arith("mul", big, root))
+        name = {"abs": "absf"}.get(name, name)
+        return self.k.op(f"math.{name} {', '.join(xs)} : {self.mt}")
+
+    def ge(self, x: str, y: str) -> str:
+        return self.k.op(f"arith.cmpf oge, {x}, {y} : {self.mt}")
+
+    def equal(self, x: str, y: str, ordered: bool) -> str:
+        return self.k.op(f"arith.cmpf {'oeq' if ordered else 'une'}, {x}, {y} : {self.mt}")
+
+    def logic(self, op: str, p: str, q: str) -> str:
+        return self.k.op(f"arith.{op}i {p}, {q} : i1")
+
+    def select(self, c: str, x: str, y: str) -> str:
+        return self.k.op(f"arith.select {c}, {x}, {y} : {self.mt}")
+
+
+def _complex(k: Kernel, t: Type, result):
+    """The result of a complex operation, or the CompileError for one without."""
+    if result is None:
+        raise Unsupported(k.current, f"this operation on {t}")
+    return result
 
 
 def emit_constant(k: Kernel, inst: Instruction):
@@ -65,6 +116,8 @@ _BOOL = {"and": "andi", "or": "ori", "xor": "xori"}
 
 
 def binary(k: Kernel, op: str, t: Type, a: str, b: str) -> str:
+    if isinstance(t, ScalarType) and t.is_complex:
+        return _complex(k, t, pairs.binary(Reals(k, t), op, a, b))
     mt = k.type(t)
     table = _BOOL if isinstance(t, BoolType) else _FLOAT if t.is_float else _INT
     if op in table:
@@ -86,6 +139,8 @@ def binary(k: Kernel, op: str, t: Type, a: str, b: str) -> str:
 
 
 def unary(k: Kernel, op: str, t: Type, a: str) -> str:
+    if isinstance(t, ScalarType) and t.is_complex:
+        return _complex(k, t, pairs.unary(Reals(k, t), op, a))
     mt = k.type(t)
     if op in ("re", "conj"):
         return a
@@ -122,8 +177,10 @@ _CMP_FLOAT = {"equal": "oeq", "not_equal": "une", "greater_than": "ogt",
 
 def emit_compare(k: Kernel, inst: Instruction):
     t = inst.slots["a"].type
-    mt = k.type(t)
     a, b = k.get(inst.slots["a"]), k.get(inst.slots["b"])
+    if isinstance(t, ScalarType) and t.is_complex:
+        return _complex(k, t, pairs.compare(Reals(k, t), inst.opcode, a, b))
+    mt = k.type(t)
     if isinstance(t, ScalarType) and t.is_float:
         return k.op(f"arith.cmpf {_CMP_FLOAT[inst.opcode]}, {a}, {b} : {mt}")
     return k.op(f"arith.cmpi {_CMP_INT[inst.opcode]}, {a}, {b} : {mt}")
@@ -131,7 +188,11 @@ def emit_compare(k: Kernel, inst: Instruction):
 
 def convert(k: Kernel, src: ScalarType, dst: ScalarType, a: str) -> str:
     """A value of type src as type dst (the language's cast; float to integer saturates,
-    NaN giving 0)."""
+    NaN giving 0; a real becomes a complex number with imaginary part 0)."""
+    if dst.is_complex:
+        if src.is_complex:
+            return pairs.each(lambda x: convert(k, src.component, dst.component, x), a)
+        return pairs.Pair(convert(k, src, dst.component, a), k.const(dst.component, 0.0))
     s, d = k.type(src), k.type(dst)
     if s == d:
         return a

@@ -3,7 +3,9 @@ xevm (docs/xevm.md).
 
 ``EMITTERS`` is one table from opcode to emitter, composed from the tables of the modules
 that write each kind of instruction (``arith``: numbers, ids, coopmatrix components;
-``memory``: elements, views, alloca; ``control``: for, if, parallel, barrier); an emitter
+``memory``: elements, views, alloca; ``control``: for, if, parallel, barrier;
+``subgroup``: shuffles; ``matrix``: block IO and DPAS for what lower-simt keeps whole for
+pvc's matrix unit); an emitter
 takes the kernel state (``kernel.Kernel``) and the instruction and returns its results.
 
 The input is the program after ``lower-simt`` for the target description ``pvc``, as for
@@ -19,12 +21,13 @@ from ...diagnostics import CompileError, Diagnostic
 from ...ir.core import Program
 from ...ir.ops import compose_tables
 from ...target import Target
-from . import arith, control, memory, subgroup
+from . import arith, control, matrix, memory, subgroup
 from .kernel import Kernel, Unsupported
 
 #: opcode -> emitter (kernel, instruction) -> its result(s)
 EMITTERS: Dict[str, Callable] = compose_tables(arith.EMITTERS, memory.EMITTERS,
-                                               control.EMITTERS, subgroup.EMITTERS)
+                                               control.EMITTERS, subgroup.EMITTERS,
+                                               matrix.EMITTERS)
 
 
 def generate(program: Program, machine: Target) -> str:

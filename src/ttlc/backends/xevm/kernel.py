@@ -19,6 +19,7 @@ from ...ir.types import (BOOL, DYNAMIC, BoolType, CoopMatrixType, GroupType, Mem
                          ScalarType, Type)
 from ...target import ExecConfig, Target
 from .. import simt
+from ..pairs import Pair
 from ..simt import GroupVal, MemVal, Unsupported
 
 
@@ -76,17 +77,25 @@ class Kernel:
         return self.target.storage_layout(t, self.S).registers
 
     def part_types(self, t: Type) -> List[str]:
+        """The MLIR types of the SSA values a value of type t is made of (a complex
+        number is two reals, a coopmatrix its components)."""
         if isinstance(t, CoopMatrixType):
-            return [self.type(t.component)] * self.components(t)
+            return self.part_types(t.component) * self.components(t)
+        if isinstance(t, ScalarType) and t.is_complex:
+            return [self.type(t.component)] * 2
         return [self.type(t)]
 
     def flatten(self, value) -> List[str]:
+        if isinstance(value, Pair):
+            return [value.re, value.im]
         return [x for v in value for x in self.flatten(v)] if isinstance(value, list) \
             else [value]
 
     def rebuild(self, t: Type, names) -> object:
         if isinstance(t, CoopMatrixType):
-            return [next(names) for _ in range(self.components(t))]
+            return [self.rebuild(t.component, names) for _ in range(self.components(t))]
+        if isinstance(t, ScalarType) and t.is_complex:
+            return Pair(next(names), next(names))
         return next(names)
 
     # ---- text --------------------------------------------------------------------------------
@@ -105,6 +114,9 @@ class Kernel:
 
     def const(self, t: Type, value) -> str:
         """A constant number (floats by their bit pattern, so the value is exact)."""
+        if isinstance(t, ScalarType) and t.is_complex:
+            value = complex(value)
+            return Pair(self.const(t.component, value.real), self.const(t.component, value.imag))
         mt = self.type(t)
         if isinstance(t, BoolType):
             return self.op(f"arith.constant {'true' if value else 'false'}")
@@ -192,6 +204,8 @@ class Kernel:
             t = a.value.type
             if t == BOOL:
                 self.values[a.value] = ("bool", arg("i8"))
+            elif isinstance(t, ScalarType) and t.is_complex:
+                self.values[a.value] = ("complex", arg(f"vector<2x{self.type(t.component)}>"))
             elif isinstance(t, ScalarType):
                 self.values[a.value] = arg(self.type(t))
             elif isinstance(t, MemrefType):
@@ -213,9 +227,14 @@ class Kernel:
         """The gpu.func of the kernel: its arguments, sizes and body."""
         params = self.parameters()
         for v, x in list(self.values.items()):
-            if isinstance(x, tuple):  # bool arrives as i8: 0 or 1
+            if isinstance(x, tuple) and x[0] == "bool":  # arrives as i8: 0 or 1
                 zero = self.op("arith.constant 0 : i8")
                 self.values[v] = self.op(f"arith.cmpi ne, {x[1]}, {zero} : i8")
+            elif isinstance(x, tuple):  # complex: a 2-vector, the real part first
+                vt = f"vector<2x{self.type(v.type.component)}>"
+                self.values[v] = Pair(*(
+                    self.op(f"llvm.extractelement {x[1]}[{self.op(f'arith.constant {j} : i32')}"
+                            f" : i32] : {vt}") for j in range(2)))
         self.emit_region(self.func.body)
         wgx, wgy = self.cfg.work_group_size
         head = (f"    gpu.func {symbol(self.func.name)}({', '.join(params)}) kernel attributes "

@@ -1,7 +1,8 @@
 """Memory in MLIR (the llvm dialect): element loads and stores, group members, ``alloca``
 (a work-group global of the gpu.module, address space 3) and the memref views, which only
 compute a pointer, sizes and strides.  An element's address is a ``llvm.getelementptr``
-of the memref's pointer by the sum of index times stride (i64)."""
+of the memref's pointer by the sum of index times stride (i64).  A complex number is an
+``!llvm.array<2 x T>`` in memory, accessed part by part (each part atomically)."""
 from __future__ import annotations
 
 from typing import Callable, Dict, List
@@ -9,6 +10,7 @@ from typing import Callable, Dict, List
 from ...ir.core import Instruction
 from ...ir.types import DYNAMIC, MemrefType
 from .. import simt
+from ..pairs import Pair
 from .kernel import GroupVal, Kernel, MemVal, Unsupported, dynamic_dims, symbol
 
 
@@ -43,23 +45,35 @@ def member(k: Kernel, g: GroupVal, i) -> MemVal:
     return MemVal(ptr, shape, stride, t)
 
 
+def parts(k: Kernel, m: MemVal, indices: List):
+    """(pointer, MLIR type) of each part of an element: one, or two for a complex number
+    (the real part first)."""
+    ptr, t = address(k, m, indices), m.type.element
+    if not t.is_complex:
+        return [(ptr, k.type(t))]
+    f, pt = k.type(t.component), k.pointer(m.type)
+    return [(ptr, f), (advance(k, ptr, pt, f, 1), f)]
+
+
+def whole(t, values: List[str]):
+    """The value of an element from the values of its parts."""
+    return Pair(*values) if t.is_complex else values[0]
+
+
 def emit_load(k: Kernel, inst: Instruction):
     src = k.get(inst.slots["tensor"])
     if isinstance(src, GroupVal):
         return member(k, src, k.index(inst.slots["index"][0]))
-    if src.type.element.is_complex:
-        raise Unsupported(inst, f"memrefs of {src.type.element}")
-    ptr = address(k, src, inst.slots["index"])
-    return k.op(f"llvm.load {ptr} : {k.pointer(src.type)} -> {k.type(src.type.element)}")
+    pt = k.pointer(src.type)
+    return whole(src.type.element, [k.op(f"llvm.load {p} : {pt} -> {t}")
+                                    for p, t in parts(k, src, inst.slots["index"])])
 
 
 def emit_store(k: Kernel, inst: Instruction):
     m = k.get(inst.slots["tensor"])
-    if m.type.element.is_complex:
-        raise Unsupported(inst, f"memrefs of {m.type.element}")
-    ptr = address(k, m, inst.slots["index"])
-    k.line(f"llvm.store {k.get(inst.slots['value'])}, {ptr} : {k.type(m.type.element)}, "
-           f"{k.pointer(m.type)}")
+    for x, (p, t) in zip(k.flatten(k.get(inst.slots["value"])),
+                         parts(k, m, inst.slots["index"])):
+        k.line(f"llvm.store {x}, {p} : {t}, {k.pointer(m.type)}")
 
 
 # ---- atomics ----------------------------------------------------------------------------------
@@ -68,54 +82,72 @@ _ORDER = {"relaxed": "monotonic", "acquire": "acquire", "release": "release",
 
 
 def _atomic(k: Kernel, inst: Instruction):
-    """(pointer, its type, element type, LLVM ordering) of an atomic instruction."""
+    """(the parts of the element: pointer and MLIR type; the pointer type; the LLVM
+    ordering and alignment) of an atomic instruction."""
     m: MemVal = k.get(inst.slots["tensor"])
     t = m.type.element
-    if t.is_complex or t.bits < 32:
-        raise Unsupported(inst, f"atomics on {t}")
-    return (address(k, m, inst.slots["index"]), k.pointer(m.type), k.type(t),
-            _ORDER[inst.modifier("semantics")])
+    align = (t.component if t.is_complex else t).bits // 8
+    return (parts(k, m, inst.slots["index"]), k.pointer(m.type),
+            f"{_ORDER[inst.modifier('semantics')]} {{alignment = {align} : i64}}")
 
 
 def emit_atomic_load(k: Kernel, inst: Instruction):
-    ptr, pt, t, order = _atomic(k, inst)
-    return k.op(f"llvm.load {ptr} atomic {order} {{alignment = {int(t[1:]) // 8} : i64}} : "
-                f"{pt} -> {t}")
+    ps, pt, order = _atomic(k, inst)
+    return whole(inst.results[0].type, [k.op(f"llvm.load {p} atomic {order} : {pt} -> {t}")
+                                        for p, t in ps])
 
 
 def emit_atomic_store(k: Kernel, inst: Instruction):
-    ptr, pt, t, order = _atomic(k, inst)
-    k.line(f"llvm.store {k.get(inst.slots['value'])}, {ptr} atomic {order} "
-           f"{{alignment = {int(t[1:]) // 8} : i64}} : {t}, {pt}")
+    ps, pt, order = _atomic(k, inst)
+    for x, (p, t) in zip(k.flatten(k.get(inst.slots["value"])), ps):
+        k.line(f"llvm.store {x}, {p} atomic {order} : {t}, {pt}")
 
 
 def emit_atomic_update(k: Kernel, inst: Instruction):
     """``llvm.atomicrmw`` (integers: add, max, min; floats: fadd, fmax, fmin).  In
     collective code work-item (0, 0) alone updates, so that the update happens once per
-    work-group, as the language says; its previous value is not given to the others yet
-    (a use of it there is a CompileError)."""
-    ptr, pt, t, order = _atomic(k, inst)
+    work-group, as the language says; where its previous value is used, that work-item
+    stores it to a slot of work-group memory that all read between two barriers."""
+    ps, pt, order = _atomic(k, inst)
     op = inst.opcode[len("atomic_"):]
-    kind = op if t.startswith("i") else "f" + op
-    update = f"llvm.atomicrmw {kind} {ptr}, {k.get(inst.slots['value'])} {order} : {pt}, {t}"
+
+    def update():
+        return [k.op(f"llvm.atomicrmw {op if t.startswith('i') else 'f' + op} {p}, {x} "
+                     f"{order} : {pt}, {t}")
+                for x, (p, t) in zip(k.flatten(k.get(inst.slots["value"])), ps)]
+
     if k.spmd:
-        return k.op(update)
-    if inst.results and inst.results[0] in k.used():
-        raise Unsupported(inst, "the previous value of an atomic update in collective code")
+        old = update()
+        return whole(inst.results[0].type, old) if inst.results else None
+    shared = bool(inst.results) and inst.results[0] in k.used()
+    if shared:
+        name = symbol(f"{k.func.name}.atomic{len(k.globals)}")
+        k.globals.append(f"    llvm.mlir.global internal {name}() {{addr_space = 3 : i32}} : "
+                         f"!llvm.array<{len(ps)} x {ps[0][1]}>")
+        slot = k.op(f"llvm.mlir.addressof {name} : !llvm.ptr<3>")
+        slots = [advance(k, slot, "!llvm.ptr<3>", t, j) for j, (_, t) in enumerate(ps)]
+        k.line("gpu.barrier")  # the slot's previous readers are done
     x, y = (k.op(f"xevm.local_id.{d} : i32") for d in "xy")
     first = k.op(f"arith.cmpi eq, {k.op(f'arith.ori {x}, {y} : i32')}, "
                  f"{k.op('arith.constant 0 : i32')} : i32")
     k.line(f"scf.if {first} {{")
     k.depth += 1
-    k.op(update)
+    old = update()
+    if shared:
+        for v, at, (_, t) in zip(old, slots, ps):
+            k.line(f"llvm.store {v}, {at} : {t}, !llvm.ptr<3>")
     k.depth -= 1
     k.line("}")
-    return k.const(inst.results[0].type, 0) if inst.results else None
+    if not shared:
+        return k.const(inst.results[0].type, 0) if inst.results else None
+    k.line("gpu.barrier")
+    return whole(inst.results[0].type, [k.op(f"llvm.load {at} : !llvm.ptr<3> -> {t}")
+                                        for at, (_, t) in zip(slots, ps)])
 
 
 def emit_alloca(k: Kernel, inst: Instruction):
     t: MemrefType = inst.results[0].type
-    if t.space != "local" or DYNAMIC in t.shape or DYNAMIC in t.stride or t.element.is_complex:
+    if t.space != "local" or DYNAMIC in t.shape or DYNAMIC in t.stride:
         raise Unsupported(inst, f"alloca of {t}")
     name = symbol(f"{k.func.name}.local{len(k.globals)}")
     k.globals.append(f"    llvm.mlir.global internal {name}() {{addr_space = 3 : i32}} : "
