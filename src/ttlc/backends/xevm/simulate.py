@@ -463,7 +463,7 @@ def _compare(pred: str, a: np.ndarray, b: np.ndarray, floats: bool) -> np.ndarra
 
 @_sem("arith.cmpi", "arith.cmpf", "llvm.icmp")
 def _cmp(op: Op):
-    pred, _, rest = op.text.partition(",")
+    pred, rest = re.match(r'("\w+"|\w+),?\s+(.*)', op.text).groups()
     (a, b), _ = _split(rest)
     pred, r, floats = pred.strip().strip('"'), op.results[0], op.name == "arith.cmpf"
     _compare(pred, np.zeros(1), np.zeros(1), floats)  # an unknown predicate fails here
@@ -765,6 +765,11 @@ def _shuffle(op: Op):
         ok = (src >= 0) & (src < w)
         src = np.where(ok, src, me)
         base = np.arange(f.W) - me
+        idle = f.mask & ~f.mask[base + src]
+        if idle.any():
+            w0 = int(np.flatnonzero(idle)[0])
+            raise KernelError(f"{op.where()}: lane {int(me[w0])} reads lane {int(src[w0])}, "
+                              "which is not active: the result is undefined")
         f.values[r] = f.get(x)[base + src]
         f.values[valid] = ok
     return step
@@ -847,8 +852,8 @@ def gather(lanes: np.ndarray, t: VType) -> np.ndarray:
 
 
 def _block_operands(op: Op):
-    names, types = _split(op.text.split("<{")[0])
-    return names, types
+    """The operand names and the type after ``:`` of a 2-D block operation."""
+    return _split(re.sub(r"<\{.*\}>", "", op.text))
 
 
 def _geometry(f: Frame, op: Op, names: Sequence[str], live: np.ndarray):
