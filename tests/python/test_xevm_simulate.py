@@ -373,6 +373,24 @@ def test_kernel_abi_groups_offsets_dynamic_sizes_and_bool():
         assert_agree(test_xevm.ABI, make_args, grid=(1, 2, 1))
 
 
+STRIDED = """func @k(%A: memref<f32x?x?,strided<?,?>>, %B: memref<f32x?x?,strided<?,?>>) {
+    %two = constant 2.0 : f32
+    %one = constant 1.0 : f32
+    axpby %two, %A, %one, %B
+}
+"""
+
+
+def test_views_of_one_array_are_one_memory():
+    """B is every second row of the array A reads every other row of."""
+    base = np.asfortranarray(np.arange(48, dtype=np.float32).reshape(8, 6))
+    got = base.copy(order="F")
+    simulated(STRIDED)["k"](got[0::2], got[1::2])
+    want = base.copy(order="F")
+    want[1::2] += 2 * want[0::2]  # NumPy
+    assert np.array_equal(got, want)
+
+
 NULL = """func @k(%A: memref<f32x?>, %B: memref<f32x4>) attributes {subgroup_size=16} {
     %a = associated %A : bool
     %c0 = constant 0 : index

@@ -230,17 +230,24 @@ class Memory:
         self.keep: List[object] = []
 
     def add(self, array: np.ndarray) -> int:
-        """Make an array's bytes addressable where they lie; its address."""
+        """Make an array's bytes addressable where they lie; its address.  Windows that
+        overlap (views of one array) become one."""
         self.keep.append(array)
-        if array.nbytes == 0:
-            return int(array.__array_interface__["data"][0])
         lo = int(array.__array_interface__["data"][0])
-        window = np.ctypeslib.as_array((ctypes.c_uint8 * array.nbytes).from_address(lo))
+        hi = lo + array.nbytes
+        if array.nbytes == 0:
+            return lo
+        overlap = (self.starts < hi) & (self.ends > lo)
+        if overlap.any():
+            lo, hi = min(lo, int(self.starts[overlap].min())), max(hi, int(self.ends[overlap].max()))
+        keep = ~overlap
+        self.windows = [w for w, k in zip(self.windows, keep) if k]
+        self.starts, self.ends = self.starts[keep], self.ends[keep]
         order = int(np.searchsorted(self.starts, lo))
         self.starts = np.insert(self.starts, order, lo)
-        self.ends = np.insert(self.ends, order, lo + array.nbytes)
-        self.windows.insert(order, window)
-        return lo
+        self.ends = np.insert(self.ends, order, hi)
+        self.windows.insert(order, np.ctypeslib.as_array((ctypes.c_uint8 * (hi - lo)).from_address(lo)))
+        return int(array.__array_interface__["data"][0])
 
     def _locate(self, addresses: np.ndarray, size: int, where: str):
         k = np.searchsorted(self.starts, addresses, side="right") - 1
@@ -496,7 +503,7 @@ def _constant(op: Op):
             bits = np.array([int(literal, 16)], np.dtype(f"u{t.dtype.itemsize}"))
             value = bits.view(t.dtype)[0]
         else:
-            value = np.array([int(literal) if t.dtype.kind in "iub" else float(literal)]
+            value = np.array([int(literal, 0) if t.dtype.kind in "iub" else float(literal)]
                              ).astype(t.dtype)[0]
 
     def step(f: Frame):
