@@ -36,6 +36,7 @@ float64 (integers: int64, wrapped to i32) and rounded once.
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -75,6 +76,7 @@ class VType:
         return DTYPE[self.name]
 
 
+@functools.lru_cache(maxsize=None)
 def vtype(text: str) -> VType:
     text = text.strip()
     if text.startswith("!llvm.ptr"):
@@ -487,7 +489,10 @@ def _select(op: Op):
     t, r = vtype(ty), op.results[0]
 
     def step(f: Frame):
-        f.values[r] = np.where(f.get(c), f.get(a), f.get(b)).astype(t.dtype)
+        x, y, cond = f.get(a), f.get(b), f.get(c)
+        if cond.ndim < x.ndim:  # one condition for a whole vector
+            cond = cond[:, None]
+        f.values[r] = np.where(cond, x, y).astype(t.dtype)
     return step
 
 
@@ -526,16 +531,63 @@ def _convert(kind: str, x: np.ndarray, t: VType) -> np.ndarray:
 
 
 @_sem(*(f"arith.{k}" for k in ("extsi", "extui", "trunci", "sitofp", "uitofp", "extf",
-                               "truncf", "fptosi", "fptoui", "bitcast", "index_cast")))
+                               "truncf", "fptosi", "fptoui", "index_cast")))
 def _cast(op: Op):
     head, _, to = op.text.rpartition(" to ")
     (a,), _ = _split(head)
     kind, t, r = op.name[6:], vtype(to), op.results[0]
 
     def step(f: Frame):
-        x = f.get(a)
         with np.errstate(all="ignore"):
-            f.values[r] = x.view(t.dtype) if kind == "bitcast" else _convert(kind, x, t)
+            f.values[r] = _convert(kind, f.get(a), t)
+    return step
+
+
+@_sem("arith.bitcast", "llvm.bitcast")
+def _bitcast(op: Op):
+    """The same bytes as another type (vectors too)."""
+    head, _, to = op.text.rpartition(" to ")
+    (a,), ty = _split(head)
+    source, t, r = vtype(ty), vtype(to), op.results[0]
+    if size_of(source) != size_of(t):
+        raise SimulationError(f"{op.where()}: {ty} and {to} differ in size")
+
+    def step(f: Frame):
+        f.values[r] = from_bytes(as_bytes(f.get(a), source), t)
+    return step
+
+
+@_sem("llvm.mlir.poison", "llvm.mlir.undef")
+def _poison(op: Op):
+    """Any value will do: zeros."""
+    t, r = vtype(op.text.rpartition(":")[2]), op.results[0]
+
+    def step(f: Frame):
+        f.values[r] = np.zeros((f.W, t.n) if t.n else f.W, t.dtype)
+    return step
+
+
+_ELEMENT = re.compile(rf"(?:({_NAME}), )?({_NAME})\[({_NAME}) : \w+\] : (.+)$")
+
+
+@_sem("llvm.extractelement", "llvm.insertelement")
+def _element(op: Op):
+    """Element i of a vector (i per work-item), or the vector with it replaced."""
+    value, vec, index = _ELEMENT.match(op.text.strip()).group(1, 2, 3)
+    r, rows = op.results[0], None
+
+    def step(f: Frame):
+        v, i = f.get(vec), f.get(index).astype(np.int64)
+        if np.any(f.mask & ((i < 0) | (i >= v.shape[1]))):
+            raise KernelError(f"{op.where()}: an element index outside the vector")
+        i = np.clip(i, 0, v.shape[1] - 1)
+        rows = np.arange(f.W)
+        if value is None:
+            f.values[r] = v[rows, i]
+        else:
+            out = v.copy()
+            out[rows, i] = f.get(value)
+            f.values[r] = out
     return step
 
 
@@ -996,7 +1048,13 @@ def run(module: SimModule, name: str, params: Sequence, grid: Sequence[int],
         groups = np.arange(first, min(first + step, total))
         f = Frame(memory, func, groups, grid, module.globals)
         for (pname, t), value in zip(func.params, params):
-            f.values[pname] = f.full(value, t.dtype)
+            if t.n:  # a vector (complex numbers: their real and imaginary parts)
+                parts = np.asarray(value).reshape(-1)
+                if parts.dtype.kind == "c":
+                    parts = np.stack([parts.real, parts.imag], -1).reshape(-1)
+                f.values[pname] = np.tile(parts.astype(t.dtype), (f.W, 1))
+            else:
+                f.values[pname] = f.full(value, t.dtype)
         run_ops(f, func.body)
 
 
