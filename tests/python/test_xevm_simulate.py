@@ -477,6 +477,43 @@ def test_atomics_and_work_group_memory():
                  grid=(2, 1, 1))
 
 
+BLOCKS = """func @k(%A: memref<f16x32x32> {alignment=64}, %B: memref<f16x32x32> {alignment=64},
+             %C: memref<f32x32x32> {alignment=64}) attributes {subgroup_size=16, work_group_size=[16,1]} {
+  parallel {
+    %c0 = constant 0 : index
+    %c16 = constant 16 : index
+    %a = cooperative_matrix_load %A[%c16, %c0] : coopmatrix<f16x16x16,matrix_a>
+    %b = cooperative_matrix_load %B[%c0, %c16] : coopmatrix<f16x16x8,matrix_b>
+    %c = cooperative_matrix_load %C[%c0, %c0] : coopmatrix<f32x16x8,matrix_acc>
+    %d = cooperative_matrix_mul_add %a, %b, %c : coopmatrix<f32x16x8,matrix_acc>
+    cooperative_matrix_prefetch 1, %A[%c0, %c0], 16, 16
+    cooperative_matrix_store %d, %C[%c16, %c16]
+  }
+}
+"""
+
+
+def test_block_io_and_dpas_agree_with_the_interpreter():
+    """Aligned column-major tiles: the loads, the store and the prefetch are 2-D block
+    operations and the multiply-add is DPAS (docs/xevm.md)."""
+    module = simulated(BLOCKS)
+    for op in ("xevm.blockload2d", "xevm.blockstore2d", "xevm.blockprefetch2d", "xevm.mma"):
+        assert op in module.mlir, op
+    def aligned(values: np.ndarray) -> np.ndarray:
+        """A column-major copy whose first element is 64-byte aligned."""
+        raw = np.zeros(values.nbytes + 64, np.uint8)
+        start = -raw.ctypes.data % 64
+        out = raw[start:start + values.nbytes].view(values.dtype).reshape(values.shape[::-1]).T
+        out[...] = values
+        return out
+
+    def make_args():
+        rng = np.random.default_rng(6)
+        return [aligned(rng.integers(-4, 5, (32, 32)).astype(t))
+                for t in (np.float16, np.float16, np.float32)]
+    assert_agree(BLOCKS, make_args)
+
+
 def _coop_kernels():
     """(id, kernel text, grid) for the kernels of test_interp_coop.py that need no chosen
     inputs, with parameters its tests use."""
