@@ -84,15 +84,24 @@ def matrix(rows, cols, dtype):
     return (100 * np.arange(rows)[:, None] + np.arange(cols)[None, :] + 1).astype(dtype)
 
 
+def load_block(src: np.ndarray, geometry: dict, load: str, n: int, dtype) -> np.ndarray:
+    """The n elements of each lane after ``load`` (a blockload2d to %v) from src with the
+    base matrix and position of `geometry` (bw, bh, pitch, x, y)."""
+    out = np.zeros((S, n), dtype)
+    vector = load.rpartition("-> ")[2]
+    body = consts(**geometry) + "\n" + load + "\n" + \
+        store_lanes("%v", vector, n, vector.split("x")[1].rstrip(">"))
+    simulate.simulate(module(body), "k", [src, out])
+    return out
+
+
 @pytest.mark.parametrize("x,y", [(0, 0), (3, 2), (20, 0), (-2, -1)])
 def test_blockload2d_deals_rows_to_elements_and_columns_to_lanes(x, y):
     """16-bit, 16 wide, 8 high: element i of lane l is the entry at row y + i, column
     x + l; outside the 8 x 32 base matrix it is 0."""
     src = matrix(8, 32, np.int16)
-    out = np.zeros((S, 8), np.int16)
-    body = consts(bw=64, bh=8, pitch=64, x=x, y=y) + "\n" + blockload(16, 16, 8) + "\n" + \
-        store_lanes("%v", "vector<8xi16>", 8, "i16")
-    simulate.simulate(module(body), "k", [src, out])
+    out = load_block(src, dict(bw=64, bh=8, pitch=64, x=x, y=y), blockload(16, 16, 8), 8,
+                     np.int16)
     for lane in range(S):
         for i in range(8):
             r, c = y + i, x + lane
@@ -103,11 +112,8 @@ def test_blockload2d_deals_rows_to_elements_and_columns_to_lanes(x, y):
 def test_blockload2d_v_blocks_follow_each_other():
     """Two blocks of 16 columns: elements 0-7 from the first, 8-15 from the second."""
     src = matrix(8, 48, np.float16)
-    out = np.zeros((S, 16), np.float16)
-    body = consts(bw=96, bh=8, pitch=96, x=5, y=0) + "\n" + \
-        blockload(16, 16, 8, v_blocks=2, result="vector<16xf16>") + "\n" + \
-        store_lanes("%v", "vector<16xf16>", 16, "f16")
-    simulate.simulate(module(body), "k", [src, out])
+    out = load_block(src, dict(bw=96, bh=8, pitch=96, x=5, y=0),
+                     blockload(16, 16, 8, v_blocks=2, result="vector<16xf16>"), 16, np.float16)
     for lane in range(S):
         assert list(out[lane, :8]) == [src[i, 5 + lane] for i in range(8)]
         assert list(out[lane, 8:]) == [src[i, 21 + lane] for i in range(8)]
@@ -116,39 +122,29 @@ def test_blockload2d_v_blocks_follow_each_other():
 def test_blockload2d_pitch_is_the_row_distance():
     """A pitch of 128 bytes over rows of 64 valid bytes: row r starts 128 r bytes in."""
     src = matrix(8, 64, np.int16)  # rows of 128 bytes, the matrix is the first 32 columns
-    out = np.zeros((S, 8), np.int16)
-    body = consts(bw=64, bh=8, pitch=128, x=24, y=0) + "\n" + blockload(16, 16, 8) + "\n" + \
-        store_lanes("%v", "vector<8xi16>", 8, "i16")
-    simulate.simulate(module(body), "k", [src, out])
+    out = load_block(src, dict(bw=64, bh=8, pitch=128, x=24, y=0), blockload(16, 16, 8), 8,
+                     np.int16)
     for lane in range(S):
-        want = [src[i, 24 + lane] if 24 + lane < 32 else 0 for i in range(8)]
-        assert list(out[lane]) == want
+        assert list(out[lane]) == [src[i, 24 + lane] if 24 + lane < 32 else 0 for i in range(8)]
 
 
 def test_blockload2d_transpose_gives_each_lane_a_row():
     """32-bit, 8 wide and 16 high, transposed: element i of lane l is row y + l, column
     x + i (the transposed block's row i spread over the lanes)."""
     src = matrix(20, 12, np.int32)
-    out = np.zeros((S, 8), np.int32)
-    body = consts(bw=48, bh=20, pitch=48, x=2, y=3) + "\n" + \
-        blockload(32, 8, 16, transpose=True, result="vector<8xi32>") + "\n" + \
-        store_lanes("%v", "vector<8xi32>", 8, "i32")
-    simulate.simulate(module(body), "k", [src, out])
+    out = load_block(src, dict(bw=48, bh=20, pitch=48, x=2, y=3),
+                     blockload(32, 8, 16, transpose=True, result="vector<8xi32>"), 8, np.int32)
     for lane in range(S):
         for i in range(8):
-            want = src[3 + lane, 2 + i] if 2 + i < 12 else 0
-            assert out[lane, i] == want
+            assert out[lane, i] == (src[3 + lane, 2 + i] if 2 + i < 12 else 0)
 
 
 def test_blockload2d_pack_register_packs_row_pairs_into_32_bits():
     """16-bit VNNI: element i of lane l holds rows 2i (low half) and 2i + 1 (high half)
     of column l."""
     src = matrix(16, 16, np.uint16)
-    out = np.zeros((S, 8), np.uint32)
-    body = consts(bw=32, bh=16, pitch=32, x=0, y=0) + "\n" + \
-        blockload(16, 16, 16, pack=True, result="vector<8xi32>") + "\n" + \
-        store_lanes("%v", "vector<8xi32>", 8, "i32")
-    simulate.simulate(module(body), "k", [src, out])
+    out = load_block(src, dict(bw=32, bh=16, pitch=32, x=0, y=0),
+                     blockload(16, 16, 16, pack=True, result="vector<8xi32>"), 8, np.uint32)
     for lane in range(S):
         for i in range(8):
             assert out[lane, i] == int(src[2 * i, lane]) | int(src[2 * i + 1, lane]) << 16
@@ -156,15 +152,11 @@ def test_blockload2d_pack_register_packs_row_pairs_into_32_bits():
 
 def test_blockload2d_pack_register_of_bytes_packs_four_rows():
     src = (np.arange(32 * 16).reshape(32, 16) % 251).astype(np.uint8)
-    out = np.zeros((S, 8), np.uint32)
-    body = consts(bw=16, bh=32, pitch=16, x=0, y=0) + "\n" + \
-        blockload(8, 16, 32, pack=True, result="vector<8xi32>") + "\n" + \
-        store_lanes("%v", "vector<8xi32>", 8, "i32")
-    simulate.simulate(module(body), "k", [src, out])
+    out = load_block(src, dict(bw=16, bh=32, pitch=16, x=0, y=0),
+                     blockload(8, 16, 32, pack=True, result="vector<8xi32>"), 8, np.uint32)
     for lane in range(S):
         for i in range(8):
-            want = sum(int(src[4 * i + k, lane]) << (8 * k) for k in range(4))
-            assert out[lane, i] == want
+            assert out[lane, i] == sum(int(src[4 * i + k, lane]) << (8 * k) for k in range(4))
 
 
 @pytest.mark.parametrize("x,y", [(0, 0), (10, 3)])
@@ -212,49 +204,39 @@ def _mma(a_lanes, b_lanes, c_lanes, types, vectors, result):
     return out
 
 
-def test_mma_f16_dpas_8x16x16():
-    """A (8 x 16) row i is element i over the lanes; B (16 x 16) in VNNI pairs of rows
-    by column; C and D (8 x 16) like A: D = C + A B."""
+def _bits(x) -> int:
+    return int(np.asarray(x).view(np.dtype(f"u{np.asarray(x).itemsize}")))
+
+
+#: DPAS cases: (A, B element type, K, C/D type, types attribute, a vector, C/D vector, how
+#: lane l holds A in its element i, how it holds B in its element i); A is 8 x K, B K x 16
+MMA = {
+    # f16: A row i over the lanes; B in VNNI pairs of rows by column
+    "f16": (np.float16, 16, np.float32, "d=f32, a=f16, b=f16, c=f32", "vector<8xi16>",
+            "vector<8xf32>", lambda A, lane, i: _bits(A[i, lane]),
+            lambda B, lane, i: _bits(B[2 * i, lane]) | _bits(B[2 * i + 1, lane]) << 16),
+    # s8: lane l holds A[i, 2l] and A[i, 2l + 1] in element i (16 bits), B in groups of
+    # four rows; the sums in i32
+    "s8": (np.int8, 32, np.int32, "d=i32, a=s8, b=s8, c=i32", "vector<8xi16>",
+           "vector<8xi32>", lambda A, lane, i: _bits(A[i, 2 * lane]) | _bits(A[i, 2 * lane + 1]) << 8,
+           lambda B, lane, i: sum(_bits(B[4 * i + k, lane]) << (8 * k) for k in range(4))),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MMA))
+def test_mma_dpas_8x16(kind):
+    """C and D (8 x 16) like A: element i of lane l is entry (i, l); D = C + A B."""
+    ab, K, cd, types, va, vcd, lane_a, lane_b = MMA[kind]
     rng = np.random.default_rng(3)
-    A = rng.integers(-4, 5, (8, 16)).astype(np.float16)
-    B = rng.integers(-4, 5, (16, 16)).astype(np.float16)
-    C = rng.integers(-9, 9, (8, 16)).astype(np.float32)
-    a = np.zeros((S, 8), np.uint16)
-    b = np.zeros((S, 8), np.uint32)
-    c = np.zeros((S, 8), np.float32)
-    for lane in range(S):
-        for i in range(8):
-            a[lane, i] = A[i, lane].view(np.uint16)
-            b[lane, i] = int(B[2 * i, lane].view(np.uint16)) | \
-                int(B[2 * i + 1, lane].view(np.uint16)) << 16
-            c[lane, i] = C[i, lane]
-    d = _mma(a.view(np.int16), b.view(np.int32), c, ("d=f32, a=f16, b=f16, c=f32", 16),
-             ("vector<8xi16>", "vector<8xi32>", "vector<8xf32>"), "vector<8xf32>")
+    small = 128 if ab == np.int8 else 5
+    A = rng.integers(-small, small, (8, K)).astype(ab)
+    B = rng.integers(-small, small, (K, 16)).astype(ab)
+    C = rng.integers(-1000, 1000, (8, 16)).astype(cd)
+    a = np.array([[lane_a(A, lane, i) for i in range(8)] for lane in range(S)], np.uint16)
+    b = np.array([[lane_b(B, lane, i) for i in range(8)] for lane in range(S)], np.uint32)
+    c = np.array([[C[i, lane] for i in range(8)] for lane in range(S)], cd)
+    d = _mma(a.view(np.int16), b.view(np.int32), c, (types, K), (va, "vector<8xi32>", vcd), vcd)
     want = C.astype(np.float64) + A.astype(np.float64) @ B.astype(np.float64)
-    for lane in range(S):
-        for i in range(8):
-            assert d[lane, i] == want[i, lane]
-
-
-def test_mma_s8_dpas_8x16x32():
-    """int8: lane l holds A[i, 2l] and A[i, 2l + 1] in element i (16 bits), B in
-    groups of four rows; the sums in i32."""
-    rng = np.random.default_rng(4)
-    A = rng.integers(-128, 128, (8, 32)).astype(np.int8)
-    B = rng.integers(-128, 128, (32, 16)).astype(np.int8)
-    C = rng.integers(-1000, 1000, (8, 16)).astype(np.int32)
-    a = np.zeros((S, 8), np.uint16)
-    b = np.zeros((S, 8), np.uint32)
-    c = np.zeros((S, 8), np.int32)
-    for lane in range(S):
-        for i in range(8):
-            a[lane, i] = int(A[i, 2 * lane].view(np.uint8)) | \
-                int(A[i, 2 * lane + 1].view(np.uint8)) << 8
-            b[lane, i] = sum(int(B[4 * i + k, lane].view(np.uint8)) << (8 * k) for k in range(4))
-            c[lane, i] = C[i, lane]
-    d = _mma(a.view(np.int16), b.view(np.int32), c, ("d=i32, a=s8, b=s8, c=i32", 32),
-             ("vector<8xi16>", "vector<8xi32>", "vector<8xi32>"), "vector<8xi32>")
-    want = C.astype(np.int64) + A.astype(np.int64) @ B.astype(np.int64)
     for lane in range(S):
         for i in range(8):
             assert d[lane, i] == want[i, lane]

@@ -359,11 +359,8 @@ SEMANTICS: Dict[str, Callable[[Op], Callable[[Frame], None]]] = {}
 
 
 def _sem(*names):
-    def add(fn):
-        for n in names:
-            SEMANTICS[n] = fn
-        return fn
-    return add
+    """Register a builder of the step of the operations `names`."""
+    return lambda build: SEMANTICS.update(dict.fromkeys(names, build)) or build
 
 
 def _split(text: str) -> Tuple[List[str], str]:
