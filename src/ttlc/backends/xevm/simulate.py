@@ -241,14 +241,16 @@ class Memory:
             return lo
         overlap = (self.starts < hi) & (self.ends > lo)
         if overlap.any():
-            lo, hi = min(lo, int(self.starts[overlap].min())), max(hi, int(self.ends[overlap].max()))
+            lo = min(lo, int(self.starts[overlap].min()))
+            hi = max(hi, int(self.ends[overlap].max()))
         keep = ~overlap
         self.windows = [w for w, k in zip(self.windows, keep) if k]
         self.starts, self.ends = self.starts[keep], self.ends[keep]
         order = int(np.searchsorted(self.starts, lo))
         self.starts = np.insert(self.starts, order, lo)
         self.ends = np.insert(self.ends, order, hi)
-        self.windows.insert(order, np.ctypeslib.as_array((ctypes.c_uint8 * (hi - lo)).from_address(lo)))
+        self.windows.insert(order, np.ctypeslib.as_array(
+            (ctypes.c_uint8 * (hi - lo)).from_address(lo)))
         return int(array.__array_interface__["data"][0])
 
     def _locate(self, addresses: np.ndarray, size: int, where: str):
