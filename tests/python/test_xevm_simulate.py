@@ -204,6 +204,73 @@ def _mma(a_lanes, b_lanes, c_lanes, types, vectors, result):
     return out
 
 
+def test_subgroup_block_load_and_store_stride_by_the_subgroup_size():
+    """xevm.blockload: element i of lane l is ptr[l + 16 i]; xevm.blockstore writes it
+    back the same way, 64 elements further."""
+    data = np.arange(128, dtype=np.int32)
+    body = """      %v = xevm.blockload %src : (!llvm.ptr<1>) -> vector<4xi32>
+      %n = arith.constant 64 : i64
+      %p = llvm.getelementptr %src[%n] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, i32
+      %one = arith.constant 1 : i32
+      %l32 = arith.addi %lane, %one : i32
+      %w = llvm.insertelement %l32, %v[%one : i32] : vector<4xi32>
+      xevm.blockstore %p, %w : (!llvm.ptr<1>, vector<4xi32>)"""
+    simulate.simulate(module(body), "k", [data, np.zeros(1, np.int8)])
+    want = np.arange(128)
+    for lane in range(S):  # element 1 of lane l, at 64 + l + 16, became l + 1
+        want[64 + lane + 16] = lane + 1
+        for i in (0, 2, 3):
+            want[64 + lane + 16 * i] = lane + 16 * i
+    assert np.array_equal(data, want)
+
+
+def test_divergent_loops_run_each_lane_its_own_count():
+    """scf.for with a bound per lane (its lane id) and an scf.if inside: lane l sums
+    0..l-1 and doubles the even terms."""
+    body = """      %zero = arith.constant 0 : i32
+      %one = arith.constant 1 : i32
+      %two = arith.constant 2 : i32
+      %s = scf.for %i = %zero to %lane step %one iter_args(%acc = %zero) -> (i32) : i32 {
+        %r = arith.remsi %i, %two : i32
+        %even = arith.cmpi eq, %r, %zero : i32
+        %t = scf.if %even -> (i32) {
+          %d = arith.muli %i, %two : i32
+          scf.yield %d : i32
+        } else {
+          scf.yield %i : i32
+        }
+        %next = arith.addi %acc, %t : i32
+        scf.yield %next : i32
+      }
+      %p = llvm.getelementptr %out[%l64] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, i32
+      llvm.store %s, %p : i32, !llvm.ptr<1>"""
+    out = np.zeros(S, np.int32)
+    simulate.simulate(module(body), "k", [np.zeros(1, np.int8), out])
+    assert list(out) == [sum(2 * i if i % 2 == 0 else i for i in range(lane)) for lane in range(S)]
+
+
+def test_a_shuffle_from_an_inactive_lane_is_a_kernel_error():
+    body = """      %eight = arith.constant 8 : i32
+      %low = arith.cmpi slt, %lane, %eight : i32
+      %width = arith.constant 16 : i32
+      scf.if %low {
+        %x, %ok = gpu.shuffle xor %lane, %eight, %width : i32
+      }"""
+    with pytest.raises(ttlc.KernelError, match="lane 0 reads lane 8, which is not active"):
+        simulate.simulate(module(body), "k", [np.zeros(1, np.int8), np.zeros(1, np.int8)])
+
+
+def test_a_barrier_reached_by_part_of_a_work_group_is_a_kernel_error():
+    body = """      %one = arith.constant 1 : i32
+      %sg = xevm.subgroup_id : i32
+      %first = arith.cmpi slt, %sg, %one : i32
+      scf.if %first {
+        gpu.barrier
+      }"""
+    with pytest.raises(ttlc.KernelError, match="barrier reached by part of a work-group"):
+        simulate.simulate(module(body, lanes=2 * S), "k", [np.zeros(1, np.int8)] * 2)
+
+
 def _bits(x) -> int:
     return int(np.asarray(x).view(np.dtype(f"u{np.asarray(x).itemsize}")))
 

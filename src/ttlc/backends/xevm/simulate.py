@@ -966,6 +966,34 @@ def _blockstore2d(op: Op):
     return step
 
 
+@_sem("xevm.blockload", "xevm.blockstore")
+def _block1d(op: Op):
+    """Subgroup block load and store: element i of lane l is at ptr[l + i S] (elements of
+    the vector's type); ptr is the same on every lane."""
+    names, types = _split(re.sub(r"<\{.*\}>", "", op.text))
+    load = op.name == "xevm.blockload"
+    t = vtype(types.rpartition("->")[2] if load else types.strip("() ").split(",")[-1])
+    e, n = t.dtype.itemsize, t.n or 1
+
+    def step(f: Frame):
+        live = _whole_subgroups(f, op)
+        ptr = _uniform(f, f.get(names[0]).astype(np.int64), f"operand {names[0]}", op)
+        lanes = f.subgroups(f.get(names[1]) if not load else np.zeros((f.W, n), t.dtype))
+        out = np.zeros((f.W // f.S, f.S, n), t.dtype)
+        for s in np.flatnonzero(live):
+            address = ptr[s] + e * (np.arange(f.S)[:, None] + f.S * np.arange(n)[None, :])
+            if load:
+                data = f.memory.read(address.reshape(-1), e, op.where())
+                out[s] = data.view(t.dtype).reshape(f.S, n)
+            else:
+                values = np.ascontiguousarray(lanes[s].reshape(f.S, n).astype(t.dtype))
+                f.memory.write(address.reshape(-1), values.view(np.uint8).reshape(-1, e),
+                               op.where())
+        if load:
+            f.values[op.results[0]] = out.reshape(f.W, -1) if t.n else out.reshape(f.W)
+    return step
+
+
 @_sem("xevm.blockprefetch2d")
 def _blockprefetch2d(op: Op):
     """A prefetch changes nothing; its operands are checked as for a load."""
