@@ -518,7 +518,7 @@ def _constant(op: Op):
 def _convert(kind: str, x: np.ndarray, t: VType) -> np.ndarray:
     if kind in ("extui", "uitofp"):
         x = x.astype(np.uint8) if x.dtype == np.bool_ else _unsigned(x)
-    elif kind == "extsi" and x.dtype == np.bool_:
+    elif kind in ("extsi", "sitofp") and x.dtype == np.bool_:
         x = -x.astype(np.int8)  # true is -1
     elif kind == "trunci" and t.name == "i1":
         return (x & 1).astype(bool)
