@@ -3,7 +3,7 @@ modules target xevm emits mean, checked without a GPU.
 
 * The xevm operations the emitter is to use for cooperative matrices
   (``xevm.blockload2d``, ``blockstore2d``, ``blockprefetch2d``, ``mma``) run on
-  hand-written modules whose expected results are worked out here from spec/xevm.txt and
+  hand-written modules whose expected results are worked out here from the XeVM dialect and
   the lane distribution of Intel's 2-D block and DPAS instructions (written out with
   explicit loops, independently of the simulator's reshapes).
 * Emitted modules give the reference interpreter's results: the examples, the kernels of
@@ -17,7 +17,6 @@ import functools
 import os
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import pytest
 

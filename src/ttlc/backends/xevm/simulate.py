@@ -21,8 +21,8 @@ arguments, and one copy of every work-group global per work-group.  An access ou
 all of them is a ``KernelError``.  Atomic updates are applied one work-item after
 another.
 
-The xevm operations follow spec/xevm.txt, with the lane distribution of Intel's 2-D
-block and DPAS instructions: a 2-D block (``tile_height`` rows of ``tile_width``
+The xevm operations follow the XeVM dialect's definitions, with the lane distribution
+of Intel's 2-D block and DPAS instructions: a 2-D block (``tile_height`` rows of ``tile_width``
 elements, ``v_blocks`` of them side by side) is laid out row after row, block after
 block (transposed first with ``transpose``, or with ``pack_register`` ``f = 32 / bits``
 consecutive rows interleaved element by element into 32-bit units: ``[M, N] -> [M/f, N,
@@ -573,7 +573,7 @@ _ELEMENT = re.compile(rf"(?:({_NAME}), )?({_NAME})\[({_NAME}) : \w+\] : (.+)$")
 def _element(op: Op):
     """Element i of a vector (i per work-item), or the vector with it replaced."""
     value, vec, index = _ELEMENT.match(op.text.strip()).group(1, 2, 3)
-    r, rows = op.results[0], None
+    r = op.results[0]
 
     def step(f: Frame):
         v, i = f.get(vec), f.get(index).astype(np.int64)
