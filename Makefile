@@ -73,8 +73,9 @@ $(GPU_TOOLS_STAMP): $(STAMP)
 # spirv-val over the SPIR-V of 2,000 generated programs, the iree-vector export of 1000
 # generated programs through iree-opt, 1000 faulty launches and 1000 kernels sharing local
 # memory (data races) reported alike by checked interp and cpu, and target cuda-tile
-# (NVIDIA's tools, the Tile IR interpreter) over 500 generated programs, and upstream
-# mlir-opt/mlir-translate over the xevm modules of 1,000 generated programs
+# (NVIDIA's tools, the Tile IR interpreter) over 500 generated programs, upstream
+# mlir-opt/mlir-translate over the xevm modules of 1,000 generated programs, and those
+# modules run by the xevm simulator
 fuzz: $(GPU_TOOLS_STAMP)
 	$(PY) fuzz/fuzz_frontend.py --inputs 100000
 	$(PY) fuzz/fuzz_differential.py --programs 3000
@@ -85,6 +86,7 @@ fuzz: $(GPU_TOOLS_STAMP)
 	TTLC_TILE_SEEDS=500 $(PY) -m pytest -q -s tests/python/test_tile_backend.py -k corpus_counts
 	TTLC_TILE_SEEDS=500 $(PY) -m pytest -q -n auto tests/python/test_tile_backend.py -k corpus_emitted
 	TTLC_XEVM_SEEDS=1000 $(PY) -m pytest -q -n auto tests/python/test_xevm.py -k generated
+	TTLC_XEVM_SIM_SEEDS=1000 $(PY) -m pytest -q -n auto tests/python/test_xevm_simulate.py -k generated
 
 # The peer corpus lives outside this repository: CONFORMANCE names its runner
 CONFORMANCE ?= ../shared/tools/conformance
