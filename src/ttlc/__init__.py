@@ -39,10 +39,10 @@ def __getattr__(name):
         from .runtime import timing
 
         return getattr(timing, name)
-    if name == "types":
+    if name in ("types", "recipes", "dask"):  # ttlc.dask needs the extra ttlc[dask]
         import importlib
 
-        return importlib.import_module(".types", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'ttlc' has no attribute {name!r}")
 
 
