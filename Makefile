@@ -51,7 +51,7 @@ lit: $(STAMP)
 BENCH_STAMP := $(VENV)/.bench-installed
 
 $(BENCH_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m pip install --quiet -e '.[test,bench,dask]'
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)

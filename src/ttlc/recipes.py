@@ -98,6 +98,17 @@ def _program(t: str, params: str, attrs: str, body: str) -> str:
     return "\n".join(kernels)
 
 
+@dataclass(frozen=True)
+class BlockGrid:
+    """The grid of a recipe: one work-group per `size` entries of the batch mode (a class,
+    not a closure, so that it pickles into the tasks of ``ttlc.dask``)."""
+
+    size: int
+
+    def __call__(self, extent: int) -> Tuple[int]:
+        return (-(-extent // self.size),)
+
+
 @dataclass
 class Recipe:
     """A recipe's program, compiled for one target.  ``recipe(alpha, A, B, beta, C)`` runs
@@ -108,7 +119,7 @@ class Recipe:
     text: str
     dtype: str
     module: Any
-    _grid: Any
+    _grid: BlockGrid
     _batch_axis: int
     #: the arguments whose extent along the batch axis must agree (A, B, C: 0, 1, 2)
     _matched: Tuple[int, ...]
@@ -173,7 +184,7 @@ def small_gemm_batched(dtype, transA, transB, M: int, N: int, K: int, *,
             f"    gemm.{ta}.{tb} %alpha, %a, %b, $beta, %c\n")
     text = _program(t, params, _attributes(work_group_size, subgroup_size), body)
     return Recipe("small_gemm_batched", text, t, _compile(text, target, checked),
-                  lambda batch: (batch,), -1, (0, 1, 2))
+                  BlockGrid(1), -1, (0, 1, 2))
 
 
 def tall_and_skinny(dtype, M_block: int, N: int, K: int, *, M: Optional[int] = None,
@@ -217,7 +228,7 @@ def tall_and_skinny(dtype, M_block: int, N: int, K: int, *, M: Optional[int] = N
                  + block(str(M_block), "        ") + "    }\n")
     text = _program(t, params, _attributes(work_group_size, subgroup_size), body)
     return Recipe("tall_and_skinny", text, t, _compile(text, target, checked),
-                  lambda m: (-(-m // M_block),), 0, (0, 2))
+                  BlockGrid(M_block), 0, (0, 2))
 
 
-__all__ = ["DYNAMIC", "Recipe", "element_type", "small_gemm_batched", "tall_and_skinny"]
+__all__ = ["DYNAMIC", "BlockGrid", "Recipe", "element_type", "small_gemm_batched", "tall_and_skinny"]
