@@ -235,3 +235,15 @@ def test_a_worker_killed_during_the_run_does_not_change_the_result(client):
     np.testing.assert_allclose(future.result(timeout=120), want, rtol=1e-13, atol=1e-13)
     client.wait_for_workers(2, timeout=60)
     assert pid not in client.run(os.getpid).values()
+
+
+def test_the_example_of_the_docs_runs():
+    """The ```python blocks of docs/dask.md (the ```py blocks need a cluster)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "dask.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, "docs/dask.md", "exec"), {})
