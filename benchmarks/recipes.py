@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import statistics
@@ -33,7 +32,7 @@ except ImportError:  # run from a checkout without installing
     import ttlc
 sys.path.insert(0, str(HERE))
 import native  # noqa: E402
-from suite import Mismatch, ttlc_threads  # noqa: E402
+from suite import Mismatch, ttlc_threads, write_summary  # noqa: E402
 
 TOLERANCE = {"f32": 1e-5, "f64": 1e-12, "c64": 1e-12}
 DTYPES = {"f32": np.float32, "f64": np.float64, "c64": np.complex128}
@@ -174,14 +173,11 @@ def main() -> int:
     run.tall()
     summary = {"meta": {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                         "threads": run.threads, "quick": run.quick,
-                        "ttlc": ttlc.__version__, "numpy": np.__version__,
+                        "ttlc": ttlc.__version__, "load_average": os.getloadavg(), "numpy": np.__version__,
                         "torch": getattr(run.torch, "__version__", None)},
                "skipped": run.skipped, "results": run.rows}
-    opts.out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    text = json.dumps(summary, indent=1)
-    (opts.out / f"recipes-{stamp}.json").write_text(text)
-    (opts.out / "recipes-latest.json").write_text(text)
+    write_summary(opts.out, f"recipes-{stamp}.json", "recipes-latest.json", summary)
     print(f"wrote {opts.out / 'recipes-latest.json'}")
     return 0
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import statistics
 import sys
@@ -31,6 +30,8 @@ try:
 except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(HERE.parent / "src"))
     import ttlc
+sys.path.insert(0, str(HERE))
+from suite import write_summary  # noqa: E402
 
 M = N = K = 16
 
@@ -102,14 +103,11 @@ def main() -> int:
     speedup = rows[0]["seconds"] / rows[1]["seconds"]
     print(f"  2 workers / 1 worker throughput: {speedup:.2f}x")
     summary = {"meta": {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                        "quick": opts.quick, "cpus": os.cpu_count(), "ttlc": ttlc.__version__,
+                        "quick": opts.quick, "cpus": os.cpu_count(), "ttlc": ttlc.__version__, "load_average": os.getloadavg(),
                         "distributed": distributed.__version__},
                "results": rows, "speedup_2_over_1": speedup}
-    opts.out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    text = json.dumps(summary, indent=1)
-    (opts.out / f"scale-{stamp}.json").write_text(text)
-    (opts.out / "scale-latest.json").write_text(text)
+    write_summary(opts.out, f"scale-{stamp}.json", "scale-latest.json", summary)
     print(f"wrote {opts.out / 'scale-latest.json'}")
     return 0
 

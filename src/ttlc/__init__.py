@@ -65,7 +65,5 @@ def autotune(text_or_program, kernel, args, configs, grid=(1, 1, 1), **options):
     return _autotune(text_or_program, kernel, args, configs, grid, **options)
 
 
-
-
 __all__ = ["KernelError", "compile", "autotune", "recipes", "Group", "PreparedGroup", "CompileError", "Diagnostic", "Program", "parse", "check", "__version__",
            "ProgramBuilder", "Builder", "RegionOp", "types", "bench", "BenchResult"]
