@@ -131,10 +131,10 @@ def _describe(x) -> str:
     if isinstance(x, (list, tuple)):
         return "[" + ",".join(_describe(m) for m in x) + "]"
     if hasattr(x, "dtype") and hasattr(x, "shape"):
-        strides = getattr(x, "strides", None)
-        strides = strides() if callable(strides) else strides
         if callable(getattr(x, "stride", None)):  # torch
             strides = tuple(x.stride())
+        else:
+            strides = getattr(x, "strides", None)
         return f"{type(x).__name__} {x.dtype} {tuple(x.shape)} {strides}"
     return type(x).__name__
 

@@ -64,6 +64,15 @@ def test_local_schedulers_equal_numpy(scheduler):
     assert (C == before).all(), "the array behind a Dask input was written"
 
 
+def test_kernels_of_the_interpreter_run_too():
+    A, B, C, want = operands(12, seed=4)
+    r = ttlc.recipes.small_gemm_batched("f64", "n", "t", 4, 3, 5, target="interp")
+    out = ttlc.dask.map_batches(r, 2.0, da.from_array(A, chunks=(4, 5, 5)),
+                                da.from_array(B, chunks=(3, 5, 5)), 0.5,
+                                da.from_array(C, chunks=(4, 3, 5)), outputs="C")
+    np.testing.assert_allclose(out.compute(scheduler="threads"), want, rtol=1e-13, atol=1e-13)
+
+
 TWO = """
 func @two(%alpha: f32, %x: memref<f32x4x?>, %w: memref<f32x4>, %y: memref<f32x4x?>,
           %z: memref<f32x4x?>) {
