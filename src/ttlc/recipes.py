@@ -78,7 +78,11 @@ def _attributes(work_group_size, subgroup_size) -> str:
     if subgroup_size is not None:
         attrs.append(f"subgroup_size={_size(subgroup_size, 'subgroup_size')}")
     if work_group_size is not None:
-        x, y = (_size(int(w), "work_group_size") for w in work_group_size)
+        sizes = list(work_group_size) if isinstance(work_group_size, (list, tuple)) else []
+        if len(sizes) != 2:
+            raise ValueError(f"work_group_size must be two positive integers, not "
+                             f"{work_group_size!r}")
+        x, y = (_size(w, "work_group_size") for w in sizes)
         attrs.append(f"work_group_size=[{x},{y}]")
     return f" attributes{{{', '.join(attrs)}}}" if attrs else ""
 

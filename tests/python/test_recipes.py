@@ -179,6 +179,10 @@ def test_the_text_compiles_for_the_emitting_targets(make, t):
     (lambda: ttlc.recipes.tall_and_skinny("f32", 16, 2, 2, ldB="x"), "ldB must be"),
     (lambda: ttlc.recipes.tall_and_skinny("f32", 16, 2, 2, work_group_size=(0, 1)),
      "work_group_size"),
+    (lambda: ttlc.recipes.tall_and_skinny("f32", 16, 2, 2, work_group_size=(8, 1, 1)),
+     "two positive integers"),
+    (lambda: ttlc.recipes.tall_and_skinny("f32", 16, 2, 2, subgroup_size=True),
+     "subgroup_size must be"),
 ])
 def test_bad_parameters_name_what_is_wrong(call, message):
     with pytest.raises(ValueError, match=message):
