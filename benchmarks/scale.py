@@ -88,7 +88,7 @@ def main() -> int:
           f"{chunk}, generated on the workers, summed")
     for workers in (1, 2):
         with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                      dashboard_address=None) as cluster, \
+                                      dashboard_address=":0") as cluster, \
                 distributed.Client(cluster) as client:
             client.wait_for_workers(workers)
             run_job(client, chunk * 2 * workers, chunk)  # every worker compiles the kernel
