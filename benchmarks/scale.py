@@ -79,8 +79,11 @@ def main() -> int:
     except ImportError as e:
         print(f"skipped: ttlc.dask needs the extra ttlc[dask] ({e}); pip install -e '.[dask]'")
         return 0
-    chunk = 4096
-    batch = chunk * (8 if opts.quick else 256)  # 3 KiB per entry: 24 MiB quick, 768 MiB
+    # 1 KiB per entry and array (A, which is also B, C and the result): chunks of 32 MiB
+    # (8 MiB quick) per array, so that a task's ~1 ms of scheduling (more on a loaded
+    # machine) is small beside its work; 1 GiB per array in all (16 MiB quick)
+    chunk = 1 << 13 if opts.quick else 1 << 15
+    batch = chunk * (2 if opts.quick else 32)
     repeat = 2 if opts.quick else 5
     os.environ["TTLC_NUM_THREADS"] = "1"  # one core per worker process
     rows = []
