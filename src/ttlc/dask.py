@@ -96,7 +96,7 @@ class _Launch:
             if role == OUTPUT:
                 x = np.array(x, order="F", copy=True)
             else:
-                x = np.asfortranarray(x).view()
+                x = np.asarray(x, order="F").view()  # (0-d stays 0-d)
                 x.flags.writeable = False
             if role in (SPLIT, OUTPUT) and extent is None:
                 extent = x.shape[self.axes[i]]

@@ -255,7 +255,7 @@ def autotune(text_or_program, kernel: str, args: Sequence[Any],
                 k = build(i)
                 times[i] = bench(k, *args, grid=grid, warmup=1, seconds=seconds).median
             except (CompileError, KernelError, TypeError, ValueError) as e:
-                failures[i] = str(e).strip().splitlines()[0]
+                failures[i] = (str(e).strip().splitlines() or [type(e).__name__])[0]
                 errors[i] = e
                 bar.update(i + 1, config, f"skipped ({failures[i]})")
                 continue
