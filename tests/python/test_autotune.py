@@ -211,3 +211,20 @@ def test_defines_choose_between_template_parameters():
                {"defines": {"n": 200000}}]
     kernel = ttlc.autotune(TEMPLATE, "spin", args(), configs, grid=(1,), progress=False)
     assert kernel.tuning.config == {"defines": {"n": 1000}}
+
+
+def test_a_recipe_is_tuned_through_its_text():
+    recipe = ttlc.recipes.small_gemm_batched("f32", "n", "n", 16, 16, 16)
+    rng = np.random.default_rng(0)
+    A, B = (np.asfortranarray(rng.standard_normal((16, 16, 50)), dtype=np.float32)
+            for _ in range(2))
+    C = np.zeros((16, 16, 50), np.float32, order="F")
+    configs = [{"work_group_size": [16, 1]}, {"work_group_size": [16, 2]},
+               {"work_group_size": [32, 1], "subgroup_size": 16}]
+    kernel = ttlc.autotune(recipe.text, "gemm", (1.0, A, B, 0.0, C), configs,
+                           grid=recipe.grid(C), progress=False)
+    assert kernel.tuning.source == "timed" and not kernel.tuning.failures
+    C[...] = rng.standard_normal(C.shape)
+    want = 2.0 * np.einsum("ikx,kjx->ijx", A, B) + 0.5 * C
+    kernel(2.0, A, B, 0.5, C, grid=recipe.grid(C))
+    np.testing.assert_allclose(C, want, rtol=1e-5, atol=1e-4)
