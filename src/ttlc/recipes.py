@@ -2,8 +2,8 @@
 and one GEMM whose rows far outnumber its columns.
 
 A recipe writes its program as text in the language (``Recipe.text``), so the same
-kernels compile for every target: ``ttlc.compile(recipe.text, target=...)`` or ``ttlc
-compile --target T`` on the text.  Each program has two kernels, as the reference
+kernels compile for every target: a recipe for a target that runs kernels holds the
+compiled module, one for any other target that target's output (``Recipe.artifact``).  Each program has two kernels, as the reference
 implementation's recipes do: ``@gemm`` (C := alpha op(A) op(B) + beta C) and
 ``@gemm_beta0`` (beta taken as the constant 0: C is written, never read, so NaN or
 uninitialised memory in C does no harm).  Both take the same arguments (alpha, A, B,
@@ -115,14 +115,19 @@ class BlockGrid:
 
 @dataclass
 class Recipe:
-    """A recipe's program, compiled for one target.  ``recipe(alpha, A, B, beta, C)`` runs
+    """A recipe's program, prepared for one target.  ``recipe(alpha, A, B, beta, C)`` runs
     it (``@gemm_beta0`` when beta is 0); ``kernel(beta)`` and ``grid(C)`` give what a
-    launch of your own (or ``ttlc.dask.map_batches``) needs."""
+    launch of your own (or ``ttlc.dask.map_batches``) needs.  For a target that does not
+    run kernels here (spirv, xevm, ...), ``artifact`` is its output (its last stage)."""
 
     name: str
     text: str
     dtype: str
+    target: str
+    #: the compiled module, for targets that run kernels (else None)
     module: Any
+    #: the target's output, for targets that do not run kernels (else None)
+    artifact: Union[str, bytes, None]
     _grid: BlockGrid
     _batch_axis: int
     #: the arguments whose extent along the batch axis must agree (A, B, C: 0, 1, 2)
@@ -130,6 +135,9 @@ class Recipe:
 
     def kernel(self, beta=1):
         """``@gemm_beta0`` for beta == 0, else ``@gemm``."""
+        if self.module is None:
+            raise ValueError(f"recipe {self.name} was prepared for target {self.target}, which "
+                             f"does not run kernels here: its output is recipe.artifact")
         return self.module["gemm_beta0" if beta == 0 else "gemm"]
 
     def grid(self, C) -> Tuple[int]:
@@ -147,13 +155,25 @@ class Recipe:
         self.kernel(beta)(alpha, A, B, beta, C, grid=self.grid(C))
 
     def __repr__(self) -> str:
-        return f"<ttlc recipe {self.name} {self.dtype} on {self.module.target}>"
+        return f"<ttlc recipe {self.name} {self.dtype} on {self.target}>"
 
 
-def _compile(text: str, target: str, checked: bool):
-    from .api import compile as _compile_text
+def _recipe(name: str, text: str, t: str, target: str, checked: bool, grid: BlockGrid,
+            batch_axis: int, matched: Tuple[int, ...]) -> Recipe:
+    """The recipe compiled for a target that runs kernels, or emitted for one that does
+    not (a CompileError says what that target lacks)."""
+    from . import api
+    from .backends import get_backend
 
-    return _compile_text(text, target, checked, filename="<recipe>")
+    backend = get_backend(target)
+    module = artifact = None
+    if backend.executes:
+        module = api.compile(text, target, checked, filename="<recipe>")
+    else:
+        program = api.check(text, "<recipe>")
+        artifact = api._guard(lambda: backend.emit(program, None, checked), program.source,
+                              program.filename)
+    return Recipe(name, text, t, target, module, artifact, grid, batch_axis, matched)
 
 
 def small_gemm_batched(dtype, transA, transB, M: int, N: int, K: int, *,
@@ -187,8 +207,7 @@ def small_gemm_batched(dtype, transA, transB, M: int, N: int, K: int, *,
     body = ("    %i = group_id.x : index\n" + "".join(views.values()) +
             f"    gemm.{ta}.{tb} %alpha, %a, %b, $beta, %c\n")
     text = _program(t, params, _attributes(work_group_size, subgroup_size), body)
-    return Recipe("small_gemm_batched", text, t, _compile(text, target, checked),
-                  BlockGrid(1), -1, (0, 1, 2))
+    return _recipe("small_gemm_batched", text, t, target, checked, BlockGrid(1), -1, (0, 1, 2))
 
 
 def tall_and_skinny(dtype, M_block: int, N: int, K: int, *, M: Optional[int] = None,
@@ -231,8 +250,7 @@ def tall_and_skinny(dtype, M_block: int, N: int, K: int, *, M: Optional[int] = N
                  "    if %partial {\n" + block("%rest", "        ") + "    } else {\n"
                  + block(str(M_block), "        ") + "    }\n")
     text = _program(t, params, _attributes(work_group_size, subgroup_size), body)
-    return Recipe("tall_and_skinny", text, t, _compile(text, target, checked),
-                  BlockGrid(M_block), 0, (0, 2))
+    return _recipe("tall_and_skinny", text, t, target, checked, BlockGrid(M_block), 0, (0, 2))
 
 
 __all__ = ["DYNAMIC", "BlockGrid", "Recipe", "element_type", "small_gemm_batched", "tall_and_skinny"]
