@@ -228,3 +228,26 @@ def test_a_recipe_is_tuned_through_its_text():
     want = 2.0 * np.einsum("ikx,kjx->ijx", A, B) + 0.5 * C
     kernel(2.0, A, B, 0.5, C, grid=recipe.grid(C))
     np.testing.assert_allclose(C, want, rtol=1e-5, atol=1e-4)
+
+
+def test_on_a_terminal_the_progress_line_is_rewritten(monkeypatch):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    ttlc.autotune(SPIN, "spin", args(), [FAST, SLOW[0]], grid=(1,))
+    text = screen.getvalue()
+    assert text.count("\r\x1b[K") == 2 and text.endswith("\n") and text.count("\n") == 1
+    assert "[##########..........] 1/2" in text and "[####################] 2/2" in text
+
+
+def test_without_the_cache_every_call_tunes(monkeypatch):
+    monkeypatch.setenv("TTLC_CACHE", "0")
+    for _ in range(2):
+        kernel = ttlc.autotune(SPIN, "spin", args(), CONFIGS, grid=(1,), progress=False)
+        assert kernel.tuning.source == "timed" and kernel.tuning.config == FAST
+    assert not os.path.exists(os.path.join(os.environ["TTLC_CACHE_DIR"], ttlc.tuning.FOLDER))
