@@ -649,13 +649,44 @@ def environment(**values):
                 os.environ[k] = v
 
 
+#: a cooperative-matrix gemm tiled by foreach_tile, with a GPU's work-group size {X}: the
+#: tiles go to the subgroups as the implementation likes, so the work-group's size does
+#: not change its results (on cpu: nor its code, compile time or speed)
+TILED_GEMM = """
+func @gemm(%A: memref<f32x64x64x?>, %B: memref<f32x64x64x?>, %C: memref<f32x64x64x?>)
+        attributes{{subgroup_size=16, work_group_size=[{X},1]}} {{
+    %k = group_id.x : index
+    %a = subview %A[0:64,0:64,%k] : memref<f32x64x64>
+    %b = subview %B[0:64,0:64,%k] : memref<f32x64x64>
+    %c = subview %C[0:64,0:64,%k] : memref<f32x64x64>
+    %c0 = constant 0 : index
+    %c64 = constant 64 : index
+    foreach_tile (%i, %j) = (%c0, %c0), (%c64, %c64) as (%tm, %tn) <= (16, 16) {{
+        %zero = constant 0.0 : f32
+        %init = cooperative_matrix_construct %zero : coopmatrix<f32x16x16,matrix_acc>
+        %c8 = constant 8 : index
+        %acc = for %l = %c0, %c64, %c8 init(%x = %init) -> (coopmatrix<f32x16x16,matrix_acc>) {{
+            %ta = cooperative_matrix_load %a[%i, %l] : coopmatrix<f32x16x8,matrix_a>
+            %tb = cooperative_matrix_load %b[%l, %j] : coopmatrix<f32x8x16,matrix_b>
+            %y = cooperative_matrix_mul_add %ta, %tb, %x : coopmatrix<f32x16x16,matrix_acc>
+            yield (%y)
+        }}
+        cooperative_matrix_store %acc, %c[%i, %j]
+    }}
+}}
+"""
+TILED_WORK_GROUPS = (16, 1024)
+
+
 def bench_compile(suite: Suite) -> None:
-    """Cold: a fresh, empty cache directory (LLVM runs); warm: the same text again (a hit)."""
+    """Cold: a fresh, empty cache directory (LLVM runs); warm: the same text again (a hit).
+    Then the tiled gemm's speed with each work-group size."""
     cfg = suite.cfg
     print("compile time for target cpu (median; cold = empty cache, warm = cache hit):")
     texts = {"gemm 16x16x16 f32": GEMM_SUBVIEW.format(t="f32", M=16, N=16, K=16),
              "fused": (ROOT / "examples" / "fused.ir").read_text(),
-             "axpby_sum": (ROOT / "examples" / "axpby_sum.ir").read_text()}
+             "axpby_sum": (ROOT / "examples" / "axpby_sum.ir").read_text(),
+             **{f"tiled gemm [{x},1]": TILED_GEMM.format(X=x) for x in TILED_WORK_GROUPS}}
     repeat = 1 if cfg.quick else 3
     for name, text in texts.items():
         cold, warm = [], []
@@ -677,6 +708,13 @@ def bench_compile(suite: Suite) -> None:
                                   "warm": 1e3 * statistics.median(warm)}
         print(f"  {name:20s} cold {suite.compile_ms[name]['cold']:9.1f} ms   "
               f"warm {suite.compile_ms[name]['warm']:7.2f} ms")
+    print("tiled coopmatrix gemm 64x64x64 f32 by work-group size:")
+    A, B, C, ref = gemm_data(np.random.default_rng(6), "f32", 64, 64, 64, 256)
+    runs = {f"ttlc [{x},1]": ttlc.compile(TILED_GEMM.format(X=x), target="cpu")["gemm"]
+            for x in TILED_WORK_GROUPS}
+    compare_gemm(suite, "compile", {impl: (lambda k=k: k(A, B, C, grid=(256,)), "")
+                                    for impl, k in runs.items()},
+                 "f32", (64, 64, 64), 256, "compute", C, ref)
 
 
 TINY = """

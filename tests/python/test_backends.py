@@ -142,9 +142,11 @@ SIZES = {
     "sgs32": ("func @k() attributes{subgroup_size=32} {\n}\n", (32, (32, 1)), (32, (32, 1))),
     "wgs64": ("func @k() attributes{work_group_size=[64,2]} {\n}\n", (16, (64, 2)),
               (16, (64, 2))),
-    # the interpreter runs the function as written; cpu picks a subgroup dividing 24
-    "wgs24": ("func @k() attributes{work_group_size=[24,1]} {\n}\n", (16, (24, 1)),
+    # both pick a subgroup size dividing 24 (spec, "work_group_size": the first mode is a
+    # multiple of the subgroup size)
+    "wgs24": ("func @k() attributes{work_group_size=[24,1]} {\n}\n", (8, (24, 1)),
               (8, (24, 1))),
+    "wgs8": ("func @k() attributes{work_group_size=[8,1]} {\n}\n", (8, (8, 1)), (8, (8, 1))),
     "both": ("func @k() attributes{work_group_size=[64,4], subgroup_size=32} {\n}\n",
              (32, (64, 4)), (32, (64, 4))),
     "f32gemm": (_gemm("f32", 128, 37, 64), (16, (16, 1)), (16, (16, 1))),
@@ -164,6 +166,50 @@ SIZES = {
 }
 
 
+def _tiles(builtin: str) -> str:
+    return ("func @k(%A: memref<f32x64x64>) attributes{work_group_size=[64,1]} {\n"
+            "    %c0 = constant 0 : index\n    %c64 = constant 64 : index\n"
+            "    foreach_tile (%i,%j)=(%c0,%c0),(%c64,%c64) as (%m,%n)<=(16,16) {\n"
+            f"        %l = {builtin} : i32\n    }}\n}}\n")
+
+
+#: name -> (function, what target cpu compiles it with): the given sizes where the
+#: function can observe them, else what cpu would choose (the results cannot differ)
+COMPILED = {
+    "parallel": ("func @k() attributes{work_group_size=[64,2]} {\n    parallel {\n    }\n}\n",
+                 (16, (64, 2))),
+    "num_subgroups": ("func @k() attributes{work_group_size=[64,4], subgroup_size=32} {\n"
+                      "    %n = num_subgroups.x : i32\n}\n", (32, (64, 4))),
+    "tiles_subgroup_id": (_tiles("subgroup_linear_id"), (16, (64, 1))),
+    # collective instructions only: cpu's own choice
+    "collective": ("func @k() attributes{work_group_size=[64,4], subgroup_size=32} {\n}\n",
+                   (16, (16, 1))),
+    "f32gemm_wgs1024": (_gemm("f32", 128, 37, 64, " attributes{work_group_size=[1024,1]}"),
+                        (16, (16, 1))),
+    "f64gemm_wgs16": (_gemm("f64", 128, 37, 64, " attributes{work_group_size=[16,1]}"),
+                      (8, (8, 1))),
+    # no more work-items than cpu would choose: kept
+    "collective_wgs8": ("func @k() attributes{work_group_size=[8,1]} {\n}\n", (8, (8, 1))),
+    # SPMD code only in foreach_tile bodies sees its subgroup, not how many there are:
+    # one subgroup of that size runs every tile
+    "tiles": (_tiles("subgroup_local_id"), (16, (16, 1))),
+}
+
+
+@pytest.mark.parametrize("name", COMPILED)
+def test_cpu_compiles_a_work_group_it_cannot_observe_as_it_chooses(name):
+    pytest.importorskip("llvmlite")
+    from ttlc.backends.cpu.module import lower
+    from ttlc.target.config import compiled_config
+
+    text, (sgs, wgs) = COMPILED[name]
+    program = ttlc.check(text)
+    config = compiled_config(program.functions[0], get_target("cpu"), program)
+    assert (config.subgroup_size, config.work_group_size) == (sgs, wgs)
+    func = lower(program).functions[0]
+    assert (func.subgroup_size, tuple(func.work_group_size)) == (sgs, wgs)
+
+
 @pytest.mark.parametrize("name", SIZES)
 def test_exec_config_sizes(name):
     text, on_interp, on_cpu = SIZES[name]
@@ -176,13 +222,71 @@ def test_exec_config_sizes(name):
     assert func.attrs == ttlc.check(text).functions[0].attrs  # nothing written
 
 
+SIZES_SEEN = """func @k(%a: memref<i32x8>) attributes{work_group_size=[8,1]} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %s = subgroup_size : i32
+        %j = cast %i : index
+        store %s, %a[%j]
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["interp", "cpu"])
+def test_sizes_a_kernel_can_observe_are_the_given_ones(target):
+    np = pytest.importorskip("numpy")
+    # work_group_size [8,1] without a subgroup size: a subgroup of 8, of which the first
+    # mode is a multiple (spec, "work_group_size")
+    a = np.zeros(8, np.int32)
+    ttlc.compile(SIZES_SEEN, target=target)["k"](a)
+    assert list(a) == [8] * 8
+
+
+TILED = """func @k(%A: memref<f32x64x64>, %B: memref<f32x64x64>, %C: memref<f32x64x64>)
+        attributes{subgroup_size=16, work_group_size=[1024,1]} {
+    %c0 = constant 0 : index
+    %c64 = constant 64 : index
+    foreach_tile (%i, %j) = (%c0, %c0), (%c64, %c64) as (%tm, %tn) <= (16, 16) {
+        %init = cooperative_matrix_load %C[%i, %j] : coopmatrix<f32x16x16,matrix_acc>
+        %c8 = constant 8 : index
+        %acc = for %l = %c0, %c64, %c8 init(%x = %init) -> (coopmatrix<f32x16x16,matrix_acc>) {
+            %ta = cooperative_matrix_load %A[%i, %l] : coopmatrix<f32x16x8,matrix_a>
+            %tb = cooperative_matrix_load %B[%l, %j] : coopmatrix<f32x8x16,matrix_b>
+            %y = cooperative_matrix_mul_add %ta, %tb, %x : coopmatrix<f32x16x16,matrix_acc>
+            yield (%y)
+        }
+        cooperative_matrix_store %acc, %C[%i, %j]
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("text", [_gemm("f32", 64, 64, 64, " attributes{work_group_size=[1024,1]}"),
+                                  TILED], ids=["gemm", "tiled"])
+def test_a_large_work_group_computes_the_same_on_cpu(text):
+    np = pytest.importorskip("numpy")
+    rng = np.random.default_rng(0)
+    A, B, C = (np.asfortranarray(rng.integers(-3, 4, (64, 64)).astype(np.float32))
+               for _ in range(3))
+    expected = A @ B + C  # exact in f32: small integers
+    for target in ("interp", "cpu"):
+        out = C.copy(order="F")
+        ttlc.compile(text, target=target)["k"](A, B, out)
+        assert np.array_equal(out, expected), target
+
+
 def test_exec_config_of_target_cpu_is_what_the_cpu_lowering_writes():
+    """Unless the function asks for more work-items than it can observe (COMPILED)."""
     pytest.importorskip("llvmlite")
     from ttlc.backends.cpu.module import lower
 
-    for text, _, (sgs, wgs) in SIZES.values():
+    for name, (text, _, (sgs, wgs)) in SIZES.items():
         func = lower(ttlc.check(text)).functions[0]
-        assert (func.subgroup_size, tuple(func.work_group_size)) == (sgs, wgs)
+        if name in ("wgs64", "wgs24", "both"):  # empty functions: cpu's choice
+            assert (func.subgroup_size, tuple(func.work_group_size)) == (16, (16, 1)), name
+        else:
+            assert (func.subgroup_size, tuple(func.work_group_size)) == (sgs, wgs), name
 
 
 def test_exec_config_checks_given_sizes_against_the_target():

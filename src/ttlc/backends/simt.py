@@ -11,14 +11,36 @@ static size).
 """
 from __future__ import annotations
 
-from typing import Callable, List, Sequence, Tuple
+from dataclasses import dataclass, replace
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from ..ir.core import Instruction, Region, Value
-from ..ir.types import DYNAMIC, CoopMatrixType, MemrefType
+from ..ir.types import DYNAMIC, CoopMatrixType, GroupType, MemrefType, element_type
 
 
 class Unsupported(Exception):
     """What a back end cannot translate yet: (instruction or None, what)."""
+
+
+@dataclass
+class MemVal:
+    """A memref: the pointer to its first element and, per mode, its size and stride
+    (each a back end's static size or a dynamic i64 value)."""
+    ptr: object
+    shape: List[object]
+    stride: List[object]
+    type: MemrefType
+
+
+@dataclass
+class GroupVal:
+    """A group: the pointer to its member pointers, the pointer to the members' dynamic
+    sizes and strides (None when there are none), its size and its offset."""
+    ptrs: object
+    dope: Optional[object]
+    size: object
+    offset: object
+    type: GroupType
 
 
 def bind(k, values: Sequence[Value], results) -> None:
@@ -70,6 +92,20 @@ def emit_insert(k, inst: Instruction):
     return out
 
 
+def conversion_emitters(convert: Callable, binary: Callable) -> dict:
+    """``cast`` and ``cooperative_matrix_scale`` through a back end's ``convert(k, src,
+    dst, a)`` and ``binary(k, op, type, a, b)``, component by component."""
+    def emit_cast(k, inst: Instruction):
+        src, dst = element_type(inst.slots["a"].type), element_type(inst.results[0].type)
+        return each(k, inst, lambda a: convert(k, src, dst, a), "a")
+
+    def emit_scale(k, inst: Instruction):
+        t = inst.results[0].type.component
+        return each(k, inst, lambda a, b: binary(k, "mul", t, a, b), "a", "b")
+
+    return {"cast": emit_cast, "cooperative_matrix_scale": emit_scale}
+
+
 COOPMATRIX_EMITTERS = {"cooperative_matrix_construct": emit_construct,
                        "cooperative_matrix_extract": emit_extract,
                        "cooperative_matrix_insert": emit_insert}
@@ -118,3 +154,18 @@ def fuse(k, m, inst: Instruction):
         size = k.imul(size, d)
     return view_dims(k, inst, m.shape[:lo] + [size] + m.shape[hi + 1:],
                      m.stride[:lo + 1] + m.stride[hi + 1:])
+
+
+def emit_expand(k, inst: Instruction) -> MemVal:
+    m: MemVal = k.get(inst.slots["tensor"])
+    return replace(m, **dict(zip(("shape", "stride"), expand(k, m, inst))),
+                   type=inst.results[0].type)
+
+
+def emit_fuse(k, inst: Instruction) -> MemVal:
+    m: MemVal = k.get(inst.slots["tensor"])
+    return replace(m, **dict(zip(("shape", "stride"), fuse(k, m, inst))),
+                   type=inst.results[0].type)
+
+
+VIEW_EMITTERS = {"expand": emit_expand, "fuse": emit_fuse}

@@ -16,7 +16,7 @@ import numpy as np
 from ..ir.core import Instruction
 from ..ir.layout import layout_of
 from ..ir.numerics import accumulate_type, c_divmod, shift_amount
-from ..ir.traits import blas_shape_rules, shapes_of
+from ..ir.traits import first_broken_rule, shapes_of
 from ..ir.types import CoopMatrixType, GroupType, MemrefType, Type, element_type
 from . import checks
 from ..runtime.values import GroupValue as Group, MemRef, OutOfBounds, dtype_of
@@ -520,10 +520,9 @@ def _arrays(wg, inst) -> Dict[str, np.ndarray]:
         arrays[slot] = wg.memory.ndarray(m)
     ta, tb = (inst.modifier(t) if any(m.slot == t for m in inst.opdef.modifiers) else "n"
               for t in ("ta", "tb"))
-    shapes = {slot: a.shape for slot, a in arrays.items()}
-    for left, right, message in blas_shape_rules(inst.opcode, shapes, ta, tb):
-        if left != right:
-            raise wg.fail(message)
+    broken = first_broken_rule(inst.opcode, {slot: a.shape for slot, a in arrays.items()}, ta, tb)
+    if broken:
+        raise wg.fail(broken)
     return arrays
 
 
@@ -531,10 +530,10 @@ def _arrays(wg, inst) -> Dict[str, np.ndarray]:
 def check_shapes(wg, inst, mask):
     """The shape rules a BLAS instruction's sizes must satisfy (as ``_arrays`` tests them)."""
     shapes = shapes_of(inst.attrs["orders"], [int(wg.get(v)) for v in inst.slots["sizes"]])
-    for left, right, message in blas_shape_rules(inst.modifier("rule"), shapes,
-                                                 inst.modifier("ta"), inst.modifier("tb")):
-        if left != right:
-            raise wg.fail(message)
+    broken = first_broken_rule(inst.modifier("rule"), shapes, inst.modifier("ta"),
+                               inst.modifier("tb"))
+    if broken:
+        raise wg.fail(broken)
 
 
 def _op(x: np.ndarray, transpose: str) -> np.ndarray:

@@ -11,7 +11,7 @@ them into the accesses one instruction makes.  Result-type rules are in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 READ, WRITE = "read", "write"
 
@@ -79,6 +79,14 @@ def shapes_of(orders: Sequence[int], sizes: Sequence) -> Dict[str, Tuple]:
     for slot, n in zip("ABC", orders):
         shapes[slot], k = tuple(sizes[k:k + n]), k + n
     return shapes
+
+
+def first_broken_rule(opcode: str, shapes: Dict[str, Tuple], ta: str = "n",
+                      tb: str = "n") -> Optional[str]:
+    """The message of the first shape rule of a BLAS instruction the shapes break, or None:
+    the one place the interpreter and checked code pick what to report."""
+    return next((message for left, right, message in blas_shape_rules(opcode, shapes, ta, tb)
+                 if left != right), None)
 
 
 def blas_shape_rules(opcode: str, shapes: Dict[str, Tuple], ta: str = "n",

@@ -137,16 +137,18 @@ def run_passes(program: Program, names: Sequence[str], ctx: Optional[PassContext
 
 def lower_copy(program: Program, names: Sequence[str], target: Target) -> Program:
     """A copy of the program (the original stays as it is) lowered for a back end: the
-    sizes each function runs with on target (``ExecConfig.of``) written into it, then
+    sizes each function runs with on target (``compiled_config``) written into it, then
     the passes or pipelines ``names`` run; errors carry the program's source."""
     from ..ir.rewrite import clone_program, set_function_attributes
     from ..target import ExecConfig
+    from ..target.config import compiled_config
 
     lowered = clone_program(program)
     try:
         for f in lowered.functions:
-            if f.subgroup_size is None or f.work_group_size is None:
-                set_function_attributes(f, ExecConfig.of(f, target, lowered).attributes(),
+            config = compiled_config(f, target, lowered)
+            if config != ExecConfig(f.subgroup_size, tuple(f.work_group_size or ())):
+                set_function_attributes(f, config.attributes(),
                                         first=("subgroup_size", "work_group_size"))
         run_passes(lowered, names, PassContext(target=target))
     except CompileError as e:

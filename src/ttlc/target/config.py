@@ -15,7 +15,14 @@ They are decided here and nowhere else, from the target description (``Target``)
   writes its result into the function with ``limit = target.max_work_group_size``.
 
 Given values are kept and checked against the target: a subgroup size the target does
-not support, or a work-group larger than its ``max_work_group_size``, is an error.  The
+not support, or a work-group larger than its ``max_work_group_size``, is an error.  Back ends
+compile with ``compiled_config``, which differs in one case: where a subgroup is SIMD
+lanes (the CPU), a function that asks for more work-items than ``auto_limit`` but cannot
+observe its work-group (``observed_sizes``) runs with one subgroup of its subgroup size
+if it can observe that, else with the chosen sizes (its results are the same; more lanes
+only cost compile time).
+Where only ``work_group_size`` is given, the interpreter takes the first of its subgroup
+sizes that divides its first entry.  The
 chosen values always verify (the constraints that depend on the subgroup size --
 coopmatrix rows of ``mul_add`` and ``reduce``, the first tile size of ``foreach_tile``,
 extract/insert indices -- are checked by running the verifier on each candidate).
@@ -58,7 +65,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..diagnostics import CompileError, Diagnostic
 from ..ir.core import Function, Program, Value
-from ..ir.ops import FOREACH_OPS
+from ..ir.ops import FOREACH_OPS, SPMD
 from ..ir.types import CoopMatrixType, MemrefType
 from .description import Target
 
@@ -102,9 +109,31 @@ class ExecConfig:
         if sgs is not None and wgs is not None:
             return ExecConfig(sgs, tuple(wgs))
         if not target.auto_work_group_limit:
-            sgs = sgs or target.default_subgroup_size
+            if sgs is None:  # the first of the target's sizes that work_group_size[0] allows
+                sgs = next((s for s in target.subgroup_sizes if wgs is None or wgs[0] % s == 0),
+                           target.default_subgroup_size)
             return ExecConfig(sgs, tuple(wgs) if wgs is not None else (sgs, 1))
         return choose(func, target, auto_limit(func, target), program)
+
+
+def compiled_config(func: Function, target: Target, program: Optional[Program] = None) -> ExecConfig:
+    """The sizes a back end compiles func with (``passes.lower_copy`` writes them into
+    the function before lowering it): ``ExecConfig.of``, except where a subgroup is SIMD
+    lanes (the CPU) and the function asks for more work-items than ``auto_limit``
+    without being able to observe them (``observed_sizes``): more lanes would only cost
+    compile time, so it runs with one subgroup of its subgroup size if it can observe
+    that, else with the chosen sizes (the given ones must still be valid)."""
+    config = ExecConfig.of(func, target, program)
+    limit = auto_limit(func, target)
+    if not target.vector_bytes or func.work_group_size is None or config.lanes <= limit:
+        return config
+    observed = observed_sizes(func)
+    if observed == "work_group":
+        return config
+    choose(func, target, limit, program)  # the given sizes must be valid
+    if observed == "subgroup":
+        return ExecConfig(config.subgroup_size, (config.subgroup_size, 1))
+    return choose(func, target, limit, program, given=False)
 
 
 def auto_limit(func: Function, target: Target) -> int:
@@ -118,6 +147,39 @@ def auto_limit(func: Function, target: Target) -> int:
     if target.vector_bytes and widest:
         limit = min(limit, max(8, target.vector_bytes // widest))
     return limit
+
+
+#: instructions that see how many subgroups a work-group has or which one runs them
+_WORK_GROUP_OBSERVERS = ("parallel", "num_subgroups", "subgroup_id", "subgroup_linear_id")
+#: in a collective region every work-item executes a mixed instruction (spec, "Store"),
+#: so the count of the updates an atomic one makes there is the work-group's size
+_ATOMIC_UPDATES = ("atomic_add", "atomic_max", "atomic_min")
+
+
+def observed_sizes(func: Function) -> str:
+    """Which of its sizes func's behaviour can depend on: ``"work_group"`` if it opens an
+    SPMD region with ``parallel``, reads the number of subgroups or a subgroup id, waits
+    at a barrier inside a ``foreach``/``foreach_tile`` body or updates memory atomically
+    outside one; ``"subgroup"`` if it
+    only runs SPMD code in such bodies (subgroup operations, coopmatrices,
+    ``subgroup_local_id``) or reads ``subgroup_size``; ``""`` if neither.  The spec
+    leaves the distribution of collective instructions and of ``foreach`` iterations and
+    tiles over the work-items to the implementation, so without those a work-group of
+    one subgroup (or of any size) gives the same results."""
+    seen = ""
+
+    def walk(region, spmd: bool) -> bool:
+        nonlocal seen
+        for inst in region.instructions:
+            if (inst.opcode in _WORK_GROUP_OBSERVERS or (spmd and inst.opcode == "barrier")
+                    or (not spmd and inst.opcode in _ATOMIC_UPDATES)):
+                return True
+            if inst.opdef.kind == SPMD or inst.opcode == "subgroup_size":
+                seen = "subgroup"
+            if any(walk(r, spmd or inst.opcode in FOREACH_OPS) for r in inst.regions):
+                return True
+        return False
+    return "work_group" if walk(func.body, False) else seen
 
 
 # ---- what the function asks for ---------------------------------------------------------------
@@ -260,12 +322,13 @@ def _error(func: Function, program: Program, message: str) -> CompileError:
 
 
 def choose(func: Function, target: Target, limit: int,
-           program: Optional[Program] = None) -> ExecConfig:
+           program: Optional[Program] = None, given: bool = True) -> ExecConfig:
     """The function's sizes with what it leaves open chosen for target, a chosen
     work-group having at most `limit` work-items; given sizes are checked against the
-    target (CompileError).  ``program`` holds func (the source of error messages)."""
+    target (CompileError).  ``program`` holds func (the source of error messages).
+    With ``given=False`` the function's attributes are ignored and both sizes chosen."""
     program = program or Program([func])
-    sgs, wgs = func.subgroup_size, func.work_group_size
+    sgs, wgs = (func.subgroup_size, func.work_group_size) if given else (None, None)
     supported = ", ".join(str(s) for s in target.subgroup_sizes)
     if sgs is not None and sgs not in target.subgroup_sizes:
         raise _error(func, program, f"subgroup size {sgs} is not supported by target "

@@ -43,7 +43,7 @@ import numpy as np
 
 from ...diagnostics import CompileError, Diagnostic, KernelError
 from ...ir.core import Function, Program
-from ...ir.traits import blas_shape_rules, shapes_of
+from ...ir.traits import first_broken_rule, shapes_of
 from ...ir.types import BoolType, GroupType
 from ...runtime import Module
 from ...target import Target
@@ -533,8 +533,8 @@ def _broken_shape_rule(shape_rule, sizes) -> str:
     rule, ta, tb, orders = shape_rule
     if sum(orders) > len(sizes):
         return f"the operand sizes break a shape rule of {rule}"
-    return next(message for left, right, message
-                in blas_shape_rules(rule, shapes_of(orders, sizes), ta, tb) if left != right)
+    return (first_broken_rule(rule, shapes_of(orders, sizes), ta, tb)
+            or f"the operand sizes break a shape rule of {rule}")
 
 
 # ---- the registry's entry points (``ttlc.backends``) ---------------------------------------------

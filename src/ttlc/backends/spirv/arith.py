@@ -16,7 +16,7 @@ from typing import Callable, Dict
 from ...ir.core import Instruction
 from ...ir.ops import ARITH_BINARY, ARITH_UNARY, COMPARISONS, MATH_UNARY
 from ...ir.types import BoolType, CoopMatrixType, ScalarType, Type, element_type
-from ..simt import COOPMATRIX_EMITTERS, each as _each
+from ..simt import COOPMATRIX_EMITTERS, conversion_emitters, each as _each
 from . import cplx
 from .builder import Lit
 from .function import Cplx, Kernel, Unsupported
@@ -209,17 +209,6 @@ def emit_compare(k: Kernel, inst: Instruction):
                    k.get(inst.slots["b"]))
 
 
-def emit_cast(k: Kernel, inst: Instruction):
-    src = element_type(inst.slots["a"].type)
-    dst = element_type(inst.results[0].type)
-    return _each(k, inst, lambda a: convert(k, src, dst, a), "a")
-
-
-def emit_scale(k: Kernel, inst: Instruction):
-    t = inst.results[0].type.component
-    return _each(k, inst, lambda a, b: binary(k, "mul", t, a, b), "a", "b")
-
-
 EMITTERS: Dict[str, Callable] = {
     "constant": emit_constant,
     **dict.fromkeys(("group_id", "num_groups", "num_subgroups", "subgroup_size", "subgroup_id",
@@ -228,7 +217,6 @@ EMITTERS: Dict[str, Callable] = {
     **dict.fromkeys(ARITH_UNARY, emit_unary),
     **dict.fromkeys(MATH_UNARY, emit_unary),
     **dict.fromkeys(COMPARISONS, emit_compare),
-    "cast": emit_cast,
-    "cooperative_matrix_scale": emit_scale,
+    **conversion_emitters(convert, binary),
     **COOPMATRIX_EMITTERS,
 }

@@ -19,34 +19,11 @@ from typing import Callable, Dict, List, Optional, Sequence
 from ...diagnostics import CompileError, Diagnostic
 from ...ir.layout import layout_of
 from ...ir.core import Function, Instruction, Program, Region, Value
-from ...ir.types import (BoolType, CoopMatrixType, GroupType, MemrefType, ScalarType, Type)
+from ...ir.types import BoolType, CoopMatrixType, MemrefType, ScalarType, Type
 from ...target import ExecConfig, Target
 from .. import simt
-from ..simt import Unsupported
+from ..simt import GroupVal, MemVal, Unsupported
 from .builder import Enum, Inst, Lit, Module, float_text, opencl_std
-
-
-@dataclass
-class MemVal:
-    ptr: int
-    #: per mode: a static size (``Static``) or an i64 id
-    shape: List[object]
-    stride: List[object]
-    type: MemrefType
-
-    @property
-    def storage(self) -> str:
-        return storage_class(self.type)
-
-
-@dataclass
-class GroupVal:
-    #: pointer to the member pointers, pointer to the per-member dynamic sizes and strides
-    ptrs: int
-    dope: Optional[int]
-    size: object
-    offset: object
-    type: GroupType
 
 
 @dataclass(frozen=True)

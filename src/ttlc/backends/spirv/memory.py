@@ -21,7 +21,7 @@ from .. import simt
 from .abi import member
 from .builder import Enum
 from .arith import binary
-from .function import Cplx, GroupVal, Kernel, MemVal, Static, Unsupported
+from .function import Cplx, GroupVal, Kernel, MemVal, Static, Unsupported, storage_class
 
 
 def address(k: Kernel, m: MemVal, indices: List) -> int:
@@ -87,7 +87,7 @@ def _element(k: Kernel, inst: Instruction) -> ScalarType:
 
 
 def _semantics(k: Kernel, inst: Instruction, order: Optional[str]) -> int:
-    storage = k.get(inst.slots["tensor"]).storage
+    storage = storage_class(k.get(inst.slots["tensor"]).type)
     names = [order, "WorkgroupMemory" if storage == "Workgroup" else "CrossWorkgroupMemory"] \
         if order else []
     return k.c32(Enum("MemorySemantics", "|".join(names) or "None").value)
@@ -134,7 +134,7 @@ def emit_atomic_update(k: Kernel, inst: Instruction):
     value."""
     parts, scope, sem, failure = _atomic(k, inst)
     op = inst.opcode[len("atomic_"):]
-    storage = k.get(inst.slots["tensor"]).storage
+    storage = storage_class(k.get(inst.slots["tensor"]).type)
     results = []
     for (ptr, t), value in zip(parts, k.flatten(k.get(inst.slots["value"]))):
         def update(ptr=ptr, t=t, value=value):
@@ -207,16 +207,6 @@ def emit_subview(k: Kernel, inst: Instruction):
     return MemVal(advance(k, m, off), shape, stride, inst.results[0].type)
 
 
-def emit_expand(k: Kernel, inst: Instruction):
-    m: MemVal = k.get(inst.slots["tensor"])
-    return MemVal(m.ptr, *simt.expand(k, m, inst), inst.results[0].type)
-
-
-def emit_fuse(k: Kernel, inst: Instruction):
-    m: MemVal = k.get(inst.slots["tensor"])
-    return MemVal(m.ptr, *simt.fuse(k, m, inst), inst.results[0].type)
-
-
 EMITTERS: Dict[str, Callable] = {
     "load": emit_load,
     "store": emit_store,
@@ -227,6 +217,5 @@ EMITTERS: Dict[str, Callable] = {
     "associated": emit_associated,
     "size": emit_size,
     "subview": emit_subview,
-    "expand": emit_expand,
-    "fuse": emit_fuse,
+    **simt.VIEW_EMITTERS,
 }

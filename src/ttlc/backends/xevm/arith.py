@@ -15,7 +15,7 @@ from typing import Callable, Dict
 from ...ir.core import Instruction
 from ...ir.ops import ARITH_BINARY, ARITH_UNARY, COMPARISONS, MATH_UNARY
 from ...ir.types import F32, F64, BoolType, CoopMatrixType, ScalarType, Type, element_type
-from ..simt import COOPMATRIX_EMITTERS, each as _each
+from ..simt import COOPMATRIX_EMITTERS, conversion_emitters, each as _each
 from .kernel import Kernel, Unsupported
 
 
@@ -173,16 +173,6 @@ def emit_unary(k: Kernel, inst: Instruction):
     return _each(k, inst, lambda a: unary(k, inst.opcode, t, a), "a")
 
 
-def emit_cast(k: Kernel, inst: Instruction):
-    src, dst = element_type(inst.slots["a"].type), element_type(inst.results[0].type)
-    return _each(k, inst, lambda a: convert(k, src, dst, a), "a")
-
-
-def emit_scale(k: Kernel, inst: Instruction):
-    t = inst.results[0].type.component
-    return _each(k, inst, lambda a, b: binary(k, "mul", t, a, b), "a", "b")
-
-
 EMITTERS: Dict[str, Callable] = {
     "constant": emit_constant,
     **dict.fromkeys(("group_id", "num_groups", "num_subgroups", "subgroup_size", "subgroup_id",
@@ -191,7 +181,6 @@ EMITTERS: Dict[str, Callable] = {
     **dict.fromkeys(ARITH_UNARY, emit_unary),
     **dict.fromkeys(MATH_UNARY, emit_unary),
     **dict.fromkeys(COMPARISONS, emit_compare),
-    "cast": emit_cast,
-    "cooperative_matrix_scale": emit_scale,
+    **conversion_emitters(convert, binary),
     **COOPMATRIX_EMITTERS,
 }

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
 from ...diagnostics import CompileError, Diagnostic
@@ -20,24 +19,7 @@ from ...ir.types import (BOOL, DYNAMIC, BoolType, CoopMatrixType, GroupType, Mem
                          ScalarType, Type)
 from ...target import ExecConfig, Target
 from .. import simt
-from ..simt import Unsupported
-
-
-@dataclass
-class MemVal:
-    ptr: str
-    shape: List[object]
-    stride: List[object]
-    type: MemrefType
-
-
-@dataclass
-class GroupVal:
-    ptrs: str
-    dope: Optional[str]
-    size: object
-    offset: object
-    type: GroupType
+from ..simt import GroupVal, MemVal, Unsupported
 
 
 def symbol(name: str) -> str:

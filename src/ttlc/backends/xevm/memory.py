@@ -144,16 +144,6 @@ def emit_subview(k: Kernel, inst: Instruction):
     return MemVal(ptr, shape, stride, inst.results[0].type)
 
 
-def emit_expand(k: Kernel, inst: Instruction):
-    m: MemVal = k.get(inst.slots["tensor"])
-    return MemVal(m.ptr, *simt.expand(k, m, inst), inst.results[0].type)
-
-
-def emit_fuse(k: Kernel, inst: Instruction):
-    m: MemVal = k.get(inst.slots["tensor"])
-    return MemVal(m.ptr, *simt.fuse(k, m, inst), inst.results[0].type)
-
-
 EMITTERS: Dict[str, Callable] = {
     "load": emit_load,
     "store": emit_store,
@@ -164,6 +154,5 @@ EMITTERS: Dict[str, Callable] = {
     "associated": emit_associated,
     "size": emit_size,
     "subview": emit_subview,
-    "expand": emit_expand,
-    "fuse": emit_fuse,
+    **simt.VIEW_EMITTERS,
 }
