@@ -165,7 +165,7 @@ def map_batches(kernel, *args, outputs: Union[str, int, Sequence[Union[str, int]
         _COMPILED.setdefault(spec, kernel)
 
     roles, scalars, axes, blocks = [], [], [], []
-    first = None
+    batch_chunks = None  # the first Dask array's, which the others follow
     for i, x in enumerate(args):
         name = f"argument {i} (%{params[i].value.name}) of @{kernel.name}"
         if isinstance(x, da.Array):
@@ -175,9 +175,8 @@ def map_batches(kernel, *args, outputs: Union[str, int, Sequence[Union[str, int]
                 raise ValueError(f"map_batches: {name} has {x.ndim} modes, no batch mode "
                                  f"{batch_axis}")
             axis = batch_axis % x.ndim
-            if first is None:
-                first = x.rechunk({a: -1 for a in range(x.ndim) if a != axis})
-                batch_chunks = first.chunks[axis]
+            if batch_chunks is None:
+                batch_chunks = x.chunks[axis]
             if x.shape[axis] != sum(batch_chunks):
                 raise ValueError(f"map_batches: {name} has {x.shape[axis]} batch entries, "
                                  f"the first Dask array {sum(batch_chunks)}")
