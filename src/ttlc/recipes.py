@@ -3,10 +3,10 @@ and one GEMM whose rows far outnumber its columns.
 
 A recipe writes its program as text in the language (``Recipe.text``), so the same
 kernels compile for every target: a recipe for a target that runs kernels holds the
-compiled module, one for any other target that target's output (``Recipe.artifact``).  Each program has two kernels, as the reference
-implementation's recipes do: ``@gemm`` (C := alpha op(A) op(B) + beta C) and
-``@gemm_beta0`` (beta taken as the constant 0: C is written, never read, so NaN or
-uninitialised memory in C does no harm).  Both take the same arguments (alpha, A, B,
+compiled module, one for any other target that target's output (``Recipe.artifact``).
+Each program has two kernels, as the reference implementation's recipes do: ``@gemm``
+(C := alpha op(A) op(B) + beta C) and ``@gemm_beta0`` (beta taken as the constant 0: C is
+written, never read, so NaN or uninitialised memory in C does no harm).  Both take the same arguments (alpha, A, B,
 beta, C); calling the recipe picks one by beta and computes the grid.
 
 Leading dimensions and batch strides are static by default (packed, column-major), which
