@@ -172,7 +172,8 @@ def main() -> int:
     run.tall()
     summary = {"meta": {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                         "threads": run.threads, "quick": run.quick,
-                        "ttlc": ttlc.__version__, "load_average": os.getloadavg(), "numpy": np.__version__,
+                        "ttlc": ttlc.__version__, "load_average": os.getloadavg(),
+                        "numpy": np.__version__,
                         "torch": getattr(run.torch, "__version__", None)},
                "skipped": run.skipped, "results": run.rows}
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")

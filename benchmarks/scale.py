@@ -106,7 +106,8 @@ def main() -> int:
     speedup = rows[0]["seconds"] / rows[1]["seconds"]
     print(f"  2 workers / 1 worker throughput: {speedup:.2f}x")
     summary = {"meta": {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                        "quick": opts.quick, "cpus": os.cpu_count(), "ttlc": ttlc.__version__, "load_average": os.getloadavg(),
+                        "quick": opts.quick, "cpus": os.cpu_count(), "ttlc": ttlc.__version__,
+                        "load_average": os.getloadavg(),
                         "distributed": distributed.__version__},
                "results": rows, "speedup_2_over_1": speedup}
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -6,8 +6,9 @@ kernels compile for every target: a recipe for a target that runs kernels holds 
 compiled module, one for any other target that target's output (``Recipe.artifact``).
 Each program has two kernels, as the reference implementation's recipes do: ``@gemm``
 (C := alpha op(A) op(B) + beta C) and ``@gemm_beta0`` (beta taken as the constant 0: C is
-written, never read, so NaN or uninitialised memory in C does no harm).  Both take the same arguments (alpha, A, B,
-beta, C); calling the recipe picks one by beta and computes the grid.
+written, never read, so NaN or uninitialised memory in C does no harm).  Both take the
+same arguments (alpha, A, B, beta, C); calling the recipe picks one by beta and computes
+the grid.
 
 Leading dimensions and batch strides are static by default (packed, column-major), which
 gives fully specialised code; ``DYNAMIC`` makes one a run-time value taken from the array.
@@ -253,4 +254,5 @@ def tall_and_skinny(dtype, M_block: int, N: int, K: int, *, M: Optional[int] = N
     return _recipe("tall_and_skinny", text, t, target, checked, BlockGrid(M_block), 0, (0, 2))
 
 
-__all__ = ["DYNAMIC", "BlockGrid", "Recipe", "element_type", "small_gemm_batched", "tall_and_skinny"]
+__all__ = ["DYNAMIC", "BlockGrid", "Recipe", "element_type", "small_gemm_batched",
+           "tall_and_skinny"]
