@@ -141,13 +141,22 @@ def _describe(x) -> str:
 
 def _device(target: str) -> str:
     """The machine the timings were taken on: the CPU model and features and the threads a
-    launch uses for target cpu, the machine's architecture and processor otherwise."""
+    launch uses for target cpu, the platform and device for target opencl, the machine's
+    architecture and processor otherwise."""
     if target == "cpu":
         from .backends.cpu import jit
         from .backends.cpu.module import num_threads
 
         return f"{' '.join(jit.host())} threads {num_threads()}"
-    return f"{platform.machine()} {platform.processor()} cpus {os.cpu_count()}"
+    host = f"{platform.machine()} {platform.processor()} cpus {os.cpu_count()}"
+    if target == "opencl":
+        try:
+            from .backends.opencl import device
+        except ImportError:  # compiling will say what is missing
+            return host
+        found, why = device.find()
+        return f"{host} device {found.name if found is not None else why}"
+    return host
 
 
 def _key(text, kernel, args, grid, target, checked, configs) -> str:
