@@ -46,12 +46,13 @@ test-cpu-models: $(STAMP)
 lit: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/lit -sv tests/lit
 
-# PyTorch and matplotlib for the benchmark suite (the `bench` extra); LIBXSMM comes from the
+# PyTorch and matplotlib for the benchmark suite (the `bench` extra) and Dask for the
+# throughput of ttlc.dask on 1 and 2 local workers (benchmarks/scale.py); LIBXSMM comes from the
 # system (apt-get install libxsmm-dev) and is skipped with a reason when absent
 BENCH_STAMP := $(VENV)/.bench-installed
 
 $(BENCH_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m pip install --quiet -e '.[test,bench,dask]'
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
@@ -59,6 +60,8 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/interp.py
 	$(PY) benchmarks/cpu.py
 	$(PY) benchmarks/suite.py $(BENCH_ARGS)
+	$(PY) benchmarks/recipes.py
+	$(PY) benchmarks/scale.py
 
 # The GPU targets' validators (spirv-val, iree-opt, tileiras, mlir-opt): extras of pyproject.toml,
 # which .ci/run installs too; their tests skip with a reason without them

@@ -64,6 +64,15 @@ DTYPES = {"f32": np.float32, "f64": np.float64}
 TOLERANCE = {"f32": 1e-5, "f64": 1e-12, "bf16": 1e-2}
 
 
+def write_summary(folder: Path, name: str, latest: str, data: dict) -> Path:
+    """Write a benchmark's JSON summary as folder/name and again as folder/latest."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data, indent=1)
+    (folder / name).write_text(text)
+    (folder / latest).write_text(text)
+    return folder / name
+
+
 class Mismatch(AssertionError):
     """A timed implementation computed a wrong result."""
 
@@ -1104,9 +1113,7 @@ def main(argv=None) -> int:
     picture = plot(suite, opts.out / f"suite-{stamp}.png")
     data = summary(suite)
     data["meta"]["load_average"] = {"start": load, "end": os.getloadavg()[0]}
-    path = opts.out / f"suite-{stamp}.json"
-    path.write_text(json.dumps(data, indent=1))
-    (opts.out / "latest.json").write_text(json.dumps(data, indent=1))
+    path = write_summary(opts.out, f"suite-{stamp}.json", "latest.json", data)
     print(f"\nwrote {path}" + (f" and {picture}" if picture else ""))
     if opts.compare:
         compare(suite, opts.compare)

@@ -41,10 +41,10 @@ def __getattr__(name):
         from .runtime import timing
 
         return getattr(timing, name)
-    if name == "types":
+    if name in ("types", "recipes", "dask"):  # ttlc.dask needs the extra ttlc[dask]
         import importlib
 
-        return importlib.import_module(".types", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'ttlc' has no attribute {name!r}")
 
 
@@ -58,7 +58,14 @@ def compile(text_or_program, target: str = "cpu", checked: bool = False,
     return _compile(text_or_program, target, checked, filename, defines)
 
 
+def autotune(text_or_program, kernel, args, configs, grid=(1, 1, 1), **options):
+    """The kernel compiled with the fastest of `configs` (dicts of ``work_group_size``,
+    ``subgroup_size``, ``defines``) for these arguments and grid, the choice remembered on
+    disk (see ``ttlc.tuning.autotune`` for the options)."""
+    from .tuning import autotune as _autotune
+
+    return _autotune(text_or_program, kernel, args, configs, grid, **options)
 
 
-__all__ = ["KernelError", "compile", "Group", "PreparedGroup", "CompileError", "Diagnostic", "Program", "parse", "check", "__version__",
+__all__ = ["KernelError", "compile", "autotune", "recipes", "Group", "PreparedGroup", "CompileError", "Diagnostic", "Program", "parse", "check", "__version__",
            "ProgramBuilder", "Builder", "RegionOp", "types", "bench", "BenchResult"]

@@ -117,3 +117,39 @@ def test_roofline_names_the_limit_that_binds():
     suite.practical_bandwidth(s)
     assert abs(s.limits["bandwidth_gbs"] - 23.04) < 1e-9
     assert s.limits["bandwidth_from"] == "libxsmm batched gemm f64 8x8x8"
+
+
+def _quick(script: str, tmp_path):
+    out = tmp_path / "results"
+    env = dict(os.environ, TTLC_CACHE_DIR=str(tmp_path / "cache"), TTLC_NUM_THREADS="2")
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--quick",
+                           "--out", str(out)], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, out
+
+
+def test_quick_recipes_benchmark_checks_and_writes_ratios(tmp_path):
+    proc, out = _quick("recipes.py", tmp_path)
+    data = json.loads((out / "recipes-latest.json").read_text())
+    recipes = {(r["recipe"], r["dtype"]) for r in data["results"]}
+    assert {(name, t) for name in ("small_gemm_batched", "tall_and_skinny")
+            for t in ("f32", "f64", "c64")} <= recipes
+    for row in data["results"]:
+        assert set(row["ratio"]) == set(row["seconds"]) - {"ttlc"} and "numpy" in row["ratio"]
+        assert all(v > 0 for v in row["seconds"].values())
+    if "libxsmm" not in data["skipped"]:
+        assert any("libxsmm" in r["ratio"] for r in data["results"])
+    if importlib.util.find_spec("torch") is None:
+        assert data["skipped"]["torch"]
+    assert "vs numpy" in proc.stdout
+
+
+def test_quick_scale_benchmark_reports_1_and_2_workers(tmp_path):
+    if importlib.util.find_spec("distributed") is None:
+        pytest.skip("benchmarks/scale.py needs the extra ttlc[dask]")
+    proc, out = _quick("scale.py", tmp_path)
+    data = json.loads((out / "scale-latest.json").read_text())
+    assert [r["workers"] for r in data["results"]] == [1, 2]
+    assert all(r["entries_per_s"] > 0 for r in data["results"])
+    assert "2 workers / 1 worker throughput" in proc.stdout

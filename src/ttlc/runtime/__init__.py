@@ -15,6 +15,9 @@ INT64_MAX = 2**63 - 1
 class Kernel:
     """One function of a compiled module; call it with the kernel's arguments and a grid."""
 
+    #: how ``ttlc.autotune`` chose its configuration (``ttlc.tuning.Tuning``), else None
+    tuning = None
+
     def __init__(self, module: "Module", func: Function):
         self.module = module
         self.func = func

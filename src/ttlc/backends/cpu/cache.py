@@ -1,7 +1,8 @@
 """The disk cache of compiled code.
 
 Entries live in ``$TTLC_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/ttlc`` (default
-``~/.cache/ttlc``), one file per key under a folder per target (``cpu/<key>.o``).
+``~/.cache/ttlc``), one file per key under a folder per target (``cpu/<key>.o``; other
+users of this format, such as ``ttlc.autotune``, keep their own folder and suffix).
 ``TTLC_CACHE=0`` disables the cache (nothing is read or written).
 
 A key is the SHA-256 of everything the code depends on (``key(...)``): the program, the
@@ -45,15 +46,15 @@ def key(*parts: str) -> str:
     return h.hexdigest()
 
 
-def path(target: str, k: str) -> Path:
-    return directory() / target / f"{k}.o"
+def path(target: str, k: str, suffix: str = ".o") -> Path:
+    return directory() / target / f"{k}{suffix}"
 
 
-def load(target: str, k: str) -> Optional[bytes]:
+def load(target: str, k: str, suffix: str = ".o") -> Optional[bytes]:
     """The payload stored under the key, or None (missing, disabled or damaged)."""
     if not enabled():
         return None
-    p = path(target, k)
+    p = path(target, k, suffix)
     try:
         data = p.read_bytes()
     except OSError:
@@ -69,11 +70,11 @@ def load(target: str, k: str) -> Optional[bytes]:
     return None
 
 
-def store(target: str, k: str, payload: bytes) -> bool:
+def store(target: str, k: str, payload: bytes, suffix: str = ".o") -> bool:
     """Write an entry atomically; False when the cache is disabled or not writable."""
     if not enabled():
         return False
-    p = path(target, k)
+    p = path(target, k, suffix)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{k[:16]}.", suffix=".tmp", dir=p.parent)
