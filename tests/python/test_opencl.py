@@ -303,6 +303,66 @@ def test_a_branch_on_the_subgroup_id_is_taken_by_the_whole_subgroup(shape):
         assert np.array_equal(C, want), f"n={n}"
 
 
+
+NARROW_ATOMICS = """func @k(%A: memref<T x5>, %V: memref<T x64>, %L: memref<T x3>)
+        attributes {subgroup_size=16, work_group_size=[32,2]} {
+    %tmp = alloca : memref<T x3, local>
+    %z = constant 0 : index
+    %one = constant 1 : index
+    %two = constant 2 : index
+    %three = constant 3 : index
+    %four = constant 4 : index
+    %l0 = load %L[%one] : T
+    store %l0, %tmp[%one]
+    barrier.local
+    parallel {
+        %x = subgroup_linear_id : i32
+        %l = subgroup_local_id : i32
+        %s = constant 16 : i32
+        %xs = mul %x, %s : i32
+        %w = add %xs, %l : i32
+        %wi = cast %w : index
+        %v = load %V[%wi] : T
+        %a = atomic_add %v, %A[%one] : T
+        %b = atomic_max.device %v, %A[%three] : T
+        %c = atomic_min %v, %A[%four] : T
+        %d = atomic_add %v, %tmp[%one] : T
+    }
+    barrier.local
+    %e = atomic_load %tmp[%one] : T
+    store %e, %L[%one]
+    %f = atomic_add %e, %A[%z] : T
+    atomic_store %f, %A[%two]
+}
+"""
+
+
+@needs_device
+@pytest.mark.parametrize("t", ["i8", "i16", "f16", "bf16"])
+def test_narrow_atomics_agree_with_the_interpreter(t):
+    """Compare-and-swap loops on the 32-bit word (docs/spirv.md): 64 work-items update
+    neighbouring elements of one word at once; local memory; collective code (one update,
+    its previous value for all).  Quarters keep the float sums exact in any order."""
+    import ml_dtypes
+
+    dtype = {"i8": np.int8, "i16": np.int16, "f16": np.float16, "bf16": ml_dtypes.bfloat16}[t]
+    quarter = 1 if t.startswith("i") else 4
+    values = np.random.default_rng(3).integers(-8, 9, 64) / quarter
+
+    def make_args():
+        return [np.array([5, -7, 9, 11, -13], dtype), values.astype(dtype),
+                np.array([1, 2, 3], dtype)]
+
+    text = NARROW_ATOMICS.replace("T ", t).replace(": T", f": {t}")
+    assert_agree(text, make_args)
+    A, _, L = make_args()
+    ttlc.compile(text, target="opencl")["k"](A, values.astype(dtype), L)
+    total = values.sum()  # NumPy, by hand: the sum of all updates, exact in quarters
+    assert float(L[1]) == 2 + total and float(A[1]) == -7 + total
+    assert float(A[2]) == 5 and float(A[0]) == 5 + 2 + total
+    assert float(A[3]) == max(11, values.max()) and float(A[4]) == min(-13, values.min())
+
+
 def _cases():
     for seed in range(SEEDS):
         for size in SIZES:
