@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -389,6 +390,37 @@ def test_generated_programs_agree(seed, size):
         pytest.xfail(KNOWN[(seed, size)])
     outcome = compare_case(dataclasses.replace(case, text=text), "interp", "opencl")
     assert outcome.ok, outcome.report()
+
+
+@needs_device
+def test_what_the_device_lacks_is_a_compile_error_naming_instruction_and_device(monkeypatch):
+    """A device without cl_khr_fp64 and 64-bit atomics, offering subgroups of 8 and 16."""
+    from ttlc.backends.opencl import device
+
+    dev, _ = device.find()
+    monkeypatch.setattr(dev, "extensions", dev.extensions - {"cl_khr_fp64",
+                                                             "cl_khr_int64_base_atomics"})
+    monkeypatch.setattr(dev, "subgroup_sizes", (8, 16))
+    on = rf"target spirv \(opencl on {re.escape(dev.name)}\), which has"
+    program = """func @k(%A: memref<f32x4>, %B: memref<i64x2>) attributes {subgroup_size=S} {
+    %i = constant 0 : index
+    %c = load %A[%i] : f32
+    BODY
+}
+"""
+    f64 = "%d = cast %c : f64\n    %e = cast %d : f32\n    store %e, %A[%i]"
+    i64 = "%j = constant 1 : i64\n    %d = atomic_add %j, %B[%i] : i64"
+    wants = [("16", f64, 4, rf"cast: type f64: not supported by {on} i8, i16, i32, i64, index, "
+                            r"bf16, f16, f32, c32$"),
+             ("8", i64, 5, rf"atomic_add: atomics on i64: not supported by {on} them on i8, "
+                           r"i16, i32, bf16, f16, f32, c32$"),
+             ("32", "store %c, %A[%i]", 1, r"subgroup size 32 is not supported by target "
+                                           rf"opencl on {re.escape(dev.name)} \(supported: 16, 8\)")]
+    for size, body, line, message in wants:
+        with pytest.raises(ttlc.CompileError) as e:
+            ttlc.compile(program.replace("S", size).replace("BODY", body), target="opencl")
+        assert e.value.diagnostics[0][0] == line, str(e.value)
+        assert re.search(message, e.value.diagnostics[0][3]), e.value.diagnostics[0][3]
 
 
 def test_a_missing_device_is_a_compile_error_saying_what_to_install(monkeypatch):

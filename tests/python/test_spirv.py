@@ -204,9 +204,22 @@ def test_a_type_the_target_lacks_is_an_error_naming_instruction_and_target():
     assert e.value.diagnostics[0][0] == 4
     assert "target spirv (opencl)" in str(e.value) and "cast: type f64" in str(e.value)
     program = ttlc.parse("func @k(%B: memref<f64x4>) {}")
-    with pytest.raises(ttlc.CompileError, match=r"target spirv \(opencl\) yet: argument %B: "
-                                                r"type f64"):
+    with pytest.raises(ttlc.CompileError, match=r"argument %B: type f64: not supported by "
+                                                r"target spirv \(opencl\), which has i32, "
+                                                r"index, f32"):
         codegen.generate(codegen.lower(program, machine), machine)
+
+
+def test_atomics_on_a_type_the_target_lacks_are_an_error_naming_instruction_and_target():
+    machine = dataclasses.replace(get_target("opencl"), atomic_types=("i32", "f32"))
+    program = ttlc.parse("func @k(%A: memref<i64x4>) {\n    %i = constant 0 : index\n"
+                         "    %v = constant 1 : i64\n    parallel {\n"
+                         "        %o = atomic_max %v, %A[%i] : i64\n    }\n}\n")
+    with pytest.raises(ttlc.CompileError) as e:
+        codegen.generate(codegen.lower(program, machine), machine)
+    assert e.value.diagnostics[0][0] == 5
+    assert ("atomic_max: atomics on i64: not supported by target spirv (opencl), which has "
+            "them on i32, f32") in str(e.value)
 
 
 NARROW_ATOMICS = """func @k(%A: memref<T x4>, %v: T) attributes {subgroup_size=16} {

@@ -34,7 +34,8 @@ def parameters(k: Kernel) -> List[Tuple[int, str]]:
         try:
             out.extend(_parameter(k, arg.value.type, arg.value.name))
         except Unsupported as e:
-            raise Unsupported(None, f"argument %{arg.value.name}: {e.args[1]}") from None
+            raise type(e)(None, f"argument %{arg.value.name}: {e.args[1]}", *e.args[2:]) \
+                from None
     return out
 
 

@@ -66,8 +66,7 @@ def generate(program: Program, machine: Target) -> Module:
         try:
             define_kernel(k)
         except Unsupported as e:
-            inst, what = e.args
-            raise k.error(what, inst) from None
+            raise k.error(e) from None
     return module
 
 

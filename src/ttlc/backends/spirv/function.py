@@ -26,6 +26,11 @@ from ..simt import GroupVal, MemVal, Unsupported
 from .builder import Enum, Inst, Lit, Module, float_text, opencl_std
 
 
+class Lacking(Unsupported):
+    """What the target description does not offer (a type, atomics on a type), rather than
+    what this back end does not translate yet: (instruction or None, what, what it has)."""
+
+
 @dataclass(frozen=True)
 class Cplx:
     """A complex number: the ids of its real and imaginary parts (``cplx``)."""
@@ -154,8 +159,7 @@ class Kernel:
 
     def supported(self, t: ScalarType) -> None:
         if self.target.types is not None and t.name not in self.target.types:
-            raise Unsupported(self.current, f"type {t} (the target has "
-                                            f"{', '.join(self.target.types)})")
+            raise Lacking(self.current, f"type {t}", ", ".join(self.target.types))
 
     def components(self, t: CoopMatrixType) -> int:
         """Components of a coopmatrix each work-item holds (the language's layout, which
@@ -309,9 +313,14 @@ class Kernel:
         return simt.emit_region(self, region)
 
     # ---- errors ------------------------------------------------------------------------------
-    def error(self, what: str, inst: Optional[Instruction]) -> CompileError:
+    def error(self, e: Unsupported) -> CompileError:
+        inst, what = e.args[:2]
         loc = inst.loc if inst is not None else self.func.loc
         name = f"{inst.opcode}: " if inst is not None else ""
-        return CompileError([Diagnostic(loc, f"not supported on target spirv "
-                                             f"({self.target.name}) yet: {name}{what}")],
-                            self.program.source, self.program.filename)
+        if isinstance(e, Lacking):
+            message = (f"{name}{what}: not supported by target spirv ({self.target.name}), "
+                       f"which has {e.args[2]}")
+        else:
+            message = f"not supported on target spirv ({self.target.name}) yet: {name}{what}"
+        return CompileError([Diagnostic(loc, message)], self.program.source,
+                            self.program.filename)

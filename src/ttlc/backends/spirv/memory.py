@@ -25,7 +25,8 @@ from .abi import member
 from .builder import Enum
 from .arith import binary, convert
 from .subgroup import wide_type
-from .function import Cplx, GroupVal, Kernel, MemVal, Static, Unsupported, storage_class
+from .function import (Cplx, GroupVal, Kernel, Lacking, MemVal, Static, Unsupported,
+                       storage_class)
 
 
 def address(k: Kernel, m: MemVal, indices: List) -> int:
@@ -84,8 +85,7 @@ def _element(k: Kernel, inst: Instruction) -> ScalarType:
     """The element type of an atomic instruction, if this back end has atomics on it."""
     t: ScalarType = k.get(inst.slots["tensor"]).type.element
     if k.target.atomic_types is not None and t.name not in k.target.atomic_types:
-        raise Unsupported(inst, f"atomics on {t} (the target has them on "
-                                f"{', '.join(k.target.atomic_types)})")
+        raise Lacking(inst, f"atomics on {t}", f"them on {', '.join(k.target.atomic_types)}")
     return t
 
 
