@@ -364,6 +364,70 @@ def test_narrow_atomics_agree_with_the_interpreter(t):
     assert float(A[3]) == max(11, values.max()) and float(A[4]) == min(-13, values.min())
 
 
+
+XE_MEMORY = """func @k(%E: memref<f32x?x?>, %G: memref<f32x16x8>, %H: memref<f16x4x16>,
+                    %I: memref<f16x4x16>, %P: memref<f32x4x3>, %Q: memref<f32x4x3>)
+        attributes {subgroup_size=16, work_group_size=[16,1]} {
+    parallel {
+        %z = constant 0 : index
+        %o = constant 1 : index
+        %e = cooperative_matrix_load %E[%o, %z] : coopmatrix<f32x16x8, matrix_acc>
+        cooperative_matrix_store %e, %G[%z, %z]
+        %h = cooperative_matrix_load %H[%z, %z] : coopmatrix<f16x4x16, matrix_a>
+        cooperative_matrix_store %h, %I[%z, %z]
+        %p = cooperative_matrix_load %P[%z, %z] : coopmatrix<f32x4x3, matrix_acc>
+        cooperative_matrix_store %p, %Q[%z, %z]
+    }
+}
+"""
+
+
+@needs_device
+def test_the_generic_path_of_xe_block_loads_and_stores_runs(monkeypatch):
+    """Target spirv-pvc's loads and stores that could be 2-D block accesses, on the path
+    taken where the block conditions fail at run time (forced here: Intel's CPU runtime
+    has no 2-D block IO), run through the CPU runtime; a padded tile (4 x 3) included."""
+    from ttlc.backends.opencl import device, module
+    from ttlc.backends.spirv import xe
+    from ttlc.target import get_target
+
+    monkeypatch.setattr(xe, "_blockable", lambda k, t, m: False)
+    dev, _ = device.find()
+    compiled = module.OpenCLModule(ttlc.check(XE_MEMORY), dev.target(get_target("pvc")), dev)
+    assert b"INTEL" not in compiled.binary  # nothing the CPU runtime lacks
+    E = np.asfortranarray(np.arange(20 * 9, dtype=np.float32).reshape(20, 9))
+    H = np.asfortranarray(np.arange(64, dtype=np.float16).reshape(4, 16))
+    P = np.asfortranarray(np.arange(12, dtype=np.float32).reshape(4, 3))
+    G, I, Q = (np.zeros_like(x, order="F") for x in (E[:16, :8], H, P))
+    compiled["k"](E, G, H, I, P, Q)
+    assert np.array_equal(G, E[1:17, :8]) and np.array_equal(I, H) and np.array_equal(Q, P)
+
+
+@needs_device
+def test_the_xe_program_runs_on_the_generic_path_of_target_opencl():
+    """What target spirv-pvc gives DPAS (f16 products) is lowered generically for target
+    opencl, which runs it; compared with the interpreter."""
+    text = """func @k(%A: memref<f16x32x32>, %B: memref<f16x32x16>, %C: memref<f32x32x16>)
+            attributes {subgroup_size=16} {
+        parallel {
+            %z = constant 0 : index
+            %a = cooperative_matrix_load %A[%z, %z] : coopmatrix<f16x32x32, matrix_a>
+            %b = cooperative_matrix_load %B[%z, %z] : coopmatrix<f16x32x16, matrix_b>
+            %c = cooperative_matrix_load %C[%z, %z] : coopmatrix<f32x32x16, matrix_acc>
+            %d = cooperative_matrix_mul_add %a, %b, %c : coopmatrix<f32x32x16, matrix_acc>
+            cooperative_matrix_store %d, %C[%z, %z]
+        }
+    }
+    """
+    rng = np.random.default_rng(5)
+    A, B, C = (np.asfortranarray(rng.integers(-4, 5, s)) for s in ((32, 32), (32, 16), (32, 16)))
+    assert_agree(text, lambda: [A.astype(np.float16), B.astype(np.float16),
+                                C.astype(np.float32)])
+    got = C.astype(np.float32)
+    ttlc.compile(text, target="opencl")["k"](A.astype(np.float16), B.astype(np.float16), got)
+    assert np.array_equal(got, A @ B + C)  # NumPy; small integers are exact
+
+
 def _cases():
     for seed in range(SEEDS):
         for size in SIZES:

@@ -325,3 +325,112 @@ def test_cli_writes_the_binary_and_the_text(tmp_path):
                              text=True)
     assert "work_group_size" in lowered.stdout
     ttlc.check(lowered.stdout)  # the lowered stage is a valid program
+
+
+# ---- Intel Xe fast paths: target spirv-pvc (docs/spirv.md) -------------------------------------
+XE = """func @k(%A: memref<f16x32x32>, %B: memref<f16x32x16>, %C: memref<f32x32x16>,
+            %E: memref<f32x16x8>, %F: memref<f32x16x16>) attributes {subgroup_size=16} {
+    %tmp = alloca : memref<f32x16x8, local>
+    parallel {
+        %z = constant 0 : index
+        %a = cooperative_matrix_load %A[%z, %z] : coopmatrix<f16x32x32, matrix_a>
+        %b = cooperative_matrix_load %B[%z, %z] : coopmatrix<f16x32x16, matrix_b>
+        %c = cooperative_matrix_load %C[%z, %z] : coopmatrix<f32x32x16, matrix_acc>
+        %d = cooperative_matrix_mul_add %a, %b, %c : coopmatrix<f32x32x16, matrix_acc>
+        cooperative_matrix_store %d, %C[%z, %z]
+        %e = cooperative_matrix_load %E[%z, %z] : coopmatrix<f32x16x8, matrix_acc>
+        cooperative_matrix_store %e, %tmp[%z, %z]
+        %g = cooperative_matrix_load %tmp[%z, %z] : coopmatrix<f32x16x8, matrix_acc>
+        cooperative_matrix_store %g, %E[%z, %z]
+        %f = cooperative_matrix_load %F[%z, %z] : coopmatrix<f32x16x16, matrix_a>
+        %h = cooperative_matrix_load %F[%z, %z] : coopmatrix<f32x16x16, matrix_b>
+        %j = cooperative_matrix_load %F[%z, %z] : coopmatrix<f32x16x16, matrix_acc>
+        %i = cooperative_matrix_mul_add %f, %h, %j : coopmatrix<f32x16x16, matrix_acc>
+        cooperative_matrix_store %i, %F[%z, %z]
+    }
+}
+"""
+
+
+def test_xe_fast_paths_are_taken_where_shapes_and_types_allow(tmp_path):
+    """DPAS for the f16 product (M/16 * N/8 * K/16 = 2*2*2 instructions), none for the f32
+    one; block loads for A and B (two blocks of 16 rows each: 64 bytes wide), E and F
+    (one each, F three times) but not for C (32 f32 rows are 128 bytes); block stores for
+    E and F; the local memref and C take the generic path."""
+    program = ttlc.check(XE)
+    machine = get_target("pvc")
+    module = codegen.generate(codegen.lower(program, machine), machine)
+    validate(module, tmp_path)
+    text = module.text()
+    assert text.count("OpSubgroupMatrixMultiplyAccumulateINTEL") == 8
+    assert text.count("MatrixAPackedFloat16INTEL|MatrixBPackedFloat16INTEL") == 8
+    assert text.count("OpSubgroup2DBlockLoadINTEL") == 2 + 2 + 1 + 3
+    assert text.count("OpSubgroup2DBlockStoreINTEL") == 2
+    assert 'OpExtension "SPV_INTEL_subgroup_matrix_multiply_accumulate"' in text
+    assert 'OpExtension "SPV_INTEL_2d_block_io"' in text
+    # target spirv (no matrix unit): the generic path only
+    generic = compile_module(XE).text()
+    assert "INTEL" not in generic
+
+
+def test_dpas_plan_computes_the_product_in_the_language_layout():
+    """Each work-item's registers (the language's layout) fed to DPAS as
+    SPV_INTEL_subgroup_matrix_multiply_accumulate maps operands to lanes give A B + C
+    (NumPy, the extension's mapping written out here)."""
+    import numpy as np
+
+    from ttlc.backends.spirv import xe
+    from ttlc.ir.layout import layout_of
+    from ttlc.ir.types import SCALAR_TYPES, CoopMatrixType
+
+    for ab, M, K, N, k in (("f16", 32, 32, 16, 16), ("bf16", 16, 16, 32, 16),
+                           ("i8", 16, 64, 32, 32)):
+        acc = "i32" if ab == "i8" else "f32"
+        ta, tb, tc = (CoopMatrixType(SCALAR_TYPES[c], r, n, use) for c, r, n, use in (
+            (ab, M, K, "matrix_a"), (ab, K, N, "matrix_b"), (acc, M, N, "matrix_acc")))
+        rng = np.random.default_rng(0)
+        A, B, C = (rng.integers(-5, 6, s) for s in ((M, K), (K, N), (M, N)))
+        regs = [X[layout_of(t, 16).tables[0], layout_of(t, 16).tables[1]]
+                for X, t in ((A, ta), (B, tb), (C, tc))]
+        Ar, Br, Cr = regs[0], regs[1], regs[2].copy()  # [lane, register]
+        P, E = k // 16, 32 // SCALAR_TYPES[ab].bits
+        for d in xe.plan(ta, tb, tc, k, 16):
+            # DPAS A (8 x k): lane j gives columns P j .. P j + P - 1, lowest bits first
+            Ad = np.array([[Br[j][d.a[r][q]] for j in range(16) for q in range(P)]
+                           for r in range(8)])
+            # DPAS B (k x 16): lane m gives column m, E rows per 32-bit word
+            Bd = np.array([[Ar[m][d.b[w][e]] for m in range(16)]
+                           for w in range(k // E) for e in range(E)])
+            Cd = np.array([[Cr[m][d.c[r]] for m in range(16)] for r in range(8)])
+            Dd = Ad @ Bd + Cd
+            for r in range(8):
+                Cr[:, d.c[r]] = Dd[r]
+        D = np.zeros((M, N), int)
+        rows, cols, _ = layout_of(tc, 16).tables
+        D[rows, cols] = Cr
+        assert np.array_equal(D, A @ B + C), ab
+
+
+@pytest.mark.parametrize("rows,cols,S", [(16, 8, 16), (32, 32, 16), (8, 8, 16), (4, 16, 16),
+                                         (16, 4, 32), (64, 2, 16)])
+def test_block_io_hands_each_lane_its_elements_of_the_language_layout(rows, cols, S):
+    """A column-major tile as row-major blocks (a block row is a column of the tile) of
+    width min(rows, S): SPV_INTEL_2d_block_io's mapping of block elements to lanes,
+    written out here, agrees with ttlc.ir.layout."""
+    from ttlc.backends.spirv import xe
+    from ttlc.ir.layout import layout_of
+    from ttlc.ir.types import F32, CoopMatrixType
+
+    t = CoopMatrixType(F32, rows, cols, "matrix_acc")
+    width, count, per_block = xe.block_shape(t, S)
+    lay = layout_of(t, S)
+    assert count * per_block == lay.registers
+    for block in range(count):
+        for lane in range(S):
+            for g in range(per_block):
+                if width >= S:  # one element of each block row per lane
+                    block_row, element = g, lane
+                else:  # S / width block rows per register, in lane order
+                    block_row, element = g * (S // width) + lane // width, lane % width
+                want = (block * width + element, block_row)
+                assert tuple(map(int, lay.element(lane, block * per_block + g))) == want

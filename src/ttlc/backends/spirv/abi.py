@@ -87,6 +87,7 @@ def define_kernel(k: Kernel) -> None:
         if name:
             m.name(ids[-1], name)
     k.block(m.id())
+    k.variables_at = len(m.sections["function"])
     bind_arguments(k, ids)
     k.emit_region(func.body)
     k.op("Return", None)

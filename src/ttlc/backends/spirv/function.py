@@ -75,6 +75,8 @@ class Kernel:
         self.label: int = 0
         #: the OpEntryPoint of the kernel, whose interface lists the built-ins it uses
         self.entry: Optional[Inst] = None
+        #: where the next Function variable goes in the function section (``variable``)
+        self.variables_at = 0
 
     # ---- types -------------------------------------------------------------------------------
     def scalar(self, t: Type) -> int:
@@ -203,6 +205,16 @@ class Kernel:
         return self.const(self.i32(), value, 32)
 
     # ---- instructions ------------------------------------------------------------------------
+    def variable(self, type_id: int) -> int:
+        """A pointer to a new Function variable of the type (declared, as SPIR-V asks, at
+        the start of the function's first block)."""
+        var = self.m.id()
+        self.m.sections["function"].insert(self.variables_at, Inst(
+            "Variable", self.m.type_pointer("Function", type_id), var,
+            [Enum("StorageClass", "Function")]))
+        self.variables_at += 1
+        return var
+
     def op(self, name: str, result_type: Optional[int], *operands) -> int:
         """Append an instruction to the function; its result id (None without a type)."""
         rid = self.m.id() if result_type is not None else None
