@@ -405,28 +405,21 @@ def test_the_generic_path_of_xe_block_loads_and_stores_runs(monkeypatch):
 
 @needs_device
 def test_the_xe_program_runs_on_the_generic_path_of_target_opencl():
-    """What target spirv-pvc gives DPAS (f16 products) is lowered generically for target
-    opencl, which runs it; compared with the interpreter."""
-    text = """func @k(%A: memref<f16x32x32>, %B: memref<f16x32x16>, %C: memref<f32x32x16>)
-            attributes {subgroup_size=16} {
-        parallel {
-            %z = constant 0 : index
-            %a = cooperative_matrix_load %A[%z, %z] : coopmatrix<f16x32x32, matrix_a>
-            %b = cooperative_matrix_load %B[%z, %z] : coopmatrix<f16x32x16, matrix_b>
-            %c = cooperative_matrix_load %C[%z, %z] : coopmatrix<f32x32x16, matrix_acc>
-            %d = cooperative_matrix_mul_add %a, %b, %c : coopmatrix<f32x32x16, matrix_acc>
-            cooperative_matrix_store %d, %C[%z, %z]
-        }
-    }
-    """
-    rng = np.random.default_rng(5)
-    A, B, C = (np.asfortranarray(rng.integers(-4, 5, s)) for s in ((32, 32), (32, 16), (32, 16)))
-    assert_agree(text, lambda: [A.astype(np.float16), B.astype(np.float16),
-                                C.astype(np.float32)])
-    got = C.astype(np.float32)
-    ttlc.compile(text, target="opencl")["k"](A.astype(np.float16), B.astype(np.float16), got)
-    assert np.array_equal(got, A @ B + C)  # NumPy; small integers are exact
+    """The program whose paths test_spirv checks for target spirv-pvc (DPAS, block IO) is
+    lowered generically for target opencl, which runs it: compared with the interpreter
+    and NumPy (small integers keep every sum exact)."""
+    from test_spirv import XE
 
+    rng = np.random.default_rng(5)
+    shapes = [((32, 32), np.float16), ((32, 16), np.float16), ((32, 16), np.float32),
+              ((16, 8), np.float32), ((16, 16), np.float32)]
+    data = [np.asfortranarray(rng.integers(-4, 5, s).astype(t)) for s, t in shapes]
+    assert_agree(XE, lambda: [x.copy(order="F") for x in data])
+    got = [x.copy(order="F") for x in data]
+    ttlc.compile(XE, target="opencl")["k"](*got)
+    A, B, C, E, F = (x.astype(np.float64) for x in data)
+    assert np.array_equal(got[2], A @ B + C) and np.array_equal(got[3], E)
+    assert np.array_equal(got[4], F @ F + F)
 
 def _cases():
     for seed in range(SEEDS):

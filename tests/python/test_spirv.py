@@ -61,8 +61,8 @@ def validate(module: Module, tmp_path) -> None:
 
 
 @functools.lru_cache(maxsize=16)
-def compile_module(text: str) -> Module:
-    machine = get_target("opencl")
+def compile_module(text: str, machine_name: str = "opencl") -> Module:
+    machine = get_target(machine_name)
     return codegen.generate(codegen.lower(ttlc.check(text) or ttlc.parse(text), machine), machine)
 
 
@@ -265,10 +265,10 @@ def _programs(paths):
         yield path.relative_to(ROOT).as_posix(), text
 
 
-def _outcome(text: str, tmp_path) -> str:
+def _outcome(text: str, tmp_path, machine: str = "opencl") -> str:
     """'valid', or 'unsupported' for a documented CompileError (anything else fails)."""
     try:
-        module = compile_module(text)
+        module = compile_module(text, machine)
     except ttlc.CompileError as e:
         assert DOCUMENTED.search(str(e)), str(e)
         return "unsupported"
@@ -276,9 +276,10 @@ def _outcome(text: str, tmp_path) -> str:
     return "valid"
 
 
+@pytest.mark.parametrize("machine", ["opencl", "pvc"])  # targets spirv and spirv-pvc
 @pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.ir")), ids=lambda p: p.name)
-def test_examples_validate(path, tmp_path):
-    assert _outcome(path.read_text(), tmp_path) == "valid"
+def test_examples_validate(path, machine, tmp_path):
+    assert _outcome(path.read_text(), tmp_path, machine) == "valid"
 
 
 #: lit programs that check but are refused, and why (docs/spirv.md, "Not supported yet")
@@ -371,6 +372,30 @@ def test_xe_fast_paths_are_taken_where_shapes_and_types_allow(tmp_path):
     # target spirv (no matrix unit): the generic path only
     generic = compile_module(XE).text()
     assert "INTEL" not in generic
+
+
+@pytest.mark.parametrize("ab,acc,k", [("bf16", "f32", 16), ("i8", "i32", 32)])
+def test_dpas_of_bf16_and_i8_validates(ab, acc, k, tmp_path):
+    text = f"""func @k(%A: memref<{ab}x16x{k}>, %B: memref<{ab}x{k}x16>, %C: memref<{acc}x16x16>)
+            attributes {{subgroup_size=16}} {{
+        parallel {{
+            %z = constant 0 : index
+            %a = cooperative_matrix_load %A[%z, %z] : coopmatrix<{ab}x16x{k}, matrix_a>
+            %b = cooperative_matrix_load %B[%z, %z] : coopmatrix<{ab}x{k}x16, matrix_b>
+            %c = cooperative_matrix_load %C[%z, %z] : coopmatrix<{acc}x16x16, matrix_acc>
+            %d = cooperative_matrix_mul_add %a, %b, %c : coopmatrix<{acc}x16x16, matrix_acc>
+            cooperative_matrix_store %d, %C[%z, %z]
+        }}
+    }}
+    """
+    machine = get_target("pvc")
+    module = codegen.generate(codegen.lower(ttlc.check(text), machine), machine)
+    validate(module, tmp_path)
+    flags = {"bf16": "MatrixAPackedBFloat16INTEL|MatrixBPackedBFloat16INTEL",
+             "i8": "MatrixASignedComponentsINTEL|MatrixBSignedComponentsINTEL|"
+                   "MatrixAPackedInt8INTEL|MatrixBPackedInt8INTEL"}[ab]
+    assert module.text().count("OpSubgroupMatrixMultiplyAccumulateINTEL") == 2
+    assert module.text().count(flags) == 2
 
 
 def test_dpas_plan_computes_the_product_in_the_language_layout():

@@ -257,18 +257,32 @@ class Kernel:
         local = self.builtin("LocalInvocationId")
         x, y = (self.op("CompositeExtract", i64, local, Lit(d)) for d in (0, 1))
         first = self.op("IEqual", bt, self.op("BitwiseOr", i64, x, y), self.c64(0))
-        then, merge, pre = self.m.id(), self.m.id(), self.label
-        self.op("SelectionMerge", None, merge, Enum("SelectionControl", "None"))
-        self.op("BranchConditional", None, first, then, merge)
-        self.block(then)
-        r = make()
-        end = self.label
-        self.branch(merge)
-        self.block(merge)
-        undef = self.m.unique("Undef", type_id)
-        phi = self.op("Phi", type_id, r, end, undef, pre)
+        [phi] = self.select(first, lambda: [make()], [type_id],
+                            [self.m.unique("Undef", type_id)])
         origin = self.m.null(self.m.type_vector(i64, 3))
         return self.op("GroupBroadcast", type_id, self.c32(2), phi, origin)
+
+    def select(self, cond: int, then: Callable[[], List[int]], types: List[int],
+               otherwise) -> List[int]:
+        """A structured selection: the values then() gives where cond holds, else those
+        ``otherwise`` gives (a function emitted in the other branch, or a list of ids
+        defined before), one OpPhi each."""
+        then_label, merge = self.m.id(), self.m.id()
+        other_label = self.m.id() if callable(otherwise) else merge
+        pre = self.label
+        self.op("SelectionMerge", None, merge, Enum("SelectionControl", "None"))
+        self.op("BranchConditional", None, cond, then_label, other_label)
+        incoming = []
+        for label, make in ((then_label, then), (other_label, otherwise)):
+            if not callable(make):
+                incoming.append((make, pre))
+                continue
+            self.block(label)
+            incoming.append((make(), self.label))
+            self.branch(merge)
+        self.block(merge)
+        (a, a_end), (b, b_end) = incoming
+        return [self.op("Phi", t, x, a_end, y, b_end) for t, x, y in zip(types, a, b)]
 
     # ---- index arithmetic on static or dynamic sizes --------------------------------------------
     static = Static

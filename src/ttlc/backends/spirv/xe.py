@@ -142,10 +142,10 @@ def _blockable(k: Kernel, t: CoopMatrixType, m: MemVal) -> bool:
 
 
 def _access(k: Kernel, inst: Instruction, t: CoopMatrixType, m: MemVal,
-            block: Callable[[int, int, int, int, int], List[int]],
+            block: Callable[[int, int, int, int], List[int]],
             generic: Callable[[], List[int]], types: List[int]) -> List[int]:
-    """block(base, x, pitch, cols, width) on the block path where the run-time conditions
-    hold, else generic(); the values both give (one OpPhi each)."""
+    """block(base, x, pitch, cols) on the block path where the run-time conditions hold,
+    else generic(); the values both give (one OpPhi each)."""
     if not _blockable(k, t, m):
         return generic()
     size = t.component.bits // 8
@@ -163,21 +163,13 @@ def _access(k: Kernel, inst: Instruction, t: CoopMatrixType, m: MemVal,
     ok = tests[0]
     for x in tests[1:]:
         ok = k.op("LogicalAnd", bt, ok, x)
-    fast, slow, merge = k.m.id(), k.m.id(), k.m.id()
-    k.op("SelectionMerge", None, merge, Enum("SelectionControl", "None"))
-    k.op("BranchConditional", None, ok, fast, slow)
-    k.block(fast)
-    base = k.op("ConvertUToPtr", k.pointer(m.type), k.op("ISub", i64, addr, skew))
-    x = k.op("UConvert", i32, k.op("UDiv", i64, skew, k.c64(size)))
-    got = block(base, x, k.op("UConvert", i32, pitch), k.c32(t.cols), k.c32(min(t.rows, k.S)))
-    fast_end = k.label
-    k.branch(merge)
-    k.block(slow)
-    other = generic()
-    slow_end = k.label
-    k.branch(merge)
-    k.block(merge)
-    return [k.op("Phi", ty, g, fast_end, o, slow_end) for ty, g, o in zip(types, got, other)]
+
+    def fast():
+        base = k.op("ConvertUToPtr", k.pointer(m.type), k.op("ISub", i64, addr, skew))
+        x = k.op("UConvert", i32, k.op("UDiv", i64, skew, k.c64(size)))
+        return block(base, x, k.op("UConvert", i32, pitch), k.c32(t.cols))
+
+    return k.select(ok, fast, types, generic)
 
 
 def block_shape(t: CoopMatrixType, S: int) -> Tuple[int, int, int]:
@@ -225,23 +217,12 @@ def _generic(k: Kernel, inst: Instruction, t: CoopMatrixType, m: MemVal,
 
 
 def _guarded(k: Kernel, t: CoopMatrixType, padded: bool, col: int,
-             body: Callable[[], int], zero: int) -> int:
+             body: Callable[[], List[int]], otherwise: List[int]) -> List[int]:
     """body() where the register holds a column of the matrix (always unless padded)."""
     if not padded:
         return body()
-    bt = k.m.type_bool()
-    inside = k.op("ULessThan", bt, col, k.c64(t.cols))
-    then, merge, pre = k.m.id(), k.m.id(), k.label
-    k.op("SelectionMerge", None, merge, Enum("SelectionControl", "None"))
-    k.op("BranchConditional", None, inside, then, merge)
-    k.block(then)
-    r = body()
-    end = k.label
-    k.branch(merge)
-    k.block(merge)
-    if r is None:
-        return None
-    return k.op("Phi", k.scalar(t.component), r, end, zero, pre)
+    inside = k.op("ULessThan", k.m.type_bool(), col, k.c64(t.cols))
+    return k.select(inside, body, [k.scalar(t.component)] * len(otherwise), otherwise)
 
 
 def emit_coop_load(k: Kernel, inst: Instruction):
@@ -251,7 +232,7 @@ def emit_coop_load(k: Kernel, inst: Instruction):
     mem = k.memory_type(t.component)
     zero = k.number(t.component, 0)
 
-    def block(base, x, pitch, cols, width):
+    def block(base, x, pitch, cols):
         data = k.variable(k.m.type_array(mem, R))
         _blocks(k, t, x, data, lambda coord, dst, w: k.op(
             "Subgroup2DBlockLoadINTEL", None, k.c32(t.component.bits // 8), w, cols, k.c32(1),
@@ -262,7 +243,8 @@ def emit_coop_load(k: Kernel, inst: Instruction):
 
     def generic():
         return _generic(k, inst, t, m, lambda v, ptr, padded, col: _guarded(
-            k, t, padded, col, lambda: k.from_memory(t.component, k.op("Load", mem, ptr)), zero))
+            k, t, padded, col, lambda: [k.from_memory(t.component, k.op("Load", mem, ptr))],
+            [zero])[0])
 
     return _access(k, inst, t, m, block, generic, [k.scalar(t.component)] * R)
 
@@ -274,7 +256,7 @@ def emit_coop_store(k: Kernel, inst: Instruction):
     values = k.get(a)
     mem = k.memory_type(t.component)
 
-    def block(base, x, pitch, cols, width):
+    def block(base, x, pitch, cols):
         data = k.variable(k.m.type_array(mem, len(values)))
         elem = k.m.type_pointer("Function", mem)
         for v, value in enumerate(values):
@@ -286,9 +268,11 @@ def emit_coop_store(k: Kernel, inst: Instruction):
         return []
 
     def generic():
+        def store(v, ptr):
+            k.op("Store", None, ptr, k.to_memory(t.component, values[v]))
+            return []
         _generic(k, inst, t, m, lambda v, ptr, padded, col: _guarded(
-            k, t, padded, col, lambda: k.op("Store", None, ptr, k.to_memory(t.component,
-                                                                           values[v])), None))
+            k, t, padded, col, lambda: store(v, ptr), []))
         return []
 
     _access(k, inst, t, m, block, generic, [])
