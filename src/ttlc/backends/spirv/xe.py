@@ -194,8 +194,9 @@ def _blocks(k: Kernel, t: CoopMatrixType, x: int, data: int,
 
 
 def _generic(k: Kernel, inst: Instruction, t: CoopMatrixType, m: MemVal,
-             each: Callable[[int, int, bool], int]) -> List[int]:
-    """each(register, pointer, present) over the registers of the language's layout."""
+             each: Callable[[int, int, bool, int], object]) -> List[object]:
+    """each(register, pointer to its element, whether it may be padding, its column) over
+    the registers of the language's layout: the elements one by one."""
     lay = layout_of(t, k.S)
     i64 = k.i64()
     lane = k.op("UConvert", i64, k.builtin("SubgroupLocalInvocationId"))
