@@ -258,7 +258,6 @@ def test_gemm_in_a_work_group_of_two_subgroups(lanes):
     assert np.array_equal(C, A @ B)  # NumPy
 
 
-
 BRANCH_ON_SUBGROUP = """func @k(%n: index, %C: memref<i32x16x4>)
         attributes {subgroup_size=16, work_group_size=[X,Y]} {
     parallel {
@@ -294,7 +293,8 @@ def test_a_branch_on_the_subgroup_id_is_taken_by_the_whole_subgroup(shape):
     Intel's CPU runtime let one work-item alone take a branch on it compared with a
     dynamic number (the i32 id widened to index)."""
     x, y = shape
-    text = BRANCH_ON_SUBGROUP.replace("NX", str(x // 16)).replace("X", str(x)).replace("Y", str(y))
+    text = (BRANCH_ON_SUBGROUP.replace("NX", str(x // 16)).replace("X", str(x))
+            .replace("Y", str(y)))
     module = ttlc.compile(text, target="opencl")
     for n in range(x * y // 16):
         C = np.full((16, 4), -1, np.int32, order="F")
@@ -302,7 +302,6 @@ def test_a_branch_on_the_subgroup_id_is_taken_by_the_whole_subgroup(shape):
         want = np.full((16, 4), -1, np.int32)
         want[:, n] = 4 * n + np.arange(16)  # the subgroup of linear id n, each lane its own
         assert np.array_equal(C, want), f"n={n}"
-
 
 
 NARROW_ATOMICS = """func @k(%A: memref<T x5>, %V: memref<T x64>, %L: memref<T x3>)
@@ -362,7 +361,6 @@ def test_narrow_atomics_agree_with_the_interpreter(t):
     assert float(L[1]) == 2 + total and float(A[1]) == -7 + total
     assert float(A[2]) == 5 and float(A[0]) == 5 + 2 + total
     assert float(A[3]) == max(11, values.max()) and float(A[4]) == min(-13, values.min())
-
 
 
 XE_MEMORY = """func @k(%E: memref<f32x?x?>, %G: memref<f32x16x8>, %H: memref<f16x4x16>,
@@ -472,7 +470,8 @@ def test_what_the_device_lacks_is_a_compile_error_naming_instruction_and_device(
              ("8", i64, 5, rf"atomic_add: atomics on i64: not supported by {on} them on i8, "
                            r"i16, i32, bf16, f16, f32, c32$"),
              ("32", "store %c, %A[%i]", 1, r"subgroup size 32 is not supported by target "
-                                           rf"opencl on {re.escape(dev.name)} \(supported: 16, 8\)")]
+                                           rf"opencl on {re.escape(dev.name)} "
+                                           r"\(supported: 16, 8\)")]
     for size, body, line, message in wants:
         with pytest.raises(ttlc.CompileError) as e:
             ttlc.compile(program.replace("S", size).replace("BODY", body), target="opencl")
