@@ -116,6 +116,12 @@ BACKENDS: Dict[str, Backend] = {b.name: b for b in (
                 Stage("lowered", "the program after the lower-simt pipeline, as ttlc text"),
                 Stage("spirv-text", "the SPIR-V module as text (spirv-dis style)"),
                 Stage("spirv", "the SPIR-V module (binary)", binary=True))),
+    Backend("spirv-pvc", "a SPIR-V module for Intel Xe HPC GPUs (target description pvc): "
+            "DPAS and 2-D block IO where they apply (docs/spirv.md)", machine="pvc",
+            module="ttlc.backends.spirv.codegen", stages=(
+                Stage("lowered", "the program after the lower-simt pipeline, as ttlc text"),
+                Stage("spirv-text", "the SPIR-V module as text (spirv-dis style)"),
+                Stage("spirv", "the SPIR-V module (binary)", binary=True))),
     Backend("opencl", "target spirv's module run through PyOpenCL on an OpenCL device with "
             "SPIR-V and subgroups (docs/opencl.md)", machine="opencl",
             module="ttlc.backends.opencl.module", executes=True, requires=("pyopencl",)),

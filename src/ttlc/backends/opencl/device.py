@@ -7,11 +7,18 @@ installed in this Python environment, its library is taken as the OpenCL vendor 
 ICD loader reads the variable when PyOpenCL first asks for platforms)."""
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import functools
+import glob
 import os
 import re
 import sys
+from dataclasses import replace
 from typing import Optional, Tuple
+
+from ...ir.types import SCALAR_TYPES
+from ...target import Target
 
 _INTEL_CPU = os.path.join(sys.prefix, "lib", "libintelocl.so")
 if "OCL_ICD_VENDORS" not in os.environ and os.path.exists(_INTEL_CPU):
@@ -27,6 +34,12 @@ INSTALL = ("install an OpenCL runtime for it, e.g. Intel's CPU runtime: pip inst
 _SUB_GROUP_SIZES_INTEL = 0x4108
 
 
+#: number types and the device extension each needs (the others every device has)
+TYPE_EXTENSIONS = {"f16": "cl_khr_fp16", "f64": "cl_khr_fp64", "c64": "cl_khr_fp64"}
+#: atomics on 64-bit numbers (and the parts of c64)
+ATOMIC64_EXTENSION = "cl_khr_int64_base_atomics"
+
+
 class Device:
     """A device with its context and queue, and the subgroup sizes it offers (None: it
     does not say)."""
@@ -36,12 +49,49 @@ class Device:
         self.name = f"{device.platform.name.strip()}: {device.name.strip()}"
         self.context = cl.Context([device])
         self.queue = cl.CommandQueue(self.context)
+        self.extensions = set(device.extensions.split())
         self.subgroup_sizes: Optional[Tuple[int, ...]] = None
-        if "cl_intel_required_subgroup_size" in device.extensions:
-            try:
-                self.subgroup_sizes = tuple(device.get_info(_SUB_GROUP_SIZES_INTEL))
-            except (cl.Error, TypeError, ValueError):
-                pass
+        if "cl_intel_required_subgroup_size" in self.extensions:
+            self.subgroup_sizes = _sizes_info(device, _SUB_GROUP_SIZES_INTEL)
+
+    def target(self, machine: Target) -> Target:
+        """The target description narrowed to what this device offers: its subgroup sizes,
+        the types whose extensions it has (``TYPE_EXTENSIONS``), 64-bit atomics only
+        with ``ATOMIC64_EXTENSION``; its name names the device, so that errors do."""
+        types = tuple(t for t in machine.types or SCALAR_TYPES
+                      if t not in TYPE_EXTENSIONS or TYPE_EXTENSIONS[t] in self.extensions)
+        atomics = tuple(t for t in machine.atomic_types or types if t in types and (
+            SCALAR_TYPES[t].component.bits < 64 or ATOMIC64_EXTENSION in self.extensions))
+        sizes = tuple(s for s in machine.subgroup_sizes
+                      if self.subgroup_sizes is None or s in self.subgroup_sizes)
+        return replace(machine, name=f"{machine.name} on {self.name}", types=types,
+                       atomic_types=atomics, subgroup_sizes=sizes or machine.subgroup_sizes)
+
+
+def _sizes_info(device: "cl.Device", param: int) -> Optional[Tuple[int, ...]]:
+    """A device query answering size_t[] that PyOpenCL does not know (through the ICD
+    loader PyOpenCL uses); None where it fails."""
+    try:
+        return tuple(device.get_info(param))
+    except (cl.Error, TypeError, ValueError):
+        pass
+    libs = glob.glob(os.path.join(os.path.dirname(cl.__file__), ".libs", "libOpenCL*"))
+    path = libs[0] if libs else ctypes.util.find_library("OpenCL")
+    if path is None:
+        return None
+    try:
+        query = ctypes.CDLL(path).clGetDeviceInfo
+    except (OSError, AttributeError):
+        return None
+    query.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_size_t, ctypes.c_void_p,
+                      ctypes.POINTER(ctypes.c_size_t)]
+    n = ctypes.c_size_t()
+    if query(device.int_ptr, param, 0, None, ctypes.byref(n)) != 0:
+        return None
+    out = (ctypes.c_size_t * (n.value // ctypes.sizeof(ctypes.c_size_t)))()
+    if query(device.int_ptr, param, n.value, out, None) != 0:
+        return None
+    return tuple(out)
 
 
 def _problem(d: "cl.Device") -> Optional[str]:

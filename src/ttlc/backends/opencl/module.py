@@ -195,13 +195,7 @@ class OpenCLModule(Module):
         except Exception as e:  # a bug in a pass or the emitter: never a raw exception
             raise _error(program, f"internal compiler error on target opencl ({type(e).__name__}: "
                                   f"{e})") from e
-        self.configs: Dict[str, ExecConfig] = {}
-        for f in lowered.functions:
-            cfg = self.configs[f.name] = ExecConfig.of(f, machine, lowered)
-            if dev.subgroup_sizes and cfg.subgroup_size not in dev.subgroup_sizes:
-                raise _error(program, f"subgroup size {cfg.subgroup_size} of @{f.name} is not "
-                                      f"offered by the OpenCL device {dev.name} (sizes "
-                                      f"{', '.join(map(str, dev.subgroup_sizes))})")
+        self.configs = {f.name: ExecConfig.of(f, machine, lowered) for f in lowered.functions}
         problem = _invalid(spirv, self.binary)
         if problem is not None:
             raise _error(program, "internal compiler error on target opencl: the SPIR-V module "
@@ -313,4 +307,4 @@ def compile(program: Program, machine: Target, checked: bool) -> OpenCLModule:
     dev, why = devices.find()
     if dev is None:
         raise _error(program, f"target opencl: {why}; {devices.INSTALL}")
-    return OpenCLModule(program, machine, dev)
+    return OpenCLModule(program, dev.target(machine), dev)

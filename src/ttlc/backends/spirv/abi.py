@@ -34,7 +34,8 @@ def parameters(k: Kernel) -> List[Tuple[int, str]]:
         try:
             out.extend(_parameter(k, arg.value.type, arg.value.name))
         except Unsupported as e:
-            raise Unsupported(None, f"argument %{arg.value.name}: {e.args[1]}") from None
+            raise type(e)(None, f"argument %{arg.value.name}: {e.args[1]}", *e.args[2:]) \
+                from None
     return out
 
 
@@ -86,6 +87,7 @@ def define_kernel(k: Kernel) -> None:
         if name:
             m.name(ids[-1], name)
     k.block(m.id())
+    k.variables_at = len(m.sections["function"])
     bind_arguments(k, ids)
     k.emit_region(func.body)
     k.op("Return", None)

@@ -57,14 +57,17 @@ def emit_builtin(k: Kernel, inst: Instruction):
         return k.builtin("SubgroupId")
     if op == "subgroup_local_id":
         return k.builtin("SubgroupLocalInvocationId")
-    dim = inst.modifier("dim")  # subgroup_id
-    if dim == "z":
+    # subgroup_id: from SubgroupId (linear = x + y * num_subgroups.x), so that it names the
+    # subgroup the device formed.  Not from LocalInvocationId.x / S: Intel's CPU runtime
+    # miscompiles a branch on that quotient narrowed to i32 and widened again (only one
+    # work-item of the subgroup takes it), which `cast ... : index` of it does.
+    dim, per_row = inst.modifier("dim"), wgx // k.S
+    if dim == "z" or (dim == "x" and per_row == 1):
         return k.c32(0)
-    local = k.builtin("LocalInvocationId")
-    x = k.op("CompositeExtract", i64, local, Lit(_AXIS[dim]))
-    if dim == "x":
-        x = k.op("UDiv", i64, x, k.c64(k.S))
-    return k.op("UConvert", i32, x)
+    linear = k.builtin("SubgroupId")
+    if per_row == 1:
+        return linear
+    return k.op("UMod" if dim == "x" else "UDiv", i32, linear, k.c32(per_row))
 
 
 # ---- arithmetic on one number ------------------------------------------------------------------

@@ -237,7 +237,11 @@ class Module:
             if isinstance(o, Enum):
                 table = enum(o.kind)
                 for n in o.names():
-                    self._require(table[n])
+                    e = table[n]
+                    # an operand kind an extension adds (its enumerants in no SPIR-V
+                    # version, needing nothing): the instruction's extension brings it
+                    if e.capabilities or e.extensions or e.version is not None:
+                        self._require(e)
         self.sections[section].append(Inst(op, result_type, result, list(operands)))
         return result
 

@@ -20,14 +20,14 @@ from ...diagnostics import CompileError, Diagnostic
 from ...ir.core import Program
 from ...ir.ops import compose_tables
 from ...target import Target
-from . import arith, control, memory, subgroup
+from . import arith, control, memory, subgroup, xe
 from .abi import define_kernel
 from .builder import Module
 from .function import Kernel, Unsupported
 
 #: opcode -> emitter (kernel, instruction) -> its result(s)
 EMITTERS: Dict[str, Callable] = compose_tables(arith.EMITTERS, memory.EMITTERS, control.EMITTERS,
-                                               subgroup.EMITTERS)
+                                               subgroup.EMITTERS, xe.EMITTERS)
 
 #: the SPIR-V version written: 1.2, what OpenCL 2.2 consumes (spirv-val --target-env
 #: opencl2.2) and every OpenCL 3.0 device that takes SPIR-V accepts
@@ -36,7 +36,8 @@ VERSION = (1, 2)
 
 #: capabilities the OpenCL 2.2 Full Profile leaves to device extensions (cl_khr_fp16,
 #: cl_khr_int64_base_atomics), which ``spirv-val --target-env opencl2.2`` therefore refuses
-OPTIONAL_CAPABILITIES = ("Float16", "Int64Atomics")
+OPTIONAL_CAPABILITIES = ("Float16", "Int64Atomics", "SubgroupMatrixMultiplyAccumulateINTEL",
+                         "Subgroup2DBlockIOINTEL")
 
 
 def validation_env(module: Module) -> str:
@@ -66,8 +67,7 @@ def generate(program: Program, machine: Target) -> Module:
         try:
             define_kernel(k)
         except Unsupported as e:
-            inst, what = e.args
-            raise k.error(what, inst) from None
+            raise k.error(e) from None
     return module
 
 

@@ -27,6 +27,11 @@ from ..simt import GroupVal, MemVal, Unsupported
 from .builder import Enum, Inst, Lit, Module, float_text, opencl_std
 
 
+class Lacking(Unsupported):
+    """What the target description does not offer (a type, atomics on a type), rather than
+    what this back end does not translate yet: (instruction or None, what, what it has)."""
+
+
 @dataclass(frozen=True)
 class Static:
     """A static size or stride, kept apart from ids (which are ints too)."""
@@ -63,6 +68,8 @@ class Kernel:
         self.label: int = 0
         #: the OpEntryPoint of the kernel, whose interface lists the built-ins it uses
         self.entry: Optional[Inst] = None
+        #: where the next Function variable goes in the function section (``variable``)
+        self.variables_at = 0
 
     # ---- types -------------------------------------------------------------------------------
     def scalar(self, t: Type) -> int:
@@ -147,8 +154,7 @@ class Kernel:
 
     def supported(self, t: ScalarType) -> None:
         if self.target.types is not None and t.name not in self.target.types:
-            raise Unsupported(self.current, f"type {t} (the target has "
-                                            f"{', '.join(self.target.types)})")
+            raise Lacking(self.current, f"type {t}", ", ".join(self.target.types))
 
     def components(self, t: CoopMatrixType) -> int:
         """Components of a coopmatrix each work-item holds (the language's layout, which
@@ -192,6 +198,16 @@ class Kernel:
         return self.const(self.i32(), value, 32)
 
     # ---- instructions ------------------------------------------------------------------------
+    def variable(self, type_id: int) -> int:
+        """A pointer to a new Function variable of the type (declared, as SPIR-V asks, at
+        the start of the function's first block)."""
+        var = self.m.id()
+        self.m.sections["function"].insert(self.variables_at, Inst(
+            "Variable", self.m.type_pointer("Function", type_id), var,
+            [Enum("StorageClass", "Function")]))
+        self.variables_at += 1
+        return var
+
     def op(self, name: str, result_type: Optional[int], *operands) -> int:
         """Append an instruction to the function; its result id (None without a type)."""
         rid = self.m.id() if result_type is not None else None
@@ -234,18 +250,32 @@ class Kernel:
         local = self.builtin("LocalInvocationId")
         x, y = (self.op("CompositeExtract", i64, local, Lit(d)) for d in (0, 1))
         first = self.op("IEqual", bt, self.op("BitwiseOr", i64, x, y), self.c64(0))
-        then, merge, pre = self.m.id(), self.m.id(), self.label
-        self.op("SelectionMerge", None, merge, Enum("SelectionControl", "None"))
-        self.op("BranchConditional", None, first, then, merge)
-        self.block(then)
-        r = make()
-        end = self.label
-        self.branch(merge)
-        self.block(merge)
-        undef = self.m.unique("Undef", type_id)
-        phi = self.op("Phi", type_id, r, end, undef, pre)
+        [phi] = self.select(first, lambda: [make()], [type_id],
+                            [self.m.unique("Undef", type_id)])
         origin = self.m.null(self.m.type_vector(i64, 3))
         return self.op("GroupBroadcast", type_id, self.c32(2), phi, origin)
+
+    def select(self, cond: int, then: Callable[[], List[int]], types: List[int],
+               otherwise) -> List[int]:
+        """A structured selection: the values then() gives where cond holds, else those
+        ``otherwise`` gives (a function emitted in the other branch, or a list of ids
+        defined before), one OpPhi each."""
+        then_label, merge = self.m.id(), self.m.id()
+        other_label = self.m.id() if callable(otherwise) else merge
+        pre = self.label
+        self.op("SelectionMerge", None, merge, Enum("SelectionControl", "None"))
+        self.op("BranchConditional", None, cond, then_label, other_label)
+        incoming = []
+        for label, make in ((then_label, then), (other_label, otherwise)):
+            if not callable(make):
+                incoming.append((make, pre))
+                continue
+            self.block(label)
+            incoming.append((make(), self.label))
+            self.branch(merge)
+        self.block(merge)
+        (a, a_end), (b, b_end) = incoming
+        return [self.op("Phi", t, x, a_end, y, b_end) for t, x, y in zip(types, a, b)]
 
     # ---- index arithmetic on static or dynamic sizes --------------------------------------------
     static = Static
@@ -302,9 +332,14 @@ class Kernel:
         return simt.emit_region(self, region)
 
     # ---- errors ------------------------------------------------------------------------------
-    def error(self, what: str, inst: Optional[Instruction]) -> CompileError:
+    def error(self, e: Unsupported) -> CompileError:
+        inst, what = e.args[:2]
         loc = inst.loc if inst is not None else self.func.loc
         name = f"{inst.opcode}: " if inst is not None else ""
-        return CompileError([Diagnostic(loc, f"not supported on target spirv "
-                                             f"({self.target.name}) yet: {name}{what}")],
-                            self.program.source, self.program.filename)
+        if isinstance(e, Lacking):
+            message = (f"{name}{what}: not supported by target spirv ({self.target.name}), "
+                       f"which has {e.args[2]}")
+        else:
+            message = f"not supported on target spirv ({self.target.name}) yet: {name}{what}"
+        return CompileError([Diagnostic(loc, message)], self.program.source,
+                            self.program.filename)

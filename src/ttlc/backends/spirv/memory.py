@@ -8,11 +8,14 @@ and memory semantics (the storage class of the memref added to non-relaxed seman
 OpenCL requires); integer min/max are signed.  Float atomic loads and stores are
 OpAtomicLoad/Store; float add/max/min are compare-and-swap loops on the bits
 (OpAtomicCompareExchange on the integer of the same width), which every OpenCL device
-has.  A complex number is accessed part by part (each part atomically).  Atomics on 8-
-and 16-bit numbers are not emitted yet.
+has.  8- and 16-bit numbers are accessed through the aligned 32-bit word holding them
+(loads: OpAtomicLoad of the word; stores and updates: compare-and-swap loops on it, which
+leave the word's other bytes as they are).  A complex number is accessed part by part
+(each part atomically).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
 from ...ir.core import Instruction
@@ -20,8 +23,10 @@ from ...ir.types import DYNAMIC, MemrefType, ScalarType
 from .. import simt
 from .abi import member
 from .builder import Enum
-from .arith import binary
-from .function import Cplx, GroupVal, Kernel, MemVal, Static, Unsupported, storage_class
+from .arith import binary, convert
+from .subgroup import wide_type
+from .function import (Cplx, GroupVal, Kernel, Lacking, MemVal, Static, Unsupported,
+                       storage_class)
 
 
 def address(k: Kernel, m: MemVal, indices: List) -> int:
@@ -80,9 +85,7 @@ def _element(k: Kernel, inst: Instruction) -> ScalarType:
     """The element type of an atomic instruction, if this back end has atomics on it."""
     t: ScalarType = k.get(inst.slots["tensor"]).type.element
     if k.target.atomic_types is not None and t.name not in k.target.atomic_types:
-        raise Unsupported(inst, f"atomics on {t}")
-    if t.component.bits < 32:
-        raise Unsupported(inst, f"atomics on {t}")
+        raise Lacking(inst, f"atomics on {t}", f"them on {', '.join(k.target.atomic_types)}")
     return t
 
 
@@ -93,22 +96,74 @@ def _semantics(k: Kernel, inst: Instruction, order: Optional[str]) -> int:
     return k.c32(Enum("MemorySemantics", "|".join(names) or "None").value)
 
 
+@dataclass(frozen=True)
+class _Cell:
+    """The integer word an atomic element is accessed through: the element's own bits, or,
+    for an 8- or 16-bit number, the aligned 32-bit word holding it (OpenCL has atomics on
+    32- and 64-bit words only), its bits ``shift`` up from the word's lowest (OpenCL
+    devices are little-endian)."""
+
+    t: ScalarType  # the real type of the element (a part of a complex number)
+    ptr: int  # pointer to the word
+    word: int  # the word's integer type
+    shift: Optional[int] = None  # i32 id; None: the element is the whole word
+
+
+def _cell(k: Kernel, ptr: int, storage: str, t: ScalarType) -> _Cell:
+    mem = k.memory_type(t)
+    if t.bits >= 32:
+        word = k.m.type_int(t.bits)
+        return _Cell(t, ptr if mem == word else
+                     k.op("Bitcast", k.m.type_pointer(storage, word), ptr), word)
+    i32, i64, n = k.i32(), k.i64(), k.m.type_int(t.bits)
+    byte = k.op("BitwiseAnd", i64, k.op("ConvertPtrToU", i64, ptr), k.c64(3))
+    back = k.op("SNegate", i64, k.op("ShiftRightLogical", i64, byte, k.c64(t.bits // 16)))
+    narrow = ptr if mem == n else k.op("Bitcast", k.m.type_pointer(storage, n), ptr)
+    first = k.op("PtrAccessChain", k.m.type_pointer(storage, n), narrow, back)
+    return _Cell(t, k.op("Bitcast", k.m.type_pointer(storage, i32), first), i32,
+                 k.op("ShiftLeftLogical", i32, k.op("UConvert", i32, byte), k.c32(3)))
+
+
+def _unpack(k: Kernel, c: _Cell, word: int) -> int:
+    """The element (in registers) held by a word."""
+    bits = word
+    if c.shift is not None:
+        bits = k.op("UConvert", k.m.type_int(c.t.bits),
+                    k.op("ShiftRightLogical", c.word, word, c.shift))
+    mem = k.memory_type(c.t)
+    return k.from_memory(c.t, bits if mem == k.m.type_int(c.t.bits) else k.op("Bitcast", mem, bits))
+
+
+def _repack(k: Kernel, c: _Cell, word: int, value: int) -> int:
+    """The word with the element replaced by value (in registers)."""
+    n = k.m.type_int(c.t.bits)
+    mem = k.memory_type(c.t)
+    bits = k.to_memory(c.t, value)
+    bits = bits if mem == n else k.op("Bitcast", n, bits)
+    if c.shift is None:
+        return bits
+    mask = k.op("ShiftLeftLogical", c.word, k.c32((1 << c.t.bits) - 1), c.shift)
+    kept = k.op("BitwiseAnd", c.word, word, k.op("Not", c.word, mask))
+    return k.op("BitwiseOr", c.word, kept,
+                k.op("ShiftLeftLogical", c.word, k.op("UConvert", c.word, bits), c.shift))
+
+
 def _atomic(k: Kernel, inst: Instruction):
-    """(parts, scope id, semantics id, failure semantics id) of an atomic instruction:
-    parts are (pointer, real type) of the element, two for a complex number, whose parts
-    are accessed atomically one by one; the failure semantics are those of a
+    """(cells, scope id, semantics id, failure semantics id) of an atomic instruction:
+    one cell per real part of the element (two for a complex number, whose parts are
+    accessed atomically one by one); the failure semantics are those of a
     compare-and-swap that fails (a load: no release part)."""
     m: MemVal = k.get(inst.slots["tensor"])
     t = _element(k, inst)
     if t.component.bits == 64:
         k.m.require_capability("Int64Atomics")
+    storage = storage_class(m.type)
     ptr = address(k, m, inst.slots["index"])
-    parts = [(ptr, t.component)]
-    if t.is_complex:
-        parts.append((_imaginary(k, m, ptr), t.component))
+    ptrs = [ptr, _imaginary(k, m, ptr)] if t.is_complex else [ptr]
     order = inst.modifier("semantics")
     failure = {"release": None, "acquire_release": "Acquire"}.get(order, _SEMANTICS[order])
-    return (parts, k.c32(_SCOPES[inst.modifier("scope")]),
+    return ([_cell(k, p, storage, t.component) for p in ptrs],
+            k.c32(_SCOPES[inst.modifier("scope")]),
             _semantics(k, inst, _SEMANTICS[order]), _semantics(k, inst, failure))
 
 
@@ -117,62 +172,70 @@ def _pack(t: ScalarType, results: List[int]):
 
 
 def emit_atomic_load(k: Kernel, inst: Instruction):
-    parts, scope, sem, _ = _atomic(k, inst)
+    cells, scope, sem, _ = _atomic(k, inst)
     return _pack(_element(k, inst),
-                 [k.op("AtomicLoad", k.scalar(t), ptr, scope, sem) for ptr, t in parts])
+                 [_unpack(k, c, k.op("AtomicLoad", c.word, c.ptr, scope, sem)) for c in cells])
 
 
 def emit_atomic_store(k: Kernel, inst: Instruction):
-    parts, scope, sem, _ = _atomic(k, inst)
-    for (ptr, t), x in zip(parts, k.flatten(k.get(inst.slots["value"]))):
-        k.op("AtomicStore", None, ptr, scope, sem, x)
+    """OpAtomicStore; an 8- or 16-bit number is a compare-and-swap loop on its word."""
+    cells, scope, sem, failure = _atomic(k, inst)
+    for c, x in zip(cells, k.flatten(k.get(inst.slots["value"]))):
+        if c.shift is None:
+            k.op("AtomicStore", None, c.ptr, scope, sem, _repack(k, c, 0, x))
+        else:
+            _compare_and_swap(k, c, scope, (sem, failure), lambda old, x=x: x)
 
 
 def emit_atomic_update(k: Kernel, inst: Instruction):
-    """Integers: OpAtomicIAdd/SMax/SMin; floats: compare-and-swap loops; complex numbers
-    part by part.  In collective code one work-item updates, and all get the previous
-    value."""
-    parts, scope, sem, failure = _atomic(k, inst)
+    """Integers of 32 and 64 bits: OpAtomicIAdd/SMax/SMin; others: compare-and-swap
+    loops; complex numbers part by part.  In collective code one work-item updates, and
+    all get the previous value."""
+    cells, scope, sem, failure = _atomic(k, inst)
     op = inst.opcode[len("atomic_"):]
-    storage = storage_class(k.get(inst.slots["tensor"]).type)
     results = []
-    for (ptr, t), value in zip(parts, k.flatten(k.get(inst.slots["value"]))):
-        def update(ptr=ptr, t=t, value=value):
-            if t.is_int:
+    for c, value in zip(cells, k.flatten(k.get(inst.slots["value"]))):
+        def update(c=c, value=value):
+            if c.t.is_int and c.shift is None:
                 name = {"add": "AtomicIAdd", "max": "AtomicSMax", "min": "AtomicSMin"}[op]
-                return k.op(name, k.scalar(t), ptr, scope, sem, value)
-            return _compare_and_swap(k, ptr, storage, t, scope, (sem, failure),
-                                     lambda old: binary(k, op, t, old, value))
-        results.append(update() if k.spmd else k.once(update, k.scalar(t)))
+                return k.op(name, k.scalar(c.t), c.ptr, scope, sem, value)
+            return _compare_and_swap(k, c, scope, (sem, failure),
+                                     lambda old: binary(k, op, c.t, old, value))
+        results.append(update() if k.spmd else _once(k, c.t, update))
     return _pack(_element(k, inst), results)
 
 
-def _compare_and_swap(k: Kernel, ptr: int, storage: str, t: ScalarType, scope: int, sem,
+def _once(k: Kernel, t: ScalarType, make: Callable[[], int]) -> int:
+    """``Kernel.once`` for a value of type t (broadcast in the type OpenCL's group
+    instructions take)."""
+    w = wide_type(t)
+    return convert(k, w, t, k.once(lambda: convert(k, t, w, make()), k.scalar(w)))
+
+
+def _compare_and_swap(k: Kernel, c: _Cell, scope: int, sem,
                       update: Callable[[int], int]) -> int:
-    """A loop replacing the element at ptr by update(element) atomically; the element's
-    previous value.  sem: the semantics on success and on failure."""
-    it = k.m.type_int(t.bits)
-    ft = k.scalar(t)
-    iptr = k.op("Bitcast", k.m.type_pointer(storage, it), ptr)
-    first = k.op("AtomicLoad", it, iptr, scope, sem[1])
+    """A loop replacing the element of a cell by update(element) atomically; the
+    element's previous value.  sem: the semantics on success and on failure."""
+    first = k.op("AtomicLoad", c.word, c.ptr, scope, sem[1])
     pre = k.label
     header, body, cont, merge = (k.m.id() for _ in range(4))
     k.branch(header)
     k.block(header)
-    k.m.add("function", "Phi", it, k.m.id())
+    k.m.add("function", "Phi", c.word, k.m.id())
     phi = k.m.sections["function"][-1]
     k.op("LoopMerge", None, merge, cont, Enum("LoopControl", "None"))
     k.branch(body)
     k.block(body)
-    new = k.op("Bitcast", it, update(k.op("Bitcast", ft, phi.result)))
-    seen = k.op("AtomicCompareExchange", it, iptr, scope, sem[0], sem[1], new, phi.result)
+    old = _unpack(k, c, phi.result)
+    new = _repack(k, c, phi.result, update(old))
+    seen = k.op("AtomicCompareExchange", c.word, c.ptr, scope, sem[0], sem[1], new, phi.result)
     done = k.op("IEqual", k.m.type_bool(), seen, phi.result)
     k.op("BranchConditional", None, done, merge, cont)
     k.block(cont)
     k.branch(header)
     phi.operands = [first, pre, seen, cont]
     k.block(merge)
-    return k.op("Bitcast", ft, seen)
+    return old
 
 
 # ---- memrefs -----------------------------------------------------------------------------------
@@ -180,11 +243,17 @@ def emit_alloca(k: Kernel, inst: Instruction):
     t: MemrefType = inst.results[0].type
     if t.space != "local" or DYNAMIC in t.shape or DYNAMIC in t.stride:
         raise Unsupported(inst, f"alloca of {t}")
-    elem = k.memory_type(t.element)
-    array = k.m.type_array(elem, max(1, t.extent) * (2 if t.element.is_complex else 1))
+    # 8- and 16-bit numbers in an array of 32-bit words, so that the word an atomic on
+    # one of them accesses is the variable's
+    words = t.element.bits < 32
+    elem = k.i32() if words else k.memory_type(t.element)
+    count = max(1, t.extent) * (2 if t.element.is_complex else 1)
+    array = k.m.type_array(elem, -(-count * t.element.bits // 32) if words else count)
     var = k.m.add("global", "Variable", k.m.type_pointer("Workgroup", array), k.m.id(),
                   Enum("StorageClass", "Workgroup"))
-    ptr = k.op("InBoundsAccessChain", k.pointer(t), var, k.c64(0))
+    ptr = k.op("InBoundsAccessChain", k.m.type_pointer("Workgroup", elem), var, k.c64(0))
+    if words:
+        ptr = k.op("Bitcast", k.pointer(t), ptr)
     return MemVal(ptr, [Static(d) for d in t.shape], [Static(d) for d in t.stride], t)
 
 

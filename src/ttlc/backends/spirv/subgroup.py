@@ -21,8 +21,9 @@ from .function import Kernel
 _SUBGROUP = 3  # Scope Subgroup
 
 
-def _wide(t: ScalarType) -> ScalarType:
-    """The type OpenCL's group instructions combine t in."""
+def wide_type(t: ScalarType) -> ScalarType:
+    """The type OpenCL's group instructions combine t in (and work-group broadcasts take
+    it in: Intel's CPU runtime fails to build one of a 16-bit float)."""
     if t.is_int and t.bits < 32:
         return I32
     return accumulate_type(t)
@@ -56,7 +57,7 @@ def emit_group_op(k: Kernel, inst: Instruction):
         how = Enum("GroupOperation", _KINDS[kind])
         return each(lambda x: k.op("GroupFAdd", f, k.c32(_SUBGROUP), how, x),
                     k.get(inst.slots["a"]))
-    w = _wide(t)
+    w = wide_type(t)
     x = convert(k, t, w, k.get(inst.slots["a"]))
     r = k.op(_GROUP_OPS[op, t.is_int], k.scalar(w), k.c32(_SUBGROUP),
              Enum("GroupOperation", _KINDS[kind]), x)
