@@ -237,8 +237,6 @@ def test_recipes_on_opencl(t, ta):
 
 
 @needs_opencl
-@pytest.mark.xfail(strict=True, reason="target opencl computes gemm wrong on memrefs with a "
-                   "dynamic number of rows (interp and cpu are right)")
 def test_tall_and_skinny_remainder_on_opencl():
     tall = ttlc.recipes.tall_and_skinny("f32", 16, 4, 3, target="opencl")
     rng = np.random.default_rng(12)

@@ -1,4 +1,4 @@
-"""The xevm simulator (ttlc.backends.xevm.simulate, docs/xevm.md, *Simulator*): what the
+"""The xevm simulator (ttlc.testing.xevm_simulator, docs/xevm.md, *Simulator*): what the
 modules target xevm emits mean, checked without a GPU.
 
 * The xevm operations the emitter is to use for cooperative matrices
@@ -23,8 +23,8 @@ import pytest
 import test_interp_coop as coop
 import test_xevm
 import ttlc
-from ttlc.backends.xevm import simulate
-from ttlc.backends.xevm.simulate import SimulationError
+from ttlc.testing import xevm_simulator as simulate
+from ttlc.testing.xevm_simulator import SimulationError
 from ttlc.runtime.inputs import generated_inputs
 from ttlc.testing import generate
 from ttlc.testing.differential import arrays_of, differences

@@ -250,7 +250,9 @@ def native(unit: MatrixUnit, inst: Instruction, S: int,
         return unit.mul_add(a, b, c, S) is not None
     transposed = inst.modifiers.get("ta") == "t"
     if (inst.opcode not in BLOCK_IO or unit.block_io is None
-            or transposed and inst.opcode != "cooperative_matrix_load"):
+            or transposed and inst.opcode != "cooperative_matrix_load"
+            or inst.modifiers.get("checked") and not unit.block_io.checked
+            or inst.opcode == "cooperative_matrix_prefetch" and not unit.block_io.prefetch):
         return False
     tensor = inst.slots["tensor"]
     info = facts.info(tensor) if facts is not None else None

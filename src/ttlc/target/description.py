@@ -61,6 +61,10 @@ class BlockIO:
     x_alignment: int
     transpose_bytes: int
     transpose_width: int
+    #: whether a back end's block access may stand for a checked load or store (reading
+    #: zeros and writing nothing out of bounds), and for a prefetch
+    checked: bool = True
+    prefetch: bool = True
 
     def allows(self, t: ScalarType, rows: int, cols: int, transposed: bool, S: int,
                memref: MemrefType, offset_gcd: int, width_gcd: int, pitch_gcd: int,

@@ -14,6 +14,7 @@ and the target (never a module that fails validation).  Stages: ``lowered`` (ttl
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Dict, Union
 
 from ...diagnostics import CompileError, Diagnostic
@@ -54,7 +55,18 @@ def lower(program: Program, machine: Target) -> Program:
     sizes every function runs with written into it."""
     from ...passes import lower_copy
 
-    return lower_copy(program, ["lower-simt"], machine)
+    return lower_copy(program, ["lower-simt"], block_io_of_spirv(machine))
+
+
+def block_io_of_spirv(machine: Target) -> Target:
+    """machine with the 2-D block accesses its matrix unit has that this back end's block
+    path emits (``xe.py``): loads and stores, neither checked nor transposed, no
+    prefetch (those take the generic path)."""
+    unit = machine.matrix
+    if unit.block_io is None:
+        return machine
+    io = replace(unit.block_io, checked=False, prefetch=False, transpose_bytes=0)
+    return replace(machine, matrix=replace(unit, block_io=io))
 
 
 def generate(program: Program, machine: Target) -> Module:

@@ -37,9 +37,7 @@ from .memory import address
 LANES, ROWS = 16, 8
 #: Matrix Multiply Accumulate Operands per operand type
 _OPERANDS = {"f16": "MatrixAPackedFloat16INTEL|MatrixBPackedFloat16INTEL",
-             "bf16": "MatrixAPackedBFloat16INTEL|MatrixBPackedBFloat16INTEL",
-             "i8": "MatrixASignedComponentsINTEL|MatrixBSignedComponentsINTEL|"
-                   "MatrixAPackedInt8INTEL|MatrixBPackedInt8INTEL"}
+             "bf16": "MatrixAPackedBFloat16INTEL|MatrixBPackedBFloat16INTEL"}
 
 
 @dataclass(frozen=True)

@@ -44,11 +44,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import ml_dtypes
 import numpy as np
 
-from ...diagnostics import KernelError
-from ...ir.types import DYNAMIC, BoolType, GroupType, MemrefType
-from ...runtime import Module
-from ...runtime.args import marshal, memref_address
-from ...runtime.values import Memory as Buffers
+from ..diagnostics import KernelError
+from ..ir.types import DYNAMIC, BoolType, GroupType, MemrefType
+from ..runtime import Module
+from ..runtime.args import marshal, memref_address
+from ..runtime.values import Memory as Buffers
 
 #: NumPy dtype of each MLIR scalar type (pointers are int64 addresses)
 DTYPE = {"i1": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
@@ -1133,7 +1133,7 @@ class SimulatedModule(Module):
     target = "xevm (simulated)"
 
     def __init__(self, program, machine):
-        from .codegen import emit
+        from ..backends.xevm.codegen import emit
 
         super().__init__(program, False, machine.max_grid)
         #: the emitted module's text, and as the simulator read it
@@ -1155,7 +1155,7 @@ class SimulatedModule(Module):
 def compile(text_or_program, filename: str = "<input>"):
     """A checked program's xevm module on the simulator (CompileError where target xevm
     does not translate the program)."""
-    from ... import api
-    from .. import get_backend
+    from .. import api
+    from ..backends import get_backend
 
     return SimulatedModule(api.check(text_or_program, filename), get_backend("xevm").target())
