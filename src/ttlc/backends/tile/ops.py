@@ -250,6 +250,8 @@ _op("constant", 0x10, (), (Attr("value", "dense"),), "{value} : {result:type}")
 _op("iota", 0x3A, syntax=": {result:type}")
 _op("broadcast", 0x0B, ("source",), (), "{source} : {source:type} -> {result:type}")
 _op("reshape", 0x5B, ("source",), (), "{source} : {source:type} -> {result:type}")
+_op("extract", 0x26, ("source", ("indices", "many")), (),
+    "{source}[{indices}] : {source:type} -> {result:type}", variadic_results=True)
 _op("permute", 0x53, ("source",), (Attr("permutation", "i32s"),),
     "{source} {permutation} : {source:type} -> {result:type}")
 _op("reduce", 0x58, (("operands", "many"),), (Attr("dim", "int"), Attr("identities", "identities")),

@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ...ir.core import Instruction
+from ...ir.types import CoopMatrixType
 from .ops import Ptr, Scalar, Tile
+from .coop import matrix_tile
 from .spmd import divergent_for, exec_config, masked_if
 from .translate import Group, Memref, Rule, Translator, element_name, registrar, unsupported
 
@@ -89,7 +91,9 @@ def constant(t: Translator, inst: Instruction) -> None:
     value = inst.attrs["value"]
     if isinstance(value, (list, tuple, complex)):
         raise unsupported(inst, f"constants of type {inst.results[0].type} are")
-    t.values[inst.results[0]] = t.const(_element(inst), value)
+    rt = inst.results[0].type
+    shape = matrix_tile(t, inst, rt).shape if isinstance(rt, CoopMatrixType) else ()
+    t.values[inst.results[0]] = t.const(_element(inst), value, shape)
 
 
 @_rule("group_id", "num_groups")
@@ -247,7 +251,8 @@ def if_(t: Translator, inst: Instruction) -> None:
             return t.yielded
         return run
 
-    types = [Tile(Scalar(element_name(r.type, inst.loc, "if"))) for r in inst.results]
+    types = [matrix_tile(t, inst, r.type) if isinstance(r.type, CoopMatrixType)
+             else Tile(Scalar(element_name(r.type, inst.loc, "if"))) for r in inst.results]
     results = t.branches(t.tile_of(inst.slots["condition"]), [branch(0), branch(1)], types)
     for r, v in zip(inst.results, results):
         t.values[r] = v

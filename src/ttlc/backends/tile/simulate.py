@@ -206,6 +206,13 @@ def _reshape(f, op, a):
     return [a[0].reshape(op.results[0].type.shape)]
 
 
+@_sem("extract")
+def _extract(f, op, a):
+    """Slice number `indices` of the shape of the result."""
+    shape = op.results[0].type.shape
+    return [a[0][tuple(slice(int(i) * n, (int(i) + 1) * n) for i, n in zip(a[1:], shape))].copy()]
+
+
 @_sem("permute")
 def _permute(f, op, a):
     return [np.transpose(a[0], op.attrs["permutation"]).copy()]

@@ -18,7 +18,9 @@ from typing import Dict, List, Optional
 
 from ...diagnostics import CompileError
 from ...ir.core import Instruction
+from ...ir.types import CoopMatrixType
 from ...target import ExecConfig
+from .layout import to_entries
 from .ops import Scalar, Tile
 from .tir import Value
 from .translate import Rule, Translator, element_name, next_pow2, registrar, unsupported
@@ -143,7 +145,15 @@ def masked_if(t: Translator, inst: Instruction) -> None:
     t.active = outer
     for r, a, b in zip(inst.results, *yielded):
         element_name(r.type, inst.loc, "if")
-        t.values[r] = t.select(cond, t.per_lane(a), t.per_lane(b))
+        t.values[r] = merge(t, r.type, cond, a, b)
+
+
+def merge(t: Translator, type, mask: Value, a: Value, b: Value) -> Value:
+    """`a` where the work-items of `mask` run, else `b`; a coopmatrix entry by entry,
+    each as the work-item holding it runs."""
+    if isinstance(type, CoopMatrixType) and not t.items:
+        mask = to_entries(t, type, mask)
+    return t.select(mask, t.per_lane(a), t.per_lane(b))
 
 
 def divergent_for(t: Translator, inst: Instruction, lower: Value, upper: Value,
@@ -171,16 +181,16 @@ def divergent_for(t: Translator, inst: Instruction, lower: Value, upper: Value,
         for arg, v in zip(region.args[1:], carried):
             t.values[arg] = v
         t.region(region)
-        out = [t.select(t.active, t.per_lane(v), c) for v, c in zip(t.yielded, carried)]
+        out = [merge(t, r.type, t.active, v, c) for r, v, c in zip(inst.results, t.yielded, carried)]
         t.active = outer
         return out
     return t.loop(count, inits, trip)
 
 
-_COMBINE = {"add": ("addf", "addi"), "max": ("maxf", "maxi"), "min": ("minf", "mini")}
+COMBINE = {"add": ("addf", "addi"), "max": ("maxf", "maxi"), "min": ("minf", "mini")}
 
 
-def _identity(op: str, element: Scalar):
+def identity_of(op: str, element: Scalar):
     if op == "add":
         return 0.0 if element.is_float else 0
     if element.is_float:
@@ -193,6 +203,8 @@ def _over_subgroups(t: Translator, inst: Instruction, x: Value, name: str, ident
                     scan: bool) -> Value:
     """The reduction (or inclusive scan) by `name` of per-work-item `x` over each
     subgroup, in subgroup-local id order, given to its work-items."""
+    if t.items:
+        raise unsupported(inst, "subgroup operations in the region of cooperative_matrix_apply are")
     size = exec_config(t, inst).subgroup_size
     element, groups = x.type.element, t.lanes // size
     signed = {"signedness": "signed"} if name in ("maxi", "mini") else {}
@@ -205,7 +217,7 @@ def _over_subgroups(t: Translator, inst: Instruction, x: Value, name: str, ident
     return t.b.one("reshape", x.type, source=out)
 
 
-@_rule(*(f"subgroup_{k}_{op}" for k in ("inclusive_scan", "reduce") for op in _COMBINE))
+@_rule(*(f"subgroup_{k}_{op}" for k in ("inclusive_scan", "reduce") for op in COMBINE))
 def subgroup_operation(t: Translator, inst: Instruction) -> None:
     """Formed in the accumulation type (f32 for 16-bit floats); work-items that do not
     run contribute the identity, as in the reference interpreter."""
@@ -214,11 +226,11 @@ def subgroup_operation(t: Translator, inst: Instruction) -> None:
         raise unsupported(inst, "bool operands are")
     kind, op = inst.opcode[len("subgroup_"):].rsplit("_", 1)
     acc = Scalar("f32" if element in ("f16", "bf16") else element)
-    identity = _identity(op, acc)
+    identity = identity_of(op, acc)
     x = t.convert(t.per_lane(t.tile_of(inst.slots["a"])), acc.name)
     if t.active is not None:
         x = t.select(t.active, x, t.const(acc.name, identity))
-    name = _COMBINE[op][0 if acc.is_float else 1]
+    name = COMBINE[op][0 if acc.is_float else 1]
     out = _over_subgroups(t, inst, x, name, identity, kind == "inclusive_scan")
     t.values[inst.results[0]] = t.convert(out, element)
 

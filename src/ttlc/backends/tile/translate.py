@@ -19,13 +19,13 @@ target; the tables of ``scalar``, ``spmd`` and ``blas`` list what it covers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ...diagnostics import CompileError, error
 from ...ir.core import Function as IRFunction
 from ...ir.core import Instruction, Region
 from ...ir.core import Value as IRValue
-from ...ir.types import BoolType, GroupType, MemrefType, ScalarType
+from ...ir.types import BoolType, CoopMatrixType, GroupType, MemrefType, ScalarType
 from ...target import ExecConfig
 from .ops import TOKEN, PartitionView, Ptr, Scalar, TensorView, Tile
 from .tir import Block, Builder, Entry, Value
@@ -41,7 +41,10 @@ Rule = Callable[["Translator", Instruction], None]
 
 
 def element_name(t, loc, what: str) -> str:
-    """The Tile IR element type of a ttlc scalar or bool type."""
+    """The Tile IR element type of a ttlc scalar or bool type (or of a coopmatrix's
+    components)."""
+    if isinstance(t, CoopMatrixType):
+        t = t.component
     if isinstance(t, BoolType):
         return "i1"
     if isinstance(t, ScalarType) and not t.is_complex:
@@ -113,6 +116,11 @@ class Translator:
         #: rounded up to a power of two; 0 outside) and which of them run (None: all)
         self.lanes = 0
         self.active: Optional[Value] = None
+        #: in the region of a ``cooperative_matrix_apply``, the shape of the matrix tile
+        #: whose entries the region runs over (in place of the work-items), and how a
+        #: value of the work-items becomes one of the entries (``coop.to_entries``)
+        self.items: Optional[Tuple[int, ...]] = None
+        self.to_items: Optional[Callable[[Value], Value]] = None
 
     # ---- small builders --------------------------------------------------------------
     def const(self, element: str, value, shape: Sequence[int] = ()) -> Value:
@@ -136,8 +144,9 @@ class Translator:
         return self.b.one("select", a.type, cond=cond, val_if_true=a, val_if_false=b)
 
     def per_lane(self, v: Value) -> Value:
-        """`v` as a tile of the SPMD region's work-items."""
-        return self.splat(v, (self.lanes,)) if not v.type.shape else v
+        """`v` as a tile of the SPMD region's work-items (of the matrix entries in the
+        region of a ``cooperative_matrix_apply``)."""
+        return self.splat(v, self.items or (self.lanes,)) if not v.type.shape else v
 
     def arith(self, op: str, a: Value, b: Value) -> Value:
         """``add`` or ``mul`` of two tiles of any number type (integers wrap around)."""
@@ -385,7 +394,15 @@ class Translator:
 
     # ---- values ------------------------------------------------------------------------
     def tile_of(self, v: IRValue) -> Value:
-        return self.values[v]
+        x = self.values[v]
+        if self.items and isinstance(x, Value) and x.type.shape == (self.lanes,):
+            return self.to_items(x)  # a work-item's value, used by the entries it holds
+        if self.lanes and isinstance(x, Value) and len(x.type.shape) == 3 and x.type.shape[0] == 1:
+            # a coopmatrix made outside the SPMD region: every subgroup's matrix
+            G = self.lanes // self.config().subgroup_size
+            if G > 1:
+                return self.b.one("broadcast", Tile(x.type.element, (G,) + x.type.shape[1:]), source=x)
+        return x
 
     def memref(self, v: IRValue) -> Memref:
         return self.values[v]
