@@ -404,6 +404,122 @@ func @k(%x: memref<f16x?>, %y: memref<i32x?>, %z: memref<f32x?>) attributes{subg
 }
 
 
+#: cooperative matrices (spec: SPMD instructions > Cooperative matrix ...): two subgroups
+#: of 16 work-items with a matrix each, rows and columns that are not powers of two,
+#: checked and transposed accesses, every way of combining entries
+COOP = {
+    "coop_mul_add_f16": """
+func @k(%A: memref<f16x32x?>, %B: memref<f16x?x24>, %C: memref<f32x32x24>)
+        attributes{subgroup_size=16, work_group_size=[32,1]} {
+    parallel {
+        %c0 = constant 0 : index
+        %sg = subgroup_id.x : i32
+        %r = cast %sg : index
+        %c16 = constant 16 : index
+        %x = mul %r, %c16 : index
+        %a = cooperative_matrix_load.rows_checked %A[%x,%c0] : coopmatrix<f16x16x8,matrix_a>
+        %b = cooperative_matrix_load.both_checked %B[%c0,%c0] : coopmatrix<f16x8x24,matrix_b>
+        %c = cooperative_matrix_load %C[%x,%c0] : coopmatrix<f32x16x24,matrix_acc>
+        %d = cooperative_matrix_mul_add %a, %b, %c : coopmatrix<f32x16x24,matrix_acc>
+        %two = constant 2.0 : f32
+        %e = cooperative_matrix_scale %two, %d : coopmatrix<f32x16x24,matrix_acc>
+        cooperative_matrix_store %e, %C[%x,%c0]
+    }
+}""",
+    "coop_mul_add_mixed_transposed": """
+func @k(%A: memref<f64x8x32>, %B: memref<i32x8x8>, %C: memref<f64x4x32>)
+        attributes{subgroup_size=16, work_group_size=[32,1]} {
+    parallel {
+        %c0 = constant 0 : index
+        %sg = subgroup_linear_id : i32
+        %r = cast %sg : index
+        %c16 = constant 16 : index
+        %x = mul %r, %c16 : index
+        %a = cooperative_matrix_load.t %A[%c0,%x] : coopmatrix<f64x16x8,matrix_a>
+        %b = cooperative_matrix_load %B[%c0,%c0] : coopmatrix<i32x8x5,matrix_b>
+        %z = constant 0.0 : coopmatrix<f64x16x5,matrix_acc>
+        %d = cooperative_matrix_mul_add %a, %b, %z : coopmatrix<f64x16x5,matrix_acc>
+        cooperative_matrix_store.t.cols_checked %d, %C[%c0,%x]
+    }
+}""",
+    "coop_mul_add_i8": """
+func @k(%A: memref<i8x16x32>, %B: memref<i8x32x16>, %C: memref<i32x16x16>)
+        attributes{subgroup_size=16, work_group_size=[16,1]} {
+    parallel {
+        %c0 = constant 0 : index
+        %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<i8x16x32,matrix_a>
+        %b = cooperative_matrix_load %B[%c0,%c0] : coopmatrix<i8x32x16,matrix_b>
+        %c = cooperative_matrix_load %C[%c0,%c0] : coopmatrix<i32x16x16,matrix_acc>
+        %d = cooperative_matrix_mul_add %a, %b, %c : coopmatrix<i32x16x16,matrix_acc>
+        cooperative_matrix_store %d, %C[%c0,%c0]
+    }
+}""",
+    "coop_reduce_extract_insert": """
+func @k(%A: memref<f32x32x6>, %R: memref<f32x32>, %S: memref<f32x6x2>, %E: memref<f32x64x3>)
+        attributes{subgroup_size=16, work_group_size=[32,1]} {
+    parallel {
+        %c0 = constant 0 : index
+        %sg = subgroup_id.x : i32
+        %r = cast %sg : index
+        %c16 = constant 16 : index
+        %x = mul %r, %c16 : index
+        %a = cooperative_matrix_load %A[%x,%c0] : coopmatrix<f32x16x6,matrix_acc>
+        %rows = cooperative_matrix_reduce_add.row %a : coopmatrix<f32x16x1,matrix_acc>
+        %cols = cooperative_matrix_reduce_max.column %a : coopmatrix<f32x1x6,matrix_acc>
+        %rv = subview %R[%x:16] : memref<f32x16>
+        %re = expand %rv[0->16x1] : memref<f32x16x1>
+        cooperative_matrix_store %rows, %re[%c0,%c0]
+        cooperative_matrix_store.t %cols, %S[%c0,%r]
+        %id = subgroup_linear_id : i32
+        %lid = subgroup_local_id : i32
+        %w = cast %lid : index
+        %v = cast %id : index
+        %c32 = constant 32 : index
+        %y = mul %v, %c16 : index
+        %p = add %y, %w : index
+        %e0 = cooperative_matrix_extract %a[0] : f32
+        %e5 = cooperative_matrix_extract %a[5] : f32
+        %c1 = constant 1 : index
+        %c2 = constant 2 : index
+        store %e0, %E[%p,%c0]
+        store %e5, %E[%p,%c1]
+        %f = cast %lid : f32
+        %b = cooperative_matrix_insert %f, %a[3] : coopmatrix<f32x16x6,matrix_acc>
+        %e3 = cooperative_matrix_extract %b[3] : f32
+        store %e3, %E[%p,%c2]
+        cooperative_matrix_store %b, %A[%x,%c0]
+    }
+}""",
+    "coop_apply_divergent": """
+func @k(%A: memref<i32x8x4>, %B: memref<i32x8x4>, %O: memref<i32x32>)
+        attributes{subgroup_size=32, work_group_size=[32,1]} {
+    parallel {
+        %c0 = constant 0 : index
+        %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<i32x8x4,matrix_acc>
+        %lid = subgroup_local_id : i32
+        %b = cooperative_matrix_apply (%i,%j,%v)=%a -> coopmatrix<i32x8x4,matrix_acc> {
+            %t = mul %i, %j : i32
+            %u = add %t, %v : i32
+            %w = add %u, %lid : i32
+            yield (%w)
+        }
+        %c10 = constant 10 : i32
+        %odd = less_than %lid, %c10 : bool
+        %m = if %odd -> (coopmatrix<i32x8x4,matrix_acc>) {
+            %n = neg %b : coopmatrix<i32x8x4,matrix_acc>
+            yield (%n)
+        } else {
+            yield (%b)
+        }
+        cooperative_matrix_store %m, %B[%c0,%c0]
+        %q = cooperative_matrix_extract %m[0] : i32
+        %l = cast %lid : index
+        store %q, %O[%l]
+    }
+}""",
+}
+FIRST_CLASS.update(COOP)
+
 def test_registry_entry():
     assert [(s.name, s.binary) for s in BACKEND.stages] == [("tile-text", False), ("tilebc", True)]
     assert BACKEND.stage().name == "tilebc" and not BACKEND.executes and BACKEND.machine == "nvidia"
@@ -442,6 +558,26 @@ def _inputs(func, seed: int):
     return args, buffers
 
 
+def _with_chosen_sizes(text: str) -> str:
+    """`text` with the subgroup and work-group sizes target cuda-tile chooses written
+    into every function that leaves them open, so that the reference interpreter runs
+    it with the same sizes (results may depend on them)."""
+    from ttlc.backends.tile.backend import tile_machine
+    from ttlc.ir.printer import print_program
+    from ttlc.target import ExecConfig, get_target
+
+    program = ttlc.parse(text)
+    for f in program.functions:
+        if f.subgroup_size is None or f.work_group_size is None:
+            try:
+                config = ExecConfig.of(f, tile_machine(get_target("nvidia")), program)
+            except ttlc.CompileError:
+                continue
+            f.attrs["subgroup_size"] = config.subgroup_size
+            f.attrs["work_group_size"] = list(config.work_group_size)
+    return print_program(program)
+
+
 def _compare_meaning(text: str, name: str, make_args=None, grid=None,
                      any_inputs: bool = False) -> None:
     """Run function `name` of `text` on the reference interpreter and its Tile IR on the
@@ -452,6 +588,7 @@ def _compare_meaning(text: str, name: str, make_args=None, grid=None,
     from ttlc.backends.tile import simulate
     from ttlc.backends.tile.backend import translate
 
+    text = _with_chosen_sizes(text)
     program = ttlc.parse(text)
     index = [f.name for f in program.functions].index(name)
     func = program.functions[index]

@@ -22,7 +22,7 @@ from typing import Dict, Optional
 from ...ir.core import Instruction
 from ...ir.types import CoopMatrixType
 from .blas import accumulate_type_name
-from .layout import bcast, both, held, iota, pick, reshape, subgroups, to_entries
+from .layout import bcast, both, held, iota, pick, reshape, subgroups, to_entries, uniform
 from .ops import Scalar, Tile
 from .spmd import COMBINE, exec_config, identity_of
 from .tir import Value
@@ -38,18 +38,6 @@ def matrix_tile(t: Translator, inst: Instruction, ct: CoopMatrixType) -> Tile:
     G = t.lanes // exec_config(t, inst).subgroup_size if t.lanes else 1
     return Tile(Scalar(element_name(ct, inst.loc, inst.opcode)),
                 (G, next_pow2(ct.rows), next_pow2(ct.cols)))
-
-
-def uniform(t: Translator, v: Value) -> Value:
-    """A dynamically uniform value: a rank-0 tile as it is, a value of the work-items as
-    that of each subgroup's first work-item (a tile G x 1 x 1)."""
-    if not v.type.shape:
-        return v
-    per = subgroups(t, v)
-    zero = t.const("i32", 0)
-    first = t.b.one("extract", Tile(v.type.element, (per.type.shape[0], 1)), source=per,
-                    indices=[zero, zero])
-    return reshape(t, first, (per.type.shape[0], 1, 1))
 
 
 def running(t: Translator, shape) -> Optional[Value]:

@@ -156,6 +156,18 @@ def subgroups(t: Translator, x: Value) -> Value:
     return reshape(t, x, (t.lanes // S, S))
 
 
+def uniform(t: Translator, v: Value) -> Value:
+    """A dynamically uniform value: a rank-0 tile as it is, a value of the work-items as
+    that of each subgroup's first work-item (a tile G x 1 x 1)."""
+    if not v.type.shape:
+        return v
+    per = subgroups(t, v)
+    zero = t.const("i32", 0)
+    first = t.b.one("extract", Tile(v.type.element, (per.type.shape[0], 1)), source=per,
+                    indices=[zero, zero])
+    return reshape(t, first, (per.type.shape[0], 1, 1))
+
+
 def to_entries(t: Translator, ct: CoopMatrixType, x: Value) -> Value:
     """A value of the work-items as one per matrix entry: each entry gets the value of
     the work-item that holds it (a tile G x rows' x cols')."""

@@ -231,6 +231,7 @@ def for_loop(t: Translator, inst: Instruction) -> None:
         t.values[region.args[0]] = iv
         for arg, v in zip(region.args[1:], carried):
             t.values[arg] = v
+        t.yielded = []  # a loop without values has no yield
         t.region(region)
         return [t.per_lane(v) for v in t.yielded] if t.lanes else t.yielded
 

@@ -20,7 +20,7 @@ from ...diagnostics import CompileError
 from ...ir.core import Instruction
 from ...ir.types import CoopMatrixType
 from ...target import ExecConfig
-from .layout import to_entries
+from .layout import bcast, reshape, to_entries, uniform
 from .ops import Scalar, Tile
 from .tir import Value
 from .translate import Rule, Translator, element_name, next_pow2, registrar, unsupported
@@ -180,6 +180,7 @@ def divergent_for(t: Translator, inst: Instruction, lower: Value, upper: Value,
         t.values[region.args[0]] = t.binary("addi", lower, t.binary("muli", k, step))
         for arg, v in zip(region.args[1:], carried):
             t.values[arg] = v
+        t.yielded = []
         t.region(region)
         out = [merge(t, r.type, t.active, v, c) for r, v, c in zip(inst.results, t.yielded, carried)]
         t.active = outer
@@ -241,9 +242,13 @@ def subgroup_broadcast(t: Translator, inst: Instruction) -> None:
     (-0.0, 0 or false) of every other."""
     x = t.per_lane(t.tile_of(inst.slots["a"]))
     element = x.type.element
+    size = exec_config(t, inst).subgroup_size
     lane = t.convert(t.tile_of(inst.slots["lane"]), "i32")
+    if lane.type.shape:  # dynamically uniform: the subgroup's first work-item's
+        lane = reshape(t, bcast(t, reshape(t, uniform(t, lane), (t.lanes // size, 1)),
+                                (t.lanes // size, size)), (t.lanes,))
     local = t.binary("remi", t.b.one("iota", Tile(Scalar("i32"), (t.lanes,))),
-                     t.const("i32", exec_config(t, inst).subgroup_size), signedness="signed")
+                     t.const("i32", size), signedness="signed")
     identity = -0.0 if element.is_float else 0
     x = t.select(t.compare("equal", local, lane), x, t.const(element.name, identity))
     name = "addf" if element.is_float else "ori" if element.name == "i1" else "addi"
