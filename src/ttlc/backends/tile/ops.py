@@ -211,6 +211,8 @@ for _name, _code in (("addf", 0x02), ("subf", 0x67), ("mulf", 0x4C), ("divf", 0x
 for _name, _code in (("maxf", 0x45), ("minf", 0x47)):
     _op(_name, _code, ("lhs", "rhs"), (Attr("propagate_nan", "unit"), _FTZ), _BINARY,
         flags=("propagate_nan", "flush_to_zero"))
+_op("sqrt", 0x64, ("source",), (_ROUND, _FTZ), "{source}{attrs} : {result:type}",
+    flags=("flush_to_zero",))
 _op("remf", 0x59, ("lhs", "rhs"), (), _BINARY)
 # integer binary arithmetic
 for _name, _code in (("addi", 0x03), ("subi", 0x68), ("muli", 0x4E), ("shli", 0x60)):

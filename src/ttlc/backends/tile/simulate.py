@@ -147,7 +147,7 @@ def _shift(f, op, a):
     return [_out(op, fn(_signed(op, a[0]), a[1].astype(_signed(op, a[0]).dtype)))]
 
 
-_UNARY = {"absf": np.abs, "absi": np.abs, "negf": np.negative, "negi": np.negative, "exp": np.exp,
+_UNARY = {"sqrt": np.sqrt, "absf": np.abs, "absi": np.abs, "negf": np.negative, "negi": np.negative, "exp": np.exp,
           "exp2": np.exp2, "log": np.log, "log2": np.log2, "sin": np.sin, "cos": np.cos}
 
 
@@ -431,6 +431,8 @@ def _arguments(func, args, memory: Memory) -> list:
                 out.append(np.int64(len(arrays)))
             if t.offset is None:
                 out.append(np.int64(offset))
+        elif np.iscomplexobj(x):  # a complex number: its parts
+            out += [np.asarray(np.real(x)), np.asarray(np.imag(x))]
         else:
             out.append(np.asarray(x))
     return out

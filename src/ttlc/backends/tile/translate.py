@@ -19,7 +19,7 @@ target; the tables of ``scalar``, ``spmd`` and ``blas`` list what it covers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ...diagnostics import CompileError, error
 from ...ir.core import Function as IRFunction
@@ -61,12 +61,51 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
+class Pair(NamedTuple):
+    """A complex value (Tile IR has no complex type): tiles of its real and imaginary
+    parts, of the component type (f32 for c32, f64 for c64)."""
+
+    re: Value
+    im: Value
+
+
+#: the component type of each complex type
+COMPONENT = {"c32": "f32", "c64": "f64"}
+
+
+def is_complex(t) -> bool:
+    """Whether a ttlc type is complex, or a coopmatrix of complex numbers."""
+    t = t.component if isinstance(t, CoopMatrixType) else t
+    return isinstance(t, ScalarType) and t.is_complex
+
+
+def component_name(t, loc, what: str) -> str:
+    """The Tile IR element type of a ttlc number type, the parts' type for a complex one."""
+    t = t.component if isinstance(t, CoopMatrixType) else t
+    return COMPONENT[t.name] if is_complex(t) else element_name(t, loc, what)
+
+
+def flatten(values) -> List[Value]:
+    """Values with each complex one as its two parts (what loops and branches carry)."""
+    return [p for v in values for p in (v if isinstance(v, Pair) else (v,))]
+
+
+def regroup(like, flat: Sequence[Value]) -> List:
+    """The inverse of ``flatten``: `flat` grouped as the values `like` are."""
+    it = iter(flat)
+    return [Pair(next(it), next(it)) if isinstance(v, Pair) else next(it) for v in like]
+
+
 @dataclass
 class Memref:
+    """A memref: ``element`` is the type of the tiles read from it (the component type
+    for ``complex`` memrefs, whose elements are pairs of it: offsets count twice)."""
+
     element: str
     ptr: Value
     shape: List[Size]
     strides: List[Size]
+    complex: bool = False
 
     def view_type(self) -> TensorView:
         """A rank-0 memref is viewed as one element of a vector."""
@@ -90,6 +129,7 @@ class Group:
     strides: List[Union[int, Value]]
     size: Size
     offset: Size
+    complex: bool = False
 
 
 def extent(size: Size) -> int:
@@ -140,12 +180,16 @@ class Translator:
         return [self.splat(v, shape) if v.type.shape != shape else v for v in vs]
 
     def select(self, cond: Value, a: Value, b: Value) -> Value:
+        if isinstance(a, Pair):
+            return Pair(*(self.select(cond, x, y) for x, y in zip(a, b)))
         cond, a, b = self.matched(cond, a, b)
         return self.b.one("select", a.type, cond=cond, val_if_true=a, val_if_false=b)
 
     def per_lane(self, v: Value) -> Value:
         """`v` as a tile of the SPMD region's work-items (of the matrix entries in the
         region of a ``cooperative_matrix_apply``)."""
+        if isinstance(v, Pair):
+            return Pair(*(self.per_lane(p) for p in v))
         return self.splat(v, self.items or (self.lanes,)) if not v.type.shape else v
 
     def arith(self, op: str, a: Value, b: Value) -> Value:
@@ -177,7 +221,14 @@ class Translator:
         return self.binary("addi", self.i64(a), self.i64(b))
 
     def convert(self, v: Value, element: str) -> Value:
-        """`v` with another element type (the casts of the language)."""
+        """`v` with another element type (the casts of the language; a complex type
+        makes a ``Pair``, a real number's imaginary part 0)."""
+        if element in COMPONENT:
+            part = COMPONENT[element]
+            if isinstance(v, Pair):
+                return Pair(*(self.convert(p, part) for p in v))
+            re = self.convert(v, part)
+            return Pair(re, self.const(part, 0.0, re.type.shape))
         src = v.type.element
         if src.name == element:
             return v
@@ -197,6 +248,8 @@ class Translator:
 
     def splat(self, v: Value, shape: Sequence[int]) -> Value:
         """A rank-0 tile broadcast to `shape`."""
+        if isinstance(v, Pair):
+            return Pair(*(self.splat(p, shape) for p in v))
         if not shape:
             return v
         ones = self.b.one("reshape", Tile(v.type.element, (1,) * len(shape)), source=v)
@@ -225,30 +278,33 @@ class Translator:
         `inits`; `body(induction variable, carried values)` gives the next values."""
         element = upper.type.element.name
         iv = Value(upper.type)
-        args = [Value(TOKEN)] + [Value(v.type) for v in inits]
+        flat = flatten(inits)
+        args = [Value(TOKEN)] + [Value(v.type) for v in flat]
         block = Block([iv] + args)
-        results = self.b.op("for", [TOKEN] + [v.type for v in inits], regions=[block],
+        results = self.b.op("for", [TOKEN] + [v.type for v in flat], regions=[block],
                             lowerBound=lower or self.const(element, 0), upperBound=upper,
-                            step=step or self.const(element, 1), initValues=[self.token] + inits)
+                            step=step or self.const(element, 1), initValues=[self.token] + flat)
         outer = self.b.block
         self.b.block, self.token = block, args[0]
-        carried = body(iv, args[1:])
-        self.b.op("continue", operands=[self.token] + carried)
+        carried = body(iv, regroup(inits, args[1:]))
+        self.b.op("continue", operands=[self.token] + flatten(carried))
         self.b.block, self.token = outer, results[0]
-        return results[1:]
+        return regroup(inits, results[1:])
 
     def branches(self, condition: Value, regions: Sequence[Callable[[], List[Value]]],
                  types: Sequence) -> List[Value]:
-        """An ``if`` whose two branches (each giving the values it yields) carry the token."""
+        """An ``if`` whose two branches (each giving the values it yields) carry the token;
+        `types` are those of the values flattened (``flatten``)."""
         blocks = [Block(), Block()]
         results = self.b.op("if", [TOKEN, *types], regions=blocks, condition=condition)
         outer, start = self.b.block, self.token
+        yielded = []
         for block, branch in zip(blocks, regions):
             self.b.block, self.token = block, start
-            values = branch()
-            self.b.op("yield", operands=[self.token, *values])
+            yielded = branch()
+            self.b.op("yield", operands=[self.token, *flatten(yielded)])
         self.b.block, self.token = outer, results[0]
-        return results[1:]
+        return regroup(yielded, results[1:])
 
     def tile_count(self, size: Size, ext: int) -> Union[int, Value]:
         if isinstance(size, int):
@@ -321,7 +377,7 @@ class Translator:
         offset: Size = 0
         for i, stride in zip(index, m.strides):
             offset = self.add_index(offset, self.mul_index(i, stride))
-        return self.offset(m.ptr, offset)
+        return self.offset(m.ptr, self.mul_index(offset, 2) if m.complex else offset)
 
     def offset(self, ptr: Value, offset: Size) -> Value:
         """`ptr` moved by `offset` elements (a tile of pointers if either is one)."""
@@ -383,18 +439,27 @@ class Translator:
                                 token=self.token, memory_ordering_semantics="weak")
 
     def member(self, g: Group, index: Size) -> Memref:
-        """Member `index` of a group, as a memref."""
+        """Member `index` of a group, as a memref (in an SPMD region, one per work-item
+        where the index differs between them: its address, sizes and strides are then
+        gathered by the work-items that run)."""
         def fetch(array: Value) -> Value:
             return self.load_scalar(self.offset(array, index))
 
-        ptr = self.b.one("int_to_ptr", Tile(Ptr(Scalar(g.element))), source=fetch(g.addresses))
-        ptr = self.offset(ptr, g.offset)
+        address = fetch(g.addresses)
+        ptr = self.b.one("int_to_ptr", Tile(Ptr(Scalar(g.element)), address.type.shape), source=address)
+        ptr = self.offset(ptr, self.mul_index(g.offset, 2) if g.complex else g.offset)
         return Memref(g.element, ptr, [d if isinstance(d, int) else fetch(d) for d in g.shape],
-                      [d if isinstance(d, int) else fetch(d) for d in g.strides])
+                      [d if isinstance(d, int) else fetch(d) for d in g.strides], g.complex)
 
     # ---- values ------------------------------------------------------------------------
     def tile_of(self, v: IRValue) -> Value:
         x = self.values[v]
+        return Pair(*(self._adapt(p) for p in x)) if isinstance(x, Pair) else self._adapt(x)
+
+    def _adapt(self, x):
+        """A value where it is used: in the region of a coopmatrix apply, one of the
+        work-items as one of the entries; in an SPMD region, a coopmatrix made outside
+        as the matrix of every subgroup."""
         if self.items and isinstance(x, Value) and x.type.shape == (self.lanes,):
             return self.to_items(x)  # a work-item's value, used by the entries it holds
         if self.lanes and isinstance(x, Value) and len(x.type.shape) == 3 and x.type.shape[0] == 1:
@@ -428,21 +493,23 @@ class Translator:
             t = a.value.type
             what = f"argument %{a.value.name}"
             if isinstance(t, MemrefType):
-                element = element_name(t.element, a.value.loc, what)
+                element = component_name(t.element, a.value.loc, what)
                 ptr = Value(Tile(Ptr(Scalar(element))))
                 args.append(ptr)
                 self.values[a.value] = Memref(element, ptr, dynamic(t.shape, i64),
-                                              dynamic(t.stride, i64))
+                                              dynamic(t.stride, i64), is_complex(t.element))
             elif isinstance(t, GroupType):
-                element = element_name(t.memref.element, a.value.loc, what)
+                element = component_name(t.memref.element, a.value.loc, what)
                 addresses = Value(i64_array)
                 args.append(addresses)
                 shape, strides = dynamic(t.memref.shape, i64_array), dynamic(t.memref.stride, i64_array)
                 size, offset = dynamic([t.size, t.offset], i64)
-                self.values[a.value] = Group(element, addresses, shape, strides, size, offset)
+                self.values[a.value] = Group(element, addresses, shape, strides, size, offset,
+                                             is_complex(t.memref.element))
             elif isinstance(t, (ScalarType, BoolType)):
-                v = Value(Tile(Scalar(element_name(t, a.value.loc, f"argument %{a.value.name}"))))
-                args.append(v)
+                part = Tile(Scalar(component_name(t, a.value.loc, what)))
+                v = Pair(Value(part), Value(part)) if is_complex(t) else Value(part)
+                args.extend(flatten([v]))
                 self.values[a.value] = v
             else:
                 raise error(a.value.loc, f"argument %{a.value.name}: {t} arguments are not "
