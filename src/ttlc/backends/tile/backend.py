@@ -15,11 +15,11 @@ from ...diagnostics import CompileError, error
 from ...ir.core import Location, Program
 from ...ir.ops import compose_tables
 from ...target import ExecConfig, Target, get_target
-from . import blas, bytecode, coop, scalar, spmd, text
+from . import atomics, blas, bytecode, coop, scalar, spmd, text
 from .tir import Module
 from .translate import TARGET, Translator
 
-RULES = compose_tables(scalar.RULES, blas.RULES, spmd.RULES, coop.RULES)
+RULES = compose_tables(scalar.RULES, blas.RULES, spmd.RULES, coop.RULES, atomics.RULES)
 
 
 #: subgroup sizes a Tile IR kernel can run with: a subgroup is a slice of the tile of

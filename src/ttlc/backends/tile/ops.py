@@ -285,15 +285,16 @@ _op("store_view_tko", 0x66, ("tile", "view", ("index", "many"), ("token", "optio
     "{memory_ordering_semantics} {tile}, {view}[{index}](? token = {token}?) : {tile:type}, "
     "{view:type}, {index:type1} -> {result:type}",
     flags=_LOAD_STORE_FLAGS, variadic_results=True, segmented=True)
+_SCOPE = Attr("memory_scope", "enum", "memory_scope")  # optional: only atomic accesses have one
 _op("load_ptr_tko", 0x3D, ("source", ("mask", "optional"), ("paddingValue", "optional"),
                          ("token", "optional")),
-    (Attr("memory_ordering_semantics", "enum", "memory_ordering"),),
-    "{memory_ordering_semantics} {source}(?, {mask}?)(?, {paddingValue}?)(? token={token}?) : "
+    (Attr("memory_ordering_semantics", "enum", "memory_ordering"), _SCOPE),
+    "{memory_ordering_semantics}(? {memory_scope}?) {source}(?, {mask}?)(?, {paddingValue}?)(? token={token}?) : "
     "{source:type}(?, {mask:type}?)(?, {paddingValue:type}?) -> {result:type}",
     flags=("memory_scope", "optimization_hints", "mask", "paddingValue", "token"), segmented=True)
 _op("store_ptr_tko", 0x65, ("destination", "value", ("mask", "optional"), ("token", "optional")),
-    (Attr("memory_ordering_semantics", "enum", "memory_ordering"),),
-    "{memory_ordering_semantics} {destination}, {value}(?, {mask}?)(? token={token}?) : "
+    (Attr("memory_ordering_semantics", "enum", "memory_ordering"), _SCOPE),
+    "{memory_ordering_semantics}(? {memory_scope}?) {destination}, {value}(?, {mask}?)(? token={token}?) : "
     "{destination:type}, {value:type}(?, {mask:type}?) -> {result:type}",
     flags=("memory_scope", "optimization_hints", "mask", "token"), segmented=True)
 _op("atomic_rmw_tko", 0x08, ("pointers", "arg", ("mask", "optional"), ("token", "optional")),
@@ -302,6 +303,8 @@ _op("atomic_rmw_tko", 0x08, ("pointers", "arg", ("mask", "optional"), ("token", 
     "{memory_ordering_semantics} {memory_scope} {pointers}, {mode}, {arg}(?, {mask}?)"
     "(? token={token}?) : {pointers:type}, {arg:type}(?, {mask:type}?) -> {result:type}",
     flags=("mask", "token"), segmented=True)
+_op("ptr_to_ptr", 0x57, ("source",), (), "{source} : {source:type} -> {result:type}")
+_op("bitcast", 0x09, ("source",), (), "{source} : {source:type} -> {result:type}")
 _op("int_to_ptr", 0x33, ("source",), (), "{source} : {source:type} -> {result:type}")
 _op("ptr_to_int", 0x56, ("source",), (), "{source} : {source:type} -> {result:type}")
 # matrix units
