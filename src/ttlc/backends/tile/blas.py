@@ -94,10 +94,9 @@ def _gemv(t, inst, exts, index, ct):
 
 def _gemm(t, inst, exts, index, ct):
     """On the matrix units: ``mmaf``, or ``mmai`` for i8 (sums in i32, whose low byte is
-    the sum wrapped around in i8)."""
+    the sum wrapped around in i8); other integers as sums of outer products."""
     A, B = t.memref(inst.slots["A"]), t.memref(inst.slots["B"])
-    if not Scalar(ct).is_float and not (A.element == B.element == ct == "i8"):
-        raise unsupported(inst, f"integer gemm on {ct} (the matrix units multiply i8) is")
+    units = Scalar(ct).is_float or A.element == B.element == ct == "i8"
     same = A.element == B.element and accumulate_type_name(A.element) == ct
     element = A.element if same else ct
     acc_type = "i32" if ct == "i8" else ct
@@ -107,6 +106,8 @@ def _gemm(t, inst, exts, index, ct):
     def step(k, acc):
         a = t.load_op(A, _transposed(inst, "ta"), [exts[0], k_ext], [index[0], k], element)
         b = t.load_op(B, _transposed(inst, "tb"), [k_ext, exts[1]], [k, index[1]], element)
+        if not units:
+            return t.products(a, b, acc)
         if ct == "i8":
             return t.b.one("mmai", acc.type, lhs=a, rhs=b, acc=acc, signedness_lhs="signed",
                            signedness_rhs="signed")
@@ -134,8 +135,9 @@ def _update(t: Translator, inst: Instruction, out: Memref, exts, index, value: V
     alpha = t.splat(t.scalar_as(inst.slots["alpha"], ct), shape)
     result = t.arith("mul", alpha, value)
     beta_value = _constant(inst.slots["beta"])
-    if inst.modifier("atomic"):  # beta is 1 (_check_operands)
-        t.atomic_add(out, exts, index, t.convert(result, out.element))
+    if inst.modifier("atomic"):  # beta is a constant 0 or 1
+        (t.atomic_store if beta_value == 0 else t.atomic_add)(out, exts, index,
+                                                                t.convert(result, out.element))
         return
     if beta_value != 0:
         beta = t.scalar_as(inst.slots["beta"], ct)
@@ -150,10 +152,11 @@ def _update(t: Translator, inst: Instruction, out: Memref, exts, index, value: V
 
 def _check_operands(inst: Instruction) -> None:
     if inst.modifier("atomic"):
-        if _constant(inst.slots["beta"]) != 1:
-            raise unsupported(inst, "atomic updates (.atomic) with beta 0 are")
+        beta = _constant(inst.slots["beta"])
+        if beta not in (0, 1):
+            raise unsupported(inst, "atomic updates (.atomic) with a beta other than 0 or 1 are")
         out = inst.slots[inst.opdef.blas.written].type.element.name
-        if out in ("i8", "i16"):
+        if beta == 1 and out in ("i8", "i16"):
             raise unsupported(inst, f"atomic additions to {out} are")
     for slot in inst.opdef.blas.slots:
         mt = inst.slots[slot].type

@@ -160,14 +160,8 @@ def mul_add(t: Translator, inst: Instruction) -> None:
         sum_ = t.convert(t.convert(c, acc), total)
         attrs = {"signedness_lhs": "signed", "signedness_rhs": "signed"} if name == "mmai" else {}
         d = t.b.one(name, sum_.type, lhs=a, rhs=b, acc=sum_, **attrs)
-    else:  # products of every (row, k, column), summed over k
-        G, M, K = a.type.shape
-        N = b.type.shape[2]
-        a4 = bcast(t, reshape(t, t.convert(a, acc), (G, M, K, 1)), (G, M, K, N))
-        b4 = bcast(t, reshape(t, t.convert(b, acc), (G, 1, K, N)), (G, M, K, N))
-        products = t.arith("mul", a4, b4)
-        d = t.along("reduce", products, 2, lambda x, y: t.arith("add", x, y), identity_of("add", Scalar(acc)))
-        d = t.arith("add", d, t.convert(c, acc))
+    else:
+        d = t.products(t.convert(a, acc), t.convert(b, acc), t.convert(c, acc))
     d = t.convert(t.convert(d, acc), c.type.element.name)
     t.values[inst.results[0]] = t.convert(d, element_name(inst.results[0].type, inst.loc, inst.opcode))
 

@@ -270,6 +270,26 @@ class Translator:
         return self.b.op(name, [Tile(element, shape)], regions=[block], operands=[tile], dim=dim,
                          identities=[(element.name, identity)], **attrs)[0]
 
+    def products(self, a: Value, b: Value, acc: Value) -> Value:
+        """`acc` + `a` `b` for matrix tiles (a batch of them when of rank 3) of `acc`'s
+        element type, as the sum of the outer products of a's column k and b's row k, k
+        in order: what the matrix units do not multiply (integers other than i8)."""
+        *batch, M, K = a.type.shape
+        N = b.type.shape[-1]
+        lead = [self.const("i32", 0)] * len(batch)
+
+        def step(k: Value, carried: List[Value]) -> List[Value]:
+            zero = self.const("i32", 0)
+            col = self.b.one("extract", Tile(a.type.element, (*batch, M, 1)), source=a,
+                             indices=lead + [zero, k])
+            row = self.b.one("extract", Tile(b.type.element, (*batch, 1, N)), source=b,
+                             indices=lead + [k, zero])
+            shape = acc.type.shape
+            term = self.arith("mul", *(self.b.one("broadcast", Tile(v.type.element, shape), source=v)
+                                       for v in (col, row)))
+            return [self.arith("add", carried[0], term)]
+        return self.loop(self.const("i32", K), [acc], step)[0]
+
     # ---- loops -------------------------------------------------------------------------
     def loop(self, upper: Value, inits: List[Value],
              body: Callable[[Value, List[Value]], List[Value]],
@@ -417,6 +437,13 @@ class Translator:
         self.token = self.b.op("atomic_rmw_tko", [tile.type, TOKEN], pointers=ptrs, arg=tile,
                                mask=mask, token=self.token, memory_ordering_semantics="relaxed",
                                memory_scope="device", mode=mode)[1]
+
+    def atomic_store(self, m: Memref, exts: Sequence[int], index: Sequence[Value], tile: Value) -> None:
+        """Store `tile` as tile `index` of `m`, each element atomically."""
+        ptrs, mask = self.element_ptrs(m, exts, index)
+        self.token = self.b.one("store_ptr_tko", TOKEN, destination=ptrs, value=tile, mask=mask,
+                                token=self.token, memory_ordering_semantics="relaxed",
+                                memory_scope="device")
 
     def load_scalar(self, ptr: Value) -> Value:
         """The element at `ptr`; in an SPMD region under divergence, or from a tile of
