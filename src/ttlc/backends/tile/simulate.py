@@ -436,7 +436,11 @@ def _arguments(func, args, memory: Memory) -> list:
     out: list = []
     for a, x in zip(func.args, args):
         t = a.value.type
-        if isinstance(t, MemrefType):
+        if isinstance(t, MemrefType) and x is None:  # not associated: address 0
+            out.append(np.int64(0))
+            out += [np.int64(0) for d in t.shape if d is None]
+            out += [np.int64(1) for d in t.stride if d is None]
+        elif isinstance(t, MemrefType):
             arr = np.asarray(x)
             out.append(np.int64(memory.add(arr)))
             out += [np.int64(n) for n, d in zip(arr.shape, t.shape) if d is None]
