@@ -116,6 +116,11 @@ class Memref:
     def view_shape(self) -> List[Size]:
         return self.shape or [1]
 
+    @property
+    def number(self) -> str:
+        """The language's element type (c32 or c64 for a complex memref)."""
+        return {v: k for k, v in COMPONENT.items()}[self.element] if self.complex else self.element
+
 
 @dataclass
 class Group:
@@ -164,8 +169,17 @@ class Translator:
 
     # ---- small builders --------------------------------------------------------------
     def const(self, element: str, value, shape: Sequence[int] = ()) -> Value:
-        """A constant tile with every element `value`."""
+        """A constant tile with every element `value` (a ``Pair`` for a complex type)."""
+        if element in COMPONENT:
+            value = complex(value)
+            return Pair(*(self.const(COMPONENT[element], v, shape) for v in (value.real, value.imag)))
         return self.b.one("constant", Tile(Scalar(element), tuple(shape)), value=(element, value))
+
+    def shaped(self, name: str, v: Value, shape: Sequence[int]) -> Value:
+        """``reshape`` or ``broadcast`` of `v` (of each part of a complex value)."""
+        if isinstance(v, Pair):
+            return Pair(*(self.shaped(name, p, shape) for p in v))
+        return self.b.one(name, Tile(v.type.element, tuple(shape)), source=v)
 
     def i64(self, x: Size) -> Value:
         return self.const("i64", x) if isinstance(x, int) else x
@@ -193,7 +207,13 @@ class Translator:
         return self.splat(v, self.items or (self.lanes,)) if not v.type.shape else v
 
     def arith(self, op: str, a: Value, b: Value) -> Value:
-        """``add`` or ``mul`` of two tiles of any number type (integers wrap around)."""
+        """``add`` or ``mul`` of two tiles of any number type (integers wrap around;
+        complex numbers as pairs)."""
+        if isinstance(a, Pair):
+            if op == "add":
+                return Pair(*(self.arith("add", x, y) for x, y in zip(a, b)))
+            return Pair(self.binary("subf", self.arith("mul", a.re, b.re), self.arith("mul", a.im, b.im)),
+                        self.arith("add", self.arith("mul", a.re, b.im), self.arith("mul", a.im, b.re)))
         return self.binary(op + ("f" if a.type.element.is_float else "i"), a, b)
 
     def compare(self, predicate: str, a: Value, b: Value) -> Value:
@@ -257,7 +277,10 @@ class Translator:
 
     def along(self, name: str, tile: Value, dim: int, combine: Callable[[Value, Value], Value],
               identity) -> Value:
-        """``reduce`` (or inclusive ``scan``) of `tile` along mode `dim` by `combine`."""
+        """``reduce`` (or inclusive ``scan``) of `tile` along mode `dim` by `combine`
+        (of each part of a complex tile)."""
+        if isinstance(tile, Pair):
+            return Pair(*(self.along(name, p, dim, combine, identity) for p in tile))
         element = tile.type.element
         block = Block([Value(Tile(element)), Value(Tile(element))])
         outer, self.b.block = self.b.block, block
@@ -371,13 +394,24 @@ class Translator:
         return self.b.one("make_partition_view", PartitionView(tuple(exts), vt, "zero" if padded else None),
                           tensor_view=tv)
 
+    def parts(self, m: Memref) -> List[Memref]:
+        """A complex memref as the memrefs of its real and imaginary parts."""
+        strides = [self.mul_index(s, 2) for s in m.strides]
+        return [Memref(m.element, self.offset(m.ptr, k), m.shape, strides) for k in (0, 1)]
+
     def load(self, m: Memref, exts: Sequence[int], index: Sequence[Value]) -> Value:
         """The tile of `m` at tile index `index` (zeros outside the memref)."""
+        if m.complex:
+            return Pair(*(self.load(p, exts, index) for p in self.parts(m)))
         pv = self.view(m, exts, padded=True)
         return self.b.op("load_view_tko", [Tile(Scalar(m.element), tuple(exts)), TOKEN], view=pv,
                          index=list(index), token=self.token, memory_ordering_semantics="weak")[0]
 
     def store(self, m: Memref, exts: Sequence[int], index: Sequence[Value], tile: Value) -> None:
+        if m.complex:
+            for p, v in zip(self.parts(m), tile):
+                self.store(p, exts, index, v)
+            return
         pv = self.view(m, exts, padded=False)
         self.token = self.b.one("store_view_tko", TOKEN, tile=tile, view=pv, index=list(index),
                                 token=self.token, memory_ordering_semantics="weak")
@@ -385,9 +419,12 @@ class Translator:
     def load_op(self, m: Memref, transpose: bool, exts: Sequence[int], index: Sequence[Value],
                 element: str) -> Value:
         """The tile of op(m) (m transposed if `transpose` and a matrix), as `element`."""
+        def permuted(v: Value) -> Value:
+            if isinstance(v, Pair):
+                return Pair(*map(permuted, v))
+            return self.b.one("permute", Tile(v.type.element, tuple(exts)), source=v, permutation=[1, 0])
         if transpose and len(m.shape) == 2:
-            t = self.load(m, exts[::-1], index[::-1])
-            t = self.b.one("permute", Tile(t.type.element, tuple(exts)), source=t, permutation=[1, 0])
+            t = permuted(self.load(m, exts[::-1], index[::-1]))
         else:
             t = self.load(m, exts, index)
         return self.convert(t, element)
@@ -431,7 +468,12 @@ class Translator:
         return self.b.one("offset", base.type, ptr=base, offset=offsets), mask
 
     def atomic_add(self, m: Memref, exts: Sequence[int], index: Sequence[Value], tile: Value) -> None:
-        """Add `tile` to tile `index` of `m`, element by element, atomically."""
+        """Add `tile` to tile `index` of `m`, element by element, atomically (a complex
+        number part by part)."""
+        if m.complex:
+            for p, v in zip(self.parts(m), tile):
+                self.atomic_add(p, exts, index, v)
+            return
         ptrs, mask = self.element_ptrs(m, exts, index)
         mode = "addf" if tile.type.element.is_float else "add"
         self.token = self.b.op("atomic_rmw_tko", [tile.type, TOKEN], pointers=ptrs, arg=tile,
@@ -440,6 +482,10 @@ class Translator:
 
     def atomic_store(self, m: Memref, exts: Sequence[int], index: Sequence[Value], tile: Value) -> None:
         """Store `tile` as tile `index` of `m`, each element atomically."""
+        if m.complex:
+            for p, v in zip(self.parts(m), tile):
+                self.atomic_store(p, exts, index, v)
+            return
         ptrs, mask = self.element_ptrs(m, exts, index)
         self.token = self.b.one("store_ptr_tko", TOKEN, destination=ptrs, value=tile, mask=mask,
                                 token=self.token, memory_ordering_semantics="relaxed",
