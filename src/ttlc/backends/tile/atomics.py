@@ -34,7 +34,7 @@ _ORDER = {"relaxed": ("relaxed",) * 3, "acquire": ("acquire", "relaxed", "acquir
           "sequentially_consistent": ("acquire", "release", "acq_rel")}
 
 
-def _ordering(inst: Instruction, kind: int) -> Tuple[str, str]:
+def ordering(inst: Instruction, kind: int) -> Tuple[str, str]:
     """(memory ordering, memory scope) of a load (kind 0), store (1) or update (2)."""
     return (_ORDER[inst.modifier("semantics") or "relaxed"][kind],
             _SCOPE[inst.modifier("scope") or "work_group"])
@@ -58,7 +58,7 @@ def _parts(ptr: Value, pair: bool, t: Translator):
 @_rule("atomic_load")
 def atomic_load(t: Translator, inst: Instruction) -> None:
     ptr, pair, mask = _pointers(t, inst)
-    order, scope = _ordering(inst, 0)
+    order, scope = ordering(inst, 0)
     values = []
     for p in _parts(ptr, pair, t):
         v, t.token = t.b.op("load_ptr_tko", [Tile(p.type.element.pointee, p.type.shape), TOKEN],
@@ -71,7 +71,7 @@ def atomic_load(t: Translator, inst: Instruction) -> None:
 @_rule("atomic_store")
 def atomic_store(t: Translator, inst: Instruction) -> None:
     ptr, pair, mask = _pointers(t, inst)
-    order, scope = _ordering(inst, 1)
+    order, scope = ordering(inst, 1)
     value = t.tile_of(inst.slots["value"])
     for p, v in zip(_parts(ptr, pair, t), value if pair else [value]):
         v = t.per_lane(v) if t.lanes else v
@@ -80,7 +80,7 @@ def atomic_store(t: Translator, inst: Instruction) -> None:
 
 
 def _rmw(t: Translator, inst: Instruction, ptr: Value, value: Value, mode: str, mask) -> Value:
-    order, scope = _ordering(inst, 2)
+    order, scope = ordering(inst, 2)
     old, t.token = t.b.op("atomic_rmw_tko", [value.type, TOKEN], pointers=ptr, arg=value,
                           mask=mask, token=t.token, memory_ordering_semantics=order,
                           memory_scope=scope, mode=mode)
@@ -105,22 +105,29 @@ def _float_extremum(t: Translator, inst: Instruction, ptr: Value, value: Value, 
     return t.b.one("bitcast", value.type, source=old)
 
 
-@_rule("atomic_add", "atomic_max", "atomic_min")
-def atomic_update(t: Translator, inst: Instruction) -> None:
-    """The previous value of the element (of each work-item's element)."""
-    ptr, pair, mask = _pointers(t, inst)
+def update(t: Translator, inst: Instruction, ptrs, value, mask):
+    """The update of `inst` (``..._add``, ``_max``, ``_min``) of the elements at
+    `ptrs` (one pointer tile, or one per part of complex values) by `value`; the previous
+    values."""
     op = inst.opcode.rsplit("_", 1)[1]
     element = component_name(inst.slots["value"].type, inst.loc, inst.opcode)
     is_float = Scalar(element).is_float
     if element not in (("f16", "f32", "f64") if is_float and op == "add" else
                        ("f32", "f64") if is_float else ("i32", "i64")):
         raise unsupported(inst, f"atomic updates of {element} are")
-    value = t.tile_of(inst.slots["value"])
     olds = []
-    for p, v in zip(_parts(ptr, pair, t), value if pair else [value]):
-        v = t.per_lane(v) if t.lanes else v
+    for p, v in zip(ptrs, value if isinstance(value, Pair) else [value]):
         if is_float and op != "add":
             olds.append(_float_extremum(t, inst, p, v, op, mask))
         else:
             olds.append(_rmw(t, inst, p, v, ("addf" if is_float else "add") if op == "add" else op, mask))
-    t.values[inst.results[0]] = Pair(*olds) if pair else olds[0]
+    return Pair(*olds) if isinstance(value, Pair) else olds[0]
+
+
+@_rule("atomic_add", "atomic_max", "atomic_min")
+def atomic_update(t: Translator, inst: Instruction) -> None:
+    """The previous value of the element (of each work-item's element)."""
+    ptr, pair, mask = _pointers(t, inst)
+    value = t.tile_of(inst.slots["value"])
+    value = t.per_lane(value) if t.lanes else value
+    t.values[inst.results[0]] = update(t, inst, _parts(ptr, pair, t), value, mask)

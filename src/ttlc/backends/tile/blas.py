@@ -107,11 +107,8 @@ def _gemm(t, inst, exts, index, ct):
         b = t.load_op(B, _transposed(inst, "tb"), [k_ext, exts[1]], [k, index[1]], element)
         if not units:
             return t.products(a, b, acc)
-        if isinstance(acc, Pair):  # four real products
-            re = t.b.one("mmaf", acc.re.type, lhs=a.re, rhs=b.re, acc=acc.re)
-            re = t.b.one("mmaf", re.type, lhs=t.b.one("negf", a.im.type, source=a.im), rhs=b.im, acc=re)
-            im = t.b.one("mmaf", acc.im.type, lhs=a.re, rhs=b.im, acc=acc.im)
-            return Pair(re, t.b.one("mmaf", im.type, lhs=a.im, rhs=b.re, acc=im))
+        if isinstance(acc, Pair):
+            return t.complex_mma(a, b, acc)
         if ct == "i8":
             return t.b.one("mmai", acc.type, lhs=a, rhs=b, acc=acc, signedness_lhs="signed",
                            signedness_rhs="signed")

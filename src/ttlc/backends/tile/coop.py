@@ -21,12 +21,14 @@ from typing import Dict, Optional
 
 from ...ir.core import Instruction
 from ...ir.types import CoopMatrixType
+from . import atomics
 from .blas import accumulate_type_name
 from .layout import bcast, both, held, iota, pick, reshape, subgroups, to_entries, uniform
 from .ops import Scalar, Tile
 from .spmd import COMBINE, exec_config, identity_of
 from .tir import Value
-from .translate import Rule, Translator, element_name, next_pow2, registrar, unsupported
+from .translate import (COMPONENT, Pair, Rule, Translator, component_name, each, element_name, first,
+                        is_complex, next_pow2, registrar, unsupported)
 
 RULES: Dict[str, Rule] = {}
 _rule = registrar(RULES)
@@ -36,7 +38,7 @@ def matrix_tile(t: Translator, inst: Instruction, ct: CoopMatrixType) -> Tile:
     """The tile type of a coopmatrix type in the SPMD region being translated (outside
     one, where every subgroup holds the same matrix, one matrix: G = 1)."""
     G = t.lanes // exec_config(t, inst).subgroup_size if t.lanes else 1
-    return Tile(Scalar(element_name(ct, inst.loc, inst.opcode)),
+    return Tile(Scalar(component_name(ct, inst.loc, inst.opcode)),
                 (G, next_pow2(ct.rows), next_pow2(ct.cols)))
 
 
@@ -67,8 +69,14 @@ def inside(t: Translator, ct: CoopMatrixType, shape) -> Optional[Value]:
     return mask
 
 
+def number(ct: CoopMatrixType, inst: Instruction) -> str:
+    """The component type's name (c32, c64 for complex components)."""
+    return ct.component.name if is_complex(ct) else element_name(ct, inst.loc, inst.opcode)
+
+
 def _access(t: Translator, inst: Instruction, ct: CoopMatrixType, shape):
-    """The pointers of the entries a load or store accesses and its mask (or None)."""
+    """The pointers of the entries a load or store accesses (of each part of complex
+    entries) and its mask (or None)."""
     m = t.memref(inst.slots["tensor"])
     i64 = lambda v: uniform(t, t.convert(t.i64(v), "i64"))  # noqa: E731
     x, y = i64(t.tile_of(inst.slots["x"])), i64(t.tile_of(inst.slots["y"]))
@@ -78,7 +86,10 @@ def _access(t: Translator, inst: Instruction, ct: CoopMatrixType, shape):
         (both(t, "addi", x, rows), both(t, "addi", y, cols))
     offsets = both(t, "addi", both(t, "muli", ri, i64(m.strides[0])),
                    both(t, "muli", ci, i64(m.strides[1])))
+    if m.complex:
+        offsets = both(t, "muli", offsets, t.const("i64", 2))
     ptrs = t.offset(bcast(t, uniform(t, m.ptr), shape), bcast(t, offsets, shape))
+    ptrs = [ptrs, t.offset(ptrs, 1)] if m.complex else [ptrs]
     zero = t.const("i64", 0)
 
     def within(k: Value, size) -> Value:
@@ -95,27 +106,56 @@ def _access(t: Translator, inst: Instruction, ct: CoopMatrixType, shape):
     return ptrs, None if mask is None else bcast(t, mask, shape)
 
 
-@_rule("cooperative_matrix_load")
+def _order(inst: Instruction, kind: int) -> Dict[str, str]:
+    """The memory ordering (and scope) of a load (kind 0) or store (1): of the atomic
+    forms as ``atomics`` gives them, weak otherwise."""
+    if "atomic" not in inst.opcode:
+        return {"memory_ordering_semantics": "weak"}
+    order, scope = atomics.ordering(inst, kind)
+    return {"memory_ordering_semantics": order, "memory_scope": scope}
+
+
+def _zero_outside(t: Translator, mask: Optional[Value], value):
+    """`value` with 0 where `mask` (the entries accessed) does not hold."""
+    if mask is None:
+        return value
+    return each(lambda v: t.select(mask, v, t.const(v.type.element.name, 0)), value)
+
+
+@_rule("cooperative_matrix_load", "cooperative_matrix_atomic_load")
 def load(t: Translator, inst: Instruction) -> None:
     """A gather; entries outside the checked bounds are zero."""
     ct = inst.results[0].type
     tile = matrix_tile(t, inst, ct)
     ptrs, mask = _access(t, inst, ct, tile.shape)
-    value, t.token = t.b.op("load_ptr_tko", [tile, t.token.type], source=ptrs, mask=mask,
-                            token=t.token, memory_ordering_semantics="weak")
-    if mask is not None:
-        value = t.select(mask, value, t.const(tile.element.name, 0))
-    t.values[inst.results[0]] = value
+    parts = []
+    for p in ptrs:
+        value, t.token = t.b.op("load_ptr_tko", [tile, t.token.type], source=p, mask=mask,
+                                token=t.token, **_order(inst, 0))
+        parts.append(value)
+    t.values[inst.results[0]] = _zero_outside(t, mask, Pair(*parts) if len(parts) == 2 else parts[0])
 
 
-@_rule("cooperative_matrix_store")
+@_rule("cooperative_matrix_store", "cooperative_matrix_atomic_store")
 def store(t: Translator, inst: Instruction) -> None:
     ct = inst.slots["value"].type
     tile = matrix_tile(t, inst, ct)
     ptrs, mask = _access(t, inst, ct, tile.shape)
-    t.token = t.b.one("store_ptr_tko", t.token.type, destination=ptrs,
-                      value=t.tile_of(inst.slots["value"]), mask=mask, token=t.token,
-                      memory_ordering_semantics="weak")
+    value = t.tile_of(inst.slots["value"])
+    for p, v in zip(ptrs, value if isinstance(value, Pair) else [value]):
+        t.token = t.b.one("store_ptr_tko", t.token.type, destination=p, value=v, mask=mask,
+                          token=t.token, **_order(inst, 1))
+
+
+@_rule(*(f"cooperative_matrix_atomic_{op}" for op in ("add", "max", "min")))
+def atomic_update(t: Translator, inst: Instruction) -> None:
+    """Entry by entry, as the element atomics (``atomics.update``); the previous values
+    (0 where nothing is accessed)."""
+    ct = inst.slots["value"].type
+    tile = matrix_tile(t, inst, ct)
+    ptrs, mask = _access(t, inst, ct, tile.shape)
+    old = atomics.update(t, inst, ptrs, t.tile_of(inst.slots["value"]), mask)
+    t.values[inst.results[0]] = _zero_outside(t, mask, old)
 
 
 @_rule("cooperative_matrix_prefetch")
@@ -126,13 +166,14 @@ def prefetch(t: Translator, inst: Instruction) -> None:
 @_rule("cooperative_matrix_construct")
 def construct(t: Translator, inst: Instruction) -> None:
     tile = matrix_tile(t, inst, inst.results[0].type)
-    t.values[inst.results[0]] = bcast(t, uniform(t, t.tile_of(inst.slots["a"])), tile.shape)
+    t.values[inst.results[0]] = each(lambda v: bcast(t, uniform(t, v), tile.shape),
+                                     t.tile_of(inst.slots["a"]))
 
 
 @_rule("cooperative_matrix_scale")
 def scale(t: Translator, inst: Instruction) -> None:
     tile = matrix_tile(t, inst, inst.results[0].type)
-    a = bcast(t, uniform(t, t.tile_of(inst.slots["a"])), tile.shape)
+    a = each(lambda v: bcast(t, uniform(t, v), tile.shape), t.tile_of(inst.slots["a"]))
     t.values[inst.results[0]] = t.arith("mul", a, t.tile_of(inst.slots["b"]))
 
 
@@ -150,20 +191,23 @@ def mul_add(t: Translator, inst: Instruction) -> None:
     nothing."""
     ta, tb, tc = (inst.slots[s].type for s in "abc")
     a, b, c = (t.tile_of(inst.slots[s]) for s in "abc")
-    acc = accumulate_type_name(element_name(tc, inst.loc, inst.opcode))
-    columns = inside(t, CoopMatrixType(ta.component, next_pow2(ta.rows), ta.cols, ta.use), a.type.shape)
+    acc = accumulate_type_name(number(tc, inst))
+    shape = first(a).type.shape
+    columns = inside(t, CoopMatrixType(ta.component, next_pow2(ta.rows), ta.cols, ta.use), shape)
     if columns is not None:
-        a = t.select(bcast(t, columns, a.type.shape), a, t.const(a.type.element.name, 0))
-    kind = (a.type.element.name, b.type.element.name)
+        a = t.select(bcast(t, columns, shape), a, t.const(number(ta, inst), 0))
+    kind = (number(ta, inst), number(tb, inst))
     name, into, total = _MMA.get(kind, (None, acc, acc))
-    if name is not None and (total == acc or name == "mmai"):
+    if acc in COMPONENT:
+        d = t.complex_mma(*(t.convert(v, acc) for v in (a, b, c)))
+    elif name is not None and (total == acc or name == "mmai"):
         sum_ = t.convert(t.convert(c, acc), total)
         attrs = {"signedness_lhs": "signed", "signedness_rhs": "signed"} if name == "mmai" else {}
         d = t.b.one(name, sum_.type, lhs=a, rhs=b, acc=sum_, **attrs)
     else:
         d = t.products(t.convert(a, acc), t.convert(b, acc), t.convert(c, acc))
-    d = t.convert(t.convert(d, acc), c.type.element.name)
-    t.values[inst.results[0]] = t.convert(d, element_name(inst.results[0].type, inst.loc, inst.opcode))
+    d = t.convert(t.convert(d, acc), number(tc, inst))
+    t.values[inst.results[0]] = t.convert(d, number(inst.results[0].type, inst))
 
 
 @_rule(*(f"cooperative_matrix_reduce_{op}" for op in COMBINE))
@@ -172,21 +216,22 @@ def reduce(t: Translator, inst: Instruction) -> None:
     padding entries count as the identity."""
     ct = inst.slots["a"].type
     a = t.tile_of(inst.slots["a"])
-    element = element_name(ct, inst.loc, inst.opcode)
-    acc = Scalar(accumulate_type_name(element))
+    element = number(ct, inst)
+    acc = accumulate_type_name(element)
     op = inst.opcode.rsplit("_", 1)[1]
-    ident = identity_of(op, acc)
-    x = t.convert(a, acc.name)
-    mask = inside(t, ct, a.type.shape)
+    part = Scalar(COMPONENT.get(acc, acc))  # a complex sum is the sums of the parts
+    ident = identity_of(op, part)
+    x = t.convert(a, acc)
+    shape = list(first(a).type.shape)
+    mask = inside(t, ct, shape)
     if mask is not None:
-        x = t.select(bcast(t, mask, x.type.shape), x, t.const(acc.name, ident))
+        x = t.select(bcast(t, mask, shape), x, t.const(acc, ident))
     dim = 2 if inst.modifier("mode") == "row" else 1
-    name = COMBINE[op][0 if acc.is_float else 1]
+    name = COMBINE[op][0 if part.is_float else 1]
     signed = {"signedness": "signed"} if name in ("maxi", "mini") else {}
     r = t.along("reduce", x, dim, lambda p, q: t.binary(name, p, q, **signed), ident)
-    shape = list(a.type.shape)
     shape[dim] = 1
-    t.values[inst.results[0]] = t.convert(reshape(t, r, shape), element)
+    t.values[inst.results[0]] = t.convert(t.shaped("reshape", r, shape), element)
 
 
 @_rule("cooperative_matrix_extract")
@@ -195,11 +240,11 @@ def extract(t: Translator, inst: Instruction) -> None:
     of its subgroup's matrix (zero at padding)."""
     ct = inst.slots["matrix"].type
     m = t.tile_of(inst.slots["matrix"])
-    G, M, N = m.type.shape
+    G, M, N = first(m).type.shape
     S = t.lanes // G
     hot = reshape(t, held(t, ct, inst.attrs["index"]), (1, S, M, N))
-    x = pick(t, hot, reshape(t, m, (G, 1, M, N)), [2, 3])
-    t.values[inst.results[0]] = reshape(t, x, (t.lanes,))
+    t.values[inst.results[0]] = each(
+        lambda v: reshape(t, pick(t, hot, reshape(t, v, (G, 1, M, N)), [2, 3]), (t.lanes,)), m)
 
 
 @_rule("cooperative_matrix_insert")
@@ -208,13 +253,13 @@ def insert(t: Translator, inst: Instruction) -> None:
     values."""
     ct = inst.slots["matrix"].type
     m = t.tile_of(inst.slots["matrix"])
-    G, M, N = m.type.shape
+    G, M, N = first(m).type.shape
     S = t.lanes // G
-    value = t.per_lane(t.convert(t.tile_of(inst.slots["value"]), m.type.element.name))
+    value = t.per_lane(t.convert(t.tile_of(inst.slots["value"]), number(ct, inst)))
     hot = bcast(t, reshape(t, held(t, ct, inst.attrs["index"]), (1, S, M, N)), (G, S, M, N))
     if t.active is not None:
         hot = both(t, "andi", hot, reshape(t, t.active, (G, S, 1, 1)))
-    new = pick(t, hot, reshape(t, value, (G, S, 1, 1)), [1])
+    new = each(lambda v: pick(t, hot, reshape(t, v, (G, S, 1, 1)), [1]), value)
     written = t.along("reduce", hot, 1, lambda p, q: t.binary("ori", p, q), 0)
     t.values[inst.results[0]] = t.select(written, new, m)
 
@@ -226,7 +271,7 @@ def apply(t: Translator, inst: Instruction) -> None:
     the entries of the matrix whose holders run."""
     ct = inst.results[0].type
     m = t.tile_of(inst.slots["a"])
-    shape = m.type.shape
+    shape = first(m).type.shape
     active = inside(t, ct, shape)
     if t.active is not None:
         active = _and(t, active, to_entries(t, ct, t.active))
@@ -240,7 +285,7 @@ def apply(t: Translator, inst: Instruction) -> None:
             t.values[arg] = v
         t.yielded = []
         t.region(body)
-        y = t.per_lane(t.convert(t.yielded[0], m.type.element.name))
+        y = t.per_lane(t.convert(t.yielded[0], number(ct, inst)))
     finally:
         t.active, t.items, t.to_items = outer
     t.values[inst.results[0]] = y if active is None else t.select(active, y, m)

@@ -279,11 +279,9 @@ def if_(t: Translator, inst: Instruction) -> None:
 
     types = []
     for r in inst.results:
-        if isinstance(r.type, CoopMatrixType):
-            types.append(matrix_tile(t, inst, r.type))
-        else:
-            part = Tile(Scalar(component_name(r.type, inst.loc, "if")))
-            types += [part, part] if is_complex(r.type) else [part]
+        part = matrix_tile(t, inst, r.type) if isinstance(r.type, CoopMatrixType) else \
+            Tile(Scalar(component_name(r.type, inst.loc, "if")))
+        types += [part, part] if is_complex(r.type) else [part]
     results = t.branches(t.tile_of(inst.slots["condition"]), [branch(0), branch(1)], types)
     for r, v in zip(inst.results, results):
         t.values[r] = v

@@ -85,6 +85,16 @@ def component_name(t, loc, what: str) -> str:
     return COMPONENT[t.name] if is_complex(t) else element_name(t, loc, what)
 
 
+def each(fn: Callable[[Value], Value], v):
+    """`fn` of a value, or of each part of a complex one."""
+    return Pair(fn(v.re), fn(v.im)) if isinstance(v, Pair) else fn(v)
+
+
+def first(v) -> Value:
+    """A value, or the real part of a complex one (whose parts have one tile type)."""
+    return v.re if isinstance(v, Pair) else v
+
+
 def flatten(values) -> List[Value]:
     """Values with each complex one as its two parts (what loops and branches carry)."""
     return [p for v in values for p in (v if isinstance(v, Pair) else (v,))]
@@ -292,6 +302,13 @@ class Translator:
         attrs = {"reverse": False} if name == "scan" else {}
         return self.b.op(name, [Tile(element, shape)], regions=[block], operands=[tile], dim=dim,
                          identities=[(element.name, identity)], **attrs)[0]
+
+    def complex_mma(self, a: Pair, b: Pair, acc: Pair) -> Pair:
+        """`acc` + `a` `b` for complex tiles of f32 or f64 parts: four real ``mmaf``."""
+        re = self.b.one("mmaf", acc.re.type, lhs=a.re, rhs=b.re, acc=acc.re)
+        re = self.b.one("mmaf", re.type, lhs=self.b.one("negf", a.im.type, source=a.im), rhs=b.im, acc=re)
+        im = self.b.one("mmaf", acc.im.type, lhs=a.re, rhs=b.im, acc=acc.im)
+        return Pair(re, self.b.one("mmaf", im.type, lhs=a.im, rhs=b.re, acc=im))
 
     def products(self, a: Value, b: Value, acc: Value) -> Value:
         """`acc` + `a` `b` for matrix tiles (a batch of them when of rank 3) of `acc`'s
