@@ -554,6 +554,14 @@ func @k(%A: memref<c32x16x8>, %B: memref<c32x8x8>, %C: memref<c64x16x8>, %F: mem
 }
 FIRST_CLASS.update(COOP)
 
+#: %l, %w and %i: the work-item's subgroup-local id and its linear id (i32 and index)
+WORK_ITEM = """%l = subgroup_local_id : i32
+        %g = subgroup_linear_id : i32
+        %sgs = subgroup_size : i32
+        %base = mul %g, %sgs : i32
+        %w = add %base, %l : i32
+        %i = cast %w : index"""
+
 #: complex numbers (spec: Scalar types, Arithmetic, Math, Cast, Compare), atomics
 #: (Atomic load/store/update, the .atomic BLAS forms), exclusive scans, integer gemm
 MORE = {
@@ -594,12 +602,7 @@ func @k(%a: c32, %A: memref<c32x16>, %B: memref<c64x?>, %r: memref<f32x4>, %T: m
 func @k(%A: memref<c64x64>, %B: memref<c64x64>)
         attributes{subgroup_size=16, work_group_size=[32,2]} {
     parallel {
-        %l = subgroup_local_id : i32
-        %g = subgroup_linear_id : i32
-        %c16 = constant 16 : i32
-        %base = mul %g, %c16 : i32
-        %w = add %base, %l : i32
-        %i = cast %w : index
+        WORK_ITEM
         %x = load %A[%i] : c64
         %s = subgroup_inclusive_scan_add %x : c64
         %e = subgroup_exclusive_scan_add %x : c64
@@ -616,12 +619,7 @@ func @k(%A: memref<c64x64>, %B: memref<c64x64>)
 func @k(%A: memref<i32x32>, %B: memref<f32x32>)
         attributes{subgroup_size=8, work_group_size=[32,1]} {
     parallel {
-        %l = subgroup_local_id : i32
-        %g = subgroup_linear_id : i32
-        %c8 = constant 8 : i32
-        %base = mul %g, %c8 : i32
-        %w = add %base, %l : i32
-        %i = cast %w : index
+        WORK_ITEM
         %x = load %A[%i] : i32
         %c5 = constant 5 : i32
         %odd = less_than %l, %c5 : bool
@@ -640,12 +638,7 @@ func @k(%A: memref<i32x32>, %B: memref<f32x32>)
 func @k(%A: memref<i32x4>, %F: memref<f32x4>, %D: memref<f64x4>, %C: memref<c32x2>, %O: memref<f32x64>)
         attributes{subgroup_size=16, work_group_size=[64,1]} {
     parallel {
-        %l = subgroup_local_id : i32
-        %g = subgroup_linear_id : i32
-        %c16 = constant 16 : i32
-        %base = mul %g, %c16 : i32
-        %w = add %base, %l : i32
-        %i = cast %w : index
+        WORK_ITEM
         %c4 = constant 4 : index
         %j = rem %i, %c4 : index
         %v = cast %w : f32
@@ -694,6 +687,7 @@ func @k(%alpha: c32, %A: memref<c32x20x?>, %B: memref<f32x?x12>, %beta: c32, %C:
     sum.atomic %alpha, %A, %one, %y
 }""",
 }
+MORE = {name: text.replace("WORK_ITEM", WORK_ITEM) for name, text in MORE.items()}
 FIRST_CLASS.update(MORE)
 
 def test_registry_entry():
