@@ -99,7 +99,8 @@ def compare(t: Translator, inst: Instruction) -> None:
 @_rule("cast")
 def cast(t: Translator, inst: Instruction) -> None:
     rt = inst.results[0].type
-    element = rt.name if is_complex(rt) and not isinstance(rt, CoopMatrixType) else _element(inst)
+    number = rt.component if isinstance(rt, CoopMatrixType) else rt
+    element = number.name if is_complex(rt) else _element(inst)
     t.values[inst.results[0]] = t.convert(t.tile_of(inst.slots["a"]), element)
 
 
@@ -215,7 +216,7 @@ def store(t: Translator, inst: Instruction) -> None:
     m = t.memref(inst.slots["tensor"])
     ptr = t.element_ptr(m, [_index(t, v) for v in inst.slots["index"]])
     if m.complex:
-        value = t.convert(t.tile_of(inst.slots["value"]), inst.slots["tensor"].type.element.name)
+        value = t.convert(t.tile_of(inst.slots["value"]), m.number)
         t.store_scalar(ptr, value.re)
         t.store_scalar(t.offset(ptr, 1), value.im)
         return

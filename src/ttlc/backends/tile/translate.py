@@ -14,7 +14,8 @@ with zeros, and a store of ``alpha * value + beta * C`` masked by the view's bou
 Memory operations are ordered by one chain of tokens, which loops and branches carry.
 
 What this translation does not cover is a ``CompileError`` naming the instruction and the
-target; the tables of ``scalar``, ``spmd`` and ``blas`` list what it covers.
+target; the tables of ``scalar``, ``spmd``, ``blas``, ``coop``, ``atomics`` list what it
+covers (``complexes`` holds the complex arithmetic the scalar rules use).
 """
 from __future__ import annotations
 
