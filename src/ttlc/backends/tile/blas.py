@@ -16,13 +16,13 @@ from typing import Callable, Dict, List, Sequence
 from ...ir.core import Instruction
 from ...ir.numerics import accumulate_type
 from ...ir.types import SCALAR_TYPES, MemrefType
-from .ops import Scalar, Tile
+from .ops import Scalar
 from .tir import Value
 from .translate import COMPONENT, Memref, Pair, Rule, Translator, extent, registrar, unsupported
 
 RULES: Dict[str, Rule] = {}
 _rule = registrar(RULES)
-#: element types of BLAS operands (complex numbers have no Tile IR type)
+#: element types of BLAS operands (complex ones as pairs of tiles of their parts)
 _NUMBERS = ("i8", "i16", "i32", "i64", "index", "f16", "bf16", "f32", "f64", "c32", "c64")
 
 

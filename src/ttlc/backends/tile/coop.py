@@ -28,7 +28,7 @@ from .ops import Scalar, Tile
 from .spmd import COMBINE, exec_config, identity_of
 from .tir import Value
 from .translate import (COMPONENT, Pair, Rule, Translator, component_name, each, element_name, first,
-                        is_complex, next_pow2, registrar, unsupported)
+                        is_complex, next_pow2, registrar)
 
 RULES: Dict[str, Rule] = {}
 _rule = registrar(RULES)
