@@ -7,7 +7,9 @@ the contracted mode), in the output's accumulation type; ``_update`` then stores
 ``alpha * value + beta * C``.  ``beta`` = 0 does not read C (the BLAS convention the
 reference interpreter follows): a constant 0 skips the load, a run-time one selects.
 gemm runs on the matrix units (``mmaf``); 16-bit operands keep their type and accumulate
-in f32, other mixes are converted to the accumulation type first.
+in f32, other mixes are converted to the accumulation type first; complex tiles (pairs
+of their parts) multiply as four real ``mmaf``, integers other than i8 as sums of outer
+products.  The ``.atomic`` forms add (beta 1) or store (beta 0) each element atomically.
 """
 from __future__ import annotations
 
