@@ -1,8 +1,14 @@
 """Target cuda-tile (CUDA Tile IR): the programs of its first class are emitted, compiled
 by NVIDIA's ``tileiras`` for sm_90 and sm_100 and printed back by ``tileirdisasm`` as
 ttlc's own text (modulo formatting); everything else is a CompileError naming the
-instruction and the target.  The corpus test counts emitted modules and errors over the
-examples, the lit programs and generated programs (``TTLC_TILE_SEEDS``, default 40).
+instruction and the target.  The corpus tests run over the examples, the lit programs
+and generated programs (``TTLC_TILE_SEEDS``, default 200) and as many BLAS programs:
+every program is emitted or refused with a CompileError docs/cuda-tile.md lists, and
+every emitted one is validated by NVIDIA's tools and run by the Tile IR simulator
+against the reference interpreter.  tileiras takes a second or more per module, so in
+``make test`` each module is compiled at -O0 for one of the two architectures, chosen
+by its name; ``make fuzz`` compiles 500 seeds' modules for both at the default level
+(see ``tile_testing``).
 """
 from __future__ import annotations
 
@@ -404,6 +410,300 @@ func @k(%x: memref<f16x?>, %y: memref<i32x?>, %z: memref<f32x?>) attributes{subg
 }
 
 
+#: cooperative matrices (spec: SPMD instructions > Cooperative matrix ...): two subgroups
+#: of 16 work-items with a matrix each, rows and columns that are not powers of two,
+#: checked and transposed accesses, every way of combining entries
+COOP = {
+    "coop_mul_add_f16": """
+func @k(%A: memref<f16x32x?>, %B: memref<f16x?x24>, %C: memref<f32x32x24>)
+        attributes{subgroup_size=16, work_group_size=[32,1]} {
+    parallel {
+        %c0 = constant 0 : index
+        %sg = subgroup_id.x : i32
+        %r = cast %sg : index
+        %c16 = constant 16 : index
+        %x = mul %r, %c16 : index
+        %a = cooperative_matrix_load.rows_checked %A[%x,%c0] : coopmatrix<f16x16x8,matrix_a>
+        %b = cooperative_matrix_load.both_checked %B[%c0,%c0] : coopmatrix<f16x8x24,matrix_b>
+        %c = cooperative_matrix_load %C[%x,%c0] : coopmatrix<f32x16x24,matrix_acc>
+        %d = cooperative_matrix_mul_add %a, %b, %c : coopmatrix<f32x16x24,matrix_acc>
+        %two = constant 2.0 : f32
+        %e = cooperative_matrix_scale %two, %d : coopmatrix<f32x16x24,matrix_acc>
+        cooperative_matrix_store %e, %C[%x,%c0]
+    }
+}""",
+    "coop_mul_add_mixed_transposed": """
+func @k(%A: memref<f64x8x32>, %B: memref<i32x8x8>, %C: memref<f64x4x32>)
+        attributes{subgroup_size=16, work_group_size=[32,1]} {
+    parallel {
+        %c0 = constant 0 : index
+        %sg = subgroup_linear_id : i32
+        %r = cast %sg : index
+        %c16 = constant 16 : index
+        %x = mul %r, %c16 : index
+        %a = cooperative_matrix_load.t %A[%c0,%x] : coopmatrix<f64x16x8,matrix_a>
+        %b = cooperative_matrix_load %B[%c0,%c0] : coopmatrix<i32x8x5,matrix_b>
+        %z = constant 0.0 : coopmatrix<f64x16x5,matrix_acc>
+        %d = cooperative_matrix_mul_add %a, %b, %z : coopmatrix<f64x16x5,matrix_acc>
+        cooperative_matrix_store.t.cols_checked %d, %C[%c0,%x]
+    }
+}""",
+    "coop_mul_add_i8": """
+func @k(%A: memref<i8x16x32>, %B: memref<i8x32x16>, %C: memref<i32x16x16>)
+        attributes{subgroup_size=16, work_group_size=[16,1]} {
+    parallel {
+        %c0 = constant 0 : index
+        %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<i8x16x32,matrix_a>
+        %b = cooperative_matrix_load %B[%c0,%c0] : coopmatrix<i8x32x16,matrix_b>
+        %c = cooperative_matrix_load %C[%c0,%c0] : coopmatrix<i32x16x16,matrix_acc>
+        %d = cooperative_matrix_mul_add %a, %b, %c : coopmatrix<i32x16x16,matrix_acc>
+        cooperative_matrix_store %d, %C[%c0,%c0]
+    }
+}""",
+    "coop_reduce_extract_insert": """
+func @k(%A: memref<f32x32x6>, %R: memref<f32x32>, %S: memref<f32x6x2>, %E: memref<f32x64x3>)
+        attributes{subgroup_size=16, work_group_size=[32,1]} {
+    parallel {
+        %c0 = constant 0 : index
+        %sg = subgroup_id.x : i32
+        %r = cast %sg : index
+        %c16 = constant 16 : index
+        %x = mul %r, %c16 : index
+        %a = cooperative_matrix_load %A[%x,%c0] : coopmatrix<f32x16x6,matrix_acc>
+        %rows = cooperative_matrix_reduce_add.row %a : coopmatrix<f32x16x1,matrix_acc>
+        %cols = cooperative_matrix_reduce_max.column %a : coopmatrix<f32x1x6,matrix_acc>
+        %rv = subview %R[%x:16] : memref<f32x16>
+        %re = expand %rv[0->16x1] : memref<f32x16x1>
+        cooperative_matrix_store %rows, %re[%c0,%c0]
+        cooperative_matrix_store.t %cols, %S[%c0,%r]
+        %id = subgroup_linear_id : i32
+        %lid = subgroup_local_id : i32
+        %w = cast %lid : index
+        %v = cast %id : index
+        %c32 = constant 32 : index
+        %y = mul %v, %c16 : index
+        %p = add %y, %w : index
+        %e0 = cooperative_matrix_extract %a[0] : f32
+        %e5 = cooperative_matrix_extract %a[5] : f32
+        %c1 = constant 1 : index
+        %c2 = constant 2 : index
+        store %e0, %E[%p,%c0]
+        store %e5, %E[%p,%c1]
+        %f = cast %lid : f32
+        %b = cooperative_matrix_insert %f, %a[3] : coopmatrix<f32x16x6,matrix_acc>
+        %e3 = cooperative_matrix_extract %b[3] : f32
+        store %e3, %E[%p,%c2]
+        cooperative_matrix_store %b, %A[%x,%c0]
+    }
+}""",
+    "coop_apply_divergent": """
+func @k(%A: memref<i32x8x4>, %B: memref<i32x8x4>, %O: memref<i32x32>)
+        attributes{subgroup_size=32, work_group_size=[32,1]} {
+    parallel {
+        %c0 = constant 0 : index
+        %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<i32x8x4,matrix_acc>
+        %lid = subgroup_local_id : i32
+        %b = cooperative_matrix_apply (%i,%j,%v)=%a -> coopmatrix<i32x8x4,matrix_acc> {
+            %t = mul %i, %j : i32
+            %u = add %t, %v : i32
+            %w = add %u, %lid : i32
+            yield (%w)
+        }
+        %c10 = constant 10 : i32
+        %odd = less_than %lid, %c10 : bool
+        %m = if %odd -> (coopmatrix<i32x8x4,matrix_acc>) {
+            %n = neg %b : coopmatrix<i32x8x4,matrix_acc>
+            yield (%n)
+        } else {
+            yield (%b)
+        }
+        cooperative_matrix_store %m, %B[%c0,%c0]
+        %q = cooperative_matrix_extract %m[0] : i32
+        %l = cast %lid : index
+        store %q, %O[%l]
+    }
+}""",
+    "coop_complex_casts": """
+func @k(%A: memref<c32x16x8>, %B: memref<c64x16x8>, %F: memref<f32x16x8>)
+        attributes{subgroup_size=16, work_group_size=[16,1]} {
+    parallel {
+        %c0 = constant 0 : index
+        %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<c32x16x8,matrix_acc>
+        %b = cast %a : coopmatrix<c64x16x8,matrix_acc>
+        cooperative_matrix_store %b, %B[%c0,%c0]
+        %f = cooperative_matrix_load %F[%c0,%c0] : coopmatrix<f32x16x8,matrix_acc>
+        %g = cast %f : coopmatrix<c32x16x8,matrix_acc>
+        cooperative_matrix_store %g, %A[%c0,%c0]
+    }
+}""",
+    "coop_complex_and_atomics": """
+func @k(%A: memref<c32x16x8>, %B: memref<c32x8x8>, %C: memref<c64x16x8>, %F: memref<f32x16x8>,
+        %I: memref<i32x16x8>, %O: memref<f32x16x8>)
+        attributes{subgroup_size=16, work_group_size=[32,1]} {
+    parallel {
+        %c0 = constant 0 : index
+        %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<c32x16x8,matrix_a>
+        %b = cooperative_matrix_load.t %B[%c0,%c0] : coopmatrix<c32x8x8,matrix_b>
+        %c = cooperative_matrix_load %C[%c0,%c0] : coopmatrix<c64x16x8,matrix_acc>
+        %d = cooperative_matrix_mul_add %a, %b, %c : coopmatrix<c64x16x8,matrix_acc>
+        %s = constant [0.5, -1.0] : c64
+        %e = cooperative_matrix_scale %s, %d : coopmatrix<c64x16x8,matrix_acc>
+        %r = cooperative_matrix_reduce_add.row %e : coopmatrix<c64x16x1,matrix_acc>
+        %x = cooperative_matrix_extract %r[0] : c64
+        %y = cooperative_matrix_insert %x, %e[1] : coopmatrix<c64x16x8,matrix_acc>
+        %sg = subgroup_linear_id : i32
+        %c1 = constant 1 : i32
+        %second = equal %sg, %c1 : bool
+        if %second {
+            cooperative_matrix_store %y, %C[%c0,%c0]
+        }
+        %f = cooperative_matrix_load %F[%c0,%c0] : coopmatrix<f32x16x8,matrix_acc>
+        %g = cooperative_matrix_atomic_max %f, %O[%c0,%c0] : coopmatrix<f32x16x8,matrix_acc>
+        %i = cooperative_matrix_atomic_load %I[%c0,%c0] : coopmatrix<i32x16x8,matrix_acc>
+        %j = cooperative_matrix_atomic_add.rows_checked %i, %I[%c0,%c0] : coopmatrix<i32x16x8,matrix_acc>
+        %h = add %g, %f : coopmatrix<f32x16x8,matrix_acc>
+        cooperative_matrix_atomic_store %h, %F[%c0,%c0]
+    }
+}""",
+}
+FIRST_CLASS.update(COOP)
+
+#: %l, %w and %i: the work-item's subgroup-local id and its linear id (i32 and index)
+WORK_ITEM = """%l = subgroup_local_id : i32
+        %g = subgroup_linear_id : i32
+        %sgs = subgroup_size : i32
+        %base = mul %g, %sgs : i32
+        %w = add %base, %l : i32
+        %i = cast %w : index"""
+
+#: complex numbers (spec: Scalar types, Arithmetic, Math, Cast, Compare), atomics
+#: (Atomic load/store/update, the .atomic BLAS forms), exclusive scans, integer gemm
+MORE = {
+    "complex_scalar": """
+func @k(%a: c32, %A: memref<c32x16>, %B: memref<c64x?>, %r: memref<f32x4>, %T: memref<c32x16>) {
+    %i = group_id.x : index
+    %x = load %A[%i] : c32
+    %s = add %a, %x : c32
+    %p = mul %s, %x : c32
+    %q = div %p, %a : c32
+    %n = neg %q : c32
+    %c = conj %n : c32
+    %e = exp %c : c32
+    %e2 = exp2 %x : c32
+    %t = sub %e, %e2 : c32
+    store %t, %T[%i]
+    %w = cast %x : c64
+    %ww = mul %w, %w : c64
+    store %ww, %B[%i]
+    %m = abs %x : f32
+    %re = re %x : f32
+    %im = im %x : f32
+    %one = constant [1.0, -2.5] : c32
+    %eq = equal %x, %one : bool
+    %ne = not_equal %x, %a : bool
+    %k = constant 0 : index
+    %k1 = constant 1 : index
+    %k2 = constant 2 : index
+    %k3 = constant 3 : index
+    store %m, %r[%k]
+    store %re, %r[%k1]
+    %z = if %ne -> (f32) { yield (%im) } else { yield (%re) }
+    store %z, %r[%k2]
+    %f = if %eq -> (f32) { yield (%re) } else { yield (%m) }
+    store %f, %r[%k3]
+}""",
+    "complex_spmd": """
+func @k(%A: memref<c64x64>, %B: memref<c64x64>)
+        attributes{subgroup_size=16, work_group_size=[32,2]} {
+    parallel {
+        WORK_ITEM
+        %x = load %A[%i] : c64
+        %s = subgroup_inclusive_scan_add %x : c64
+        %e = subgroup_exclusive_scan_add %x : c64
+        %r = subgroup_reduce_add %x : c64
+        %c3 = constant 3 : i32
+        %b = subgroup_broadcast %x, %c3 : c64
+        %t = add %s, %e : c64
+        %u = mul %t, %b : c64
+        %v = sub %u, %r : c64
+        store %v, %B[%i]
+    }
+}""",
+    "exclusive_scans": """
+func @k(%A: memref<i32x32>, %B: memref<f32x32>)
+        attributes{subgroup_size=8, work_group_size=[32,1]} {
+    parallel {
+        WORK_ITEM
+        %x = load %A[%i] : i32
+        %c5 = constant 5 : i32
+        %odd = less_than %l, %c5 : bool
+        if %odd {
+            %m = subgroup_exclusive_scan_max %x : i32
+            store %m, %A[%i]
+        }
+        %f = cast %x : f32
+        %s = subgroup_exclusive_scan_add %f : f32
+        %n = subgroup_exclusive_scan_min %f : f32
+        %t = add %s, %n : f32
+        store %t, %B[%i]
+    }
+}""",
+    "atomics": """
+func @k(%A: memref<i32x4>, %F: memref<f32x4>, %D: memref<f64x4>, %C: memref<c32x2>, %O: memref<f32x64>)
+        attributes{subgroup_size=16, work_group_size=[64,1]} {
+    parallel {
+        WORK_ITEM
+        %c4 = constant 4 : index
+        %j = rem %i, %c4 : index
+        %v = cast %w : f32
+        %c30 = constant 30.0 : f32
+        %y = sub %v, %c30 : f32
+        %a = atomic_add %w, %A[%j] : i32
+        %b = atomic_max %y, %F[%j] : f32
+        %d = cast %y : f64
+        %e = atomic_min.device.acquire_release %d, %D[%j] : f64
+        %k0 = constant 0 : index
+        %z = cast %y : c32
+        %zz = atomic_add %z, %C[%k0] : c32
+        %x = atomic_load %F[%j] : f32
+        %c2 = constant 2 : i32
+        %h = rem %w, %c2 : i32
+        %c0 = constant 0 : i32
+        %even = equal %h, %c0 : bool
+        if %even {
+            %q = cast %a : f32
+            atomic_store %q, %O[%i]
+        }
+    }
+}""",
+    "blas_atomic_and_integer_gemm": """
+func @k(%alpha: f32, %A: memref<f32x5x7>, %b: memref<f32x5>, %I: memref<i32x6x9>, %J: memref<i32x9x3>,
+        %K: memref<i32x6x3>) {
+    %zero = constant 0.0 : f32
+    sum.atomic %alpha, %A, %zero, %b
+    %one = constant 1 : i32
+    gemm %one, %I, %J, %one, %K
+}""",
+    "complex_blas": """
+func @k(%alpha: c32, %A: memref<c32x20x?>, %B: memref<f32x?x12>, %beta: c32, %C: memref<c64x20x12>,
+        %x: memref<c32x?>, %y: memref<c32x20>, %z: memref<c32x12>, %S: memref<c32x20x12>, %D: memref<c32x20x20>,
+        %T: memref<c32x12x20>) {
+    gemm %alpha, %A, %B, %beta, %C
+    %one = constant [1.0, 0.0] : c32
+    gemm.n.t %alpha, %A, %A, %one, %D
+    gemv %alpha, %A, %x, %beta, %y
+    ger %alpha, %y, %z, %one, %S
+    %zero = constant [0.0, 0.0] : c32
+    axpby.t %alpha, %S, %zero, %T
+    hadamard %alpha, %y, %y, %beta, %y
+    sum %alpha, %S, %one, %y
+    cumsum %alpha, %S, 1, %beta, %S
+    sum.atomic %alpha, %A, %one, %y
+}""",
+}
+MORE = {name: text.replace("WORK_ITEM", WORK_ITEM) for name, text in MORE.items()}
+FIRST_CLASS.update(MORE)
+
 def test_registry_entry():
     assert [(s.name, s.binary) for s in BACKEND.stages] == [("tile-text", False), ("tilebc", True)]
     assert BACKEND.stage().name == "tilebc" and not BACKEND.executes and BACKEND.machine == "nvidia"
@@ -428,6 +728,8 @@ def test_first_class_is_emitted(name):
 
 
 _TOLERANCE = {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-4, "f64": 1e-10}
+#: the type of a complex number's parts
+_PARTS = {"complex64": "f32", "complex128": "f64"}
 
 
 def _inputs(func, seed: int):
@@ -442,6 +744,26 @@ def _inputs(func, seed: int):
     return args, buffers
 
 
+def _with_chosen_sizes(text: str) -> str:
+    """`text` with the subgroup and work-group sizes target cuda-tile chooses written
+    into every function that leaves them open, so that the reference interpreter runs
+    it with the same sizes (results may depend on them)."""
+    from ttlc.backends.tile.backend import tile_machine
+    from ttlc.ir.printer import print_program
+    from ttlc.target import ExecConfig, get_target
+
+    program = ttlc.parse(text)
+    for f in program.functions:
+        if f.subgroup_size is None or f.work_group_size is None:
+            try:
+                config = ExecConfig.of(f, tile_machine(get_target("nvidia")), program)
+            except ttlc.CompileError:
+                continue
+            f.attrs["subgroup_size"] = config.subgroup_size
+            f.attrs["work_group_size"] = list(config.work_group_size)
+    return print_program(program)
+
+
 def _compare_meaning(text: str, name: str, make_args=None, grid=None,
                      any_inputs: bool = False) -> None:
     """Run function `name` of `text` on the reference interpreter and its Tile IR on the
@@ -452,6 +774,7 @@ def _compare_meaning(text: str, name: str, make_args=None, grid=None,
     from ttlc.backends.tile import simulate
     from ttlc.backends.tile.backend import translate
 
+    text = _with_chosen_sizes(text)
     program = ttlc.parse(text)
     index = [f.name for f in program.functions].index(name)
     func = program.functions[index]
@@ -469,10 +792,11 @@ def _compare_meaning(text: str, name: str, make_args=None, grid=None,
     args, got = make_args()
     simulate.run(translate(program).entries[index], func, args, grid)
     for e, g in zip(expected, got):
-        tol = _TOLERANCE.get(str(e.dtype).replace("float", "f").replace("bfloat16", "bf16"), 0)
-        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=tol,
-                                   atol=tol * max(1.0, float(np.abs(e.astype(np.float64)).max(
-                                       initial=0))))
+        tol = _TOLERANCE.get(_PARTS.get(str(e.dtype), str(e.dtype).replace("float", "f").replace(
+            "bfloat16", "bf16")), 0)
+        wide = np.complex128 if np.iscomplexobj(e) else np.float64  # complex: both parts
+        np.testing.assert_allclose(g.astype(wide), e.astype(wide), rtol=tol,
+                                   atol=tol * max(1.0, float(np.abs(e.astype(wide)).max(initial=0))))
 
 
 @pytest.mark.parametrize("name", sorted(FIRST_CLASS))
@@ -482,11 +806,11 @@ def test_meaning_matches_the_reference_interpreter(name):
     _compare_meaning(FIRST_CLASS[name], "k")
 
 
-def _validate(program) -> None:
-    """tileiras compiles the module for every architecture; tileirdisasm prints it back as
-    ttlc prints it."""
+def _validate(program, archs=tt.ARCHS) -> None:
+    """tileiras compiles the module for the architectures (sm_90 and sm_100); tileirdisasm
+    prints it back as ttlc prints it."""
     code = BACKEND.emit(program, "tilebc")
-    for arch in tt.ARCHS:
+    for arch in archs:
         ok, log = tt.compile_cubin(code, arch)
         assert ok, f"tileiras --gpu-name={arch} rejected the module:\n{log}"
     assert tt.normalise(tt.disassemble(code)) == tt.normalise(BACKEND.emit(program, "tile-text"))
@@ -523,14 +847,19 @@ def test_opcodes_match_nvidia_registry():
 
 
 @pytest.mark.parametrize("text, instruction", [
-    ("func @k(%A: memref<f32x8>) {\n %c = constant [1.0, 2.0] : c32\n}", "constant"),
-    ("func @k(%a: f32, %A: memref<f32x8>, %b: memref<f32>) {\n %z = constant 0.0 : f32\n"
-     " sum.atomic %a, %A, %z, %b\n}", "sum"),
     ("func @k(%a: i16, %A: memref<i16x8>) {\n axpby.atomic %a, %A, %a, %A\n}", "axpby"),
-    ("func @k(%a: i32, %A: memref<i32x8x8>) {\n gemm %a, %A, %A, %a, %A\n}", "gemm"),
-    ("func @k(%A: memref<f32x8>) attributes{subgroup_size=16, work_group_size=[16,1]} {\n"
-     " parallel {\n %c = constant 1.0 : f32\n %s = subgroup_exclusive_scan_add %c : f32\n }\n}",
-     "subgroup_exclusive_scan_add"),
+    ("func @k(%a: i16, %A: memref<i16x8>) {\n %one = constant 1 : i16\n"
+     " axpby.atomic %a, %A, %one, %A\n}", "axpby"),
+    ("func @k(%a: i16, %A: memref<i16x8>) {\n %i = constant 0 : index\n"
+     " %o = atomic_add %a, %A[%i] : i16\n}", "atomic_add"),
+    ("func @k(%a: f16, %A: memref<f16x8>) {\n %i = constant 0 : index\n"
+     " %o = atomic_max %a, %A[%i] : f16\n}", "atomic_max"),
+    ("func @k(%A: memref<f32x16x8>) attributes{subgroup_size=16, work_group_size=[16,1]} {\n"
+     " parallel {\n %i = constant 0 : index\n"
+     " %m = cooperative_matrix_load %A[%i,%i] : coopmatrix<f32x16x8,matrix_acc>\n"
+     " %n = cooperative_matrix_apply (%r,%c,%v)=%m -> coopmatrix<f32x16x8,matrix_acc> {\n"
+     " %s = subgroup_reduce_add %v : f32\n yield (%s)\n }\n }\n}",
+     "subgroup_reduce_add"),
 ])
 def test_outside_the_class_is_a_compile_error(text, instruction):
     with pytest.raises(ttlc.CompileError) as e:
@@ -539,9 +868,9 @@ def test_outside_the_class_is_a_compile_error(text, instruction):
     assert message.startswith(f"{instruction}:") and "target cuda-tile" in message
 
 
-def test_complex_arguments_are_a_compile_error_naming_the_argument():
-    with pytest.raises(ttlc.CompileError, match=r"argument %A: .*target cuda-tile"):
-        BACKEND.emit(ttlc.parse("func @k(%A: memref<c32x8>) {\n}"), "tilebc")
+def test_entry_names_starting_with_a_digit_are_a_compile_error():
+    with pytest.raises(ttlc.CompileError, match=r"function @0: .*target cuda-tile"):
+        BACKEND.emit(ttlc.parse("func @0(%A: memref<f32x8>) {\n}"), "tilebc")
 
 
 _SIZES = (1, 2, 3, 5, 8, 16, 17, 33, 64, 100, None)
@@ -604,7 +933,7 @@ def _corpus():
         yield f"blas/{seed}", blas_program(seed), None
 
 
-SEEDS = int(os.environ.get("TTLC_TILE_SEEDS", "40"))
+SEEDS = int(os.environ.get("TTLC_TILE_SEEDS", "200"))
 CORPUS = {name: (text, case) for name, text, case in _corpus()}
 
 
@@ -624,14 +953,27 @@ def _outcome(text: str) -> str:
     return "emitted"
 
 
+COUNTED_SEEDS = max(SEEDS, 200)  # emitting is cheap: at least 200 generated programs
+#: what docs/cuda-tile.md says target cuda-tile refuses (of the corpus: entry names
+#: starting with a digit, atomic updates Tile IR has no mode for)
+_DOCUMENTED_REFUSALS = re.compile(r"function @\d\w*: names starting with a digit|"
+                                  r"\w*atomic\w*: atomic updates of (i8|i16|bf16|f16)")
+
+
 def test_corpus_counts():
-    """Every program of the corpus is emitted or refused with a CompileError naming the
-    target (the counts are printed with -s)."""
-    outcomes = [_outcome(text) for text, _ in CORPUS.values()]
+    """Every program of the corpus (with at least 200 generated ones) is emitted or
+    refused with a CompileError naming the target (the counts are printed with -s)."""
+    from ttlc.testing.generator import generate
+
+    texts = [text for text, _ in CORPUS.values()]
+    texts += [generate(seed).text for seed in range(SEEDS, COUNTED_SEEDS)]
+    outcomes = [_outcome(text) for text in texts]
     emitted = outcomes.count("emitted")
     print(f"\ncuda-tile corpus: {emitted} emitted, {len(outcomes) - emitted} CompileError "
           f"of {len(outcomes)}")
     assert emitted >= SEEDS  # the BLAS programs at least
+    refused = [o for o in outcomes if o != "emitted" and not _DOCUMENTED_REFUSALS.match(o)]
+    assert not refused, f"refusals docs/cuda-tile.md does not list: {sorted(set(refused))}"
 
 
 @needs_tools
@@ -644,7 +986,7 @@ def test_corpus_emitted_programs_are_validated(name):
     if _outcome(text) != "emitted":
         return
     program = ttlc.parse(text)
-    _validate(program)
+    _validate(program, tt.archs_for(name))
     for f in program.functions:
         if case is None:
             _compare_meaning(text, f.name, any_inputs=True)

@@ -7,7 +7,9 @@ the contracted mode), in the output's accumulation type; ``_update`` then stores
 ``alpha * value + beta * C``.  ``beta`` = 0 does not read C (the BLAS convention the
 reference interpreter follows): a constant 0 skips the load, a run-time one selects.
 gemm runs on the matrix units (``mmaf``); 16-bit operands keep their type and accumulate
-in f32, other mixes are converted to the accumulation type first.
+in f32, other mixes are converted to the accumulation type first; complex tiles (pairs
+of their parts) multiply as four real ``mmaf``, integers other than i8 as sums of outer
+products.  The ``.atomic`` forms add (beta 1) or store (beta 0) each element atomically.
 """
 from __future__ import annotations
 
@@ -16,14 +18,14 @@ from typing import Callable, Dict, List, Sequence
 from ...ir.core import Instruction
 from ...ir.numerics import accumulate_type
 from ...ir.types import SCALAR_TYPES, MemrefType
-from .ops import Scalar, Tile
+from .ops import Scalar
 from .tir import Value
-from .translate import Memref, Rule, Translator, extent, registrar, unsupported
+from .translate import COMPONENT, Memref, Pair, Rule, Translator, extent, registrar, unsupported
 
 RULES: Dict[str, Rule] = {}
 _rule = registrar(RULES)
-#: element types of BLAS operands (complex numbers have no Tile IR type)
-_NUMBERS = ("i8", "i16", "i32", "i64", "index", "f16", "bf16", "f32", "f64")
+#: element types of BLAS operands (complex ones as pairs of tiles of their parts)
+_NUMBERS = ("i8", "i16", "i32", "i64", "index", "f16", "bf16", "f32", "f64", "c32", "c64")
 
 
 def _transposed(inst: Instruction, slot: str) -> bool:
@@ -63,8 +65,7 @@ def _outer(t: Translator, m: Memref, exts, index: Value, ct: str, mode: int, sha
     """A vector tile as a row (`mode` 1) or column (`mode` 0) broadcast to `shape`."""
     v = t.load_op(m, False, [exts], [index], ct)
     ones = (exts, 1) if mode == 0 else (1, exts)
-    v = t.b.one("reshape", Tile(Scalar(ct), ones), source=v)
-    return t.b.one("broadcast", Tile(Scalar(ct), tuple(shape)), source=v)
+    return t.shaped("broadcast", t.shaped("reshape", v, ones), shape)
 
 
 def _ger(t, inst, exts, index, ct):
@@ -78,7 +79,7 @@ def _sum(t, inst, exts, index, ct):
     if len(A.shape) == 1:  # a scalar: the output is viewed as one element
         total = _contracted(t, inst, (), [], ct, lambda k, K: _reduce_add(
             t, t.load_op(A, False, [K], [k], ct), 0))
-        return t.b.one("reshape", Tile(Scalar(ct), tuple(exts)), source=total)
+        return t.shaped("reshape", total, exts)
     return _contracted(t, inst, exts, index, ct, lambda k, K: _reduce_add(
         t, t.load_op(A, _transposed(inst, "ta"), [exts[0], K], [index[0], k], ct), 1))
 
@@ -94,12 +95,11 @@ def _gemv(t, inst, exts, index, ct):
 
 def _gemm(t, inst, exts, index, ct):
     """On the matrix units: ``mmaf``, or ``mmai`` for i8 (sums in i32, whose low byte is
-    the sum wrapped around in i8)."""
+    the sum wrapped around in i8); other integers as sums of outer products."""
     A, B = t.memref(inst.slots["A"]), t.memref(inst.slots["B"])
-    if not Scalar(ct).is_float and not (A.element == B.element == ct == "i8"):
-        raise unsupported(inst, f"integer gemm on {ct} (the matrix units multiply i8) is")
-    same = A.element == B.element and accumulate_type_name(A.element) == ct
-    element = A.element if same else ct
+    units = ct in COMPONENT or Scalar(ct).is_float or A.element == B.element == ct == "i8"
+    same = A.number == B.number and accumulate_type_name(A.number) == ct
+    element = A.number if same else ct
     acc_type = "i32" if ct == "i8" else ct
     size = A.shape[0 if _transposed(inst, "ta") else 1]
     k_ext = extent(size)
@@ -107,6 +107,10 @@ def _gemm(t, inst, exts, index, ct):
     def step(k, acc):
         a = t.load_op(A, _transposed(inst, "ta"), [exts[0], k_ext], [index[0], k], element)
         b = t.load_op(B, _transposed(inst, "tb"), [k_ext, exts[1]], [k, index[1]], element)
+        if not units:
+            return t.products(a, b, acc)
+        if isinstance(acc, Pair):
+            return t.complex_mma(a, b, acc)
         if ct == "i8":
             return t.b.one("mmai", acc.type, lhs=a, rhs=b, acc=acc, signedness_lhs="signed",
                            signedness_rhs="signed")
@@ -134,26 +138,31 @@ def _update(t: Translator, inst: Instruction, out: Memref, exts, index, value: V
     alpha = t.splat(t.scalar_as(inst.slots["alpha"], ct), shape)
     result = t.arith("mul", alpha, value)
     beta_value = _constant(inst.slots["beta"])
-    if inst.modifier("atomic"):  # beta is 1 (_check_operands)
-        t.atomic_add(out, exts, index, t.convert(result, out.element))
+    if isinstance(beta_value, (list, tuple)):  # a complex constant
+        beta_value = complex(*beta_value)
+    if inst.modifier("atomic"):  # beta is a constant 0 or 1
+        (t.atomic_store if beta_value == 0 else t.atomic_add)(out, exts, index,
+                                                                t.convert(result, out.number))
         return
     if beta_value != 0:
         beta = t.scalar_as(inst.slots["beta"], ct)
         term = t.arith("mul", t.splat(beta, shape), t.convert(t.load(out, exts, index), ct))
         if beta_value is None:
-            is_zero = t.compare("equal", beta, t.const(ct, 0))
-            term = t.b.one("select", term.type, cond=t.splat(is_zero, shape),
-                           val_if_true=t.const(ct, 0, shape), val_if_false=term)
+            zero = t.const(ct, 0)
+            is_zero = (t.binary("andi", *(t.compare("equal", x, y) for x, y in zip(beta, zero)))
+                       if isinstance(beta, Pair) else t.compare("equal", beta, zero))
+            term = t.select(t.splat(is_zero, shape), t.const(ct, 0, shape), term)
         result = t.arith("add", result, term)
-    t.store(out, exts, index, t.convert(result, out.element))
+    t.store(out, exts, index, t.convert(result, out.number))
 
 
 def _check_operands(inst: Instruction) -> None:
     if inst.modifier("atomic"):
-        if _constant(inst.slots["beta"]) != 1:
-            raise unsupported(inst, "atomic updates (.atomic) with beta 0 are")
+        beta = _constant(inst.slots["beta"])
+        if beta not in (0, 1):
+            raise unsupported(inst, "atomic updates (.atomic) with a beta other than 0 or 1 are")
         out = inst.slots[inst.opdef.blas.written].type.element.name
-        if out in ("i8", "i16"):
+        if beta == 1 and out in ("i8", "i16"):
             raise unsupported(inst, f"atomic additions to {out} are")
     for slot in inst.opdef.blas.slots:
         mt = inst.slots[slot].type
@@ -167,7 +176,7 @@ def cumsum(t: Translator, inst: Instruction) -> None:
     prefix sums plus the sum of the tiles before it (carried)."""
     _check_operands(inst)
     A, out, mode = t.memref(inst.slots["A"]), t.memref(inst.slots["B"]), inst.attrs["mode"]
-    ct = accumulate_type_name(out.element)
+    ct = accumulate_type_name(out.number)
     shape = out.view_shape()
     exts = [extent(d) for d in shape]
     others = [k for k in range(len(shape)) if k != mode]
@@ -179,8 +188,7 @@ def cumsum(t: Translator, inst: Instruction) -> None:
             index = list(index_others)
             index.insert(mode, k)
             tile = t.load_op(A, False, exts, index, ct)
-            below = t.b.one("broadcast", Tile(Scalar(ct), tuple(exts)),
-                            source=t.b.one("reshape", Tile(Scalar(ct), ones), source=carry))
+            below = t.shaped("broadcast", t.shaped("reshape", carry, ones), exts)
             _update(t, inst, out, exts, index, t.arith("add", _add_along(t, "scan", tile, mode), below), ct)
             return t.arith("add", carry, _reduce_add(t, tile, mode))
         t.accumulate(shape[mode], exts[mode], t.const(ct, 0, rest), step)
@@ -192,7 +200,7 @@ def cumsum(t: Translator, inst: Instruction) -> None:
 def blas(t: Translator, inst: Instruction) -> None:
     _check_operands(inst)
     out = t.memref(inst.slots[inst.opdef.blas.written])
-    ct = accumulate_type_name(out.element)
+    ct = accumulate_type_name(out.number)
     shape = out.view_shape()
     exts = [extent(d) for d in shape]
     t.over_tiles(shape, exts, lambda index: _update(t, inst, out, exts, index,

@@ -211,6 +211,8 @@ for _name, _code in (("addf", 0x02), ("subf", 0x67), ("mulf", 0x4C), ("divf", 0x
 for _name, _code in (("maxf", 0x45), ("minf", 0x47)):
     _op(_name, _code, ("lhs", "rhs"), (Attr("propagate_nan", "unit"), _FTZ), _BINARY,
         flags=("propagate_nan", "flush_to_zero"))
+_op("sqrt", 0x64, ("source",), (_ROUND, _FTZ), "{source}{attrs} : {result:type}",
+    flags=("flush_to_zero",))
 _op("remf", 0x59, ("lhs", "rhs"), (), _BINARY)
 # integer binary arithmetic
 for _name, _code in (("addi", 0x03), ("subi", 0x68), ("muli", 0x4E), ("shli", 0x60)):
@@ -250,6 +252,8 @@ _op("constant", 0x10, (), (Attr("value", "dense"),), "{value} : {result:type}")
 _op("iota", 0x3A, syntax=": {result:type}")
 _op("broadcast", 0x0B, ("source",), (), "{source} : {source:type} -> {result:type}")
 _op("reshape", 0x5B, ("source",), (), "{source} : {source:type} -> {result:type}")
+_op("extract", 0x26, ("source", ("indices", "many")), (),
+    "{source}[{indices}] : {source:type} -> {result:type}", variadic_results=True)
 _op("permute", 0x53, ("source",), (Attr("permutation", "i32s"),),
     "{source} {permutation} : {source:type} -> {result:type}")
 _op("reduce", 0x58, (("operands", "many"),), (Attr("dim", "int"), Attr("identities", "identities")),
@@ -281,15 +285,16 @@ _op("store_view_tko", 0x66, ("tile", "view", ("index", "many"), ("token", "optio
     "{memory_ordering_semantics} {tile}, {view}[{index}](? token = {token}?) : {tile:type}, "
     "{view:type}, {index:type1} -> {result:type}",
     flags=_LOAD_STORE_FLAGS, variadic_results=True, segmented=True)
+_SCOPE = Attr("memory_scope", "enum", "memory_scope")  # optional: only atomic accesses have one
 _op("load_ptr_tko", 0x3D, ("source", ("mask", "optional"), ("paddingValue", "optional"),
                          ("token", "optional")),
-    (Attr("memory_ordering_semantics", "enum", "memory_ordering"),),
-    "{memory_ordering_semantics} {source}(?, {mask}?)(?, {paddingValue}?)(? token={token}?) : "
+    (Attr("memory_ordering_semantics", "enum", "memory_ordering"), _SCOPE),
+    "{memory_ordering_semantics}(? {memory_scope}?) {source}(?, {mask}?)(?, {paddingValue}?)(? token={token}?) : "
     "{source:type}(?, {mask:type}?)(?, {paddingValue:type}?) -> {result:type}",
     flags=("memory_scope", "optimization_hints", "mask", "paddingValue", "token"), segmented=True)
 _op("store_ptr_tko", 0x65, ("destination", "value", ("mask", "optional"), ("token", "optional")),
-    (Attr("memory_ordering_semantics", "enum", "memory_ordering"),),
-    "{memory_ordering_semantics} {destination}, {value}(?, {mask}?)(? token={token}?) : "
+    (Attr("memory_ordering_semantics", "enum", "memory_ordering"), _SCOPE),
+    "{memory_ordering_semantics}(? {memory_scope}?) {destination}, {value}(?, {mask}?)(? token={token}?) : "
     "{destination:type}, {value:type}(?, {mask:type}?) -> {result:type}",
     flags=("memory_scope", "optimization_hints", "mask", "token"), segmented=True)
 _op("atomic_rmw_tko", 0x08, ("pointers", "arg", ("mask", "optional"), ("token", "optional")),
@@ -298,6 +303,8 @@ _op("atomic_rmw_tko", 0x08, ("pointers", "arg", ("mask", "optional"), ("token", 
     "{memory_ordering_semantics} {memory_scope} {pointers}, {mode}, {arg}(?, {mask}?)"
     "(? token={token}?) : {pointers:type}, {arg:type}(?, {mask:type}?) -> {result:type}",
     flags=("mask", "token"), segmented=True)
+_op("ptr_to_ptr", 0x57, ("source",), (), "{source} : {source:type} -> {result:type}")
+_op("bitcast", 0x09, ("source",), (), "{source} : {source:type} -> {result:type}")
 _op("int_to_ptr", 0x33, ("source",), (), "{source} : {source:type} -> {result:type}")
 _op("ptr_to_int", 0x56, ("source",), (), "{source} : {source:type} -> {result:type}")
 # matrix units

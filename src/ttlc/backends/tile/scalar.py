@@ -9,9 +9,13 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ...ir.core import Instruction
+from ...ir.types import CoopMatrixType
 from .ops import Ptr, Scalar, Tile
+from .coop import matrix_tile
 from .spmd import divergent_for, exec_config, masked_if
-from .translate import Group, Memref, Rule, Translator, element_name, registrar, unsupported
+from . import complexes
+from .translate import (Group, Memref, Pair, Rule, Translator, component_name, element_name,
+                        is_complex, registrar, unsupported)
 
 RULES: Dict[str, Rule] = {}
 _rule = registrar(RULES)
@@ -31,6 +35,8 @@ _SIGNED = ("divi", "remi", "maxi", "mini", "shri")
 
 @_rule(*_INT_BINARY)
 def arith_binary(t: Translator, inst: Instruction) -> None:
+    if is_complex(inst.results[0].type):
+        return complexes.binary(t, inst)
     element = _element(inst)
     a, b = t.tile_of(inst.slots["a"]), t.tile_of(inst.slots["b"])
     if Scalar(element).is_float:
@@ -46,8 +52,15 @@ def arith_binary(t: Translator, inst: Instruction) -> None:
     t.values[inst.results[0]] = t.binary(name, a, b, **attrs)
 
 
-@_rule("abs", "neg", "not")
+@_rule("abs", "neg", "not", "conj", "re", "im")
 def arith_unary(t: Translator, inst: Instruction) -> None:
+    if is_complex(inst.slots["a"].type):
+        return complexes.unary(t, inst)
+    if inst.opcode in ("conj", "re", "im"):  # of a real number
+        a = t.tile_of(inst.slots["a"])
+        t.values[inst.results[0]] = t.const(a.type.element.name, 0.0, a.type.shape) \
+            if inst.opcode == "im" else a
+        return
     element = _element(inst)
     a = t.tile_of(inst.slots["a"])
     is_float = Scalar(element).is_float
@@ -64,6 +77,8 @@ _MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sin": "sin
 
 @_rule(*_MATH, *("native_" + m for m in _MATH))
 def math(t: Translator, inst: Instruction) -> None:
+    if is_complex(inst.results[0].type):
+        return complexes.math_function(t, inst)
     a = t.tile_of(inst.slots["a"])
     t.values[inst.results[0]] = t.b.one(_MATH[inst.opcode.replace("native_", "")], a.type, source=a)
 
@@ -75,21 +90,28 @@ _PREDICATES = {"equal": "equal", "not_equal": "not_equal", "greater_than": "grea
 
 @_rule(*_PREDICATES)
 def compare(t: Translator, inst: Instruction) -> None:
+    if is_complex(inst.slots["a"].type):
+        return complexes.compare(t, inst, _PREDICATES[inst.opcode])
     t.values[inst.results[0]] = t.compare(_PREDICATES[inst.opcode], t.tile_of(inst.slots["a"]),
                                           t.tile_of(inst.slots["b"]))
 
 
 @_rule("cast")
 def cast(t: Translator, inst: Instruction) -> None:
-    t.values[inst.results[0]] = t.convert(t.tile_of(inst.slots["a"]), _element(inst))
+    rt = inst.results[0].type
+    number = rt.component if isinstance(rt, CoopMatrixType) else rt
+    element = number.name if is_complex(rt) else _element(inst)
+    t.values[inst.results[0]] = t.convert(t.tile_of(inst.slots["a"]), element)
 
 
 @_rule("constant")
 def constant(t: Translator, inst: Instruction) -> None:
     value = inst.attrs["value"]
-    if isinstance(value, (list, tuple, complex)):
-        raise unsupported(inst, f"constants of type {inst.results[0].type} are")
-    t.values[inst.results[0]] = t.const(_element(inst), value)
+    rt = inst.results[0].type
+    shape = matrix_tile(t, inst, rt).shape if isinstance(rt, CoopMatrixType) else ()
+    if is_complex(rt):
+        return complexes.constant(t, inst, value, shape)
+    t.values[inst.results[0]] = t.const(_element(inst), value, shape)
 
 
 @_rule("group_id", "num_groups")
@@ -121,7 +143,7 @@ def expand(t: Translator, inst: Instruction) -> None:
         strides.append(s)
         s = t.mul_index(s, d)
     t.values[inst.results[0]] = Memref(m.element, m.ptr, m.shape[:mode] + dims + m.shape[mode + 1:],
-                                       m.strides[:mode] + strides + m.strides[mode + 1:])
+                                       m.strides[:mode] + strides + m.strides[mode + 1:], m.complex)
 
 
 @_rule("fuse")
@@ -132,7 +154,7 @@ def fuse(t: Translator, inst: Instruction) -> None:
     for d in m.shape[lo:hi + 1]:
         size = t.mul_index(size, d)
     t.values[inst.results[0]] = Memref(m.element, m.ptr, m.shape[:lo] + [size] + m.shape[hi + 1:],
-                                       m.strides[:lo + 1] + m.strides[hi + 1:])
+                                       m.strides[:lo + 1] + m.strides[hi + 1:], m.complex)
 
 
 @_rule("alloca")
@@ -140,10 +162,12 @@ def alloca(t: Translator, inst: Instruction) -> None:
     """Memory of the tile block (Tile IR's ``alloca``, alive until the end of the block
     it is in: the function's body or a loop's, as the language's lifetime)."""
     mt = inst.results[0].type
-    element = element_name(mt.element, inst.loc, "alloca")
+    element = component_name(mt.element, inst.loc, "alloca")
     alignment = 64  # the language's default, which an alloca's alignment may not exceed
-    ptr = t.b.one("alloca", Tile(Ptr(Scalar(element))), num_elem=mt.extent, alignment=alignment)
-    t.values[inst.results[0]] = Memref(element, ptr, list(mt.shape), list(mt.stride))
+    pair = is_complex(mt.element)
+    ptr = t.b.one("alloca", Tile(Ptr(Scalar(element))), num_elem=mt.extent * (2 if pair else 1),
+                  alignment=alignment)
+    t.values[inst.results[0]] = Memref(element, ptr, list(mt.shape), list(mt.stride), pair)
 
 
 @_rule("lifetime_stop", "barrier")
@@ -180,18 +204,23 @@ def load(t: Translator, inst: Instruction) -> None:
     src = t.values[inst.slots["tensor"]]
     index = [_index(t, v) for v in inst.slots["index"]]
     if isinstance(src, Group):
-        if t.lanes and (t.active is not None or not isinstance(index[0], int) and index[0].type.shape):
-            raise unsupported(inst, "a group member chosen per work-item or under divergence is")
         t.values[inst.results[0]] = t.member(src, index[0])
     else:
-        t.values[inst.results[0]] = t.load_scalar(t.element_ptr(src, index))
+        ptr = t.element_ptr(src, index)
+        t.values[inst.results[0]] = Pair(t.load_scalar(ptr), t.load_scalar(t.offset(ptr, 1))) \
+            if src.complex else t.load_scalar(ptr)
 
 
 @_rule("store")
 def store(t: Translator, inst: Instruction) -> None:
     m = t.memref(inst.slots["tensor"])
-    value = t.convert(t.tile_of(inst.slots["value"]), m.element)
-    t.store_scalar(t.element_ptr(m, [_index(t, v) for v in inst.slots["index"]]), value)
+    ptr = t.element_ptr(m, [_index(t, v) for v in inst.slots["index"]])
+    if m.complex:
+        value = t.convert(t.tile_of(inst.slots["value"]), m.number)
+        t.store_scalar(ptr, value.re)
+        t.store_scalar(t.offset(ptr, 1), value.im)
+        return
+    t.store_scalar(ptr, t.convert(t.tile_of(inst.slots["value"]), m.element))
 
 
 @_rule("subview")
@@ -205,7 +234,8 @@ def subview(t: Translator, inst: Instruction) -> None:
         if not (isinstance(size, int) and size == 0):  # size 0: the mode is removed
             shape.append(_index(t, size))
             strides.append(stride)
-    t.values[inst.results[0]] = Memref(m.element, t.offset(m.ptr, offset), shape, strides)
+    offset = t.mul_index(offset, 2) if m.complex else offset
+    t.values[inst.results[0]] = Memref(m.element, t.offset(m.ptr, offset), shape, strides, m.complex)
 
 
 @_rule("for")
@@ -227,6 +257,7 @@ def for_loop(t: Translator, inst: Instruction) -> None:
         t.values[region.args[0]] = iv
         for arg, v in zip(region.args[1:], carried):
             t.values[arg] = v
+        t.yielded = []  # a loop without values has no yield
         t.region(region)
         return [t.per_lane(v) for v in t.yielded] if t.lanes else t.yielded
 
@@ -247,7 +278,11 @@ def if_(t: Translator, inst: Instruction) -> None:
             return t.yielded
         return run
 
-    types = [Tile(Scalar(element_name(r.type, inst.loc, "if"))) for r in inst.results]
+    types = []
+    for r in inst.results:
+        part = matrix_tile(t, inst, r.type) if isinstance(r.type, CoopMatrixType) else \
+            Tile(Scalar(component_name(r.type, inst.loc, "if")))
+        types += [part, part] if is_complex(r.type) else [part]
     results = t.branches(t.tile_of(inst.slots["condition"]), [branch(0), branch(1)], types)
     for r, v in zip(inst.results, results):
         t.values[r] = v

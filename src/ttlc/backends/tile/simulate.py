@@ -50,26 +50,33 @@ class Memory:
         return lo
 
     def _typed(self, addresses: np.ndarray, dt: np.dtype):
-        addresses = np.asarray(addresses, np.int64)
+        """Per array the addresses fall in: its elements as `dt`, which of the addresses
+        lie in it and their element indices (a gather may span several arrays)."""
+        addresses = np.asarray(addresses, np.int64).reshape(-1)
+        placed = np.zeros(addresses.shape, bool)
         for lo, hi, window, _ in self.windows:
-            if addresses.min() >= lo and addresses.max() + dt.itemsize <= hi:
-                offsets = addresses - lo
+            here = ~placed & (addresses >= lo) & (addresses + dt.itemsize <= hi)
+            if here.any():
+                offsets = addresses[here] - lo
                 if np.any(offsets % dt.itemsize):
                     raise ValueError("misaligned access")
                 usable = (hi - lo) // dt.itemsize * dt.itemsize
-                return window[:usable].view(dt), offsets // dt.itemsize
-        raise ValueError("access outside the arguments")
+                placed |= here
+                yield window[:usable].view(dt), here, offsets // dt.itemsize
+        if not placed.all():
+            raise ValueError("access outside the arguments")
 
     def read(self, addresses: np.ndarray, dt: np.dtype) -> np.ndarray:
-        if addresses.size == 0:
-            return np.zeros(addresses.shape, dt)
-        typed, index = self._typed(addresses, dt)
-        return typed[index]
+        out = np.zeros(np.shape(addresses), dt)
+        flat = out.reshape(-1)
+        for typed, here, index in self._typed(addresses, dt):
+            flat[here] = typed[index]
+        return out
 
     def write(self, addresses: np.ndarray, values: np.ndarray) -> None:
-        if addresses.size:
-            typed, index = self._typed(addresses, values.dtype)
-            typed[index] = values
+        values = np.asarray(values).reshape(-1)
+        for typed, here, index in self._typed(addresses, values.dtype):
+            typed[index] = values[here]
 
 
 class Frame:
@@ -147,7 +154,7 @@ def _shift(f, op, a):
     return [_out(op, fn(_signed(op, a[0]), a[1].astype(_signed(op, a[0]).dtype)))]
 
 
-_UNARY = {"absf": np.abs, "absi": np.abs, "negf": np.negative, "negi": np.negative, "exp": np.exp,
+_UNARY = {"sqrt": np.sqrt, "absf": np.abs, "absi": np.abs, "negf": np.negative, "negi": np.negative, "exp": np.exp,
           "exp2": np.exp2, "log": np.log, "log2": np.log2, "sin": np.sin, "cos": np.cos}
 
 
@@ -204,6 +211,13 @@ def _broadcast(f, op, a):
 @_sem("reshape")
 def _reshape(f, op, a):
     return [a[0].reshape(op.results[0].type.shape)]
+
+
+@_sem("extract")
+def _extract(f, op, a):
+    """Slice number `indices` of the shape of the result."""
+    shape = op.results[0].type.shape
+    return [a[0][tuple(slice(int(i) * n, (int(i) + 1) * n) for i, n in zip(a[1:], shape))].copy()]
 
 
 @_sem("permute")
@@ -338,15 +352,37 @@ def _store_ptr(f, op, a):
     return [None]
 
 
+_RMW = {"add": np.add, "addf": np.add, "max": np.maximum, "min": np.minimum,
+        "umax": np.maximum, "umin": np.minimum, "xchg": lambda x, y: y}
+
+
 @_sem("atomic_rmw_tko")
 def _atomic_rmw(f, op, a):
-    """Element by element, one at a time (the modes emitted: addf and add)."""
+    """Element by element in row-major order, one at a time (elements may share an
+    address); ``umax``/``umin`` compare the bits as unsigned integers."""
     pointers, arg = np.asarray(a[0]), np.asarray(a[1])
     mask = np.asarray(a[2]) if op.group("mask") else np.ones(pointers.shape, bool)
+    mode = op.attrs["mode"]
+    unsigned = np.dtype(f"u{arg.dtype.itemsize}") if mode in ("umax", "umin") else arg.dtype
     old = np.zeros(arg.shape, arg.dtype)
-    old[mask] = f.memory.read(pointers[mask], arg.dtype)
-    f.memory.write(pointers[mask], (old + arg)[mask].astype(arg.dtype))
+    for k in zip(*np.nonzero(mask)) if arg.ndim else [()]:
+        if arg.ndim == 0 and not mask:
+            break
+        prev = f.memory.read(np.asarray([pointers[k]]), arg.dtype)
+        new = _RMW[mode](prev.view(unsigned), np.asarray([arg[k]]).view(unsigned)).view(arg.dtype)
+        f.memory.write(np.asarray([pointers[k]]), new.astype(arg.dtype))
+        old[k] = prev[0]
     return [old, None]
+
+
+@_sem("bitcast")
+def _bitcast(f, op, a):
+    return [np.asarray(a[0]).view(dtype(op.results[0].type)).copy()]
+
+
+@_sem("ptr_to_ptr")
+def _ptr_to_ptr(f, op, a):
+    return [np.asarray(a[0], np.int64)]
 
 
 @_sem("iota")
@@ -400,7 +436,11 @@ def _arguments(func, args, memory: Memory) -> list:
     out: list = []
     for a, x in zip(func.args, args):
         t = a.value.type
-        if isinstance(t, MemrefType):
+        if isinstance(t, MemrefType) and x is None:  # not associated: address 0
+            out.append(np.int64(0))
+            out += [np.int64(0) for d in t.shape if d is None]
+            out += [np.int64(1) for d in t.stride if d is None]
+        elif isinstance(t, MemrefType):
             arr = np.asarray(x)
             out.append(np.int64(memory.add(arr)))
             out += [np.int64(n) for n, d in zip(arr.shape, t.shape) if d is None]
@@ -424,6 +464,8 @@ def _arguments(func, args, memory: Memory) -> list:
                 out.append(np.int64(len(arrays)))
             if t.offset is None:
                 out.append(np.int64(offset))
+        elif np.iscomplexobj(x):  # a complex number: its parts
+            out += [np.asarray(np.real(x)), np.asarray(np.imag(x))]
         else:
             out.append(np.asarray(x))
     return out

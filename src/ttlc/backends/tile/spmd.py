@@ -18,10 +18,13 @@ from typing import Dict, List, Optional
 
 from ...diagnostics import CompileError
 from ...ir.core import Instruction
+from ...ir.types import CoopMatrixType
 from ...target import ExecConfig
+from .layout import bcast, both, iota, reshape, to_entries, uniform
 from .ops import Scalar, Tile
 from .tir import Value
-from .translate import Rule, Translator, element_name, next_pow2, registrar, unsupported
+from .translate import (Pair, Rule, Translator, component_name, element_name, is_complex, next_pow2,
+                        registrar, unsupported)
 
 RULES: Dict[str, Rule] = {}
 _rule = registrar(RULES)
@@ -142,8 +145,16 @@ def masked_if(t: Translator, inst: Instruction) -> None:
         yielded.append(t.yielded)
     t.active = outer
     for r, a, b in zip(inst.results, *yielded):
-        element_name(r.type, inst.loc, "if")
-        t.values[r] = t.select(cond, t.per_lane(a), t.per_lane(b))
+        component_name(r.type, inst.loc, "if")
+        t.values[r] = merge(t, r.type, cond, a, b)
+
+
+def merge(t: Translator, type, mask: Value, a: Value, b: Value) -> Value:
+    """`a` where the work-items of `mask` run, else `b`; a coopmatrix entry by entry,
+    each as the work-item holding it runs."""
+    if isinstance(type, CoopMatrixType) and not t.items:
+        mask = to_entries(t, type, mask)
+    return t.select(mask, t.per_lane(a), t.per_lane(b))
 
 
 def divergent_for(t: Translator, inst: Instruction, lower: Value, upper: Value,
@@ -170,17 +181,18 @@ def divergent_for(t: Translator, inst: Instruction, lower: Value, upper: Value,
         t.values[region.args[0]] = t.binary("addi", lower, t.binary("muli", k, step))
         for arg, v in zip(region.args[1:], carried):
             t.values[arg] = v
+        t.yielded = []
         t.region(region)
-        out = [t.select(t.active, t.per_lane(v), c) for v, c in zip(t.yielded, carried)]
+        out = [merge(t, r.type, t.active, v, c) for r, v, c in zip(inst.results, t.yielded, carried)]
         t.active = outer
         return out
     return t.loop(count, inits, trip)
 
 
-_COMBINE = {"add": ("addf", "addi"), "max": ("maxf", "maxi"), "min": ("minf", "mini")}
+COMBINE = {"add": ("addf", "addi"), "max": ("maxf", "maxi"), "min": ("minf", "mini")}
 
 
-def _identity(op: str, element: Scalar):
+def identity_of(op: str, element: Scalar):
     if op == "add":
         return 0.0 if element.is_float else 0
     if element.is_float:
@@ -190,49 +202,82 @@ def _identity(op: str, element: Scalar):
 
 
 def _over_subgroups(t: Translator, inst: Instruction, x: Value, name: str, identity,
-                    scan: bool) -> Value:
-    """The reduction (or inclusive scan) by `name` of per-work-item `x` over each
-    subgroup, in subgroup-local id order, given to its work-items."""
+                    kind: str) -> Value:
+    """The reduction (``reduce``) or the inclusive or exclusive scan (``inclusive_scan``,
+    ``exclusive_scan``) by `name` of per-work-item `x` over each subgroup, in
+    subgroup-local id order, given to its work-items.  An exclusive scan combines, for
+    work-item i, the values of the work-items j < i (a mask over a subgroup x subgroup
+    tile, then a reduction)."""
+    if t.items:
+        raise unsupported(inst, "subgroup operations in the region of cooperative_matrix_apply are")
     size = exec_config(t, inst).subgroup_size
     element, groups = x.type.element, t.lanes // size
     signed = {"signedness": "signed"} if name in ("maxi", "mini") else {}
-    grid = t.b.one("reshape", Tile(element, (groups, size)), source=x)
-    out = t.along("scan" if scan else "reduce", grid, 1,
-                  lambda a, b: t.binary(name, a, b, **signed), identity)
-    if not scan:
-        out = t.b.one("broadcast", grid.type,
-                      source=t.b.one("reshape", Tile(element, (groups, 1)), source=out))
-    return t.b.one("reshape", x.type, source=out)
+    combine = lambda a, b: t.binary(name, a, b, **signed)  # noqa: E731
+    grid = reshape(t, x, (groups, size))
+    if kind == "exclusive_scan":
+        square = (groups, size, size)
+        before = both(t, "cmpi", iota(t, size, 3, 2), iota(t, size, 3, 1),
+                      comparison_predicate="less_than", signedness="signed")
+        terms = t.select(bcast(t, before, square), bcast(t, reshape(t, grid, (groups, 1, size)), square),
+                         t.const(element.name, identity))
+        out = t.along("reduce", terms, 2, combine, identity)
+    else:
+        out = t.along("scan" if kind == "inclusive_scan" else "reduce", grid, 1, combine, identity)
+    if kind == "reduce":
+        out = bcast(t, reshape(t, out, (groups, 1)), grid.type.shape)
+    return reshape(t, out, x.type.shape)
 
 
-@_rule(*(f"subgroup_{k}_{op}" for k in ("inclusive_scan", "reduce") for op in _COMBINE))
+_KINDS = ("inclusive_scan", "exclusive_scan", "reduce")
+
+
+@_rule(*(f"subgroup_{k}_{op}" for k in _KINDS for op in COMBINE))
 def subgroup_operation(t: Translator, inst: Instruction) -> None:
     """Formed in the accumulation type (f32 for 16-bit floats); work-items that do not
-    run contribute the identity, as in the reference interpreter."""
-    element = element_name(inst.results[0].type, inst.loc, inst.opcode)
+    run contribute the identity, as in the reference interpreter.  A complex sum is the
+    sums of the parts."""
+    rt = inst.results[0].type
+    kind, op = inst.opcode[len("subgroup_"):].rsplit("_", 1)
+    x = t.per_lane(t.tile_of(inst.slots["a"]))
+    if is_complex(rt):
+        part = component_name(rt, inst.loc, inst.opcode)
+        t.values[inst.results[0]] = Pair(*(_subgroup(t, inst, p, part, kind, op) for p in x))
+        return
+    element = element_name(rt, inst.loc, inst.opcode)
     if element == "i1":
         raise unsupported(inst, "bool operands are")
-    kind, op = inst.opcode[len("subgroup_"):].rsplit("_", 1)
+    t.values[inst.results[0]] = _subgroup(t, inst, x, element, kind, op)
+
+
+def _subgroup(t: Translator, inst: Instruction, x: Value, element: str, kind: str, op: str) -> Value:
     acc = Scalar("f32" if element in ("f16", "bf16") else element)
-    identity = _identity(op, acc)
-    x = t.convert(t.per_lane(t.tile_of(inst.slots["a"])), acc.name)
+    identity = identity_of(op, acc)
+    x = t.convert(x, acc.name)
     if t.active is not None:
         x = t.select(t.active, x, t.const(acc.name, identity))
-    name = _COMBINE[op][0 if acc.is_float else 1]
-    out = _over_subgroups(t, inst, x, name, identity, kind == "inclusive_scan")
-    t.values[inst.results[0]] = t.convert(out, element)
+    name = COMBINE[op][0 if acc.is_float else 1]
+    return t.convert(_over_subgroups(t, inst, x, name, identity, kind), element)
 
 
 @_rule("subgroup_broadcast")
 def subgroup_broadcast(t: Translator, inst: Instruction) -> None:
     """The sum over the subgroup of the value of work-item `lane` and the identity
-    (-0.0, 0 or false) of every other."""
+    (-0.0, 0 or false) of every other (of each part of a complex number)."""
     x = t.per_lane(t.tile_of(inst.slots["a"]))
-    element = x.type.element
+    size = exec_config(t, inst).subgroup_size
     lane = t.convert(t.tile_of(inst.slots["lane"]), "i32")
+    if lane.type.shape:  # dynamically uniform: the subgroup's first work-item's
+        lane = reshape(t, bcast(t, reshape(t, uniform(t, lane), (t.lanes // size, 1)),
+                                (t.lanes // size, size)), (t.lanes,))
     local = t.binary("remi", t.b.one("iota", Tile(Scalar("i32"), (t.lanes,))),
-                     t.const("i32", exec_config(t, inst).subgroup_size), signedness="signed")
-    identity = -0.0 if element.is_float else 0
-    x = t.select(t.compare("equal", local, lane), x, t.const(element.name, identity))
-    name = "addf" if element.is_float else "ori" if element.name == "i1" else "addi"
-    t.values[inst.results[0]] = _over_subgroups(t, inst, x, name, identity, scan=False)
+                     t.const("i32", size), signedness="signed")
+    chosen = t.compare("equal", local, lane)
+
+    def broadcast(x: Value) -> Value:
+        element = x.type.element
+        identity = -0.0 if element.is_float else 0
+        x = t.select(chosen, x, t.const(element.name, identity))
+        name = "addf" if element.is_float else "ori" if element.name == "i1" else "addi"
+        return _over_subgroups(t, inst, x, name, identity, "reduce")
+    t.values[inst.results[0]] = Pair(*map(broadcast, x)) if isinstance(x, Pair) else broadcast(x)

@@ -89,8 +89,8 @@ def _attr_text(op: Op, name: str) -> str:
         return "true" if value else "false"
     if kind == "i32s":
         return "[" + ", ".join(map(str, value)) + "]"
-    if kind == "identities":  # MLIR leaves out the default types, f64 and i64
-        return "[" + ", ".join(scalar_text(e, v) + ("" if e in ("f64", "i64") else f" : {e}")
+    if kind == "identities":  # MLIR leaves out the default types (f64, i64) and that of booleans
+        return "[" + ", ".join(scalar_text(e, v) + ("" if e in ("f64", "i64", "i1") else f" : {e}")
                                for e, v in value) + "]"
     return str(value)
 

@@ -14,18 +14,19 @@ with zeros, and a store of ``alpha * value + beta * C`` masked by the view's bou
 Memory operations are ordered by one chain of tokens, which loops and branches carry.
 
 What this translation does not cover is a ``CompileError`` naming the instruction and the
-target; the tables of ``scalar``, ``spmd`` and ``blas`` list what it covers.
+target; the tables of ``scalar``, ``spmd``, ``blas``, ``coop``, ``atomics`` list what it
+covers (``complexes`` holds the complex arithmetic the scalar rules use).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ...diagnostics import CompileError, error
 from ...ir.core import Function as IRFunction
 from ...ir.core import Instruction, Region
 from ...ir.core import Value as IRValue
-from ...ir.types import BoolType, GroupType, MemrefType, ScalarType
+from ...ir.types import BoolType, CoopMatrixType, GroupType, MemrefType, ScalarType
 from ...target import ExecConfig
 from .ops import TOKEN, PartitionView, Ptr, Scalar, TensorView, Tile
 from .tir import Block, Builder, Entry, Value
@@ -41,7 +42,10 @@ Rule = Callable[["Translator", Instruction], None]
 
 
 def element_name(t, loc, what: str) -> str:
-    """The Tile IR element type of a ttlc scalar or bool type."""
+    """The Tile IR element type of a ttlc scalar or bool type (or of a coopmatrix's
+    components)."""
+    if isinstance(t, CoopMatrixType):
+        t = t.component
     if isinstance(t, BoolType):
         return "i1"
     if isinstance(t, ScalarType) and not t.is_complex:
@@ -58,12 +62,61 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
+class Pair(NamedTuple):
+    """A complex value (Tile IR has no complex type): tiles of its real and imaginary
+    parts, of the component type (f32 for c32, f64 for c64)."""
+
+    re: Value
+    im: Value
+
+
+#: the component type of each complex type
+COMPONENT = {"c32": "f32", "c64": "f64"}
+
+
+def is_complex(t) -> bool:
+    """Whether a ttlc type is complex, or a coopmatrix of complex numbers."""
+    t = t.component if isinstance(t, CoopMatrixType) else t
+    return isinstance(t, ScalarType) and t.is_complex
+
+
+def component_name(t, loc, what: str) -> str:
+    """The Tile IR element type of a ttlc number type, the parts' type for a complex one."""
+    t = t.component if isinstance(t, CoopMatrixType) else t
+    return COMPONENT[t.name] if is_complex(t) else element_name(t, loc, what)
+
+
+def each(fn: Callable[[Value], Value], v):
+    """`fn` of a value, or of each part of a complex one."""
+    return Pair(fn(v.re), fn(v.im)) if isinstance(v, Pair) else fn(v)
+
+
+def first(v) -> Value:
+    """A value, or the real part of a complex one (whose parts have one tile type)."""
+    return v.re if isinstance(v, Pair) else v
+
+
+def flatten(values) -> List[Value]:
+    """Values with each complex one as its two parts (what loops and branches carry)."""
+    return [p for v in values for p in (v if isinstance(v, Pair) else (v,))]
+
+
+def regroup(like, flat: Sequence[Value]) -> List:
+    """The inverse of ``flatten``: `flat` grouped as the values `like` are."""
+    it = iter(flat)
+    return [Pair(next(it), next(it)) if isinstance(v, Pair) else next(it) for v in like]
+
+
 @dataclass
 class Memref:
+    """A memref: ``element`` is the type of the tiles read from it (the component type
+    for ``complex`` memrefs, whose elements are pairs of it: offsets count twice)."""
+
     element: str
     ptr: Value
     shape: List[Size]
     strides: List[Size]
+    complex: bool = False
 
     def view_type(self) -> TensorView:
         """A rank-0 memref is viewed as one element of a vector."""
@@ -73,6 +126,11 @@ class Memref:
 
     def view_shape(self) -> List[Size]:
         return self.shape or [1]
+
+    @property
+    def number(self) -> str:
+        """The language's element type (c32 or c64 for a complex memref)."""
+        return {v: k for k, v in COMPONENT.items()}[self.element] if self.complex else self.element
 
 
 @dataclass
@@ -87,6 +145,7 @@ class Group:
     strides: List[Union[int, Value]]
     size: Size
     offset: Size
+    complex: bool = False
 
 
 def extent(size: Size) -> int:
@@ -113,11 +172,25 @@ class Translator:
         #: rounded up to a power of two; 0 outside) and which of them run (None: all)
         self.lanes = 0
         self.active: Optional[Value] = None
+        #: in the region of a ``cooperative_matrix_apply``, the shape of the matrix tile
+        #: whose entries the region runs over (in place of the work-items), and how a
+        #: value of the work-items becomes one of the entries (``coop.to_entries``)
+        self.items: Optional[Tuple[int, ...]] = None
+        self.to_items: Optional[Callable[[Value], Value]] = None
 
     # ---- small builders --------------------------------------------------------------
     def const(self, element: str, value, shape: Sequence[int] = ()) -> Value:
-        """A constant tile with every element `value`."""
+        """A constant tile with every element `value` (a ``Pair`` for a complex type)."""
+        if element in COMPONENT:
+            value = complex(value)
+            return Pair(*(self.const(COMPONENT[element], v, shape) for v in (value.real, value.imag)))
         return self.b.one("constant", Tile(Scalar(element), tuple(shape)), value=(element, value))
+
+    def shaped(self, name: str, v: Value, shape: Sequence[int]) -> Value:
+        """``reshape`` or ``broadcast`` of `v` (of each part of a complex value)."""
+        if isinstance(v, Pair):
+            return Pair(*(self.shaped(name, p, shape) for p in v))
+        return self.b.one(name, Tile(v.type.element, tuple(shape)), source=v)
 
     def i64(self, x: Size) -> Value:
         return self.const("i64", x) if isinstance(x, int) else x
@@ -132,15 +205,26 @@ class Translator:
         return [self.splat(v, shape) if v.type.shape != shape else v for v in vs]
 
     def select(self, cond: Value, a: Value, b: Value) -> Value:
+        if isinstance(a, Pair):
+            return Pair(*(self.select(cond, x, y) for x, y in zip(a, b)))
         cond, a, b = self.matched(cond, a, b)
         return self.b.one("select", a.type, cond=cond, val_if_true=a, val_if_false=b)
 
     def per_lane(self, v: Value) -> Value:
-        """`v` as a tile of the SPMD region's work-items."""
-        return self.splat(v, (self.lanes,)) if not v.type.shape else v
+        """`v` as a tile of the SPMD region's work-items (of the matrix entries in the
+        region of a ``cooperative_matrix_apply``)."""
+        if isinstance(v, Pair):
+            return Pair(*(self.per_lane(p) for p in v))
+        return self.splat(v, self.items or (self.lanes,)) if not v.type.shape else v
 
     def arith(self, op: str, a: Value, b: Value) -> Value:
-        """``add`` or ``mul`` of two tiles of any number type (integers wrap around)."""
+        """``add`` or ``mul`` of two tiles of any number type (integers wrap around;
+        complex numbers as pairs)."""
+        if isinstance(a, Pair):
+            if op == "add":
+                return Pair(*(self.arith("add", x, y) for x, y in zip(a, b)))
+            return Pair(self.binary("subf", self.arith("mul", a.re, b.re), self.arith("mul", a.im, b.im)),
+                        self.arith("add", self.arith("mul", a.re, b.im), self.arith("mul", a.im, b.re)))
         return self.binary(op + ("f" if a.type.element.is_float else "i"), a, b)
 
     def compare(self, predicate: str, a: Value, b: Value) -> Value:
@@ -168,7 +252,14 @@ class Translator:
         return self.binary("addi", self.i64(a), self.i64(b))
 
     def convert(self, v: Value, element: str) -> Value:
-        """`v` with another element type (the casts of the language)."""
+        """`v` with another element type (the casts of the language; a complex type
+        makes a ``Pair``, a real number's imaginary part 0)."""
+        if element in COMPONENT:
+            part = COMPONENT[element]
+            if isinstance(v, Pair):
+                return Pair(*(self.convert(p, part) for p in v))
+            re = self.convert(v, part)
+            return Pair(re, self.const(part, 0.0, re.type.shape))
         src = v.type.element
         if src.name == element:
             return v
@@ -188,6 +279,8 @@ class Translator:
 
     def splat(self, v: Value, shape: Sequence[int]) -> Value:
         """A rank-0 tile broadcast to `shape`."""
+        if isinstance(v, Pair):
+            return Pair(*(self.splat(p, shape) for p in v))
         if not shape:
             return v
         ones = self.b.one("reshape", Tile(v.type.element, (1,) * len(shape)), source=v)
@@ -195,7 +288,10 @@ class Translator:
 
     def along(self, name: str, tile: Value, dim: int, combine: Callable[[Value, Value], Value],
               identity) -> Value:
-        """``reduce`` (or inclusive ``scan``) of `tile` along mode `dim` by `combine`."""
+        """``reduce`` (or inclusive ``scan``) of `tile` along mode `dim` by `combine`
+        (of each part of a complex tile)."""
+        if isinstance(tile, Pair):
+            return Pair(*(self.along(name, p, dim, combine, identity) for p in tile))
         element = tile.type.element
         block = Block([Value(Tile(element)), Value(Tile(element))])
         outer, self.b.block = self.b.block, block
@@ -208,6 +304,33 @@ class Translator:
         return self.b.op(name, [Tile(element, shape)], regions=[block], operands=[tile], dim=dim,
                          identities=[(element.name, identity)], **attrs)[0]
 
+    def complex_mma(self, a: Pair, b: Pair, acc: Pair) -> Pair:
+        """`acc` + `a` `b` for complex tiles of f32 or f64 parts: four real ``mmaf``."""
+        re = self.b.one("mmaf", acc.re.type, lhs=a.re, rhs=b.re, acc=acc.re)
+        re = self.b.one("mmaf", re.type, lhs=self.b.one("negf", a.im.type, source=a.im), rhs=b.im, acc=re)
+        im = self.b.one("mmaf", acc.im.type, lhs=a.re, rhs=b.im, acc=acc.im)
+        return Pair(re, self.b.one("mmaf", im.type, lhs=a.im, rhs=b.re, acc=im))
+
+    def products(self, a: Value, b: Value, acc: Value) -> Value:
+        """`acc` + `a` `b` for matrix tiles (a batch of them when of rank 3) of `acc`'s
+        element type, as the sum of the outer products of a's column k and b's row k, k
+        in order: what the matrix units do not multiply (integers other than i8)."""
+        *batch, M, K = a.type.shape
+        N = b.type.shape[-1]
+        lead = [self.const("i32", 0)] * len(batch)
+
+        def step(k: Value, carried: List[Value]) -> List[Value]:
+            zero = self.const("i32", 0)
+            col = self.b.one("extract", Tile(a.type.element, (*batch, M, 1)), source=a,
+                             indices=lead + [zero, k])
+            row = self.b.one("extract", Tile(b.type.element, (*batch, 1, N)), source=b,
+                             indices=lead + [k, zero])
+            shape = acc.type.shape
+            term = self.arith("mul", *(self.b.one("broadcast", Tile(v.type.element, shape), source=v)
+                                       for v in (col, row)))
+            return [self.arith("add", carried[0], term)]
+        return self.loop(self.const("i32", K), [acc], step)[0]
+
     # ---- loops -------------------------------------------------------------------------
     def loop(self, upper: Value, inits: List[Value],
              body: Callable[[Value, List[Value]], List[Value]],
@@ -216,30 +339,33 @@ class Translator:
         `inits`; `body(induction variable, carried values)` gives the next values."""
         element = upper.type.element.name
         iv = Value(upper.type)
-        args = [Value(TOKEN)] + [Value(v.type) for v in inits]
+        flat = flatten(inits)
+        args = [Value(TOKEN)] + [Value(v.type) for v in flat]
         block = Block([iv] + args)
-        results = self.b.op("for", [TOKEN] + [v.type for v in inits], regions=[block],
+        results = self.b.op("for", [TOKEN] + [v.type for v in flat], regions=[block],
                             lowerBound=lower or self.const(element, 0), upperBound=upper,
-                            step=step or self.const(element, 1), initValues=[self.token] + inits)
+                            step=step or self.const(element, 1), initValues=[self.token] + flat)
         outer = self.b.block
         self.b.block, self.token = block, args[0]
-        carried = body(iv, args[1:])
-        self.b.op("continue", operands=[self.token] + carried)
+        carried = body(iv, regroup(inits, args[1:]))
+        self.b.op("continue", operands=[self.token] + flatten(carried))
         self.b.block, self.token = outer, results[0]
-        return results[1:]
+        return regroup(inits, results[1:])
 
     def branches(self, condition: Value, regions: Sequence[Callable[[], List[Value]]],
                  types: Sequence) -> List[Value]:
-        """An ``if`` whose two branches (each giving the values it yields) carry the token."""
+        """An ``if`` whose two branches (each giving the values it yields) carry the token;
+        `types` are those of the values flattened (``flatten``)."""
         blocks = [Block(), Block()]
         results = self.b.op("if", [TOKEN, *types], regions=blocks, condition=condition)
         outer, start = self.b.block, self.token
+        yielded = []
         for block, branch in zip(blocks, regions):
             self.b.block, self.token = block, start
-            values = branch()
-            self.b.op("yield", operands=[self.token, *values])
+            yielded = branch()
+            self.b.op("yield", operands=[self.token, *flatten(yielded)])
         self.b.block, self.token = outer, results[0]
-        return results[1:]
+        return regroup(yielded, results[1:])
 
     def tile_count(self, size: Size, ext: int) -> Union[int, Value]:
         if isinstance(size, int):
@@ -286,13 +412,24 @@ class Translator:
         return self.b.one("make_partition_view", PartitionView(tuple(exts), vt, "zero" if padded else None),
                           tensor_view=tv)
 
+    def parts(self, m: Memref) -> List[Memref]:
+        """A complex memref as the memrefs of its real and imaginary parts."""
+        strides = [self.mul_index(s, 2) for s in m.strides]
+        return [Memref(m.element, self.offset(m.ptr, k), m.shape, strides) for k in (0, 1)]
+
     def load(self, m: Memref, exts: Sequence[int], index: Sequence[Value]) -> Value:
         """The tile of `m` at tile index `index` (zeros outside the memref)."""
+        if m.complex:
+            return Pair(*(self.load(p, exts, index) for p in self.parts(m)))
         pv = self.view(m, exts, padded=True)
         return self.b.op("load_view_tko", [Tile(Scalar(m.element), tuple(exts)), TOKEN], view=pv,
                          index=list(index), token=self.token, memory_ordering_semantics="weak")[0]
 
     def store(self, m: Memref, exts: Sequence[int], index: Sequence[Value], tile: Value) -> None:
+        if m.complex:
+            for p, v in zip(self.parts(m), tile):
+                self.store(p, exts, index, v)
+            return
         pv = self.view(m, exts, padded=False)
         self.token = self.b.one("store_view_tko", TOKEN, tile=tile, view=pv, index=list(index),
                                 token=self.token, memory_ordering_semantics="weak")
@@ -300,9 +437,12 @@ class Translator:
     def load_op(self, m: Memref, transpose: bool, exts: Sequence[int], index: Sequence[Value],
                 element: str) -> Value:
         """The tile of op(m) (m transposed if `transpose` and a matrix), as `element`."""
+        def permuted(v: Value) -> Value:
+            if isinstance(v, Pair):
+                return Pair(*map(permuted, v))
+            return self.b.one("permute", Tile(v.type.element, tuple(exts)), source=v, permutation=[1, 0])
         if transpose and len(m.shape) == 2:
-            t = self.load(m, exts[::-1], index[::-1])
-            t = self.b.one("permute", Tile(t.type.element, tuple(exts)), source=t, permutation=[1, 0])
+            t = permuted(self.load(m, exts[::-1], index[::-1]))
         else:
             t = self.load(m, exts, index)
         return self.convert(t, element)
@@ -312,7 +452,7 @@ class Translator:
         offset: Size = 0
         for i, stride in zip(index, m.strides):
             offset = self.add_index(offset, self.mul_index(i, stride))
-        return self.offset(m.ptr, offset)
+        return self.offset(m.ptr, self.mul_index(offset, 2) if m.complex else offset)
 
     def offset(self, ptr: Value, offset: Size) -> Value:
         """`ptr` moved by `offset` elements (a tile of pointers if either is one)."""
@@ -346,12 +486,28 @@ class Translator:
         return self.b.one("offset", base.type, ptr=base, offset=offsets), mask
 
     def atomic_add(self, m: Memref, exts: Sequence[int], index: Sequence[Value], tile: Value) -> None:
-        """Add `tile` to tile `index` of `m`, element by element, atomically."""
+        """Add `tile` to tile `index` of `m`, element by element, atomically (a complex
+        number part by part)."""
+        if m.complex:
+            for p, v in zip(self.parts(m), tile):
+                self.atomic_add(p, exts, index, v)
+            return
         ptrs, mask = self.element_ptrs(m, exts, index)
         mode = "addf" if tile.type.element.is_float else "add"
         self.token = self.b.op("atomic_rmw_tko", [tile.type, TOKEN], pointers=ptrs, arg=tile,
                                mask=mask, token=self.token, memory_ordering_semantics="relaxed",
                                memory_scope="device", mode=mode)[1]
+
+    def atomic_store(self, m: Memref, exts: Sequence[int], index: Sequence[Value], tile: Value) -> None:
+        """Store `tile` as tile `index` of `m`, each element atomically."""
+        if m.complex:
+            for p, v in zip(self.parts(m), tile):
+                self.atomic_store(p, exts, index, v)
+            return
+        ptrs, mask = self.element_ptrs(m, exts, index)
+        self.token = self.b.one("store_ptr_tko", TOKEN, destination=ptrs, value=tile, mask=mask,
+                                token=self.token, memory_ordering_semantics="relaxed",
+                                memory_scope="device")
 
     def load_scalar(self, ptr: Value) -> Value:
         """The element at `ptr`; in an SPMD region under divergence, or from a tile of
@@ -374,18 +530,35 @@ class Translator:
                                 token=self.token, memory_ordering_semantics="weak")
 
     def member(self, g: Group, index: Size) -> Memref:
-        """Member `index` of a group, as a memref."""
+        """Member `index` of a group, as a memref (in an SPMD region, one per work-item
+        where the index differs between them: its address, sizes and strides are then
+        gathered by the work-items that run)."""
         def fetch(array: Value) -> Value:
             return self.load_scalar(self.offset(array, index))
 
-        ptr = self.b.one("int_to_ptr", Tile(Ptr(Scalar(g.element))), source=fetch(g.addresses))
-        ptr = self.offset(ptr, g.offset)
+        address = fetch(g.addresses)
+        ptr = self.b.one("int_to_ptr", Tile(Ptr(Scalar(g.element)), address.type.shape), source=address)
+        ptr = self.offset(ptr, self.mul_index(g.offset, 2) if g.complex else g.offset)
         return Memref(g.element, ptr, [d if isinstance(d, int) else fetch(d) for d in g.shape],
-                      [d if isinstance(d, int) else fetch(d) for d in g.strides])
+                      [d if isinstance(d, int) else fetch(d) for d in g.strides], g.complex)
 
     # ---- values ------------------------------------------------------------------------
     def tile_of(self, v: IRValue) -> Value:
-        return self.values[v]
+        x = self.values[v]
+        return Pair(*(self._adapt(p) for p in x)) if isinstance(x, Pair) else self._adapt(x)
+
+    def _adapt(self, x):
+        """A value where it is used: in the region of a coopmatrix apply, one of the
+        work-items as one of the entries; in an SPMD region, a coopmatrix made outside
+        as the matrix of every subgroup."""
+        if self.items and isinstance(x, Value) and x.type.shape == (self.lanes,):
+            return self.to_items(x)  # a work-item's value, used by the entries it holds
+        if self.lanes and isinstance(x, Value) and len(x.type.shape) == 3 and x.type.shape[0] == 1:
+            # a coopmatrix made outside the SPMD region: every subgroup's matrix
+            G = self.lanes // self.config().subgroup_size
+            if G > 1:
+                return self.b.one("broadcast", Tile(x.type.element, (G,) + x.type.shape[1:]), source=x)
+        return x
 
     def memref(self, v: IRValue) -> Memref:
         return self.values[v]
@@ -411,21 +584,23 @@ class Translator:
             t = a.value.type
             what = f"argument %{a.value.name}"
             if isinstance(t, MemrefType):
-                element = element_name(t.element, a.value.loc, what)
+                element = component_name(t.element, a.value.loc, what)
                 ptr = Value(Tile(Ptr(Scalar(element))))
                 args.append(ptr)
                 self.values[a.value] = Memref(element, ptr, dynamic(t.shape, i64),
-                                              dynamic(t.stride, i64))
+                                              dynamic(t.stride, i64), is_complex(t.element))
             elif isinstance(t, GroupType):
-                element = element_name(t.memref.element, a.value.loc, what)
+                element = component_name(t.memref.element, a.value.loc, what)
                 addresses = Value(i64_array)
                 args.append(addresses)
                 shape, strides = dynamic(t.memref.shape, i64_array), dynamic(t.memref.stride, i64_array)
                 size, offset = dynamic([t.size, t.offset], i64)
-                self.values[a.value] = Group(element, addresses, shape, strides, size, offset)
+                self.values[a.value] = Group(element, addresses, shape, strides, size, offset,
+                                             is_complex(t.memref.element))
             elif isinstance(t, (ScalarType, BoolType)):
-                v = Value(Tile(Scalar(element_name(t, a.value.loc, f"argument %{a.value.name}"))))
-                args.append(v)
+                part = Tile(Scalar(component_name(t, a.value.loc, what)))
+                v = Pair(Value(part), Value(part)) if is_complex(t) else Value(part)
+                args.extend(flatten([v]))
                 self.values[a.value] = v
             else:
                 raise error(a.value.loc, f"argument %{a.value.name}: {t} arguments are not "
