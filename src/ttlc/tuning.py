@@ -14,7 +14,6 @@ tuned again.  ``TTLC_AUTOTUNE=0`` takes the first candidate without timing anyth
 """
 from __future__ import annotations
 
-import inspect
 import json
 import numbers
 import os
@@ -95,15 +94,9 @@ def _config(c, i: int) -> Dict[str, Any]:
 
 
 def _parse(text: str, defines: Optional[Mapping[str, Any]], filename: str) -> Program:
-    """The program of one candidate.  ``$name`` parameters are the template preprocessor's
-    (``ttlc.parse(text, defines=...)``): where this ttlc has none, a configuration with
-    defines is refused."""
-    if not defines:
-        return api.parse(text, filename)
-    if "defines" not in inspect.signature(api.parse).parameters:
-        raise ValueError("autotune: a configuration sets defines, but this ttlc has no "
-                         "template preprocessor ($name parameters)")
-    return api.parse(text, filename, defines=defines)
+    """The program of one candidate: ``$name`` parameters set by the template
+    preprocessor (``ttlc.parse(text, defines=...)``)."""
+    return api.parse(text, filename, defines=defines or None)
 
 
 def _candidate(text: str, kernel: str, config: Dict[str, Any], filename: str) -> Program:

@@ -10,7 +10,6 @@ times the work of [8, 1] (measured on an AVX-512 machine: 9x and 40x its time).
 """
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import subprocess
@@ -194,18 +193,10 @@ def test_an_unknown_kernel_is_named():
         ttlc.autotune(SPIN, "spun", args(), [FAST], progress=False)
 
 
-HAS_PREPROCESSOR = "defines" in inspect.signature(ttlc.api.parse).parameters
 TEMPLATE = SPIN.replace("%n: index", "%unused: index").replace(
     "%c0 = constant 0 : index", "%c0 = constant 0 : index\n        %n = constant $n : index")
 
 
-@pytest.mark.skipif(HAS_PREPROCESSOR, reason="this ttlc has the template preprocessor")
-def test_defines_need_the_template_preprocessor():
-    with pytest.raises(ValueError, match="no template preprocessor"):
-        ttlc.autotune(TEMPLATE, "spin", args(), [{"defines": {"n": 10}}], progress=False)
-
-
-@pytest.mark.skipif(not HAS_PREPROCESSOR, reason="this ttlc has no template preprocessor")
 def test_defines_choose_between_template_parameters():
     configs = [{"defines": {"n": 400000}}, {"defines": {"n": 1000}},
                {"defines": {"n": 200000}}]
