@@ -108,8 +108,9 @@ def test_kernel_arguments_follow_the_documented_abi():
                     "i64", "i8"], head
     assert "known_block_size = array<i32: 16, 2, 1>" in head
     assert "intel_reqd_sub_group_size = 16 : i32" in head
-    for op in ("xevm.lane_id", "xevm.group_id.y", "xevm.local_id.y"):
+    for op in ("xevm.lane_id", "xevm.group_id.y", "xevm.subgroup_id"):
         assert op in text
+    assert "xevm.local_id" not in text  # subgroup_id.y from the hardware's subgroup id
     assert text.count("gpu.module") == 1 and text.count("gpu.func") == 1
 
 

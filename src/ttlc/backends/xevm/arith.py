@@ -102,10 +102,11 @@ def emit_builtin(k: Kernel, inst: Instruction):
         return _id(k, "lane_id", False)
     if dim == "z":  # subgroup_id
         return k.op("arith.constant 0 : i32")
-    x = _id(k, f"local_id.{dim}", False)
-    if dim == "x":
-        x = k.op(f"arith.divui {x}, {k.op(f'arith.constant {k.S} : i32')} : i32")
-    return x
+    # from the subgroup the hardware formed (spec, "Builtin": linear = x + y * num_x),
+    # not local_id.x / S: Intel's OpenCL CPU runtime miscompiles branches on the latter
+    linear = _id(k, "subgroup_id", False)
+    per_row = k.op(f"arith.constant {wgx // k.S} : i32")
+    return k.op(f"arith.{'remui' if dim == 'x' else 'divui'} {linear}, {per_row} : i32")
 
 
 _INT = {"add": "addi", "sub": "subi", "mul": "muli", "and": "andi", "or": "ori",
