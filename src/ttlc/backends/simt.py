@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from ..ir.core import Instruction, Region, Value
 from ..ir.types import DYNAMIC, CoopMatrixType, GroupType, MemrefType, element_type
 
@@ -168,4 +170,50 @@ def emit_fuse(k, inst: Instruction) -> MemVal:
                    type=inst.results[0].type)
 
 
-VIEW_EMITTERS = {"expand": emit_expand, "fuse": emit_fuse}
+def emit_size(k, inst: Instruction):
+    v = k.get(inst.slots["tensor"])
+    return k.ival(v.size if isinstance(v, GroupVal) else v.shape[inst.attrs["mode"]])
+
+
+VIEW_EMITTERS = {"expand": emit_expand, "fuse": emit_fuse, "size": emit_size}
+
+
+# ---- the kernel ABI of memrefs and groups (docs/spirv.md, "Kernel ABI"; target xevm's) -------
+def dynamic_dims(t: MemrefType, m) -> List[int]:
+    """The sizes, then the strides, of memref m that its type t leaves dynamic."""
+    return ([int(s) for s, d in zip(m.shape, t.shape) if d is DYNAMIC] +
+            [int(s) for s, d in zip(m.stride, t.stride) if d is DYNAMIC])
+
+
+def pointer_arguments(t, v, place) -> list:
+    """The kernel arguments of a marshalled memref or group parameter: a memref's pointer
+    and dynamic sizes and strides; a group's table of member pointers (without the
+    group's offset, which the kernel adds), its table of the members' dynamic sizes and
+    strides where its memref type has any, its dynamic size and its dynamic offset.
+
+    ``place`` lays them out for a launch: ``place.address(memref)`` is the number of a
+    memref's first element (None for a null memref), ``place.pointer(number)`` the
+    argument pointing there, ``place.table(int64 array, which entries are addresses)``
+    the argument pointing at a table, ``place.null`` the argument of a null pointer."""
+    if isinstance(t, MemrefType):
+        a = place.address(v)
+        return ([place.null if a is None else place.pointer(a)] +
+                [np.int64(x) for x in dynamic_dims(t, v)])
+    mt = t.memref
+    dynamic = any(d is DYNAMIC for d in mt.shape + mt.stride)
+    offset = next((int(m.offset) for m in v.members if int(m.buffer) >= 0), 0)
+    out = [place.null] + ([place.null] if dynamic else [])
+    if v.associated:
+        item = np.dtype(v.members[0].dtype).itemsize if v.members else 1
+        addresses = [place.address(m) for m in v.members] or [None]
+        out[0] = place.table(np.array([0 if a is None else a - offset * item
+                                       for a in addresses], np.int64),
+                             np.array([a is not None for a in addresses]))
+        if dynamic:
+            dims = np.array([dynamic_dims(mt, m) for m in v.members] or [[0]], np.int64)
+            out[1] = place.table(dims.reshape(-1), None)
+    if t.size is DYNAMIC:
+        out.append(np.int64(len(v.members)))
+    if t.offset is DYNAMIC:
+        out.append(np.int64(offset))
+    return out

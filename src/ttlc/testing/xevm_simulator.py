@@ -44,8 +44,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import ml_dtypes
 import numpy as np
 
+from ..backends.simt import pointer_arguments
 from ..diagnostics import KernelError
-from ..ir.types import DYNAMIC, BoolType, GroupType, MemrefType
+from ..ir.types import BoolType, GroupType, MemrefType
 from ..runtime import Module
 from ..runtime.args import marshal, memref_address
 from ..runtime.values import Memory as Buffers
@@ -1094,33 +1095,30 @@ def simulate(mlir: str, name: str, args: Sequence, grid: Sequence[int] = (1, 1, 
 
 
 # ---- ttlc programs -----------------------------------------------------------------------------
-def _dynamic(t, m) -> List[int]:
-    return ([int(s) for s, d in zip(m.shape, t.shape) if d is DYNAMIC] +
-            [int(s) for s, d in zip(m.stride, t.stride) if d is DYNAMIC])
+@dataclass
+class _Places:
+    """Where the kernel arguments point (``simt.pointer_arguments``): host addresses,
+    the group tables made addressable in the simulator's memory."""
+
+    memory: Buffers
+    sim: Memory
+    null = 0
+
+    def address(self, m) -> Optional[int]:
+        return memref_address(m, self.memory) if int(m.buffer) >= 0 else None
+
+    @staticmethod
+    def pointer(address: int) -> int:
+        return address
+
+    def table(self, table: np.ndarray, relocate) -> int:
+        return self.sim.add(table)
 
 
-def kernel_arguments(t, v, memory, sim: Memory) -> list:
-    """The kernel arguments of one marshalled parameter (docs/xevm.md, *Kernel ABI*), with
-    the group tables made addressable in `sim`."""
-    if isinstance(t, MemrefType):
-        return [memref_address(v, memory)] + _dynamic(t, v)
-    if isinstance(t, GroupType):
-        dynamic = any(d is DYNAMIC for d in t.memref.shape + t.memref.stride)
-        out = [0] + ([0] if dynamic else [])
-        offset = next((int(m.offset) for m in v.members if int(m.buffer) >= 0), 0)
-        if v.associated:  # member pointers without the offset, which the kernel adds
-            item = np.dtype(v.members[0].dtype).itemsize if v.members else 1
-            ptrs = np.array([memref_address(m, memory) - offset * item if int(m.buffer) >= 0
-                             else 0 for m in v.members] or [0], np.int64)
-            out[0] = sim.add(ptrs)
-            if dynamic:
-                dims = np.array([_dynamic(t.memref, m) for m in v.members] or [[0]], np.int64)
-                out[1] = sim.add(dims.reshape(-1))
-        if t.size is DYNAMIC:
-            out.append(len(v.members))
-        if t.offset is DYNAMIC:
-            out.append(offset)
-        return out
+def kernel_arguments(t, v, places: _Places) -> list:
+    """The kernel arguments of one marshalled parameter (docs/xevm.md, *Kernel ABI*)."""
+    if isinstance(t, (MemrefType, GroupType)):
+        return pointer_arguments(t, v, places)
     if isinstance(t, BoolType):
         return [np.int8(bool(v))]
     return [v]
@@ -1147,8 +1145,9 @@ class SimulatedModule(Module):
         for b in buffers.buffers:
             if b is not None and b.nbytes:
                 sim.add(b)
+        places = _Places(buffers, sim)
         params = [p for a, v in zip(kernel.func.args, values)
-                  for p in kernel_arguments(a.value.type, v, buffers, sim)]
+                  for p in kernel_arguments(a.value.type, v, places)]
         run(self.sim, kernel.name, params, grid, sim)
 
 

@@ -33,12 +33,13 @@ from ...analysis.aliasing import UNKNOWN, Aliasing
 from ...analysis.effects import ATOMIC_WRITE, WRITE, accesses
 from ...diagnostics import CompileError, Diagnostic, KernelError
 from ...ir.core import Function, Instruction, Location, Program
-from ...ir.types import DYNAMIC, BoolType, GroupType, MemrefType, ScalarType
+from ...ir.types import BoolType, GroupType, MemrefType, ScalarType
 from ...runtime import Module
 from ...runtime.args import marshal
 from ...runtime.values import GroupValue, Memory, MemRef
 from ...target import Target
 from ...target.config import ExecConfig
+from ..simt import pointer_arguments
 from ..spirv import codegen
 from . import device as devices
 
@@ -116,6 +117,7 @@ class _Arena:
             self.regions.append((start, end - start, size))
             size += -(-(end - start) // ALIGN) * ALIGN
         self.spans = spans
+        self.itemsizes = [b.itemsize if b is not None else 1 for b in memory.buffers]
         #: (arena offset, int64 table, which entries are arena offsets to relocate)
         self.tables: List[Tuple[int, np.ndarray, Optional[np.ndarray]]] = []
         self.size = size
@@ -130,6 +132,25 @@ class _Arena:
         """Where a buffer's first byte is in the arena."""
         s, _, at = self.regions[self.region_of(buffer)]
         return at + self.spans[buffer][0] - s
+
+    # where the kernel arguments point (``simt.pointer_arguments``): ("at", arena offset)
+    null = None
+
+    def address(self, m: MemRef) -> Optional[int]:
+        """The arena offset of a memref's first element; None for a null memref."""
+        b = int(m.buffer)
+        if b < 0:
+            return None
+        if self.spans[b] is None:  # no elements: any valid address
+            return 0
+        return self.offset(b) + int(m.offset) * self.itemsizes[b]
+
+    @staticmethod
+    def pointer(offset: int):
+        return ("at", offset)
+
+    def table(self, table: np.ndarray, relocate: Optional[np.ndarray]):
+        return ("at", self.add_table(table, relocate))
 
     def add_table(self, table: np.ndarray, relocate: Optional[np.ndarray] = None) -> int:
         """Place an int64 table; entries where `relocate` is true are arena offsets that
@@ -175,11 +196,6 @@ def _pointer(address: int):
     return cl.SVM(_host(address, 1))
 
 
-def _dynamic_dims(t: MemrefType, m: MemRef) -> List[int]:
-    return ([int(s) for s, d in zip(m.shape, t.shape) if d is DYNAMIC] +
-            [int(s) for s, d in zip(m.stride, t.stride) if d is DYNAMIC])
-
-
 class OpenCLModule(Module):
     target = "opencl"
 
@@ -220,7 +236,7 @@ class OpenCLModule(Module):
         arena = _Arena(memory, self.dev)
         pending = []  # kernel arguments; ("at", arena offset) until the arena exists
         for a, v in zip(func.args, values):
-            pending += self._arguments(a.value.type, v, memory, arena)
+            pending += self._arguments(a.value.type, v, arena)
         total = grid[0] * grid[1] * grid[2]
         if not total:
             return
@@ -238,47 +254,17 @@ class OpenCLModule(Module):
                     and arena.spans[int(m.buffer)] is not None}
             arena.copy_out(back)
 
-    def _arguments(self, t, v, memory: Memory, arena: _Arena) -> list:
+    @staticmethod
+    def _arguments(t, v, arena: _Arena) -> list:
         """The kernel arguments of one parameter (docs/spirv.md, "Kernel ABI")."""
-        if isinstance(t, MemrefType):
-            return [self._address(v, memory, arena)] + [np.int64(x) for x in _dynamic_dims(t, v)]
-        if isinstance(t, GroupType):
-            mt = t.memref
-            item = np.dtype(v.members[0].dtype).itemsize if v.members else 1
-            offset = next((int(m.offset) for m in v.members if int(m.buffer) >= 0), 0)
-            out = []
-            if v.associated:  # member pointers without the offset, which the kernel adds
-                places = [self._address(m, memory, arena) for m in v.members] or [None]
-                table = np.array([0 if p is None else p[1] - offset * item for p in places],
-                                 np.int64)
-                relocate = np.array([p is not None for p in places])
-                out.append(("at", arena.add_table(table, relocate)))
-            else:
-                out.append(None)
-            if any(d is DYNAMIC for d in mt.shape + mt.stride):
-                dims = np.array([_dynamic_dims(mt, m) for m in v.members] or [[0]], np.int64)
-                out.append(("at", arena.add_table(dims.reshape(-1))) if v.associated else None)
-            if t.size is DYNAMIC:
-                out.append(np.int64(len(v.members)))
-            if t.offset is DYNAMIC:
-                out.append(np.int64(offset))
-            return out
+        if isinstance(t, (MemrefType, GroupType)):
+            return pointer_arguments(t, v, arena)
         if isinstance(t, BoolType):
             return [np.int8(bool(v))]
         assert isinstance(t, ScalarType), t
         if t.name == "bf16":
             return [np.asarray(v).view(np.uint16)[()]]
         return [v]
-
-    @staticmethod
-    def _address(m: MemRef, memory: Memory, arena: _Arena):
-        """A memref's data pointer: None (null), or ("at", offset in the arena)."""
-        b = int(m.buffer)
-        if b < 0:
-            return None
-        if arena.spans[b] is None:  # no elements: any valid address
-            return ("at", 0)
-        return ("at", arena.offset(b) + int(m.offset) * memory.buffers[b].itemsize)
 
     def _check_writable(self, func: Function, writes, values, memory: Memory) -> None:
         """A kernel that writes an argument needs writeable arrays (checked before running)."""

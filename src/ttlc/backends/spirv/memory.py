@@ -264,12 +264,6 @@ def emit_associated(k: Kernel, inst: Instruction):
     return k.op("INotEqual", k.m.type_bool(), addr, k.c64(0))
 
 
-def emit_size(k: Kernel, inst: Instruction):
-    v = k.get(inst.slots["tensor"])
-    size = v.size if isinstance(v, GroupVal) else v.shape[inst.attrs["mode"]]
-    return k.ival(size)
-
-
 def emit_subview(k: Kernel, inst: Instruction):
     m: MemVal = k.get(inst.slots["tensor"])
     off, shape, stride = simt.subview(k, m, inst)
@@ -284,7 +278,6 @@ EMITTERS: Dict[str, Callable] = {
     **dict.fromkeys(("atomic_add", "atomic_max", "atomic_min"), emit_atomic_update),
     "alloca": emit_alloca,
     "associated": emit_associated,
-    "size": emit_size,
     "subview": emit_subview,
     **simt.VIEW_EMITTERS,
 }

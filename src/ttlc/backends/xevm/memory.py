@@ -164,11 +164,6 @@ def emit_associated(k: Kernel, inst: Instruction):
     return k.op(f"llvm.icmp \"ne\" {ptr}, {null} : {t}")
 
 
-def emit_size(k: Kernel, inst: Instruction):
-    v = k.get(inst.slots["tensor"])
-    return k.ival(v.size if isinstance(v, GroupVal) else v.shape[inst.attrs["mode"]])
-
-
 def emit_subview(k: Kernel, inst: Instruction):
     m: MemVal = k.get(inst.slots["tensor"])
     off, shape, stride = simt.subview(k, m, inst)
@@ -184,7 +179,6 @@ EMITTERS: Dict[str, Callable] = {
     **dict.fromkeys(("atomic_add", "atomic_max", "atomic_min"), emit_atomic_update),
     "alloca": emit_alloca,
     "associated": emit_associated,
-    "size": emit_size,
     "subview": emit_subview,
     **simt.VIEW_EMITTERS,
 }
