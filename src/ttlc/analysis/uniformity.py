@@ -13,10 +13,9 @@ from __future__ import annotations
 from typing import Optional, Set
 
 from ..ir.core import Function, Region, Value
-from ..ir.ops import SUBGROUP_OPS
+from ..ir.ops import ATOMIC_UPDATES, SUBGROUP_OPS
 
 VARYING_BUILTINS = ("subgroup_id", "subgroup_linear_id", "subgroup_local_id")
-ATOMIC_UPDATES = ("atomic_add", "atomic_max", "atomic_min")
 
 
 def analyze_varying(func: Function) -> Set[Value]:

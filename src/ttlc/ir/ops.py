@@ -255,7 +255,8 @@ _op("atomic_load", MIXED, [*_indexed(), *RES], "Load an element atomically.", "a
     _ATOMIC_MODS, effects=(reads("tensor", atomic=True),), infer_type=infer.element)
 _op("atomic_store", MIXED, [S.Opnd("value"), C, *_indexed()], "Store an element atomically.",
     "atomic_store", _ATOMIC_MODS, effects=(writes("tensor", atomic=True),))
-for _name in ("atomic_add", "atomic_max", "atomic_min"):
+ATOMIC_UPDATES = ("atomic_add", "atomic_max", "atomic_min")
+for _name in ATOMIC_UPDATES:
     _op(_name, MIXED, [S.Opnd("value"), C, *_indexed(), *RES],
         "Atomically update an element and return its previous value.", "atomic_update",
         _ATOMIC_MODS, effects=(writes("tensor", atomic=True),), infer_type=infer.element)

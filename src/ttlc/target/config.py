@@ -65,7 +65,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..diagnostics import CompileError, Diagnostic
 from ..ir.core import Function, Program, Value
-from ..ir.ops import FOREACH_OPS, SPMD
+from ..ir.ops import ATOMIC_UPDATES, FOREACH_OPS, SPMD
 from ..ir.types import CoopMatrixType, MemrefType
 from .description import Target
 
@@ -130,7 +130,8 @@ def compiled_config(func: Function, target: Target, program: Optional[Program] =
     observed = observed_sizes(func)
     if observed == "work_group":
         return config
-    choose(func, target, limit, program)  # the given sizes must be valid
+    if func.subgroup_size is not None:  # ExecConfig.of took both given sizes unchecked
+        choose(func, target, limit, program)
     if observed == "subgroup":
         return ExecConfig(config.subgroup_size, (config.subgroup_size, 1))
     return choose(func, target, limit, program, given=False)
@@ -151,9 +152,6 @@ def auto_limit(func: Function, target: Target) -> int:
 
 #: instructions that see how many subgroups a work-group has or which one runs them
 _WORK_GROUP_OBSERVERS = ("parallel", "num_subgroups", "subgroup_id", "subgroup_linear_id")
-#: in a collective region every work-item executes a mixed instruction (spec, "Store"),
-#: so the count of the updates an atomic one makes there is the work-group's size
-_ATOMIC_UPDATES = ("atomic_add", "atomic_max", "atomic_min")
 
 
 def observed_sizes(func: Function) -> str:
@@ -168,11 +166,13 @@ def observed_sizes(func: Function) -> str:
     one subgroup (or of any size) gives the same results."""
     seen = ""
 
+    # in a collective region every work-item executes a mixed instruction (spec,
+    # "Store"), so the count of an atomic update's updates there is the work-group's size
     def walk(region, spmd: bool) -> bool:
         nonlocal seen
         for inst in region.instructions:
             if (inst.opcode in _WORK_GROUP_OBSERVERS or (spmd and inst.opcode == "barrier")
-                    or (not spmd and inst.opcode in _ATOMIC_UPDATES)):
+                    or (not spmd and inst.opcode in ATOMIC_UPDATES)):
                 return True
             if inst.opdef.kind == SPMD or inst.opcode == "subgroup_size":
                 seen = "subgroup"

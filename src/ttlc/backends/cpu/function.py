@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from llvmlite import ir
 
+from ...analysis.effects import accesses, is_atomic
 from ...analysis.uniformity import analyze_varying
 from ...ir.core import Function, Instruction, Region, Value
 from ...ir.numerics import fold_int, wrap
@@ -539,8 +540,8 @@ def loops_over_subgroups(func: Function) -> bool:
     order would then give other values than this order, both allowed).  Code then grows
     with the subgroup, not the work-group; checked code keeps the work-group's lanes
     together, which its findings (races, divergent barriers) name."""
-    return not any(inner.opcode == "barrier" or inner.opcode.startswith("atomic_")
-                   or inner.opcode.startswith("cooperative_matrix_atomic_")
+    return not any(inner.opcode == "barrier"
+                   or any(is_atomic(kind) for _, kind in accesses(inner))
                    for inst in func.body.walk() if inst.opcode == "parallel"
                    for inner in inst.regions[0].walk())
 
