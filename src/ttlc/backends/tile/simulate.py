@@ -456,7 +456,12 @@ def run(entry: Entry, func, args: Sequence, grid: Tuple[int, int, int]) -> None:
     """Run an entry (translated from `func`) on every tile block of `grid`."""
     memory, buffers = Memory(), Buffers()
     values = marshal(args, func.args, buffers, func.name)
-    params = parameters(entry, func, values, _Place(buffers, memory))
+    execute(entry, parameters(entry, func, values, _Place(buffers, memory)), memory, grid)
+
+
+def execute(entry: Entry, params: Sequence, memory: Memory, grid: Tuple[int, int, int]) -> None:
+    """Run an entry on its parameters (``abi.parameters``) on every tile block of `grid`,
+    the memory they point to in `memory`."""
     for z, y, x in itertools.product(*(range(g) for g in grid[::-1])):
         frame = Frame(memory, (x, y, z), tuple(grid))
         frame.values.update(zip(entry.args, params))
