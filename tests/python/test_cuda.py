@@ -31,7 +31,8 @@ from ttlc.runtime.inputs import generated_inputs  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 ATTRS = ("COMPUTE_CAPABILITY_MAJOR", "COMPUTE_CAPABILITY_MINOR", "MAX_GRID_DIM_X",
          "MAX_GRID_DIM_Y", "MAX_GRID_DIM_Z")
-ERRORS = {100: b"CUDA_ERROR_NO_DEVICE", 719: b"CUDA_ERROR_LAUNCH_FAILED"}
+ERRORS = {2: b"CUDA_ERROR_OUT_OF_MEMORY", 100: b"CUDA_ERROR_NO_DEVICE",
+          719: b"CUDA_ERROR_LAUNCH_FAILED"}
 
 
 class FakeDriver:
@@ -40,8 +41,9 @@ class FakeDriver:
 
     CUdevice_attribute = SimpleNamespace(**{f"CU_DEVICE_ATTRIBUTE_{a}": a for a in ATTRS})
 
-    def __init__(self, init_error: int = 0, devices: int = 1, launch_error: int = 0):
-        self.init_error, self.devices, self.launch_error = init_error, devices, launch_error
+    def __init__(self, init_error: int = 0, devices: int = 1):
+        self.init_error, self.devices = init_error, devices
+        self.launch_error = self.alloc_error = 0
         self.attrs = dict(zip(ATTRS, (9, 0, 2**31 - 1, 65535, 65535)))
         self.memory = simulate.Memory()
         self.allocations = {}
@@ -89,6 +91,8 @@ class FakeDriver:
         return 0, kernel
 
     def cuMemAlloc(self, n):
+        if self.alloc_error and self.allocations:  # the first allocation succeeds
+            return self.alloc_error, 0
         block = np.zeros(n, np.uint8)
         self.memory.add(block)
         self.allocations[block.ctypes.data] = block
@@ -383,12 +387,15 @@ def test_grids_past_the_limits_are_a_value_error_naming_grid_and_limit(fake, gri
     assert not fake.launches
 
 
-def test_a_failed_launch_is_a_kernel_error_naming_the_driver_error(fake):
-    fake.launch_error = 719
-    module = compile_fake(fake, SIMPLE)
-    with pytest.raises(ttlc.KernelError, match=r"@k on CUDA device 0: Fake GPU: cuLaunchKernel "
-                                               r"failed with CUDA_ERROR_LAUNCH_FAILED"):
-        module["k"](1.0, np.zeros(4, np.float32))
+@pytest.mark.parametrize("failing, call, error", [
+    ("launch_error", "cuLaunchKernel", 719), ("alloc_error", "cuMemAlloc", 2)])
+def test_a_failed_launch_is_a_kernel_error_naming_the_driver_error(fake, failing, call, error):
+    """The driver's error named; what the launch allocated freed."""
+    setattr(fake, failing, error)
+    module = compile_fake(fake, "func @k(%A: memref<f32x4>, %B: memref<f32x4>) {\n}\n")
+    with pytest.raises(ttlc.KernelError, match=rf"@k on CUDA device 0: Fake GPU: {call} "
+                                               rf"failed with {ERRORS[error].decode()}"):
+        module["k"](np.zeros(4, np.float32), np.zeros(4, np.float32))
     assert not fake.allocations
 
 

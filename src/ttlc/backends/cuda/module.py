@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import List, Optional, Sequence, Set
+from typing import List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -106,10 +106,14 @@ class _DeviceCopies:
         self.memory = memory
         self.allocations: List[int] = []
         self.device = [bool(s) and s[0] in on_device for s in stretches(memory.buffers)[0]]
-        host = [None if d else b for b, d in zip(memory.buffers, self.device)]
+        self.host = [None if d else b for b, d in zip(memory.buffers, self.device)]
         #: (host start, end, device address) of each stretch of host memory
-        self.stretches = [(start, end, self._copy_in(start, end - start))
-                          for start, end in stretches(host)[1]]
+        self.stretches: List[Tuple[int, int, int]] = []
+
+    def copy_in(self) -> None:
+        """Allocate the stretches of host memory on the device and copy them there."""
+        for start, end in stretches(self.host)[1]:
+            self.stretches.append((start, end, self._copy_in(start, end - start)))
 
     def _copy_in(self, host: int, n: int) -> int:
         at = int(driver.call("cuMemAlloc", n))
@@ -181,22 +185,24 @@ class CudaModule(Module):
         check_writable(self.program, func, writes, values, memory)
         if not all(grid):
             return
-        with self._lock, self.dev:
-            copies = _DeviceCopies(memory, on_device)
-            try:
-                params = words(parameters(self.entries[func.name], func, values, copies))
-                pointers = params.ctypes.data + 8 * np.arange(max(len(params), 1), dtype=np.uint64)
+        copies = _DeviceCopies(memory, on_device)
+        try:
+            with self._lock, self.dev:
                 try:
+                    copies.copy_in()
+                    params = words(parameters(self.entries[func.name], func, values, copies))
+                    pointers = params.ctypes.data + 8 * np.arange(max(len(params), 1),
+                                                                  dtype=np.uint64)
                     driver.call("cuLaunchKernel", self.functions[func.name], *grid, 1, 1, 1, 0, 0,
                                 pointers, 0)
                     driver.call("cuCtxSynchronize")
-                except driver.CudaError as e:
-                    raise KernelError(f"{self.program.filename}:{func.loc}: kernel @{func.name} on "
-                                      f"{self.dev.name}: {e}") from None
-                copies.copy_back([int(m.buffer) for i in writes for m in members(values[i])
-                                  if int(m.buffer) >= 0])
-            finally:
-                copies.free()
+                    copies.copy_back([int(m.buffer) for i in writes for m in members(values[i])
+                                      if int(m.buffer) >= 0])
+                finally:
+                    copies.free()
+        except driver.CudaError as e:  # out of memory, a failed launch, ...
+            raise KernelError(f"{self.program.filename}:{func.loc}: kernel @{func.name} on "
+                              f"{self.dev.name}: {e}") from None
 
     def _device_view(self, x, what: str, on_device: Set[int]):
         """`x` with the DLPack arrays on a CUDA device (its members, for a group) as NumPy
