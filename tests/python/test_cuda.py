@@ -140,7 +140,8 @@ def fake(monkeypatch):
     (the fake loads no cubin: it runs the module's Tile IR)."""
     dev = FakeDriver()
     monkeypatch.setattr(driver, "API", dev)
-    monkeypatch.setattr(cuda_module, "tileiras", lambda code, arch, opt=None: (b"cubin " + arch.encode(), ""))
+    monkeypatch.setattr(cuda_module, "tileiras",
+                        lambda code, arch, opt=None: (b"cubin " + arch.encode(), ""))
     driver.find.cache_clear()
     yield dev
     driver.find.cache_clear()
@@ -282,7 +283,8 @@ def _example(name: str) -> str:
     return (ROOT / "examples" / name).read_text()
 
 
-SPMD = """func @k(%x: f32, %A: memref<f32x?>, %B: memref<i32x?>) attributes{subgroup_size=16, work_group_size=[32,1]} {
+SPMD = """func @k(%x: f32, %A: memref<f32x?>, %B: memref<i32x?>)
+        attributes{subgroup_size=16, work_group_size=[32,1]} {
     parallel {
         %g = group_id.x : index
         %w = subgroup_local_id : i32

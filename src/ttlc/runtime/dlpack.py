@@ -70,7 +70,8 @@ class _Memory:
                                     "data": (address, False), "version": 3}
 
 
-def view(x: Any, devices: Tuple[int, ...] = CPU_DEVICES, stream: Optional[int] = None) -> np.ndarray:
+def view(x: Any, devices: Tuple[int, ...] = CPU_DEVICES,
+         stream: Optional[int] = None) -> np.ndarray:
     """A NumPy array over the memory of DLPack producer x (TypeError when it is not on one
     of `devices`, DLPack device types, or its type has no NumPy counterpart); `stream` is
     the consumer's stream the producer is asked to order its work before (DLPack's

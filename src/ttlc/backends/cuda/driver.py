@@ -59,14 +59,14 @@ class Device:
         attr = API.CUdevice_attribute
         self.handle = call("cuDeviceGet", ordinal)
         self.ordinal = ordinal
+        query = lambda name: call("cuDeviceGetAttribute",  # noqa: E731
+                                  getattr(attr, f"CU_DEVICE_ATTRIBUTE_{name}"), self.handle)
         name = call("cuDeviceGetName", 256, self.handle)
-        name = name.split(b"\0", 1)[0].decode(errors="replace") if isinstance(name, bytes) else str(name)
+        name = name.split(b"\0", 1)[0].decode(errors="replace") if isinstance(name, bytes) else name
         self.name = f"CUDA device {ordinal}: {name}"
-        major, minor = (call("cuDeviceGetAttribute", getattr(attr, f"CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_{m}"),
-                             self.handle) for m in ("MAJOR", "MINOR"))
+        major, minor = query("COMPUTE_CAPABILITY_MAJOR"), query("COMPUTE_CAPABILITY_MINOR")
         self.arch = f"sm_{major}{minor}"
-        self.max_grid = tuple(min(TILE_MAX_GRID, call("cuDeviceGetAttribute", getattr(
-            attr, f"CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_{m}"), self.handle)) for m in "XYZ")
+        self.max_grid = tuple(min(TILE_MAX_GRID, query(f"MAX_GRID_DIM_{m}")) for m in "XYZ")
         self.context = call("cuDevicePrimaryCtxRetain", self.handle)
 
     def __enter__(self) -> "Device":

@@ -135,8 +135,8 @@ class _DeviceCopies:
         return address
 
     def table(self, table: np.ndarray, relocate) -> int:
-        table = np.ascontiguousarray(table, np.int64)
-        return self._copy_in(table.ctypes.data, max(table.nbytes, 8)) if table.nbytes else 0
+        table = np.ascontiguousarray(table, np.int64)  # never empty (simt.pointer_arguments)
+        return self._copy_in(table.ctypes.data, table.nbytes)
 
     def copy_back(self, buffers: Sequence[int]) -> None:
         """Copy the stretches holding these host buffers back to the host."""
@@ -168,7 +168,8 @@ class CudaModule(Module):
                 self.library = driver.call("cuLibraryLoadData", self.cubin, None, None, 0,
                                            None, None, 0)
                 self.functions = {e.name: driver.call("cuKernelGetFunction", driver.call(
-                    "cuLibraryGetKernel", self.library, e.name.encode())) for e in self.tile.entries}
+                    "cuLibraryGetKernel", self.library, e.name.encode()))
+                    for e in self.tile.entries}
         except driver.CudaError as e:
             raise _error(program, f"target cuda: {dev.name} cannot load the cubin for "
                                   f"{self.arch}: {e}") from None
@@ -177,8 +178,9 @@ class CudaModule(Module):
     def launch(self, kernel, args, grid) -> None:
         func = kernel.func
         on_device: Set[int] = set()
-        args = [self._device_view(x, f"argument {i} (%{a.value.name}) of @{func.name}", on_device)
-                for i, (x, a) in enumerate(zip(args, func.args))] if len(args) == len(func.args) else args
+        if len(args) == len(func.args):  # else marshal says what is wrong
+            args = [self._device_view(x, f"argument {i} (%{a.value.name}) of @{func.name}",
+                                      on_device) for i, (x, a) in enumerate(zip(args, func.args))]
         memory = Memory()
         values = marshal(args, func.args, memory, func.name)
         writes = self.writes[func.name]
