@@ -47,6 +47,8 @@ from . import driver
 ARCH_VARIABLE = "TTLC_CUDA_ARCH"
 #: DLPack's number of CUDA's legacy default stream, on which kernels run
 LEGACY_STREAM = 1
+NO_CHECKED_MODE = ("target cuda has no checked mode: compile with checked=False (ttlc run "
+                   "--unchecked); target interp runs the program with the checks")
 
 
 def _error(program: Program, message: str) -> CompileError:
@@ -81,14 +83,14 @@ def _arch(program: Program, dev: Optional["driver.Device"], why: str = "") -> st
 def emit(program: Program, stage: str, machine: Target, checked: bool) -> bytes:
     """Stage ``cubin``: the cubin for ``TTLC_CUDA_ARCH``, else for the device's architecture."""
     if checked:
-        raise _error(program, "target cuda has no checked mode")
+        raise _error(program, NO_CHECKED_MODE)
     dev, why = (None, "") if os.environ.get(ARCH_VARIABLE) else driver.find()
     return cubin(program, translate(program, machine), _arch(program, dev, why))
 
 
 def compile(program: Program, machine: Target, checked: bool) -> "CudaModule":
     if checked:
-        raise _error(program, "target cuda has no checked mode")
+        raise _error(program, NO_CHECKED_MODE)
     dev, why = driver.find()
     if dev is None:
         raise _error(program, f"target cuda: {why}; {driver.INSTALL}")
