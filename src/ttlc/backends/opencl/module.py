@@ -237,3 +237,18 @@ class OpenCLModule(Module):
         if t.name == "bf16":
             return [np.asarray(v).view(np.uint16)[()]]
         return [v]
+
+
+# ---- the registry's entry point (``ttlc.backends``) ------------------------------------------------
+def compile(program: Program, machine: Target, checked: bool) -> OpenCLModule:
+    if checked:
+        raise _error(program, "target opencl has no checked mode yet")
+    name = next((f"@{f.name}, argument %{_local_argument(f)}" for f in program.functions
+                 if _local_argument(f)), None)
+    if name is not None:
+        raise _error(program, f"target opencl cannot pass memrefs in local memory as kernel "
+                              f"arguments yet ({name})")
+    dev, why = devices.find()
+    if dev is None:
+        raise _error(program, f"target opencl: {why}; {devices.INSTALL}")
+    return OpenCLModule(program, dev.target(machine), dev)
