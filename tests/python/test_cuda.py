@@ -215,16 +215,6 @@ def test_no_driver_or_no_device_is_a_compile_error(monkeypatch, api, reason):
         driver.find.cache_clear()
 
 
-def test_missing_cuda_python_is_a_compile_error_naming_it(monkeypatch):
-    import sys
-
-    monkeypatch.setitem(sys.modules, "cuda.bindings", None)  # the import raises ImportError
-    for name in [n for n in sys.modules if n.startswith("ttlc.backends.cuda")]:
-        monkeypatch.delitem(sys.modules, name)
-    with pytest.raises(ttlc.CompileError, match="target cuda needs cuda-python"):
-        ttlc.compile(SIMPLE, target="cuda")
-
-
 def test_checked_mode_is_a_compile_error_saying_what_to_do(fake):
     with pytest.raises(ttlc.CompileError, match=r"no checked mode: compile with checked=False"):
         ttlc.compile(SIMPLE, target="cuda", checked=True)
