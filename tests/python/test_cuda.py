@@ -243,6 +243,48 @@ def test_cubin_stage_compiles_for_the_chosen_architecture(monkeypatch):
     assert 100 in (e_flags & 0xFF, (e_flags >> 8) & 0xFF)
 
 
+def _kernel_parameter_sizes(cubin: bytes) -> list:
+    """The sizes of the kernel parameters a cubin declares, in order: the KPARAM_INFO
+    attributes (0x17) of its ``.nv.info.<kernel>`` section, each ``index u32, ordinal u16,
+    offset u16, flags u32`` with the size in bits 18-31 of the flags."""
+    import struct
+
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    names = sections[shstrndx][4]
+    sizes = {}
+    for name, _, _, _, offset, size in sections:
+        if cubin[names + name:].startswith(b".nv.info."):
+            data, i = cubin[offset:offset + size], 0
+            while i < len(data):
+                fmt, attr = data[i], data[i + 1]
+                n = struct.unpack_from("<H", data, i + 2)[0] if fmt == 4 else 0
+                if attr == 0x17:
+                    _, ordinal, _, flags = struct.unpack_from("<IHHI", data, i + 4)
+                    sizes[ordinal] = flags >> 18
+                i += 4 + n
+    return [sizes[k] for k in sorted(sizes)]
+
+
+def test_tileiras_declares_the_parameters_the_entry_abi_packs(monkeypatch):
+    """The cubin of a kernel with numbers of every size, a complex number, a memref with
+    a dynamic size and stride and a group with dynamic sizes, size and offset declares
+    one parameter per entry parameter, each of the size of its type (what
+    ``abi.words`` puts first in each word): 4, 1, 1, 4, 4, 2, 8, 2, 2, then seven 8s."""
+    from ttlc.backends.tile.backend import translate
+    from ttlc.backends.tile.tools import tool
+
+    if tool("tileiras") is None:
+        pytest.skip("NVIDIA's tileiras is not installed (pip install 'ttlc[cuda]')")
+    text = PACKED.replace("%h: bf16,", "%h: bf16, %d: f64, %s: i16, %e: f16,")
+    monkeypatch.setenv(cuda_module.ARCH_VARIABLE, "sm_90")
+    sizes = _kernel_parameter_sizes(BACKENDS["cuda"].emit(ttlc.check(text)))
+    assert sizes == [4, 1, 1, 4, 4, 2, 8, 2, 2] + [8] * 7
+    entry, = translate(ttlc.check(text)).entries
+    assert sizes == [dtype(a.type).itemsize for a in entry.args]
+
+
 def test_the_device_architecture_reaches_tileiras_and_the_cubin_is_loaded(fake, monkeypatch):
     monkeypatch.delenv(cuda_module.ARCH_VARIABLE, raising=False)
     fake.attrs["COMPUTE_CAPABILITY_MAJOR"], fake.attrs["COMPUTE_CAPABILITY_MINOR"] = 10, 0
