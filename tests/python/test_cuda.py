@@ -376,6 +376,22 @@ def test_a_launch_writes_what_the_reference_interpreter_writes(fake, text, name,
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
 
 
+def _tile_tests():
+    import test_tile_backend
+
+    return test_tile_backend
+
+
+@pytest.mark.parametrize("name", sorted(_tile_tests().FIRST_CLASS))
+def test_every_kind_of_kernel_launched_writes_what_the_reference_interpreter_writes(fake, name):
+    """The first class of target cuda-tile (one kernel of each kind), launched through
+    target cuda on the fake device, against the reference interpreter."""
+    tile = _tile_tests()
+    tile._compare_meaning(tile.FIRST_CLASS[name], "k", run=lambda text, kernel, args, grid:
+                          compile_fake(fake, text)[kernel](*args, grid=grid))
+    assert fake.launches
+
+
 def test_arrays_on_the_device_are_passed_where_they_lie(fake):
     """A DLPack array on the CUDA device is neither copied there nor back: its address
     is the parameter, the kernel writes it in place, and the producer was asked to order
