@@ -330,38 +330,14 @@ def _example(name: str) -> str:
     return (ROOT / "examples" / name).read_text()
 
 
-SPMD = """func @k(%x: f32, %A: memref<f32x?>, %B: memref<i32x?>)
-        attributes{subgroup_size=16, work_group_size=[32,1]} {
-    parallel {
-        %g = group_id.x : index
-        %w = subgroup_local_id : i32
-        %s = subgroup_linear_id : i32
-        %n = constant 16 : i32
-        %i32 = mul %s, %n : i32
-        %j32 = add %i32, %w : i32
-        %j = cast %j32 : index
-        %c = constant 32 : index
-        %gc = mul %g, %c : index
-        %k = add %gc, %j : index
-        %v = load %A[%k] : f32
-        %y = mul %v, %x : f32
-        store %y, %A[%k]
-        %t = subgroup_reduce_add %j32 : i32
-        store %t, %B[%k]
-    }
-}
-"""
-
-
 @pytest.mark.parametrize("text, name, grid", [
     (_example("gemm_batched.ir"), "gemm_batched", (3, 1, 1)),
     (_example("gemm_batched.ir"), "gemm_batched_group", (3, 1, 1)),
-    (SPMD, "k", (2, 1, 1)),
     (PACKED.replace("{\n}", "{\n    %m = re %z : f32\n    %i = constant 2 : index\n"
                             "    %g = load %G[%i] : memref<f32x?>\n    %f = constant 0 : index\n"
                             "    %o = mul %m, %a : f32\n    store %o, %g[%f]\n}").replace(
         "x?, offset", "x3, offset"), "k", (1, 1, 1)),
-], ids=["gemm_batched", "gemm_batched_group", "spmd", "numbers_and_group"])
+], ids=["gemm_batched", "gemm_batched_group", "numbers_and_group"])
 def test_a_launch_writes_what_the_reference_interpreter_writes(fake, text, name, grid):
     """The parameters target cuda passes, run by the Tile IR interpreter as the fake
     device's kernel, write what the reference interpreter writes."""
