@@ -66,6 +66,17 @@ def test_every_registered_back_end_provides_what_its_entry_promises():
         assert callable(getattr(module, "emit", None)) == bool(b.stages)
 
 
+@pytest.mark.parametrize("target, package, module", [("opencl", "pyopencl", "pyopencl"),
+                                                     ("cuda", "cuda-python", "cuda.bindings")])
+def test_a_missing_package_is_a_compile_error_naming_it(monkeypatch, target, package, module):
+    monkeypatch.setitem(sys.modules, module, None)  # importing it raises ImportError
+    folder = BACKENDS[target].module.rsplit(".", 1)[0]  # ttlc.backends.<folder>
+    for name in [n for n in sys.modules if n.startswith(folder)]:
+        monkeypatch.delitem(sys.modules, name)
+    with pytest.raises(ttlc.CompileError, match=f"target {target} needs {package}"):
+        ttlc.compile(SCALE, target=target)
+
+
 def test_unknown_target_lists_the_registered_ones():
     with pytest.raises(ValueError, match=rf"unknown target 'nope' \(registered: {REGISTERED}\)"):
         ttlc.compile(SCALE, target="nope")

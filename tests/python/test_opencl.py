@@ -490,13 +490,3 @@ def test_a_missing_device_is_a_compile_error_saying_what_to_install(monkeypatch)
     with pytest.raises(ttlc.CompileError, match=r"no OpenCL platform.*intel-opencl-rt.*"
                                                 r"OCL_ICD_VENDORS"):
         ttlc.compile(STRIDED, target="opencl")
-
-
-def test_missing_pyopencl_is_a_compile_error_naming_it(monkeypatch):
-    import sys
-
-    monkeypatch.setitem(sys.modules, "pyopencl", None)  # import pyopencl raises ImportError
-    for name in [n for n in sys.modules if n.startswith("ttlc.backends.opencl")]:
-        monkeypatch.delitem(sys.modules, name)
-    with pytest.raises(ttlc.CompileError, match="target opencl needs pyopencl"):
-        ttlc.compile(STRIDED, target="opencl")

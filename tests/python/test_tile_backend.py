@@ -765,11 +765,12 @@ def _with_chosen_sizes(text: str) -> str:
 
 
 def _compare_meaning(text: str, name: str, make_args=None, grid=None,
-                     any_inputs: bool = False) -> None:
+                     any_inputs: bool = False, run=None) -> None:
     """Run function `name` of `text` on the reference interpreter and its Tile IR on the
     NumPy Tile IR interpreter, on the same inputs; compare everything they write.
     ``any_inputs``: the inputs were made without knowing the program's rules, and may break
-    them (a KernelError of the reference): then there is no result to compare."""
+    them (a KernelError of the reference): then there is no result to compare.  ``run(text,
+    name, args, grid)``, where given, runs the Tile IR instead (target cuda's tests)."""
     import numpy as np
     from ttlc.backends.tile import simulate
     from ttlc.backends.tile.backend import translate
@@ -790,7 +791,10 @@ def _compare_meaning(text: str, name: str, make_args=None, grid=None,
             return
         raise
     args, got = make_args()
-    simulate.run(translate(program).entries[index], func, args, grid)
+    if run is None:
+        simulate.run(translate(program).entries[index], func, args, grid)
+    else:
+        run(text, name, args, grid)
     for e, g in zip(expected, got):
         tol = _TOLERANCE.get(_PARTS.get(str(e.dtype), str(e.dtype).replace("float", "f").replace(
             "bfloat16", "bf16")), 0)

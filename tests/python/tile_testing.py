@@ -1,18 +1,18 @@
 """NVIDIA's Tile IR tools for the tests of target cuda-tile: ``tileiras`` (bytecode to a
 cubin) and ``tileirdisasm`` (bytecode to text), from the PyPI package ``cuda-tile[tileiras]``
-(the ``tile`` extra of ttlc) or from PATH; None where absent, so tests skip with a reason.
+(the ``tile`` extra of ttlc) or from PATH (``ttlc.backends.tile.tools``); tests skip with a
+reason where they are absent.
 """
 from __future__ import annotations
 
-import functools
 import os
 import re
-import shutil
 import subprocess
-import sys
 import tempfile
 import zlib
-from typing import Optional, Tuple
+from typing import Tuple
+
+from ttlc.backends.tile.tools import tileiras, tool
 
 ARCHS = ("sm_90", "sm_100")
 #: tileiras's optimisation level: 0 in ``make test`` (half the time, the same checks of
@@ -30,29 +30,14 @@ def archs_for(name: str) -> Tuple[str, ...]:
 MISSING = "NVIDIA's tileiras/tileirdisasm are not installed (pip install 'ttlc[tile]')"
 
 
-@functools.lru_cache(maxsize=None)
-def tool(name: str) -> Optional[str]:
-    for base in sys.path:
-        candidate = os.path.join(base, "nvidia", "cu13", "bin", name)
-        if os.access(candidate, os.X_OK):
-            return candidate
-    return shutil.which(name)
-
-
 def available() -> bool:
     return tool("tileiras") is not None and tool("tileirdisasm") is not None
 
 
 def compile_cubin(bytecode: bytes, arch: str) -> Tuple[bool, str]:
     """Whether tileiras compiles the bytecode for `arch`, and what it said."""
-    with tempfile.TemporaryDirectory() as d:
-        src = os.path.join(d, "m.tilebc")
-        with open(src, "wb") as f:
-            f.write(bytecode)
-        r = subprocess.run([tool("tileiras"), f"-O{OPT}", f"--gpu-name={arch}", src, "-o",
-                            os.path.join(d, "m.cubin")], capture_output=True, text=True)
-        ok = r.returncode == 0 and os.path.getsize(os.path.join(d, "m.cubin")) > 0
-        return ok, r.stdout + r.stderr
+    cubin, log = tileiras(bytecode, arch, OPT)
+    return cubin is not None, log
 
 
 def disassemble(bytecode: bytes) -> str:

@@ -137,6 +137,11 @@ BACKENDS: Dict[str, Backend] = {b.name: b for b in (
             machine="nvidia", module="ttlc.backends.tile.backend", stages=(
                 Stage("tile-text", "the module as cuda_tile MLIR text"),
                 Stage("tilebc", "the module as Tile IR bytecode", binary=True))),
+    Backend("cuda", "target cuda-tile's module compiled by tileiras to a cubin, run with the "
+            "CUDA driver through cuda-python (docs/cuda-tile.md)", machine="nvidia",
+            module="ttlc.backends.cuda.module", executes=True, requires=("cuda-python",),
+            stages=(Stage("cubin", "the cubin tileiras compiles for the device's architecture "
+                                   "(TTLC_CUDA_ARCH chooses another)", binary=True),)),
 )}
 
 

@@ -185,11 +185,13 @@ def dynamic_dims(t: MemrefType, m) -> List[int]:
             [int(s) for s, d in zip(m.stride, t.stride) if d is DYNAMIC])
 
 
-def pointer_arguments(t, v, place) -> list:
+def pointer_arguments(t, v, place, table_per_mode: bool = False) -> list:
     """The kernel arguments of a marshalled memref or group parameter: a memref's pointer
     and dynamic sizes and strides; a group's table of member pointers (without the
     group's offset, which the kernel adds), its table of the members' dynamic sizes and
-    strides where its memref type has any, its dynamic size and its dynamic offset.
+    strides where its memref type has any (member by member; with ``table_per_mode``, as
+    target cuda-tile's entry ABI has it, one table per dynamic size or stride, of one
+    value per member), its dynamic size and its dynamic offset.
 
     ``place`` lays them out for a launch: ``place.address(memref)`` is the number of a
     memref's first element (None for a null memref), ``place.pointer(number)`` the
@@ -200,9 +202,10 @@ def pointer_arguments(t, v, place) -> list:
         return ([place.null if a is None else place.pointer(a)] +
                 [np.int64(x) for x in dynamic_dims(t, v)])
     mt = t.memref
-    dynamic = any(d is DYNAMIC for d in mt.shape + mt.stride)
+    dynamic = sum(d is DYNAMIC for d in mt.shape + mt.stride)
+    tables = dynamic if table_per_mode else min(dynamic, 1)
     offset = next((int(m.offset) for m in v.members if int(m.buffer) >= 0), 0)
-    out = [place.null] + ([place.null] if dynamic else [])
+    out = [place.null] * (1 + tables)
     if v.associated:
         item = np.dtype(v.members[0].dtype).itemsize if v.members else 1
         addresses = [place.address(m) for m in v.members] or [None]
@@ -210,8 +213,9 @@ def pointer_arguments(t, v, place) -> list:
                                        for a in addresses], np.int64),
                              np.array([a is not None for a in addresses]))
         if dynamic:
-            dims = np.array([dynamic_dims(mt, m) for m in v.members] or [[0]], np.int64)
-            out[1] = place.table(dims.reshape(-1), None)
+            dims = np.array([dynamic_dims(mt, m) for m in v.members] or [[0] * dynamic], np.int64)
+            out[1:] = [place.table(np.ascontiguousarray(d), None)
+                       for d in (dims.T if table_per_mode else [dims.reshape(-1)])]
     if t.size is DYNAMIC:
         out.append(np.int64(len(v.members)))
     if t.offset is DYNAMIC:

@@ -6,12 +6,14 @@ NumPy's own ``np.from_dlpack`` refuses (bfloat16: NumPy has no such type; ttlc u
 structures, ``dlpack.h``) and makes an array over its memory whose base keeps the
 capsule, and with it the producer's tensor, alive; the producer's capsule destructor
 frees the structure once the array is gone.  Only memory the CPU can read (device kCPU
-or kCUDAHost) is viewed.
+or kCUDAHost) is viewed, unless the caller names other devices: target cuda views the
+memory of CUDA devices so, to check and pass the arrays there, and never reads it on
+the host (reading such an array ends the process).
 """
 from __future__ import annotations
 
 import ctypes
-from typing import Any
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
@@ -31,7 +33,9 @@ class _Tensor(ctypes.Structure):
 
 
 #: kCPU, kCUDAHost
-_CPU_DEVICES = (1, 3)
+CPU_DEVICES = (1, 3)
+#: kDLCUDA, kDLCUDAManaged
+CUDA_DEVICES = (2, 13)
 #: DLPack type codes: kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLComplex 5, kDLBool 6
 _CODES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}
 
@@ -66,13 +70,17 @@ class _Memory:
                                     "data": (address, False), "version": 3}
 
 
-def view(x: Any) -> np.ndarray:
-    """A NumPy array over the memory of DLPack producer x (TypeError when it is not on the
-    CPU or its type has no NumPy counterpart)."""
-    capsule = x.__dlpack__()
+def view(x: Any, devices: Tuple[int, ...] = CPU_DEVICES,
+         stream: Optional[int] = None) -> np.ndarray:
+    """A NumPy array over the memory of DLPack producer x (TypeError when it is not on one
+    of `devices`, DLPack device types, or its type has no NumPy counterpart); `stream` is
+    the consumer's stream the producer is asked to order its work before (DLPack's
+    ``__dlpack__(stream=...)``; 1 is CUDA's legacy default stream)."""
+    capsule = x.__dlpack__() if stream is None else x.__dlpack__(stream=stream)
     t = _Tensor.from_address(_get_pointer(capsule, b"dltensor"))
-    if t.device.device_type not in _CPU_DEVICES:
-        raise TypeError(f"the DLPack tensor is on device type {t.device.device_type}, not the CPU")
+    if t.device.device_type not in devices:
+        where = "the CPU" if devices == CPU_DEVICES else f"device types {devices}"
+        raise TypeError(f"the DLPack tensor is on device type {t.device.device_type}, not {where}")
     dtype = _dtype(t.dtype.code, t.dtype.bits, t.dtype.lanes)
     shape = tuple(t.shape[i] for i in range(t.ndim))
     if t.strides:

@@ -24,21 +24,20 @@ import tempfile
 import threading
 import warnings
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import pyopencl as cl
 
-from ...analysis.aliasing import UNKNOWN, Aliasing
-from ...analysis.effects import ATOMIC_WRITE, WRITE, accesses
-from ...diagnostics import CompileError, Diagnostic, KernelError
-from ...ir.core import Function, Instruction, Location, Program
+from ...diagnostics import CompileError, Diagnostic
+from ...ir.core import Function, Location, Program
 from ...ir.types import BoolType, GroupType, MemrefType, ScalarType
 from ...runtime import Module
 from ...runtime.args import marshal
-from ...runtime.values import GroupValue, Memory, MemRef
+from ...runtime.values import Memory, MemRef
 from ...target import Target
 from ...target.config import ExecConfig
+from ..copies import check_writable, members, stretches, written
 from ..simt import pointer_arguments
 from ..spirv import codegen
 from . import device as devices
@@ -70,25 +69,6 @@ def _invalid(module: "codegen.Module", binary: bytes) -> Optional[str]:
     return None if out.returncode == 0 else (out.stdout + out.stderr).strip()[:2000]
 
 
-def written(func: Function) -> Dict[int, Instruction]:
-    """Argument index -> the first instruction that writes its memory (every memref and
-    group argument when a written memref's origin is unknown)."""
-    aliasing = Aliasing(func)
-    index = {a.value: i for i, a in enumerate(func.args)}
-    out: Dict[int, Instruction] = {}
-    for inst in func.body.walk():
-        for v, kind in accesses(inst):
-            if kind not in (WRITE, ATOMIC_WRITE):
-                continue
-            for root in aliasing.roots(v):
-                hits = ([i for i, a in enumerate(func.args)
-                         if isinstance(a.value.type, (MemrefType, GroupType))]
-                        if root is UNKNOWN else [index[root]] if root in index else [])
-                for i in hits:
-                    out.setdefault(i, inst)
-    return out
-
-
 def _local_argument(func: Function) -> Optional[str]:
     for a in func.args:
         t = a.value.type
@@ -102,15 +82,7 @@ class _Arena:
     """The device copy of a launch's memory (see the module docstring)."""
 
     def __init__(self, memory: Memory, dev: "devices.Device"):
-        spans = [(b.__array_interface__["data"][0], b.nbytes) if b is not None and b.nbytes
-                 else None for b in memory.buffers]
-        order = sorted((s for s in spans if s is not None))
-        regions: List[List[int]] = []  # [start, end] of merged host memory
-        for start, n in order:
-            if regions and start < regions[-1][1]:
-                regions[-1][1] = max(regions[-1][1], start + n)
-            else:
-                regions.append([start, start + n])
+        spans, regions = stretches(memory.buffers)
         self.regions: List[Tuple[int, int, int]] = []  # (host start, bytes, arena offset)
         size = 0
         for start, end in regions:
@@ -232,7 +204,7 @@ class OpenCLModule(Module):
         memory = Memory()
         values = marshal(args, func.args, memory, func.name)
         writes = self.writes[func.name]
-        self._check_writable(func, writes, values, memory)
+        check_writable(self.program, func, writes, values, memory)
         arena = _Arena(memory, self.dev)
         pending = []  # kernel arguments; ("at", arena offset) until the arena exists
         for a, v in zip(func.args, values):
@@ -250,7 +222,7 @@ class OpenCLModule(Module):
             cl.enqueue_nd_range_kernel(self.dev.queue, cl_kernel,
                                        (grid[0] * wx, grid[1] * wy, grid[2]), (wx, wy, 1))
             back = {arena.region_of(int(m.buffer)) for i in writes
-                    for m in _members(values[i]) if int(m.buffer) >= 0
+                    for m in members(values[i]) if int(m.buffer) >= 0
                     and arena.spans[int(m.buffer)] is not None}
             arena.copy_out(back)
 
@@ -265,20 +237,6 @@ class OpenCLModule(Module):
         if t.name == "bf16":
             return [np.asarray(v).view(np.uint16)[()]]
         return [v]
-
-    def _check_writable(self, func: Function, writes, values, memory: Memory) -> None:
-        """A kernel that writes an argument needs writeable arrays (checked before running)."""
-        for index, inst in writes.items():
-            for i, m in enumerate(_members(values[index])):
-                if int(m.buffer) >= 0 and not memory.buffers[int(m.buffer)].flags.writeable:
-                    member = f", member {i}" if isinstance(values[index], GroupValue) else ""
-                    raise KernelError(f"{self.program.filename}:{inst.loc}: kernel @{func.name}: "
-                                      f"write to a read-only array (argument {index}, "
-                                      f"%{func.args[index].value.name}{member}, is not writeable)")
-
-
-def _members(v) -> List[MemRef]:
-    return v.members if isinstance(v, GroupValue) else [v] if isinstance(v, MemRef) else []
 
 
 # ---- the registry's entry point (``ttlc.backends``) ------------------------------------------------

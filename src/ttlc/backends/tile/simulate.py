@@ -8,31 +8,25 @@ Every operation of ``ops.OPS`` has a function in ``SEMANTICS``.  Tiles are NumPy
 of their element type; a pointer is its byte address (an int64), and memory is the
 arrays given as arguments, read and written where they lie (``Memory`` refuses an
 address outside them).  Tile blocks run one after another; tokens order nothing here,
-as every operation completes before the next.  ``run`` marshals the kernel's arguments
-(NumPy arrays, lists of arrays or ``ttlc.Group`` for groups, numbers) as the entry ABI
-of ``docs/cuda-tile.md`` says.
+as every operation completes before the next.  ``run`` checks the kernel's arguments as
+every target does (``runtime.args.marshal``) and passes them as target cuda does
+(``abi.parameters``, the entry ABI of ``docs/cuda-tile.md``).
 """
 from __future__ import annotations
 
 import ctypes
 import itertools
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ...ir.types import GroupType, MemrefType
-from ...runtime.values import DTYPES
-from .ops import Ptr, Tile
+from ...runtime.args import marshal, memref_address
+from ...runtime.values import Memory as Buffers
+from .abi import dtype, parameters
 from .tir import Block, Entry, Op
 
 #: NumPy 2 moved it
 _byte_bounds = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds
-DTYPE = {**{k: v for k, v in DTYPES.items() if k != "index"}, "i1": np.dtype(np.bool_)}
-
-
-def dtype(t) -> np.dtype:
-    element = t.element if isinstance(t, Tile) else t
-    return np.dtype(np.int64) if isinstance(element, Ptr) else DTYPE[element.name]
 
 
 class Memory:
@@ -431,51 +425,43 @@ def _block(f: Frame, block: Block, args: Sequence) -> list:
     return out
 
 
-def _arguments(func, args, memory: Memory) -> list:
-    """The entry's parameters for a ttlc function's arguments (docs/cuda-tile.md)."""
-    out: list = []
-    for a, x in zip(func.args, args):
-        t = a.value.type
-        if isinstance(t, MemrefType) and x is None:  # not associated: address 0
-            out.append(np.int64(0))
-            out += [np.int64(0) for d in t.shape if d is None]
-            out += [np.int64(1) for d in t.stride if d is None]
-        elif isinstance(t, MemrefType):
-            arr = np.asarray(x)
-            out.append(np.int64(memory.add(arr)))
-            out += [np.int64(n) for n, d in zip(arr.shape, t.shape) if d is None]
-            out += [np.int64(s // arr.itemsize) for s, d in zip(arr.strides, t.stride) if d is None]
-        elif isinstance(t, GroupType):
-            arrays = [np.asarray(m) for m in (x.arrays if hasattr(x, "arrays") else x)]
-            offset = getattr(x, "offset", None) or (t.offset or 0)
-            shapes = getattr(x, "shapes", None)
-            if shapes:  # flat buffers holding packed column-major members
-                strides = [[int(np.prod(s[:k])) for k in range(len(s))] for s in shapes]
-            else:
-                shapes = [m.shape for m in arrays]
-                strides = [[st // m.itemsize for st in m.strides] for m in arrays]
-            tables = [np.array([memory.add(m) for m in arrays], np.int64)]
-            for dims, of in ((t.memref.shape, shapes), (t.memref.stride, strides)):
-                tables += [np.array([s[k] for s in of], np.int64)
-                           for k, d in enumerate(dims) if d is None]
-            for table in tables:
-                out.append(np.int64(memory.add(table)))
-            if t.size is None:
-                out.append(np.int64(len(arrays)))
-            if t.offset is None:
-                out.append(np.int64(offset))
-        elif np.iscomplexobj(x):  # a complex number: its parts
-            out += [np.asarray(np.real(x)), np.asarray(np.imag(x))]
-        else:
-            out.append(np.asarray(x))
-    return out
+class _Place:
+    """Where the entry's pointers point (``abi.parameters``): host addresses, each array
+    and group table made addressable in the simulator's memory."""
+
+    null = 0
+
+    def __init__(self, buffers: Buffers, memory: Memory):
+        self.buffers, self.memory = buffers, memory
+        self.added: set = set()
+
+    def address(self, m) -> Optional[int]:
+        b = int(m.buffer)
+        if b < 0:
+            return None
+        if b not in self.added:
+            self.added.add(b)
+            self.memory.add(self.buffers.buffers[b])
+        return memref_address(m, self.buffers)
+
+    @staticmethod
+    def pointer(address: int) -> int:
+        return address
+
+    def table(self, table: np.ndarray, relocate) -> int:
+        return self.memory.add(table)
 
 
 def run(entry: Entry, func, args: Sequence, grid: Tuple[int, int, int]) -> None:
     """Run an entry (translated from `func`) on every tile block of `grid`."""
-    memory = Memory()
-    params = _arguments(func, args, memory)
-    params = [np.asarray(p).astype(dtype(v.type)) for p, v in zip(params, entry.args)]
+    memory, buffers = Memory(), Buffers()
+    values = marshal(args, func.args, buffers, func.name)
+    execute(entry, parameters(entry, func, values, _Place(buffers, memory)), memory, grid)
+
+
+def execute(entry: Entry, params: Sequence, memory: Memory, grid: Tuple[int, int, int]) -> None:
+    """Run an entry on its parameters (``abi.parameters``) on every tile block of `grid`,
+    the memory they point to in `memory`."""
     for z, y, x in itertools.product(*(range(g) for g in grid[::-1])):
         frame = Frame(memory, (x, y, z), tuple(grid))
         frame.values.update(zip(entry.args, params))
