@@ -13,7 +13,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from llvmlite import ir
 
-from ...analysis.effects import accesses, is_atomic
 from ...analysis.uniformity import analyze_varying
 from ...ir.core import Function, Instruction, Region, Value
 from ...ir.numerics import fold_int, wrap
@@ -21,6 +20,7 @@ from ...ir.types import DYNAMIC, BoolType, CoopMatrixType, GroupType, MemrefType
 from ...target import ExecConfig, get_target
 from . import races
 from .abi import ERR_SLOTS, ArgSlots, InstRef, KernelInfo, arg_layout
+from .phases import LOCKSTEP_SUBGROUPS, loops_over_subgroups
 from .values import (F32, I1, I8, I16, I32, I64, LLTYPE, PTR, CoopVal, Cplx, GroupVal, IndexLike,
                      Lanes, MemVal, UndefVector, Unsupported, VectorConstant, is_vec, mangle, parts)
 
@@ -37,14 +37,15 @@ class FunctionCodegen:
         self.cfg = ExecConfig.of(func, get_target("cpu"))
         #: how many subgroups each ``parallel`` region runs one after the other in a loop,
         #: each as S lanes (``loops_over_subgroups``); 1: the work-group's W lanes together
+        self.varying = analyze_varying(func)
         self.subgroup_loop = (self.cfg.subgroups if self.cfg.subgroups > LOCKSTEP_SUBGROUPS
-                              and not checked and loops_over_subgroups(func) else 1)
+                              and not checked and loops_over_subgroups(func, self.varying)
+                              else 1)
         #: inside such a loop, the subgroup it runs (an i32)
         self.subgroup_index: Optional[ir.Value] = None
         self.W = self.cfg.lanes // self.subgroup_loop
         self.wgx = self.cfg.work_group_size[0]
         self.S = self.cfg.subgroup_size
-        self.varying = analyze_varying(func)
         self.env: Dict[Value, Any] = {}
         self.mask: Optional[ir.Value] = None
         self.spmd = False
@@ -514,36 +515,20 @@ class FunctionCodegen:
                 if inst.opcode == "yield":
                     result = [self.get(v) for v in inst.slots["values"]]
                     break
-                self.current = inst
-                out = self.emitters[inst.opcode](self, inst)
-                if inst.results:
-                    if len(inst.results) == 1 and inst.opcode not in ("for", "if"):
-                        out = [out]
-                    for r, v in zip(inst.results, out):
-                        self.env[r] = v
+                self.emit(inst)
         finally:
             self.mask = saved
         return result
 
-
-#: the most subgroups of a work-group that run a ``parallel`` region in lockstep as one
-#: vector program (their independent instructions interleave); more loop over the
-#: subgroups (``loops_over_subgroups``), so that code does not grow with the work-group
-LOCKSTEP_SUBGROUPS = 4
-
-
-def loops_over_subgroups(func: Function) -> bool:
-    """Whether the subgroups of a work-group may run the function's ``parallel`` regions
-    one after the other: none waits at a barrier there (outside them, where collective
-    code runs once for the work-group, every subgroup has finished the region before),
-    and none talks to another through atomics there (which the interpreter's lockstep
-    order would then give other values than this order, both allowed).  Code then grows
-    with the subgroup, not the work-group; checked code keeps the work-group's lanes
-    together, which its findings (races, divergent barriers) name."""
-    return not any(inner.opcode == "barrier"
-                   or any(is_atomic(kind) for _, kind in accesses(inner))
-                   for inst in func.body.walk() if inst.opcode == "parallel"
-                   for inner in inst.regions[0].walk())
+    def emit(self, inst: Instruction) -> None:
+        """One instruction (not a yield): its results into ``env``."""
+        self.current = inst
+        out = self.emitters[inst.opcode](self, inst)
+        if inst.results:
+            if len(inst.results) == 1 and inst.opcode not in ("for", "if"):
+                out = [out]
+            for r, v in zip(inst.results, out):
+                self.env[r] = v
 
 
 def lane_loop(cg: FunctionCodegen, mask, fn, result_types: Sequence[ir.Type],
