@@ -1,0 +1,271 @@
+"""Parallel regions with barriers on target cpu: with more subgroups than run in lockstep,
+the region runs one subgroup after the other, split at its barriers into phases
+(``backends/cpu/phases.py``).  The kernels here put barriers at the top level of the
+region, in a uniform ``for`` with loop-carried scalars and coopmatrices, in a uniform
+``if`` with results, and in an ``if`` inside such a ``for``; values (scalars,
+coopmatrices, ids) live across barriers.  Results are checked against a NumPy model of
+the spec's semantics ("Barrier", "Builtin" for the ids) and against the interpreter."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ttlc
+
+pytest.importorskip("llvmlite")
+
+#: W work-items, G subgroups of 16; work-item w = 16 sg + l (sg = subgroup_linear_id)
+RING = """
+func @ring(%ids: memref<i32x4x{W}>, %M: memref<f32x16x{N}>, %out: memref<f32x{W}>,
+           %tiles_out: memref<f32x16x{N}>, %picked: memref<f32x{W}>, %steps: index,
+           %flag: i32) attributes{{subgroup_size=16, work_group_size=[{WX},{WY}]}} {{
+    %buf = alloca : memref<f32x{W},local>
+    %tiles = alloca : memref<f32x16x{N},local>
+    %count = alloca : memref<i32x1,local>
+    parallel {{
+        %sg = subgroup_linear_id : i32
+        %sx = subgroup_id.x : i32
+        %sy = subgroup_id.y : i32
+        %l = subgroup_local_id : i32
+        %c16 = constant 16 : i32
+        %base = mul %sg, %c16 : i32
+        %wi = add %base, %l : i32
+        %w = cast %wi : index
+        %g = cast %sg : index
+        %c0 = constant 0 : index
+        %c1 = constant 1 : index
+        %c2 = constant 2 : index
+        %c3 = constant 3 : index
+        %c16x = constant 16 : index
+        %col = mul %g, %c16x : index
+        %cW = constant {W} : index
+        %cG = constant {G} : index
+        %x0 = cast %wi : f32
+        %half = constant 0.5 : f32
+        %mine = cooperative_matrix_load %M[%c0, %col] : coopmatrix<f32x16x16,matrix_acc>
+        %zero32 = constant 0 : i32
+        %first = equal %wi, %zero32 : bool
+        if %first {{
+            store %zero32, %count[%c0]
+        }}
+        store %x0, %buf[%w]
+        barrier.local
+        ; top level: the value of work-item W-1-w, and a count by atomics
+        %last = sub %cW, %c1 : index
+        %mirror = sub %last, %w : index
+        %rev = load %buf[%mirror] : f32
+        %one = constant 1 : i32
+        %old = atomic_add %one, %count[%c0] : i32
+        barrier.local
+        %total = load %count[%c0] : i32
+        %totalf = cast %total : f32
+        ; a uniform loop: s <- s + s[(w+1) mod W]; T <- T[(g+1) mod G] / 2 + M_g; every
+        ; other step (a uniform if inside), s <- s + s[(w+2) mod W]
+        %s, %t = for %i = %c0, %steps init(%s_it = %rev, %t_it = %mine)
+                -> (f32, coopmatrix<f32x16x16,matrix_acc>) {{
+            store %s_it, %buf[%w]
+            cooperative_matrix_store %t_it, %tiles[%c0, %col]
+            barrier.local
+            %w1 = add %w, %c1 : index
+            %nw = rem %w1, %cW : index
+            %nx = load %buf[%nw] : f32
+            %s_next = add %s_it, %nx : f32
+            %g1 = add %g, %c1 : index
+            %ng = rem %g1, %cG : index
+            %ncol = mul %ng, %c16x : index
+            %nt = cooperative_matrix_load %tiles[%c0, %ncol] : coopmatrix<f32x16x16,matrix_acc>
+            %nt_half = cooperative_matrix_scale %half, %nt : coopmatrix<f32x16x16,matrix_acc>
+            %t_next = add %nt_half, %mine : coopmatrix<f32x16x16,matrix_acc>
+            %parity = rem %i, %c2 : index
+            %even = equal %parity, %c0 : bool
+            %s_out = if %even -> (f32) {{
+                barrier.local
+                store %s_next, %buf[%w]
+                barrier.local
+                %w2 = add %w, %c2 : index
+                %mw = rem %w2, %cW : index
+                %mx = load %buf[%mw] : f32
+                %s2 = add %s_next, %mx : f32
+                yield (%s2)
+            }} else {{
+                yield (%s_next)
+            }}
+            barrier.local
+            yield (%s_out, %t_next)
+        }}
+        ; a uniform if with results: the value of work-item w+3 and the tile of g+1
+        %flag_set = not_equal %flag, %zero32 : bool
+        %p, %pt = if %flag_set -> (f32, coopmatrix<f32x16x16,matrix_acc>) {{
+            store %s, %buf[%w]
+            cooperative_matrix_store %t, %tiles[%c0, %col]
+            barrier.local
+            %w3 = add %w, %c3 : index
+            %pw = rem %w3, %cW : index
+            %px = load %buf[%pw] : f32
+            %g1 = add %g, %c1 : index
+            %pg = rem %g1, %cG : index
+            %pcol = mul %pg, %c16x : index
+            %ptile = cooperative_matrix_load %tiles[%c0, %pcol] : coopmatrix<f32x16x16,matrix_acc>
+            yield (%px, %ptile)
+        }} else {{
+            yield (%x0, %mine)
+        }}
+        %with_total = add %p, %totalf : f32
+        store %s, %out[%w]
+        store %with_total, %picked[%w]
+        cooperative_matrix_store %pt, %tiles_out[%c0, %col]
+        store %sg, %ids[%c0, %w]
+        store %sx, %ids[%c1, %w]
+        store %sy, %ids[%c2, %w]
+        store %l, %ids[%c3, %w]
+    }}
+}}
+"""
+
+
+def ring_text(wx: int, wy: int) -> str:
+    W = wx * wy
+    return RING.format(W=W, G=W // 16, N=W, WX=wx, WY=wy)
+
+
+def ring_model(wx: int, wy: int, M: np.ndarray, steps: int, flag: bool):
+    """The kernel's results computed from the spec's semantics with NumPy."""
+    W, G = wx * wy, wx * wy // 16
+    w = np.arange(W)
+    ids = np.stack([w // 16, (w % wx) // 16, w // wx, w % 16]).astype(np.int32)
+    s = (W - 1 - w).astype(np.float32)
+    T = M.copy()
+    for i in range(steps):
+        s = s + s[(w + 1) % W]
+        T = 0.5 * T[:, :, (np.arange(G) + 1) % G] + M
+        if i % 2 == 0:
+            s = s + s[(w + 2) % W]
+    if flag:
+        picked, tiles = s[(w + 3) % W], T[:, :, (np.arange(G) + 1) % G]
+    else:
+        picked, tiles = w.astype(np.float32), M
+    return ids, s, tiles, picked + W
+
+
+def run_ring(target: str, wx: int, wy: int, M: np.ndarray, steps: int, flag: bool):
+    W, G = wx * wy, wx * wy // 16
+    ids = np.full((4, W), -1, np.int32, order="F")
+    out, picked = np.zeros(W, np.float32), np.zeros(W, np.float32)
+    tiles = np.zeros((16, 16, G), np.float32, order="F")
+    kernel = ttlc.compile(ring_text(wx, wy), target=target)["ring"]
+    as_columns = lambda x: x.reshape(16, 16 * G, order="F")  # noqa: E731 (views)
+    kernel(ids, as_columns(M), out, as_columns(tiles), picked, steps, np.int32(flag), grid=(1,))
+    return ids, out, tiles, picked
+
+
+SHAPES = [(32, 1), (16, 2), (64, 4), (1024, 1)]
+
+
+@pytest.mark.parametrize("flag", [True, False])
+@pytest.mark.parametrize("wx,wy", SHAPES)
+def test_barriers_in_uniform_control_flow_on_cpu_match_numpy(wx, wy, flag):
+    """Values are small integers: every sum is exact, so the results are compared for
+    equality; [32,1] and [16,2] run in lockstep, [64,4] and [1024,1] phase by phase."""
+    G = wx * wy // 16
+    M = np.asfortranarray(np.random.default_rng(G).integers(-4, 5, (16, 16, G)).astype(np.float32))
+    got = run_ring("cpu", wx, wy, M, 3, flag)
+    want = ring_model(wx, wy, M, 3, flag)
+    for name, g, e in zip(("ids", "s", "tiles", "picked"), got, want):
+        assert np.array_equal(g, e), name
+
+
+@pytest.mark.parametrize("wx,wy", [(16, 2), (64, 4)])
+def test_barriers_in_uniform_control_flow_on_cpu_match_the_interpreter(wx, wy):
+    G = wx * wy // 16
+    M = np.asfortranarray(np.random.default_rng(1).integers(-4, 5, (16, 16, G)).astype(np.float32))
+    cpu = run_ring("cpu", wx, wy, M, 4, True)
+    interp = run_ring("interp", wx, wy, M, 4, True)
+    for name, a, b in zip(("ids", "s", "tiles", "picked"), cpu, interp):
+        assert np.array_equal(a, b), name
+
+
+def test_code_of_a_region_with_barriers_does_not_grow_with_the_work_group():
+    """One subgroup's code, whatever the number of subgroups (the LLVM IR differs in the
+    constants W and G only)."""
+    from ttlc.backends.cpu.module import Artifacts
+
+    small, large = (Artifacts(ttlc.check(ring_text(wx, 1)), checked=False).ir
+                    for wx in (128, 1024))
+    assert "for.wg" in large and "subgroups.done" in large
+    assert len(large) < 1.05 * len(small)
+
+
+#: a gemm staging tiles of A and B through local memory, a barrier after staging and
+#: one after the product; a work-group of G = GX * GX subgroups computes a 16 GX square
+#: block of C, subgroup (tx, ty) its 16 x 16 tile (tx, ty)
+STAGED_GEMM = """
+func @gemm(%A: memref<f32x64x64>, %B: memref<f32x64x64>, %C: memref<f32x64x64>)
+        attributes{{subgroup_size=16, work_group_size=[{X},1]}} {{
+    %bi = group_id.x : index
+    %bj = group_id.y : index
+    %c16 = constant 16 : index
+    %bm = constant {BM} : index
+    %i0 = mul %bi, %bm : index
+    %j0 = mul %bj, %bm : index
+    %as = alloca : memref<f32x{BM}x16,local>
+    %bs = alloca : memref<f32x16x{BM},local>
+    parallel {{
+        %sg = subgroup_linear_id : i32
+        %lid = subgroup_local_id : i32
+        %c16i = constant 16 : i32
+        %sgS = mul %sg, %c16i : i32
+        %wi32 = add %sgS, %lid : i32
+        %wi = cast %wi32 : index
+        %W = constant {X} : index
+        %gx = constant {GX} : i32
+        %tx32 = rem %sg, %gx : i32
+        %ty32 = div %sg, %gx : i32
+        %tx = cast %tx32 : index
+        %ty = cast %ty32 : index
+        %ti = mul %tx, %c16 : index
+        %tj = mul %ty, %c16 : index
+        %c0 = constant 0 : index
+        %c64 = constant 64 : index
+        %n = constant {N} : index
+        %zero = constant 0.0 : f32
+        %init = cooperative_matrix_construct %zero : coopmatrix<f32x16x16,matrix_acc>
+        %acc = for %l = %c0, %c64, %c16 init(%x = %init) -> (coopmatrix<f32x16x16,matrix_acc>) {{
+            for %e = %wi, %n, %W {{
+                %r = rem %e, %bm : index
+                %q = div %e, %bm : index
+                %ar = add %i0, %r : index
+                %ak = add %l, %q : index
+                %va = load %A[%ar, %ak] : f32
+                store %va, %as[%r, %q]
+                %r16 = rem %e, %c16 : index
+                %q16 = div %e, %c16 : index
+                %bk16 = add %l, %r16 : index
+                %bc = add %j0, %q16 : index
+                %vb = load %B[%bk16, %bc] : f32
+                store %vb, %bs[%r16, %q16]
+            }}
+            barrier.local
+            %ta = cooperative_matrix_load %as[%ti, %c0] : coopmatrix<f32x16x16,matrix_a>
+            %tb = cooperative_matrix_load %bs[%c0, %tj] : coopmatrix<f32x16x16,matrix_b>
+            %y = cooperative_matrix_mul_add %ta, %tb, %x : coopmatrix<f32x16x16,matrix_acc>
+            barrier.local
+            yield (%y)
+        }}
+        %ci = add %i0, %ti : index
+        %cj = add %j0, %tj : index
+        cooperative_matrix_store %acc, %C[%ci, %cj]
+    }}
+}}
+"""
+
+
+@pytest.mark.parametrize("gx", [1, 2, 4])
+def test_gemm_staged_through_local_memory_with_barriers(gx):
+    """[16,1], [64,1] (lockstep) and [256,1] (phases) against NumPy."""
+    X, BM = 16 * gx * gx, 16 * gx
+    text = STAGED_GEMM.format(X=X, GX=gx, BM=BM, N=16 * BM)
+    rng = np.random.default_rng(gx)
+    A, B = (np.asfortranarray(rng.integers(-3, 4, (64, 64)).astype(np.float32)) for _ in range(2))
+    C = np.asfortranarray(np.full((64, 64), np.nan, np.float32))
+    ttlc.compile(text, target="cpu")["gemm"](A, B, C, grid=(64 // BM, 64 // BM))
+    assert np.array_equal(C, A @ B)
