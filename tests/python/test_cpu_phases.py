@@ -7,6 +7,8 @@ coopmatrices, ids) live across barriers.  Results are checked against a NumPy mo
 the spec's semantics ("Barrier", "Builtin" for the ids) and against the interpreter."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -195,77 +197,17 @@ def test_code_of_a_region_with_barriers_does_not_grow_with_the_work_group():
     assert len(large) < 1.05 * len(small)
 
 
-#: a gemm staging tiles of A and B through local memory, a barrier after staging and
-#: one after the product; a work-group of G = GX * GX subgroups computes a 16 GX square
-#: block of C, subgroup (tx, ty) its 16 x 16 tile (tx, ty)
-STAGED_GEMM = """
-func @gemm(%A: memref<f32x64x64>, %B: memref<f32x64x64>, %C: memref<f32x64x64>)
-        attributes{{subgroup_size=16, work_group_size=[{X},1]}} {{
-    %bi = group_id.x : index
-    %bj = group_id.y : index
-    %c16 = constant 16 : index
-    %bm = constant {BM} : index
-    %i0 = mul %bi, %bm : index
-    %j0 = mul %bj, %bm : index
-    %as = alloca : memref<f32x{BM}x16,local>
-    %bs = alloca : memref<f32x16x{BM},local>
-    parallel {{
-        %sg = subgroup_linear_id : i32
-        %lid = subgroup_local_id : i32
-        %c16i = constant 16 : i32
-        %sgS = mul %sg, %c16i : i32
-        %wi32 = add %sgS, %lid : i32
-        %wi = cast %wi32 : index
-        %W = constant {X} : index
-        %gx = constant {GX} : i32
-        %tx32 = rem %sg, %gx : i32
-        %ty32 = div %sg, %gx : i32
-        %tx = cast %tx32 : index
-        %ty = cast %ty32 : index
-        %ti = mul %tx, %c16 : index
-        %tj = mul %ty, %c16 : index
-        %c0 = constant 0 : index
-        %c64 = constant 64 : index
-        %n = constant {N} : index
-        %zero = constant 0.0 : f32
-        %init = cooperative_matrix_construct %zero : coopmatrix<f32x16x16,matrix_acc>
-        %acc = for %l = %c0, %c64, %c16 init(%x = %init) -> (coopmatrix<f32x16x16,matrix_acc>) {{
-            for %e = %wi, %n, %W {{
-                %r = rem %e, %bm : index
-                %q = div %e, %bm : index
-                %ar = add %i0, %r : index
-                %ak = add %l, %q : index
-                %va = load %A[%ar, %ak] : f32
-                store %va, %as[%r, %q]
-                %r16 = rem %e, %c16 : index
-                %q16 = div %e, %c16 : index
-                %bk16 = add %l, %r16 : index
-                %bc = add %j0, %q16 : index
-                %vb = load %B[%bk16, %bc] : f32
-                store %vb, %bs[%r16, %q16]
-            }}
-            barrier.local
-            %ta = cooperative_matrix_load %as[%ti, %c0] : coopmatrix<f32x16x16,matrix_a>
-            %tb = cooperative_matrix_load %bs[%c0, %tj] : coopmatrix<f32x16x16,matrix_b>
-            %y = cooperative_matrix_mul_add %ta, %tb, %x : coopmatrix<f32x16x16,matrix_acc>
-            barrier.local
-            yield (%y)
-        }}
-        %ci = add %i0, %ti : index
-        %cj = add %j0, %tj : index
-        cooperative_matrix_store %acc, %C[%ci, %cj]
-    }}
-}}
-"""
+STAGED_GEMM = (Path(__file__).resolve().parents[2] / "examples" / "staged_gemm.template").read_text()
 
 
-@pytest.mark.parametrize("gx", [1, 2, 4])
-def test_gemm_staged_through_local_memory_with_barriers(gx):
-    """[16,1], [64,1] (lockstep) and [256,1] (phases) against NumPy."""
-    X, BM = 16 * gx * gx, 16 * gx
-    text = STAGED_GEMM.format(X=X, GX=gx, BM=BM, N=16 * BM)
-    rng = np.random.default_rng(gx)
-    A, B = (np.asfortranarray(rng.integers(-3, 4, (64, 64)).astype(np.float32)) for _ in range(2))
-    C = np.asfortranarray(np.full((64, 64), np.nan, np.float32))
-    ttlc.compile(text, target="cpu")["gemm"](A, B, C, grid=(64 // BM, 64 // BM))
-    assert np.array_equal(C, A @ B)
+@pytest.mark.parametrize("tiles,n", [(1, 64), (2, 64), (4, 64), (8, 128)])
+def test_gemm_staged_through_local_memory_with_barriers(tiles, n):
+    """examples/staged_gemm.template at [16,1], [64,1] (lockstep), [256,1] and [1024,1]
+    (phases) against NumPy; small integers, so the products are exact."""
+    module = ttlc.compile(STAGED_GEMM, target="cpu", defines={"tiles": tiles, "n": n})
+    rng = np.random.default_rng(tiles)
+    A, B = (np.asfortranarray(rng.integers(-3, 4, (n, n, 2)).astype(np.float32)) for _ in range(2))
+    C = np.asfortranarray(np.full((n, n, 2), np.nan, np.float32))
+    blocks = n // (16 * tiles)
+    module["staged_gemm"](A, B, C, grid=(blocks, blocks, 2))
+    assert np.array_equal(C, np.einsum("ikb,kjb->ijb", A, B))

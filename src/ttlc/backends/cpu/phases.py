@@ -116,6 +116,25 @@ def segments(insts: Sequence[Instruction]) -> List[Segment]:
     return out
 
 
+def tail_position(items: Sequence[Segment], carried: Sequence[Value],
+                  yielded: Sequence[Value]) -> Optional[int]:
+    """Where the copy of a region's yielded values into their slots can go: the end of
+    the last run (its index in items) after which nothing reads the region's carried
+    values (their slots then already hold the next ones) and nothing defines a yielded
+    value; None: a phase of its own after the last segment.  (A loop body ending in
+    ``barrier; yield`` copies in the phase before the barrier.)"""
+    later_uses: Set[Value] = set()
+    later_defs: Set[Value] = set()
+    for k in reversed(range(len(items))):
+        insts = items[k] if isinstance(items[k], list) else [items[k]]
+        if (isinstance(items[k], list) and later_uses.isdisjoint(carried)
+                and later_defs.isdisjoint(yielded)):
+            return k
+        later_uses.update(_operands(insts))
+        later_defs.update(r for i in insts for r in i.results)
+    return None
+
+
 def _operands(insts: Iterable[Instruction]) -> List[Value]:
     """Every value the instructions (and their regions) use, once, in order."""
     seen: Dict[Value, None] = {}
@@ -152,27 +171,25 @@ class Plan:
         for v in values:
             self.used.setdefault(v, set()).add(p)
 
-    def _walk(self, insts: Sequence[Instruction], tail: List[Value]) -> None:
+    def _walk(self, insts: Sequence[Instruction], tail: List[Value],
+              carried: Sequence[Value] = ()) -> None:
         items = segments(insts)
+        at = tail_position(items, carried, tail) if tail else None
         for k, item in enumerate(items):
-            last = k == len(items) - 1
             if isinstance(item, list):
-                self._phase(_operands(item) + (tail if last else []),
+                self._phase(_operands(item) + (tail if k == at else []),
                             [r for i in item for r in i.results])
-                continue
-            if item.opcode == "for":
+            elif item.opcode == "for":
                 self._use(self.WORK_GROUP, [item.slots[s] for s in ("from", "to", "step")
                                             if s in item.slots])
                 self._phase(item.slots.get("init", []))
                 body = item.regions[0]
-                self._walk(_body(body), _yielded(body))
+                self._walk(_body(body), _yielded(body), body.args[1:])
             elif item.opcode == "if":
                 self._use(self.WORK_GROUP, [item.slots["condition"]])
                 for r in item.regions:
                     self._walk(_body(r), _yielded(r))
-            if last and tail:
-                self._phase(tail)
-        if not items and tail:
+        if tail and at is None:
             self._phase(tail)
 
 
@@ -253,22 +270,20 @@ class Phases:
         self.slots: Dict[Value, Slots] = {}
         self.items(_body(region))
 
-    def items(self, insts: Sequence[Instruction], tail: Optional[Callable] = None) -> None:
-        """The instructions' phases; tail(g) at the end of the last (a phase of its own
-        when the last segment contains a barrier)."""
+    def items(self, insts: Sequence[Instruction], yielded: Sequence[Value] = (),
+              tail: Optional[Callable] = None, carried: Sequence[Value] = ()) -> None:
+        """The instructions' phases; tail(g), which copies the yielded values, where
+        ``tail_position`` puts it."""
         items = segments(insts)
+        at = tail_position(items, carried, yielded) if tail is not None else None
         for k, item in enumerate(items):
-            last = k == len(items) - 1
             if isinstance(item, list):
-                self.run(item, tail if last else None)
-                continue
-            if item.opcode == "for":
+                self.run(item, tail if k == at else None)
+            elif item.opcode == "for":
                 self.loop(item)
             elif item.opcode == "if":
                 self.branch(item)
-            if last and tail is not None:
-                self.phase([], tail)
-        if not items and tail is not None:
+        if tail is not None and at is None:
             self.phase([], tail)
 
     def phase(self, uses: Sequence[Value], emit: Callable) -> None:
@@ -356,7 +371,8 @@ class Phases:
         cg.env[body.args[0]] = i
         self.slots.update(zip(args, carried))
         yielded = _yielded(body)
-        self.items(_body(body), self.copy(yielded, carried, args) if yielded else None)
+        self.items(_body(body), yielded, self.copy(yielded, carried, args) if yielded else None,
+                   args)
         i.add_incoming(b.add(i, step), b.block)
         b.branch(header)
         b.position_at_end(done)
@@ -374,7 +390,7 @@ class Phases:
         for region, block in zip(inst.regions, blocks):
             b.position_at_end(block)
             yielded = _yielded(region)
-            self.items(_body(region),
+            self.items(_body(region), yielded,
                        self.copy(yielded, results, inst.results) if yielded else None)
             b.branch(merge)
         b.position_at_end(merge)
