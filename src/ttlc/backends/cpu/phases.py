@@ -1,6 +1,6 @@
 """A ``parallel`` region run one subgroup after the other, split at its barriers.
 
-When a work-group has more subgroups than run in lockstep (``function.loops_over_subgroups``),
+When a work-group has more subgroups than run in lockstep (``loops_over_subgroups``),
 the region's code is emitted for one subgroup only and run in a loop over the subgroups,
 so that code and compile time do not grow with the work-group.  A barrier ends such a
 loop and begins the next (work-item loop fission, as pocl does it): the region becomes a
