@@ -211,3 +211,106 @@ def test_gemm_staged_through_local_memory_with_barriers(tiles, n):
     blocks = n // (16 * tiles)
     module["staged_gemm"](A, B, C, grid=(blocks, blocks, 2))
     assert np.array_equal(C, np.einsum("ikb,kjb->ijb", A, B))
+
+
+#: values of every kind across barriers: a memref view, a varying bool, a uniform and a
+#: varying complex, an index counter; a loop with barriers inside a loop with barriers,
+#: its carried values swapped by the yield; an if with barriers and no else
+KINDS = """
+func @kinds(%X: memref<f32x{W}x2>, %out: memref<f32x{W}>, %outc: memref<c32x{W}>,
+            %count: memref<i32x{W}>, %n: index, %flag: i32)
+        attributes{{subgroup_size=16, work_group_size=[{WX},{WY}]}} {{
+    %buf = alloca : memref<f32x{W},local>
+    parallel {{
+        %sg = subgroup_linear_id : i32
+        %l = subgroup_local_id : i32
+        %c16 = constant 16 : i32
+        %base = mul %sg, %c16 : i32
+        %wi = add %base, %l : i32
+        %w = cast %wi : index
+        %c0 = constant 0 : index
+        %c1 = constant 1 : index
+        %c2 = constant 2 : index
+        %cW = constant {W} : index
+        %x0 = cast %wi : f32
+        %second = subview %X[0:{W},%c1] : memref<f32x{W}>
+        %one32 = constant 1 : i32
+        %two32 = constant 2 : i32
+        %parity = rem %wi, %two32 : i32
+        %odd = equal %parity, %one32 : bool
+        %z = constant [0.0, 1.0] : c32
+        %zw = cast %x0 : c32
+        %zero32 = constant 0 : i32
+        %flag_set = not_equal %flag, %zero32 : bool
+        barrier.local
+        %a, %b, %k, %zc = for %i = %c0, %n init(%a_it = %x0, %b_it = %x0, %k_it = %c0, %z_it = %zw)
+                -> (f32, f32, index, c32) {{
+            %t = for %j = %c0, %c2 init(%t_it = %a_it) -> (f32) {{
+                store %t_it, %buf[%w]
+                barrier.local
+                %w1 = add %w, %c1 : index
+                %nw = rem %w1, %cW : index
+                %nb = load %buf[%nw] : f32
+                barrier.local
+                %t_next = add %t_it, %nb : f32
+                yield (%t_next)
+            }}
+            %k_next = add %k_it, %c1 : index
+            %z_next = mul %z_it, %z : c32
+            yield (%b_it, %t, %k_next, %z_next)
+        }}
+        %v = load %second[%w] : f32
+        %picked = if %odd -> (f32) {{
+            yield (%v)
+        }} else {{
+            yield (%a)
+        }}
+        if %flag_set {{
+            barrier.local
+            store %b, %buf[%w]
+            barrier.local
+        }}
+        %last = sub %cW, %c1 : index
+        %mirror = sub %last, %w : index
+        %seen = load %buf[%mirror] : f32
+        %result = add %picked, %seen : f32
+        store %result, %out[%w]
+        store %zc, %outc[%w]
+        %k32 = cast %k : i32
+        store %k32, %count[%w]
+    }}
+}}
+"""
+
+
+def kinds_model(W: int, X: np.ndarray, n: int, flag: bool):
+    w = np.arange(W)
+    a = b = w.astype(np.float32)
+    buf = None  # the local memory's last contents
+    for _ in range(n):
+        t = a
+        for _ in range(2):
+            buf = t
+            t = t + t[(w + 1) % W]
+        a, b = b, t
+    picked = np.where(w % 2 == 1, X[:, 1], a)
+    if flag:
+        buf = b
+    seen = buf[W - 1 - w]
+    return picked + seen, (w * (1j ** n)).astype(np.complex64), np.full(W, n, np.int32)
+
+
+@pytest.mark.parametrize("flag", [True, False])
+@pytest.mark.parametrize("wx,wy", [(32, 1), (64, 4), (1024, 1)])
+def test_values_of_every_kind_live_across_barriers(wx, wy, flag):
+    W, n = wx * wy, 3
+    X = np.asfortranarray(np.random.default_rng(W).integers(-9, 10, (W, 2)).astype(np.float32))
+    out = np.zeros(W, np.float32)
+    outc = np.zeros(W, np.complex64)
+    count = np.zeros(W, np.int32)
+    kernel = ttlc.compile(KINDS.format(W=W, WX=wx, WY=wy), target="cpu")["kinds"]
+    kernel(X, out, outc, count, n, np.int32(flag), grid=(1,))
+    want = kinds_model(W, X, n, flag)
+    assert np.array_equal(out, want[0])
+    assert np.array_equal(outc, want[1])
+    assert np.array_equal(count, want[2])

@@ -385,7 +385,7 @@ class Phases:
         cond = self.uniform(inst.slots["condition"])
         results = self.carried(inst.results)
         merge = cg.block("endif.wg")
-        blocks = [cg.block("then.wg")] + [cg.block("else.wg")][:len(inst.regions) - 1]
+        blocks = [cg.block(name) for name in ("then.wg", "else.wg")[:len(inst.regions)]]
         b.cbranch(cond, blocks[0], blocks[1] if len(blocks) > 1 else merge)
         for region, block in zip(inst.regions, blocks):
             b.position_at_end(block)
