@@ -314,3 +314,40 @@ def test_values_of_every_kind_live_across_barriers(wx, wy, flag):
     assert np.array_equal(out, want[0])
     assert np.array_equal(outc, want[1])
     assert np.array_equal(count, want[2])
+
+
+HISTOGRAM = """
+func @histogram(%x: memref<i32x?>, %bins: memref<i32x8>, %last: memref<i32x8>) attributes{subgroup_size=16, work_group_size=[1024,1]} {
+    parallel {
+        %sg = subgroup_linear_id : i32
+        %l = subgroup_local_id : i32
+        %c16 = constant 16 : i32
+        %base = mul %sg, %c16 : i32
+        %wi = add %base, %l : i32
+        %w = cast %wi : index
+        %n = size %x[0] : index
+        %W = constant 1024 : index
+        %one = constant 1 : i32
+        for %e = %w, %n, %W {
+            %v = load %x[%e] : i32
+            %bin = cast %v : index
+            %old = atomic_add %one, %bins[%bin] : i32
+            %e32 = cast %e : i32
+            %mx = atomic_max %e32, %last[%bin] : i32
+        }
+    }
+}
+"""
+
+
+def test_atomics_do_not_keep_the_work_group_in_lockstep():
+    """Atomics order nothing between barriers (``phases.loops_over_subgroups``): the 64
+    subgroups run one after the other, and the counts are those of NumPy."""
+    from ttlc.backends.cpu.module import Artifacts
+
+    assert "subgroups.done" in Artifacts(ttlc.check(HISTOGRAM), checked=False).ir
+    x = np.random.default_rng(3).integers(0, 8, 5000).astype(np.int32)
+    bins, last = np.zeros(8, np.int32), np.full(8, -1, np.int32)
+    ttlc.compile(HISTOGRAM, target="cpu")["histogram"](x, bins, last, grid=(1,))
+    assert np.array_equal(bins, np.bincount(x, minlength=8))
+    assert np.array_equal(last, [np.flatnonzero(x == k).max() for k in range(8)])
