@@ -351,3 +351,39 @@ def test_atomics_do_not_keep_the_work_group_in_lockstep():
     ttlc.compile(HISTOGRAM, target="cpu")["histogram"](x, bins, last, grid=(1,))
     assert np.array_equal(bins, np.bincount(x, minlength=8))
     assert np.array_equal(last, [np.flatnonzero(x == k).max() for k in range(8)])
+
+
+#: a barrier under a condition the uniformity analysis cannot prove uniform (it is true
+#: for every work-item): the region keeps the work-group's lanes in lockstep
+VARYING_CONDITION = """
+func @k(%out: memref<i32x256>) attributes{subgroup_size=16, work_group_size=[256,1]} {
+    %buf = alloca : memref<i32x256,local>
+    parallel {
+        %sg = subgroup_linear_id : i32
+        %l = subgroup_local_id : i32
+        %c16 = constant 16 : i32
+        %base = mul %sg, %c16 : i32
+        %wi = add %base, %l : i32
+        %w = cast %wi : index
+        %zero = constant 0 : i32
+        %always = greater_than_equal %sg, %zero : bool
+        store %wi, %buf[%w]
+        if %always {
+            barrier.local
+        }
+        %c255 = constant 255 : index
+        %mirror = sub %c255, %w : index
+        %v = load %buf[%mirror] : i32
+        store %v, %out[%w]
+    }
+}
+"""
+
+
+def test_a_barrier_under_a_varying_condition_keeps_lockstep():
+    from ttlc.backends.cpu.module import Artifacts
+
+    assert "subgroups.done" not in Artifacts(ttlc.check(VARYING_CONDITION), checked=False).ir
+    out = np.zeros(256, np.int32)
+    ttlc.compile(VARYING_CONDITION, target="cpu")["k"](out, grid=(1,))
+    assert np.array_equal(out, np.arange(256)[::-1])
