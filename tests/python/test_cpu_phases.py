@@ -16,8 +16,22 @@ import ttlc
 
 pytest.importorskip("llvmlite")
 
-#: W work-items, G subgroups of 16; work-item w = 16 sg + l (sg = subgroup_linear_id)
-RING = """
+#: the work-item's linear id w = 16 sg + l (spec, "Builtin"), in every kernel here
+WORK_ITEM = """        %sg = subgroup_linear_id : i32
+        %l = subgroup_local_id : i32
+        %c16 = constant 16 : i32
+        %base = mul %sg, %c16 : i32
+        %wi = add %base, %l : i32
+        %w = cast %wi : index
+"""
+
+
+def with_ids(kernel: str) -> str:
+    return kernel.replace("        WORK_ITEM\n", WORK_ITEM)
+
+
+#: W work-items, G subgroups of 16
+RING = with_ids("""
 func @ring(%ids: memref<i32x4x{W}>, %M: memref<f32x16x{N}>, %out: memref<f32x{W}>,
            %tiles_out: memref<f32x16x{N}>, %picked: memref<f32x{W}>, %steps: index,
            %flag: i32) attributes{{subgroup_size=16, work_group_size=[{WX},{WY}]}} {{
@@ -25,14 +39,9 @@ func @ring(%ids: memref<i32x4x{W}>, %M: memref<f32x16x{N}>, %out: memref<f32x{W}
     %tiles = alloca : memref<f32x16x{N},local>
     %count = alloca : memref<i32x1,local>
     parallel {{
-        %sg = subgroup_linear_id : i32
+        WORK_ITEM
         %sx = subgroup_id.x : i32
         %sy = subgroup_id.y : i32
-        %l = subgroup_local_id : i32
-        %c16 = constant 16 : i32
-        %base = mul %sg, %c16 : i32
-        %wi = add %base, %l : i32
-        %w = cast %wi : index
         %g = cast %sg : index
         %c0 = constant 0 : index
         %c1 = constant 1 : index
@@ -122,7 +131,7 @@ func @ring(%ids: memref<i32x4x{W}>, %M: memref<f32x16x{N}>, %out: memref<f32x{W}
         store %l, %ids[%c3, %w]
     }}
 }}
-"""
+""")
 
 
 def ring_text(wx: int, wy: int) -> str:
@@ -216,18 +225,13 @@ def test_gemm_staged_through_local_memory_with_barriers(tiles, n):
 #: values of every kind across barriers: a memref view, a varying bool, a uniform and a
 #: varying complex, an index counter; a loop with barriers inside a loop with barriers,
 #: its carried values swapped by the yield; an if with barriers and no else
-KINDS = """
+KINDS = with_ids("""
 func @kinds(%X: memref<f32x{W}x2>, %out: memref<f32x{W}>, %outc: memref<c32x{W}>,
             %count: memref<i32x{W}>, %n: index, %flag: i32)
         attributes{{subgroup_size=16, work_group_size=[{WX},{WY}]}} {{
     %buf = alloca : memref<f32x{W},local>
     parallel {{
-        %sg = subgroup_linear_id : i32
-        %l = subgroup_local_id : i32
-        %c16 = constant 16 : i32
-        %base = mul %sg, %c16 : i32
-        %wi = add %base, %l : i32
-        %w = cast %wi : index
+        WORK_ITEM
         %c0 = constant 0 : index
         %c1 = constant 1 : index
         %c2 = constant 2 : index
@@ -280,7 +284,7 @@ func @kinds(%X: memref<f32x{W}x2>, %out: memref<f32x{W}>, %outc: memref<c32x{W}>
         store %k32, %count[%w]
     }}
 }}
-"""
+""")
 
 
 def kinds_model(W: int, X: np.ndarray, n: int, flag: bool):
@@ -316,15 +320,10 @@ def test_values_of_every_kind_live_across_barriers(wx, wy, flag):
     assert np.array_equal(count, want[2])
 
 
-HISTOGRAM = """
+HISTOGRAM = with_ids("""
 func @histogram(%x: memref<i32x?>, %bins: memref<i32x8>, %last: memref<i32x8>) attributes{subgroup_size=16, work_group_size=[1024,1]} {
     parallel {
-        %sg = subgroup_linear_id : i32
-        %l = subgroup_local_id : i32
-        %c16 = constant 16 : i32
-        %base = mul %sg, %c16 : i32
-        %wi = add %base, %l : i32
-        %w = cast %wi : index
+        WORK_ITEM
         %n = size %x[0] : index
         %W = constant 1024 : index
         %one = constant 1 : i32
@@ -337,7 +336,7 @@ func @histogram(%x: memref<i32x?>, %bins: memref<i32x8>, %last: memref<i32x8>) a
         }
     }
 }
-"""
+""")
 
 
 def test_atomics_do_not_keep_the_work_group_in_lockstep():
@@ -355,16 +354,11 @@ def test_atomics_do_not_keep_the_work_group_in_lockstep():
 
 #: a barrier under a condition the uniformity analysis cannot prove uniform (it is true
 #: for every work-item): the region keeps the work-group's lanes in lockstep
-VARYING_CONDITION = """
+VARYING_CONDITION = with_ids("""
 func @k(%out: memref<i32x256>) attributes{subgroup_size=16, work_group_size=[256,1]} {
     %buf = alloca : memref<i32x256,local>
     parallel {
-        %sg = subgroup_linear_id : i32
-        %l = subgroup_local_id : i32
-        %c16 = constant 16 : i32
-        %base = mul %sg, %c16 : i32
-        %wi = add %base, %l : i32
-        %w = cast %wi : index
+        WORK_ITEM
         %zero = constant 0 : i32
         %always = greater_than_equal %sg, %zero : bool
         store %wi, %buf[%w]
@@ -377,7 +371,7 @@ func @k(%out: memref<i32x256>) attributes{subgroup_size=16, work_group_size=[256
         store %v, %out[%w]
     }
 }
-"""
+""")
 
 
 def test_a_barrier_under_a_varying_condition_keeps_lockstep():
