@@ -302,7 +302,7 @@ IDS = """func @k(%ids: memref<i32x4x1024>) attributes{subgroup_size=16, work_gro
 @pytest.mark.parametrize("wx,wy", [(16, 1), (64, 2), (1024, 1), (256, 4)])
 def test_subgroups_of_a_large_work_group_run_one_after_the_other_on_cpu(wx, wy):
     """More subgroups than run in lockstep loop over the parallel region on cpu (unchecked;
-    ``phases.loops_over_subgroups``), each seeing its own ids (spec, "Builtin")."""
+    ``function.loops_over_subgroups``), each seeing its own ids (spec, "Builtin")."""
     np = pytest.importorskip("numpy")
     from ttlc.backends.cpu.function import LOCKSTEP_SUBGROUPS
 

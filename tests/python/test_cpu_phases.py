@@ -340,7 +340,7 @@ func @histogram(%x: memref<i32x?>, %bins: memref<i32x8>, %last: memref<i32x8>) a
 
 
 def test_atomics_do_not_keep_the_work_group_in_lockstep():
-    """Atomics order nothing between barriers (``phases.loops_over_subgroups``): the 64
+    """Atomics order nothing between barriers (``function.loops_over_subgroups``): the 64
     subgroups run one after the other, and the counts are those of NumPy."""
     from ttlc.backends.cpu.module import Artifacts
 

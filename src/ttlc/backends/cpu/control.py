@@ -14,10 +14,10 @@ from llvmlite import ir
 from ...analysis.effects import DISJOINT
 from ...ir.core import Instruction
 from . import coop, races
-from .phases import Phases
 from .abi import E_BARRIER, E_STEP
 from .function import FunctionCodegen
-from .values import I1, I32, I64, LLTYPE, Cplx, Lanes, is_vec
+from .phases import Phases
+from .values import I1, I64, LLTYPE, Cplx, Lanes, is_vec
 
 
 def select(cg: FunctionCodegen, cond, a, c):

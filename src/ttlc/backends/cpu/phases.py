@@ -1,6 +1,6 @@
 """A ``parallel`` region run one subgroup after the other, split at its barriers.
 
-When a work-group has more subgroups than run in lockstep (``loops_over_subgroups``),
+When a work-group has more subgroups than run in lockstep (``function.loops_over_subgroups``),
 the region's code is emitted for one subgroup only and run in a loop over the subgroups,
 so that code and compile time do not grow with the work-group.  A barrier ends such a
 loop and begins the next (work-item loop fission, as pocl does it): the region becomes a
@@ -18,71 +18,18 @@ phase that uses them.
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence, Set, Union
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Union
 
 from llvmlite import ir
 
-from ...ir.core import Function, Instruction, Region, Value
+from ...ir.core import Instruction, Region, Value
+from .function import FunctionCodegen, has_barrier
 from .values import F16, F32, F64, I8, I32, I64, LLTYPE, CoopVal, Cplx, GroupVal, Lanes, MemVal
-
-if TYPE_CHECKING:
-    from .function import FunctionCodegen
-
-#: the most subgroups of a work-group that run a ``parallel`` region in lockstep as one
-#: vector program (their independent instructions interleave); more loop over the
-#: subgroups (``loops_over_subgroups``), so that code does not grow with the work-group
-LOCKSTEP_SUBGROUPS = 4
 
 #: the shapes of values made of several LLVM values, taken apart and rebuilt by ``Slots``
 _STRUCTS = (Cplx, Lanes, MemVal, GroupVal, CoopVal)
 #: LLVM values that are the same in every subgroup: never stored
 _FIXED = (ir.Constant, ir.GlobalValue, ir.Argument)
-
-
-def has_barrier(inst: Instruction) -> bool:
-    return inst.opcode == "barrier" or any(
-        i.opcode == "barrier" for r in inst.regions for i in r.walk())
-
-
-def splits_at_barriers(region: Region, varying: Set[Value]) -> bool:
-    """Whether every barrier of the (parallel) region sits in control flow that runs at
-    the work-group's level: ``for`` loops with uniform bounds and ``if``s with uniform
-    conditions (``analysis.uniformity``), nothing else."""
-    for inst in region.instructions:
-        if inst.opcode == "barrier" or not has_barrier(inst):
-            continue
-        if inst.opcode == "for":
-            if (any(inst.slots.get(k) in varying for k in ("from", "to", "step"))
-                    or inst.regions[0].args[0] in varying):
-                return False
-        elif inst.opcode != "if" or inst.slots["condition"] in varying:
-            return False
-        if not all(splits_at_barriers(r, varying) for r in inst.regions):
-            return False
-    return True
-
-
-def loops_over_subgroups(func: Function, varying: Set[Value]) -> bool:
-    """Whether the subgroups of a work-group may run the function's ``parallel`` regions
-    one after the other, phase by phase: every barrier there sits in control flow that
-    the work-group runs together (``splits_at_barriers``).  Outside the regions, where
-    collective code runs once for the work-group, every subgroup has finished a region
-    before.
-
-    Atomics need no lockstep: the spec orders the work-items of a work-group only at
-    barriers, so between two barriers every interleaving of their instructions is an
-    execution the program must expect, this subgroup-after-subgroup one as well as the
-    interpreter's instruction-by-instruction one; the memory semantics (relaxed by
-    default; acquire/release) order a work-item's own accesses, which both keep.  What
-    differs is only what racing work-items observe (the value an atomic update fetched,
-    the rounding of a sum of floats), of which the spec promises none.  Nor does a
-    subgroup wait for another outside barriers: ``for`` loops have bounds, so none spins.
-
-    Checked code keeps the work-group's lanes together: its race detection and its
-    check of barriers in divergent control flow compare the lanes of the whole
-    work-group at each instruction."""
-    return all(splits_at_barriers(inst.regions[0], varying)
-               for inst in func.body.walk() if inst.opcode == "parallel")
 
 
 def _body(region: Region) -> List[Instruction]:
