@@ -381,3 +381,31 @@ def test_a_barrier_under_a_varying_condition_keeps_lockstep():
     out = np.zeros(256, np.int32)
     ttlc.compile(VARYING_CONDITION, target="cpu")["k"](out, grid=(1,))
     assert np.array_equal(out, np.arange(256)[::-1])
+
+
+def test_generated_programs_with_barriers_or_atomics_agree_when_run_in_phases(monkeypatch):
+    """The differential generator's programs (at most 4 subgroups, which run in lockstep)
+    with every work-group of 2 or more subgroups run phase by phase instead: the same
+    results as the interpreter.  The disk cache is off (it does not know the threshold)."""
+    import re
+
+    from ttlc.backends.cpu import function
+    from ttlc.backends.cpu.module import Artifacts
+    from ttlc.testing.differential import compare_case
+    from ttlc.testing.generator import generate
+
+    monkeypatch.setattr(function, "LOCKSTEP_SUBGROUPS", 1)
+    monkeypatch.setenv("TTLC_CACHE", "0")
+    sizes = re.compile(r"subgroup_size=(\d+), work_group_size=\[(\d+),(\d+)\]")
+    compared = 0
+    for seed in range(120):
+        case = generate(seed)
+        m = sizes.search(case.text)
+        if not {"barrier", "atomic"} & set(case.features) or not m or \
+                int(m.group(2)) * int(m.group(3)) < 2 * int(m.group(1)):
+            continue
+        assert "subgroups.done" in Artifacts(ttlc.check(case.text), checked=False).ir
+        outcome = compare_case(case, "interp", "cpu")
+        assert outcome.ok, outcome.report()
+        compared += 1
+    assert compared >= 10
