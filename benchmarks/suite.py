@@ -730,6 +730,18 @@ func @gemm(%A: memref<f32x64x64x?>, %B: memref<f32x64x64x?>, %C: memref<f32x64x6
 }}
 """
 TILED_WORK_GROUPS = (16, 1024)
+#: examples/staged_gemm.template (a gemm staging slices of A and B through local memory
+#: between barriers) with 1 and 64 subgroups, [16,1] and [1024,1], on 128 x 128 matrices:
+#: on cpu the subgroups of a parallel region with barriers run one after the other, phase
+#: by phase, so compile time and speed should not depend on the work-group either
+STAGED_TILES = {16: 1, 1024: 8}
+STAGED_N = 128
+
+
+def staged_gemm(x: int) -> str:
+    """The staged gemm's program text for work-group [x,1]."""
+    template = (ROOT / "examples" / "staged_gemm.template").read_text()
+    return str(ttlc.parse(template, defines={"tiles": STAGED_TILES[x], "n": STAGED_N}))
 
 
 def bench_compile(suite: Suite) -> None:
@@ -740,7 +752,8 @@ def bench_compile(suite: Suite) -> None:
     texts = {"gemm 16x16x16 f32": GEMM_SUBVIEW.format(t="f32", M=16, N=16, K=16),
              "fused": (ROOT / "examples" / "fused.ir").read_text(),
              "axpby_sum": (ROOT / "examples" / "axpby_sum.ir").read_text(),
-             **{f"tiled gemm [{x},1]": TILED_GEMM.format(X=x) for x in TILED_WORK_GROUPS}}
+             **{f"tiled gemm [{x},1]": TILED_GEMM.format(X=x) for x in TILED_WORK_GROUPS},
+             **{f"staged gemm [{x},1]": staged_gemm(x) for x in STAGED_TILES}}
     repeat = 1 if cfg.quick else 3
     for name, text in texts.items():
         cold, warm = [], []
@@ -769,6 +782,16 @@ def bench_compile(suite: Suite) -> None:
     compare_gemm(suite, "compile", {impl: (lambda k=k: k(A, B, C, grid=(256,)), "")
                                     for impl, k in runs.items()},
                  "f32", (64, 64, 64), 256, "compute", C, ref)
+    print(f"gemm staged through local memory {STAGED_N}^3 f32 by work-group size:")
+    batch = 16 if cfg.quick else 64
+    A, B, C, ref = gemm_data(np.random.default_rng(7), "f32", STAGED_N, STAGED_N, STAGED_N, batch)
+    runs = {}
+    for x, tiles in STAGED_TILES.items():
+        blocks = STAGED_N // (16 * tiles)
+        kernel = ttlc.compile(staged_gemm(x), target="cpu")["staged_gemm"]
+        runs[f"ttlc staged [{x},1]"] = (lambda k=kernel, g=(blocks, blocks, batch):
+                                        k(A, B, C, grid=g), "")
+    compare_gemm(suite, "compile", runs, "f32", (STAGED_N,) * 3, batch, "compute", C, ref)
 
 
 TINY = """
@@ -875,6 +898,11 @@ def evaluate_targets(suite: Suite) -> None:
     for name, ms in suite.compile_ms.items():
         goal(f"compile {name} cold", ms["cold"], 150.0, "ms", at_most=True)
         goal(f"compile {name} warm", ms["warm"], 5.0, "ms", at_most=True)
+    for kind in ("tiled gemm", "staged gemm"):  # compile time independent of the work-group
+        small, large = (suite.compile_ms.get(f"{kind} [{x},1]") for x in (16, 1024))
+        if small and large:
+            goal(f"compile {kind} [1024,1] / [16,1] cold", large["cold"] / small["cold"], 2.0,
+                 at_most=True)
     if "ttlc" in suite.overhead_us:
         goal("call overhead (1 work-group)", suite.overhead_us["ttlc"], 20.0, "us", at_most=True)
 

@@ -46,3 +46,24 @@ def test_flash_attention_matches_numpy(dtype, headdim, target):
     # P and O are rounded to the element type: a few units of its epsilon
     eps = float(ml_dtypes.finfo(np_dtype).eps)
     assert np.abs(O.astype(np.float64) - want).max() <= 4 * eps * np.abs(want).max()
+
+
+@pytest.mark.parametrize("target", ["interp", "cpu"])
+@pytest.mark.parametrize("dtype,headdim", [("f16", 64), ("bf16", 128)])
+def test_flash_attention_with_8_subgroups_matches_numpy(dtype, headdim, target):
+    """$subgroups = 8: a work-group of [128,1], barriers inside the loop over keys, which
+    target cpu runs subgroup after subgroup, phase by phase; 150 queries: a full block of
+    128 and one of 22, whose last subgroups have no query."""
+    np_dtype = DTYPES[dtype]
+    rng = np.random.default_rng(headdim + 1)
+    n, heads, batch = 150, 2, 1
+    Q, K, V = (np.asfortranarray(rng.standard_normal((headdim, n, heads, batch)).astype(np_dtype))
+               for _ in range(3))
+    O = np.asfortranarray(np.full((headdim, n, heads, batch), np.nan, np_dtype))
+    scale = 1.0 / np.sqrt(headdim)
+    module = ttlc.compile(TEMPLATE, target=target, checked=target == "interp",
+                          defines={"dtype": dtype, "headdim": headdim, "subgroups": 8})
+    module["flash_attention"](Q, K, V, O, np.float32(scale), grid=((n + 127) // 128, heads, batch))
+    want = attention(Q, K, V, scale)
+    eps = float(ml_dtypes.finfo(np_dtype).eps)
+    assert np.abs(O.astype(np.float64) - want).max() <= 4 * eps * np.abs(want).max()

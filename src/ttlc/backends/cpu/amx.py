@@ -544,8 +544,8 @@ def claim_loop(cg, loop: Instruction) -> Dict[int, TileAccumulator]:
 def _stored_next(cg, loop: Instruction, k: int) -> bool:
     """The loop's result k (claimed, in tiles) has one use: a cooperative_matrix_store
     after the loop in its region, with nothing between that has regions or is an AMX
-    mul_add (that could change tiles 0-3); and it needs no padding (its tiles are exactly
-    the matrix)."""
+    mul_add (that could change tiles 0-3) or a barrier (where other subgroups may run,
+    ``phases``); and it needs no padding (its tiles are exactly the matrix)."""
     result = loop.results[k]
     t: CoopMatrixType = result.type
     users = _users(cg).get(result, [])
@@ -557,7 +557,8 @@ def _stored_next(cg, loop: Instruction, k: int) -> bool:
         return False
     between = region.instructions[region.instructions.index(loop) + 1:
                                   region.instructions.index(users[0])]
-    return not any(i.regions or (i.opcode == "cooperative_matrix_mul_add" and _mul_add_types(i))
+    return not any(i.regions or i.opcode == "barrier"
+                   or (i.opcode == "cooperative_matrix_mul_add" and _mul_add_types(i))
                    for i in between)
 
 

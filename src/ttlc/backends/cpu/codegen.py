@@ -6,6 +6,7 @@ each kind of instruction, and generates a program's module (``generate``):
 * ``values``: the LLVM types and the representation of values (``Cplx``, ``Lanes``,
   ``MemVal``, ``CoopVal``);
 * ``function``: ``FunctionCodegen``, the state of one kernel and the walk over its regions;
+  ``phases``: a parallel region run subgroup after subgroup, split at its barriers;
 * ``arith`` (numbers), ``memory`` (elements and memref descriptors), ``control`` (parallel,
   for, if, barrier), ``subgroup`` (scans, reductions, broadcasts), ``coop`` (coopmatrices)
   and ``mul_add`` (which unit computes a coopmatrix product: ``amx``, ``dpbf16`` or FMAs).
@@ -31,6 +32,9 @@ Inside a work-group, the work-items are the lanes of SIMD vectors executed in lo
   index is a gather/scatter, or a plain vector load/store when the lanes turn out to
   access consecutive elements (checked at run time, folded away when LLVM can prove it);
 * ``barrier`` costs nothing: the lanes are always in step;
+* with more than 4 subgroups (unchecked code), a ``parallel`` region is one subgroup's
+  code (W = the subgroup size) run subgroup after subgroup, and a barrier ends one such
+  loop and begins the next (``phases``), so that code does not grow with the work-group;
 * atomics of an SPMD region run one lane after the other, in lane order, each a real
   atomic instruction (other work-groups run on other threads);
 * ``alloca`` memory lives in a per-thread scratch block given by the runtime (offsets

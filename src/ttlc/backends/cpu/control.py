@@ -16,7 +16,8 @@ from ...ir.core import Instruction
 from . import coop, races
 from .abi import E_BARRIER, E_STEP
 from .function import FunctionCodegen
-from .values import I1, I32, I64, LLTYPE, Cplx, Lanes, is_vec
+from .phases import Phases
+from .values import I1, I64, LLTYPE, Cplx, Lanes, is_vec
 
 
 def select(cg: FunctionCodegen, cond, a, c):
@@ -39,34 +40,17 @@ def emit_parallel(cg: FunctionCodegen, inst: Instruction):
     elif cg.races is not None:  # checked code accessing local memory
         races.interval(cg)
     try:
-        if cg.subgroup_loop > 1:
-            _over_subgroups(cg, lambda: cg.emit_region(inst.regions[0], None, keep_mask=False))
+        if cg.subgroup_loop > 1:  # one subgroup after the other, phase by phase
+            saved_mask, cg.mask = cg.mask, None
+            try:
+                Phases(cg, inst.regions[0])
+            finally:
+                cg.mask = saved_mask
         else:
             cg.emit_region(inst.regions[0], None, keep_mask=False)
     finally:
         cg.spmd, cg.races = saved, saved_races
     return None
-
-
-def _over_subgroups(cg: FunctionCodegen, emit) -> None:
-    """emit() in a loop over the work-group's subgroups, ``cg.subgroup_index`` the one
-    running (``function.loops_over_subgroups``)."""
-    b = cg.b
-    pre = b.block
-    header, done = cg.block("subgroups"), cg.block("subgroups.done")
-    b.branch(header)
-    b.position_at_end(header)
-    g = b.phi(I32, name="subgroup")
-    g.add_incoming(ir.Constant(I32, 0), pre)
-    saved, cg.subgroup_index = cg.subgroup_index, g
-    try:
-        emit()
-    finally:
-        cg.subgroup_index = saved
-    following = b.add(g, ir.Constant(I32, 1))
-    g.add_incoming(following, b.block)
-    b.cbranch(b.icmp_signed("<", following, ir.Constant(I32, cg.subgroup_loop)), header, done)
-    b.position_at_end(done)
 
 
 def emit_for(cg: FunctionCodegen, inst: Instruction):

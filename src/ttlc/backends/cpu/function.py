@@ -9,11 +9,10 @@ the emitters build on this one, not the other way round.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 from llvmlite import ir
 
-from ...analysis.effects import accesses, is_atomic
 from ...analysis.uniformity import analyze_varying
 from ...ir.core import Function, Instruction, Region, Value
 from ...ir.numerics import fold_int, wrap
@@ -35,16 +34,17 @@ class FunctionCodegen:
         self.symbol = symbol
         self.checked = checked
         self.cfg = ExecConfig.of(func, get_target("cpu"))
+        self.varying = analyze_varying(func)
         #: how many subgroups each ``parallel`` region runs one after the other in a loop,
         #: each as S lanes (``loops_over_subgroups``); 1: the work-group's W lanes together
         self.subgroup_loop = (self.cfg.subgroups if self.cfg.subgroups > LOCKSTEP_SUBGROUPS
-                              and not checked and loops_over_subgroups(func) else 1)
+                              and not checked and loops_over_subgroups(func, self.varying)
+                              else 1)
         #: inside such a loop, the subgroup it runs (an i32)
         self.subgroup_index: Optional[ir.Value] = None
         self.W = self.cfg.lanes // self.subgroup_loop
         self.wgx = self.cfg.work_group_size[0]
         self.S = self.cfg.subgroup_size
-        self.varying = analyze_varying(func)
         self.env: Dict[Value, Any] = {}
         self.mask: Optional[ir.Value] = None
         self.spmd = False
@@ -514,36 +514,73 @@ class FunctionCodegen:
                 if inst.opcode == "yield":
                     result = [self.get(v) for v in inst.slots["values"]]
                     break
-                self.current = inst
-                out = self.emitters[inst.opcode](self, inst)
-                if inst.results:
-                    if len(inst.results) == 1 and inst.opcode not in ("for", "if"):
-                        out = [out]
-                    for r, v in zip(inst.results, out):
-                        self.env[r] = v
+                self.emit(inst)
         finally:
             self.mask = saved
         return result
 
+    def emit(self, inst: Instruction) -> None:
+        """One instruction (not a yield): its results into ``env``."""
+        self.current = inst
+        out = self.emitters[inst.opcode](self, inst)
+        if inst.results:
+            if len(inst.results) == 1 and inst.opcode not in ("for", "if"):
+                out = [out]
+            for r, v in zip(inst.results, out):
+                self.env[r] = v
+
 
 #: the most subgroups of a work-group that run a ``parallel`` region in lockstep as one
 #: vector program (their independent instructions interleave); more loop over the
-#: subgroups (``loops_over_subgroups``), so that code does not grow with the work-group
+#: subgroups (``loops_over_subgroups``, ``phases``), so that code does not grow with the
+#: work-group
 LOCKSTEP_SUBGROUPS = 4
 
 
-def loops_over_subgroups(func: Function) -> bool:
+def has_barrier(inst: Instruction) -> bool:
+    return inst.opcode == "barrier" or any(
+        i.opcode == "barrier" for r in inst.regions for i in r.walk())
+
+
+def splits_at_barriers(region: Region, varying: Set[Value]) -> bool:
+    """Whether every barrier of the (parallel) region sits in control flow that runs at
+    the work-group's level: ``for`` loops with uniform bounds and ``if``s with uniform
+    conditions (``analysis.uniformity``), nothing else."""
+    for inst in region.instructions:
+        if inst.opcode == "barrier" or not has_barrier(inst):
+            continue
+        if inst.opcode == "for":
+            if (any(inst.slots.get(k) in varying for k in ("from", "to", "step"))
+                    or inst.regions[0].args[0] in varying):
+                return False
+        elif inst.opcode != "if" or inst.slots["condition"] in varying:
+            return False
+        if not all(splits_at_barriers(r, varying) for r in inst.regions):
+            return False
+    return True
+
+
+def loops_over_subgroups(func: Function, varying: Set[Value]) -> bool:
     """Whether the subgroups of a work-group may run the function's ``parallel`` regions
-    one after the other: none waits at a barrier there (outside them, where collective
-    code runs once for the work-group, every subgroup has finished the region before),
-    and none talks to another through atomics there (which the interpreter's lockstep
-    order would then give other values than this order, both allowed).  Code then grows
-    with the subgroup, not the work-group; checked code keeps the work-group's lanes
-    together, which its findings (races, divergent barriers) name."""
-    return not any(inner.opcode == "barrier"
-                   or any(is_atomic(kind) for _, kind in accesses(inner))
-                   for inst in func.body.walk() if inst.opcode == "parallel"
-                   for inner in inst.regions[0].walk())
+    one after the other, phase by phase: every barrier there sits in control flow that
+    the work-group runs together (``splits_at_barriers``).  Outside the regions, where
+    collective code runs once for the work-group, every subgroup has finished a region
+    before.
+
+    Atomics need no lockstep: the spec orders the work-items of a work-group only at
+    barriers, so between two barriers every interleaving of their instructions is an
+    execution the program must expect, this subgroup-after-subgroup one as well as the
+    interpreter's instruction-by-instruction one; the memory semantics (relaxed by
+    default; acquire/release) order a work-item's own accesses, which both keep.  What
+    differs is only what racing work-items observe (the value an atomic update fetched,
+    the rounding of a sum of floats), of which the spec promises none.  Nor does a
+    subgroup wait for another outside barriers: ``for`` loops have bounds, so none spins.
+
+    Checked code keeps the work-group's lanes together: its race detection and its
+    check of barriers in divergent control flow compare the lanes of the whole
+    work-group at each instruction."""
+    return all(splits_at_barriers(inst.regions[0], varying)
+               for inst in func.body.walk() if inst.opcode == "parallel")
 
 
 def lane_loop(cg: FunctionCodegen, mask, fn, result_types: Sequence[ir.Type],
