@@ -2,16 +2,19 @@
 an emitted module means without an Intel GPU (docs/xevm.md, *Simulator*).
 
 ``parse`` reads the subset of MLIR the emitter writes (``gpu.module``, ``gpu.func``
-kernels, ``llvm.mlir.global`` in address space 3, and the ``arith``, ``math``, ``llvm``,
-``scf``, ``gpu`` and ``xevm`` operations of ``SEMANTICS``); any other operation is a
+kernels, ``llvm.mlir.global`` in address space 3, ``llvm.func`` declarations of the
+OpenCL subgroup builtins of ``builtin``, and the ``arith``, ``math``, ``llvm``, ``scf``,
+``gpu`` and ``xevm`` operations of ``SEMANTICS``); any other operation is a
 ``SimulationError`` naming it and its line.  ``run`` executes one kernel on a grid:
 every work-item of every work-group runs the kernel body, all of them in lockstep, one
 NumPy array per SSA value with one entry per work-item (``(work-items, n)`` for
 ``vector<n x T>``), and a mask of the work-items that are active in divergent
 ``scf.if``/``scf.for``.  Work-items are numbered work-group by work-group, then
 ``local_id.y``, then ``local_id.x``, so that the ``S`` consecutive ones form a subgroup
-(``lane_id`` is the position among them): subgroup operations (``gpu.shuffle``, the 2-D
-block operations, ``xevm.mma``) reshape a value to ``(subgroups, S)``.  Lockstep is one
+(``lane_id`` is the position among them): subgroup operations (``gpu.shuffle``, the
+subgroup builtins, the 2-D block operations, ``xevm.mma``) reshape a value to
+``(subgroups, S)``.  Values of inactive lanes are never read as if defined: a shuffle that
+would is a ``KernelError``.  Lockstep is one
 of the schedules the hardware may choose, so ``gpu.barrier`` only checks that the whole
 work-group reaches it.
 
