@@ -268,8 +268,9 @@ ATTRS = "{convergent, no_unwind, will_return}"
 
 
 def builtin_module(calls, values: str, ty: str, cond: str) -> str:
-    """Lanes where `cond` (an i1 of %lane) holds call each builtin (name, mangled
-    parameters) on `values` (a `ty` of %lane) and store the result at out[k * S + lane]."""
+    """Lanes where `cond` (defining %on from %lane) holds call each builtin (name, mangled
+    parameters) on %x (defined by `values`, of type `ty`) and store the result at
+    out[k * S + lane]."""
     decls, body = [], [values, cond, "      scf.if %on {"]
     for k, (name, codes) in enumerate(calls):
         symbol = f"@_Z{len(name)}{name}{codes}"
@@ -308,7 +309,7 @@ def test_non_uniform_builtins_combine_the_active_lanes(ty, code):
     simulate.simulate(mlir, "k", [np.zeros(1, np.int8), out])
     active = [lane for lane in range(S) if lane % 3]
     x = {lane: 7 - 2 * lane for lane in active}
-    big = 2 ** 31 - 1 if ty == "i32" else np.inf
+    lowest, highest = (-2 ** 31, 2 ** 31 - 1) if ty == "i32" else (-np.inf, np.inf)
     for k, (op, _) in enumerate(NON_UNIFORM):
         kind, fn = op.rsplit("_", 1)
         for lane in range(S):
@@ -323,9 +324,9 @@ def test_non_uniform_builtins_combine_the_active_lanes(ty, code):
             if fn == "add":
                 expect = sum(want)
             elif fn == "max":
-                expect = max(want) if want else -big - (ty == "i32")
+                expect = max(want) if want else lowest
             else:
-                expect = min(want) if want else big
+                expect = min(want) if want else highest
             assert got == expect, (op, lane, got, expect)
 
 
