@@ -538,6 +538,34 @@ def test_broadcast_in_divergent_code_from_an_active_lane_or_an_inactive_one():
         simulated(text)["k"](*make_args(2)())
 
 
+COMPLEX_EXP = """func @k(%x: memref<c32x4>) attributes {subgroup_size=16, work_group_size=[16,1]} {
+    parallel {
+        %l = subgroup_local_id : i32
+        %four = constant 4 : i32
+        %in = less_than %l, %four : bool
+        if %in {
+            %i = cast %l : index
+            %v = load %x[%i] : c32
+            %e = exp %v : c32
+            store %e, %x[%i]
+        }
+    }
+}"""
+
+
+def test_exp_of_a_real_complex_number_that_overflows_keeps_its_imaginary_zero():
+    """exp(100 + 0i) is inf + 0i as NumPy (C's cexp) has it, not inf + NaN i (inf * sin 0);
+    with a nonzero imaginary part the overflow reaches both parts."""
+    def make_args():
+        return [np.array([100, complex(100, -0.0), 1, 100 + 1j], np.complex64)]
+    assert_agree(COMPLEX_EXP, make_args)
+    x = make_args()[0]
+    simulated(COMPLEX_EXP)["k"](x)
+    assert x[0] == complex(np.inf, 0) and np.signbit(x[1].imag)
+    assert x[2].imag == 0 and abs(x[2].real - np.e) < 1e-6
+    assert np.isinf(x[3].real) and np.isinf(x[3].imag)
+
+
 def test_kernel_abi_groups_offsets_dynamic_sizes_and_bool():
     """test_xevm's ABI kernel: a group with a dynamic offset and size, an index and a
     bool, on two work-groups in y."""
