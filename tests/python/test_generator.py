@@ -116,6 +116,21 @@ def test_coop_can_be_forced():
     assert "cooperative_matrix" not in generate(5, coop=False).text
 
 
+def test_subgroup_sizes_restrict_the_attribute():
+    """A target's sizes: programs ask for no other (the first 100 seeds ask for 4, 8, 16 and
+    32 by default), and the default programs are unchanged."""
+    import re
+
+    def sizes(**kw):
+        return {int(m) for seed in range(100)
+                for m in re.findall(r"subgroup_size=(\d+)", generate(seed, **kw).text)}
+    assert sizes() == {4, 8, 16, 32}
+    assert sizes(subgroup_sizes=(16, 32)) == {16, 32}
+    assert generate(7, subgroup_sizes=(4, 8, 16, 32)).text == generate(7).text
+    with pytest.raises(ValueError, match="lack 16"):
+        generate(0, subgroup_sizes=(8, 32))
+
+
 def test_hypothesis_strategy():
     hypothesis = pytest.importorskip("hypothesis")
     from ttlc.testing.generator import cases

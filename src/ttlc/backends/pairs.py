@@ -65,8 +65,12 @@ def binary(r: Reals, op: str, a: Pair, b: Pair) -> Pair:
 
 
 def _exp(r: Reals, z: Pair) -> Pair:
+    """e^x (cos y + i sin y); a real argument (y = +-0) keeps its imaginary part y, as C's
+    cexp and NumPy do, also where e^x overflows (inf * sin 0 would be NaN)."""
     e = r.fn("exp", z.re)
-    return Pair(r.arith("mul", e, r.fn("cos", z.im)), r.arith("mul", e, r.fn("sin", z.im)))
+    im = r.arith("mul", e, r.fn("sin", z.im))
+    real = r.equal(z.im, r.const(0.0), True)
+    return Pair(r.arith("mul", e, r.fn("cos", z.im)), r.select(real, z.im, im))
 
 
 def _log(r: Reals, z: Pair) -> Pair:

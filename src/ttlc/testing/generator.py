@@ -109,8 +109,13 @@ def _dims(shape) -> str:
     return "x".join("?" if s is DYNAMIC else str(s) for s in shape)
 
 
+#: the subgroup sizes generated programs may ask for (``generate``'s default)
+SUBGROUP_SIZES = (4, 8, 16, 32)
+
+
 class _Generator:
-    def __init__(self, seed: int, coop: Optional[bool], math: bool = True):
+    def __init__(self, seed: int, coop: Optional[bool], math: bool = True,
+                 subgroup_sizes: Sequence[int] = SUBGROUP_SIZES):
         self.seed = seed
         self.math = math
         self.rng = random.Random(seed)
@@ -132,6 +137,9 @@ class _Generator:
         self.budget = 0
         # launch configuration
         r = self.rng
+        if 16 not in subgroup_sizes:
+            raise ValueError(f"subgroup sizes {tuple(subgroup_sizes)} lack 16, which "
+                             "coopmatrix programs use")
         self.coop = coop if coop is not None else (_coop_supported() and r.random() < 0.3)
         gx = r.choice((1, 1, 1, 2, 2, 3))
         gy = r.choice((1, 1, 1, 2))
@@ -145,10 +153,10 @@ class _Generator:
             if choice < 0.4:
                 self.sgs, self.attrs = 16, None
             elif choice < 0.55:
-                self.sgs = r.choice((8, 16))
+                self.sgs = r.choice([s for s in (8, 16) if s in subgroup_sizes])
                 self.attrs = f"subgroup_size={self.sgs}"
             else:
-                self.sgs = r.choice((4, 8, 16, 32))
+                self.sgs = r.choice([s for s in SUBGROUP_SIZES if s in subgroup_sizes])
                 wgx = self.sgs * r.choice((1, 2)) if self.sgs < 32 else 32
                 wgy = r.choice((1, 2)) if wgx * 2 <= 64 else 1
                 self.attrs = f"subgroup_size={self.sgs}, work_group_size=[{wgx},{wgy}]"
@@ -1303,13 +1311,17 @@ def _subgroup_supported() -> bool:
     return "subgroup_reduce_add" in SEMANTICS and "subgroup_broadcast" in SEMANTICS
 
 
-def generate(seed: int, coop: Optional[bool] = None, math: bool = True) -> GeneratedCase:
+def generate(seed: int, coop: Optional[bool] = None, math: bool = True,
+             subgroup_sizes: Sequence[int] = SUBGROUP_SIZES) -> GeneratedCase:
     """A random valid program and its inputs, the same for the same seed.
 
     ``coop``: include coopmatrix instructions (default: in about 30% of the programs when
     the interpreter implements them).  ``math``: use math functions (sin, exp, ...), whose
-    results may differ in the last bits between implementations."""
-    return _Generator(int(seed), coop, math).build()
+    results may differ in the last bits between implementations.  ``subgroup_sizes``: the
+    ``subgroup_size`` attributes programs may have (a target's ``subgroup_sizes``, so that
+    it accepts them all; it must include 16); the default gives the same programs as
+    before the parameter existed."""
+    return _Generator(int(seed), coop, math, tuple(subgroup_sizes)).build()
 
 
 def cases(coop: Optional[bool] = None, math: bool = True):

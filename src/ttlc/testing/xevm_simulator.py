@@ -2,16 +2,19 @@
 an emitted module means without an Intel GPU (docs/xevm.md, *Simulator*).
 
 ``parse`` reads the subset of MLIR the emitter writes (``gpu.module``, ``gpu.func``
-kernels, ``llvm.mlir.global`` in address space 3, and the ``arith``, ``math``, ``llvm``,
-``scf``, ``gpu`` and ``xevm`` operations of ``SEMANTICS``); any other operation is a
+kernels, ``llvm.mlir.global`` in address space 3, ``llvm.func`` declarations of the
+OpenCL subgroup builtins of ``builtin``, and the ``arith``, ``math``, ``llvm``, ``scf``,
+``gpu`` and ``xevm`` operations of ``SEMANTICS``); any other operation is a
 ``SimulationError`` naming it and its line.  ``run`` executes one kernel on a grid:
 every work-item of every work-group runs the kernel body, all of them in lockstep, one
 NumPy array per SSA value with one entry per work-item (``(work-items, n)`` for
 ``vector<n x T>``), and a mask of the work-items that are active in divergent
 ``scf.if``/``scf.for``.  Work-items are numbered work-group by work-group, then
 ``local_id.y``, then ``local_id.x``, so that the ``S`` consecutive ones form a subgroup
-(``lane_id`` is the position among them): subgroup operations (``gpu.shuffle``, the 2-D
-block operations, ``xevm.mma``) reshape a value to ``(subgroups, S)``.  Lockstep is one
+(``lane_id`` is the position among them): subgroup operations (``gpu.shuffle``, the
+subgroup builtins, the 2-D block operations, ``xevm.mma``) reshape a value to
+``(subgroups, S)``.  Values of inactive lanes are never read as if defined: a shuffle that
+would is a ``KernelError``.  Lockstep is one
 of the schedules the hardware may choose, so ``gpu.barrier`` only checks that the whole
 work-group reaches it.
 
@@ -142,6 +145,7 @@ def parse(text: str) -> SimModule:
     lines = [(n, ln) for n, ln in lines if ln and not ln.startswith("//")]
     functions: Dict[str, Func] = {}
     globals_: Dict[str, int] = {}
+    declared: set = set()
     pos = 0
     while pos < len(lines):
         n, ln = lines[pos]
@@ -152,6 +156,12 @@ def parse(text: str) -> SimModule:
                      r"(.+)$", ln)
         if m:
             globals_[m.group(1).strip('"')] = size_of(vtype(m.group(2)))
+            continue
+        m = re.match(r"llvm\.func spir_funccc @(\w+)\((.*)\) -> (\S+) attributes \{.*\}$", ln)
+        if m:  # the declaration of an OpenCL builtin
+            builtin(m.group(1), [t.strip() for t in m.group(2).split(",")], m.group(3),
+                    f"line {n}")
+            declared.add(m.group(1))
             continue
         m = re.match(r"gpu\.func @([\w$.\"-]+)\((.*)\) kernel attributes \{(.*)\} \{$", ln)
         if not m:
@@ -172,7 +182,7 @@ def parse(text: str) -> SimModule:
                                   f"not a multiple of the subgroup size {func.subgroup_size}")
         functions[func.name] = func
     for func in functions.values():
-        _prepare(func.body, globals_)
+        _prepare(func.body, declared)
     return SimModule(functions, globals_)
 
 
@@ -206,12 +216,15 @@ def _block(lines, pos) -> Tuple[List[Op], int, str]:
     raise SimulationError("the module ends inside a region")
 
 
-def _prepare(ops: List[Op], globals_: Dict[str, int]) -> None:
+def _prepare(ops: List[Op], declared: set) -> None:
     for op in ops:
         build = SEMANTICS.get(op.name)
         if build is None:
             raise SimulationError(f"line {op.line}: operation {op.name} is not simulated "
                                   "(not part of what target xevm emits)")
+        callee = re.match(r"\w+ @(\w+)", op.text) if op.name == "llvm.call" else None
+        if callee and callee.group(1) not in declared:
+            raise SimulationError(f"{op.where()}: @{callee.group(1)} is not declared")
         try:
             op.step = build(op)
         except SimulationError:
@@ -219,7 +232,7 @@ def _prepare(ops: List[Op], globals_: Dict[str, int]) -> None:
         except Exception as e:  # a malformed operation
             raise SimulationError(f"{op.where()}: cannot read {op.text!r} ({e})") from None
         for region in op.regions:
-            _prepare(region, globals_)
+            _prepare(region, declared)
 
 
 # ---- memory ----------------------------------------------------------------------------------
@@ -812,6 +825,9 @@ def _whole_subgroups(f: Frame, op: Op) -> np.ndarray:
 
 @_sem("gpu.shuffle")
 def _shuffle(op: Op):
+    """The gpu dialect's shuffle, defined only when the first ``width`` lanes of the
+    subgroup are all active: a subgroup reaching it with some of them inactive is a
+    KernelError (in divergent code it would read undefined values)."""
     mode, rest = op.text.split(None, 1)
     (x, lane, width), _ = _split(rest)
     r, valid = op.results
@@ -821,16 +837,117 @@ def _shuffle(op: Op):
         arg = f.get(lane).astype(np.int64)
         src = {"idx": arg, "xor": me ^ arg, "down": me + arg, "up": me - arg}[mode]
         w = f.get(width).astype(np.int64)
-        ok = (src >= 0) & (src < w)
-        src = np.where(ok, src, me)
         base = np.arange(f.W) - me
-        idle = f.mask & ~f.mask[base + src]
+        idle = f.subgroups(f.mask).any(1)[:, None] & f.subgroups(~f.mask & (me < w))
         if idle.any():
-            w0 = int(np.flatnonzero(idle)[0])
-            raise KernelError(f"{op.where()}: lane {int(me[w0])} reads lane {int(src[w0])}, "
-                              "which is not active: the result is undefined")
-        f.values[r] = f.get(x)[base + src]
+            g, l = (int(i[0]) for i in np.nonzero(idle))
+            raise KernelError(f"{op.where()}: lane {l} of subgroup {g} is not active, so the "
+                              "shuffle is undefined (the first width lanes must be)")
+        ok = (src >= 0) & (src < w)
+        f.values[r] = f.get(x)[base + np.where(ok, src, me)]
         f.values[valid] = ok
+    return step
+
+
+# ---- OpenCL subgroup builtins ------------------------------------------------------------------
+#: Itanium mangling of OpenCL's scalar types: code -> (MLIR type, unsigned)
+_OPENCL_TYPES = {"c": ("i8", False), "a": ("i8", False), "h": ("i8", True),
+                 "s": ("i16", False), "t": ("i16", True), "i": ("i32", False),
+                 "j": ("i32", True), "l": ("i64", False), "m": ("i64", True),
+                 "Dh": ("f16", False), "f": ("f32", False), "d": ("f64", False)}
+
+
+def demangle(symbol: str, where: str) -> Tuple[str, List[Tuple[str, bool]]]:
+    """``_Z<length><name><parameter codes>`` -> (name, [(MLIR type, unsigned)])."""
+    m = re.fullmatch(r"_Z(\d+)(\w+)", symbol)
+    if not m or len(m.group(2)) <= int(m.group(1)):
+        raise SimulationError(f"{where}: {symbol} is not a mangled OpenCL builtin")
+    name, codes = m.group(2)[:int(m.group(1))], m.group(2)[int(m.group(1)):]
+    params = []
+    for code in re.findall(r"Dh|.", codes):
+        if code not in _OPENCL_TYPES:
+            raise SimulationError(f"{where}: {symbol}: unknown parameter code {code!r}")
+        params.append(_OPENCL_TYPES[code])
+    return name, params
+
+
+def builtin(symbol: str, types: Sequence[str], result: str, where: str):
+    """The step function of OpenCL builtin `symbol` called with MLIR argument types
+    `types`; SimulationError for a builtin not simulated or types its mangling denies."""
+    name, params = demangle(symbol, where)
+    if [t for t, _ in params] != list(types):
+        raise SimulationError(f"{where}: {symbol} takes ({', '.join(t for t, _ in params)}), "
+                              f"not ({', '.join(types)})")
+    m = re.fullmatch(r"sub_group_non_uniform_(reduce|scan_inclusive|scan_exclusive)_(add|max|"
+                     r"min)", name)
+    if m and len(params) == 1 and result == types[0]:
+        return _non_uniform(m.group(1), m.group(2), params[0][1])
+    if name == "sub_group_shuffle" and len(params) == 2 and params[1] == ("i32", True) \
+            and result == types[0]:
+        return _sub_group_shuffle
+    raise SimulationError(f"{where}: builtin {name}({', '.join(types)}) -> {result} is not "
+                          "simulated")
+
+
+def _non_uniform(kind: str, op: str, unsigned: bool):
+    """``cl_khr_subgroup_non_uniform_arithmetic``: the operation over the values of the
+    active lanes of each subgroup, in lane order; an exclusive scan gives the first active
+    lane the identity (0, the type's lowest or highest value, -inf or +inf)."""
+    def fn(f: Frame, where: str, x: np.ndarray) -> np.ndarray:
+        dt = x.dtype
+        v = _unsigned(x) if unsigned else x
+        if op == "add":
+            ident, ufunc = 0, np.add
+        elif v.dtype.kind == "f":
+            ident, ufunc = (-np.inf, np.fmax) if op == "max" else (np.inf, np.fmin)
+        else:
+            info = np.iinfo(v.dtype)
+            ident, ufunc = (info.min, np.maximum) if op == "max" else (info.max, np.minimum)
+        vals = np.where(f.subgroups(f.mask), f.subgroups(v), np.array(ident, v.dtype))
+        with np.errstate(all="ignore"):
+            acc = ufunc.accumulate(vals, axis=1, dtype=v.dtype)
+        if kind == "reduce":
+            out = np.repeat(acc[:, -1:], f.S, axis=1)
+        elif kind == "scan_inclusive":
+            out = acc
+        else:
+            out = np.concatenate([np.full((len(acc), 1), ident, v.dtype), acc[:, :-1]], 1)
+        return out.reshape(-1).view(dt)
+    return fn
+
+
+def _sub_group_shuffle(f: Frame, where: str, x: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``cl_khr_subgroup_shuffle``: the value of lane `index`; undefined (a KernelError)
+    when that lane is not an active lane of the subgroup."""
+    me = f.ids["lane_id"].astype(np.int64)
+    src = index.astype(np.int64) & 0xFFFFFFFF
+    base = np.arange(f.W) - me
+    inside = src < f.S
+    source = base + np.where(inside, src, 0)
+    bad = f.mask & ~(inside & f.mask[source])
+    if bad.any():
+        w = int(np.flatnonzero(bad)[0])
+        raise KernelError(f"{where}: lane {int(me[w])} reads lane {int(src[w])}, which is not "
+                          "an active lane of its subgroup: the result is undefined")
+    return x[source]
+
+
+_CALL = re.compile(rf"spir_funccc @(\w+)\(([^)]*)\) \{{[^}}]*\}} : \(([^)]*)\) -> (\S+)$")
+
+
+@_sem("llvm.call")
+def _call(op: Op):
+    m = _CALL.match(op.text.strip())
+    if not m:
+        raise SimulationError(f"{op.where()}: only calls of OpenCL builtins are simulated")
+    symbol, args, types, result = m.groups()
+    args = [a.strip() for a in args.split(",") if a.strip()]
+    fn = builtin(symbol, [t.strip() for t in types.split(",") if t.strip()], result,
+                 op.where())
+    r, where = op.results[0], op.where()
+
+    def step(f: Frame):
+        f.values[r] = fn(f, where, *(f.get(a) for a in args))
     return step
 
 

@@ -4,9 +4,9 @@ xevm (docs/xevm.md).
 ``EMITTERS`` is one table from opcode to emitter, composed from the tables of the modules
 that write each kind of instruction (``arith``: numbers, ids, coopmatrix components;
 ``memory``: elements, views, alloca; ``control``: for, if, parallel, barrier;
-``subgroup``: shuffles; ``matrix``: block IO and DPAS for what lower-simt keeps whole for
-pvc's matrix unit); an emitter
-takes the kernel state (``kernel.Kernel``) and the instruction and returns its results.
+``subgroup``: OpenCL subgroup builtins; ``matrix``: block IO and DPAS for what lower-simt
+keeps whole for pvc's matrix unit); an emitter takes the kernel state (``kernel.Kernel``)
+and the instruction and returns its results.
 
 The input is the program after ``lower-simt`` for the target description ``pvc``, as for
 target spirv.  An instruction or type not translated yet is a CompileError naming it and
