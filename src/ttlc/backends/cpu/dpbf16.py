@@ -56,6 +56,9 @@ from .values import I16, I32
 #: vector registers (of AVX-512's 32) that hold the accumulators of a block; the others
 #: hold the block's A pairs of a step and B's broadcasts
 ACCUMULATOR_REGISTERS = 24
+#: accumulator registers of the tiles lower-linalg makes for this path (16 x 1 f32 each):
+#: half the register file, as for the FMA path's tiles, so that a step's A pairs fit too
+GEMM_ACCUMULATORS = 16
 #: pieces of rows per block: each of a step's broadcasts of B serves this many products
 BLOCK_PIECES = 2
 #: f32 lanes of a piece -> the vector width of the instruction
