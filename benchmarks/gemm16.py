@@ -26,7 +26,6 @@ AVX512-BF16 or f32 FMA).  PyTorch is skipped with a printed reason where it is m
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import platform
 import sys
@@ -42,8 +41,8 @@ except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(HERE.parent / "src"))
     import ttlc
 sys.path.insert(0, str(HERE))
-from recipes import check, timed  # noqa: E402
-from suite import ttlc_threads, write_summary  # noqa: E402
+from recipes import check, load_torch, rated, timed, write_results  # noqa: E402
+from suite import ttlc_threads  # noqa: E402
 
 N = 64
 #: (operand type, result type) of the products measured
@@ -125,14 +124,11 @@ class Run:
         self.sample = 0.002 if opts.quick else 0.05
         self.threads = ttlc_threads()
         self.rows, self.skipped = [], {}
-        try:
-            import torch
-            torch.set_num_threads(self.threads)
-            self.torch = torch
-        except ImportError as e:
-            self.torch = None
-            self.skipped["torch"] = f"PyTorch not installed ({e}); pip install -e '.[bench]'"
-            print(f"  skipped torch: {self.skipped['torch']}")
+        self.torch = load_torch(self)
+
+    def skip(self, what, why):
+        print(f"  skipped {what}: {why}")
+        self.skipped[what] = why
 
     def case(self, t: str, r: str) -> None:
         batch = self.batch
@@ -177,12 +173,9 @@ class Run:
             check(f"gemm16 {t}->{r} {name}", got, want, tol)
         seconds = timed(impls, self.repeat, self.sample)
         flops = 2.0 * N ** 3 * batch
-        row = {"case": f"{t}->{r}", "shape": f"{N}x{N}x{N}", "batch": batch,
-               "path": mul_add_path(t), "hand_tiles": hand_tiles, "seconds": seconds,
-               "gflops": {k: flops / v / 1e9 for k, v in seconds.items()},
-               "ratio": {k: v / seconds["ttlc"] for k, v in seconds.items() if k != "ttlc"}}
+        row, ratios = rated({"case": f"{t}->{r}", "shape": f"{N}x{N}x{N}", "batch": batch,
+                             "path": mul_add_path(t), "hand_tiles": hand_tiles}, seconds, flops)
         self.rows.append(row)
-        ratios = "  ".join(f"vs {k} {v:5.2f}" for k, v in row["ratio"].items())
         print(f"  {t:4s} -> {r:4s} {N}^3 b{batch}  ttlc {row['gflops']['ttlc']:7.1f} GFLOP/s "
               f"({row['path']})  {ratios}  (hand tiles {hand_tiles})", flush=True)
 
@@ -197,15 +190,7 @@ def main() -> int:
           " (other time / ttlc time):")
     for t, r in CASES:
         run.case(t, r)
-    summary = {"meta": {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                        "threads": run.threads, "quick": run.quick,
-                        "ttlc": ttlc.__version__, "load_average": os.getloadavg(),
-                        "numpy": np.__version__,
-                        "torch": getattr(run.torch, "__version__", None)},
-               "skipped": run.skipped, "results": run.rows}
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    write_summary(opts.out, f"gemm16-{stamp}.json", "gemm16-latest.json", summary)
-    print(f"wrote {opts.out / 'gemm16-latest.json'}")
+    write_results(run, opts.out, "gemm16")
     return 0
 
 
