@@ -47,6 +47,7 @@ print(json.dumps(out))
 
 KERNELS = {f"{ab}{M}x{N}x{K}": source(ab, "f32", "n", "n", M, N, K)
            for ab in ("bf16", "f16") for M, N, K in ((64, 64, 64), (16, 64, 16), (37, 21, 1))}
+KERNELS["bf16 B^T"] = source("bf16", "f32", "n", "t", 64, 64, 64)
 
 
 def _lowered(cpu: str, amx: bool = False) -> dict:
@@ -63,13 +64,17 @@ def _lowered(cpu: str, amx: bool = False) -> dict:
 
 def test_gemm16_tiles_on_amx():
     """AMX (16 x 16 x 32 products, four accumulator tiles): 2 x 2 blocks with K steps of 32
-    (16 for K = 16), a row of four for M = 16; no f16 instruction."""
+    (16 for K = 16), a row of four for M = 16, but not for a B loaded transposed; no f16
+    instruction."""
     got = _lowered("sapphirerapids", amx=True)
     assert got["unit"] == "AMX" and got["instructions"] == [["bf16", "bf16", "f32", 16, 16, 32]]
     assert got["bf1664x64x64"]["tiles"] == [[32, 32, 32]]
     assert got["bf1616x64x16"]["tiles"] == [[16, 64, 16]]
     # M = 37 (two 32-row tiles), N = 21 (a 32-column tile, checked), K = 1
     assert got["bf1637x21x1"]["tiles"] == [[32, 32, 1]]
+    # B loaded transposed: the register-budget tiles (amx.py's code for a transposed
+    # 32 x 32 B took LLVM minutes to optimize)
+    assert got["bf16 B^T"]["tiles"] == [[64, 4, 4]]
 
 
 def test_gemm16_tiles_with_avx512_bf16():
@@ -84,6 +89,7 @@ def test_gemm16_tiles_with_avx512_bf16():
     # M = 37, N = 21: 32 x 8 covers as much of C as 16 x 16 with fewer operand loads, more
     # than 64 x 4 (37 of its 64 rows); K = 1: one (padded) pair
     assert got["bf1637x21x1"]["tiles"] == [[32, 8, 1]]
+    assert got["bf16 B^T"]["tiles"] == [[64, 4, 4]]
 
 
 def test_gemm16_f16_with_avx512_fp16_uses_f32_fmas():

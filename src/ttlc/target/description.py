@@ -108,6 +108,8 @@ class MatrixUnit:
     #: (``linalg.unit_tiles``): how many m x n products of C the unit holds at once (its
     #: accumulator registers); 0 leaves the tiles as the register budget gives them
     accumulators: int = 0
+    #: whether those tiles are taken for a B loaded transposed too
+    transposed_b: bool = True
 
     def instruction(self, a: str, b: str, acc: str) -> Optional[MatrixInstruction]:
         """The instruction multiplying a and b (component type names) into acc, if any."""

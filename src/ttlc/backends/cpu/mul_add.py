@@ -31,11 +31,13 @@ def mul_add_path(a_type: str, b_type: str, acc_type: str) -> str:
     return "FMA"
 
 
-#: mul_add_path -> the grain of its products (rows, columns, k of one instruction) and the
-#: products of that grain its accumulators hold at once, for lower-linalg's tiles
+#: mul_add_path -> the grain of its products (rows, columns, k of one instruction), the
+#: products of that grain its accumulators hold at once, for lower-linalg's tiles, and
+#: whether those tiles suit a B loaded transposed (not on AMX: LLVM takes minutes to
+#: optimize the code of a 32 x 32 x 32 AMX mul_add whose B is loaded with .t)
 GRAINS = {
-    "AMX": (amx.TILE_ROWS, amx.TILE_ROWS, amx.MAX_K_STEP, amx.ACCUMULATOR_TILES),
-    "AVX512-BF16": (max(dpbf16.WIDTHS), 1, dpbf16.KERNEL.k_step, dpbf16.GEMM_ACCUMULATORS),
+    "AMX": (amx.TILE_ROWS, amx.TILE_ROWS, amx.MAX_K_STEP, amx.ACCUMULATOR_TILES, False),
+    "AVX512-BF16": (max(dpbf16.WIDTHS), 1, dpbf16.KERNEL.k_step, dpbf16.GEMM_ACCUMULATORS, True),
 }
 #: the products of 16-bit operands gemm accumulates in f32 (``accumulate_type``)
 SIXTEEN_BIT_PRODUCTS = (("bf16", "bf16", "f32"), ("f16", "f16", "f32"))
@@ -53,7 +55,8 @@ def matrix_unit() -> MatrixUnit:
     if not found:
         return MatrixUnit()
     insts = tuple(MatrixInstruction(*GRAINS[path][:3], *types, 0) for path, types in found)
-    return MatrixUnit(found[0][0], insts, accumulators=GRAINS[found[0][0]][3])
+    *_, accumulators, transposed_b = GRAINS[found[0][0]]
+    return MatrixUnit(found[0][0], insts, accumulators=accumulators, transposed_b=transposed_b)
 
 
 def emit_mul_add(cg: FunctionCodegen, inst: Instruction):

@@ -95,7 +95,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
                          acc, ea, eb)
     # 16-bit products a matrix or dot-product unit computes: tiles of its grain
     tiles = fit_to_unit(em.target, tiles, em.sgs, em.subgroups, known(M), known(N), known(K),
-                        acc, ea, eb)
+                        acc, ea, eb, tb == "t")
     MT, NT, KT = tiles.m, tiles.n, tiles.k
     acc_t = coopmatrix(acc, MT, NT, "matrix_acc")
     a_t = coopmatrix(ea, MT, KT, "matrix_a")

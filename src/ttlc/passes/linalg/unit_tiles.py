@@ -19,7 +19,8 @@ So on AMX (16 x 16 products of k 32, four accumulator tiles) a 64^3 gemm gets ti
 32 x 32 with K steps of 32, where the vector path's 64 x 4 x 4 would be padded to
 64 x 16 x 16 (1/16 of each tile product useful); on AVX512-BF16 (16 x 1 x 2 per
 vdpbf16ps, 16 accumulator registers) 64 x 4 with K steps of 4.  Targets whose unit gives no
-``accumulators`` keep ``choose_tiles``' tiles.
+``accumulators`` keep ``choose_tiles``' tiles, and so does a B loaded transposed on a unit
+whose tiles do not suit it (``MatrixUnit.transposed_b``: AMX).
 """
 from __future__ import annotations
 
@@ -33,12 +34,14 @@ from .tiles import ASSUMED_SIZE, Tiles, _ceil_div, _next_pow2
 def fit_to_unit(target: Target, tiles: Tiles, subgroup_size: int,
                 num_subgroups: Union[int, Tuple[int, int]], M: Optional[int],
                 N: Optional[int], K: Optional[int], acc: ScalarType, a: ScalarType,
-                b: ScalarType) -> Tiles:
+                b: ScalarType, transposed_b: bool = False) -> Tiles:
     """``tiles`` (from ``choose_tiles``) as whole blocks of the target's matrix unit's
-    products of a x b into acc where it has such products (see the module docstring)."""
+    products of a x b into acc where it has such products (see the module docstring);
+    unchanged for a B loaded transposed where the unit says its tiles do not suit it
+    (``MatrixUnit.transposed_b``)."""
     unit = target.matrix
     inst = unit.instruction(a.name, b.name, acc.name) if unit.accumulators else None
-    if inst is None:
+    if inst is None or (transposed_b and not unit.transposed_b):
         return tiles
     G = max(1, num_subgroups[0] * num_subgroups[1] if isinstance(num_subgroups, tuple)
             else num_subgroups)
