@@ -30,7 +30,8 @@ class MatrixInstruction:
 
     def tiles(self, a: CoopMatrixType, b: CoopMatrixType, c: CoopMatrixType, S: int) -> bool:
         """Whether the product of these operands is a grid of this instruction's products."""
-        return (self.subgroup_size in (0, S) and (a.component.name, b.component.name) == (self.a, self.b)
+        return (self.subgroup_size in (0, S)
+                and (a.component.name, b.component.name) == (self.a, self.b)
                 and c.component.name == self.acc and a.rows % self.m == 0
                 and c.cols % self.n == 0 and a.cols % self.k == 0)
 
