@@ -182,12 +182,13 @@ class Run:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small batches, few samples (a smoke test)")
+    ap.add_argument("--quick", action="store_true",
+                    help="small batches, few samples (a smoke test)")
     ap.add_argument("--out", type=Path, default=HERE / "results")
     opts = ap.parse_args()
     run = Run(opts)
-    print(f"16-bit gemm {N}^3 on {run.threads} threads ({platform.processor() or platform.machine()})"
-          " (other time / ttlc time):")
+    where = platform.processor() or platform.machine()
+    print(f"16-bit gemm {N}^3 on {run.threads} threads ({where}) (other time / ttlc time):")
     for t, r in CASES:
         run.case(t, r)
     write_results(run, opts.out, "gemm16")

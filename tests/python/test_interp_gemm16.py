@@ -28,7 +28,8 @@ def source(ab: str, c: str, ta: str, tb: str, M: int, N: int, K: int) -> str:
     ashape = (M, K) if ta == "n" else (K, M)
     bshape = (K, N) if tb == "n" else (N, K)
     return f"""func @k(%alpha: {ab}, %A: memref<{ab}x{ashape[0]}x{ashape[1]}>,
-                      %B: memref<{ab}x{bshape[0]}x{bshape[1]}>, %beta: {c}, %C: memref<{c}x{M}x{N}>) {{
+                      %B: memref<{ab}x{bshape[0]}x{bshape[1]}>, %beta: {c},
+                      %C: memref<{c}x{M}x{N}>) {{
         gemm.{ta}.{tb} %alpha, %A, %B, %beta, %C
     }}"""
 
