@@ -71,6 +71,40 @@ def random(rng, shape, t):
     return np.asfortranarray(x.astype(DTYPES[t]))
 
 
+def rated(fields: dict, seconds: dict, flops: float):
+    """(fields with the seconds, GFLOP/s and ratios of each implementation, the ratios as
+    printed): a ratio is the other's time over ttlc's (above 1, ttlc is faster)."""
+    row = dict(fields, seconds=seconds,
+               gflops={k: flops / v / 1e9 for k, v in seconds.items()},
+               ratio={k: v / seconds["ttlc"] for k, v in seconds.items() if k != "ttlc"})
+    return row, "  ".join(f"vs {k} {v:5.2f}" for k, v in row["ratio"].items())
+
+
+def load_torch(run):
+    """PyTorch on ttlc's threads, or None (``run.skip`` told why)."""
+    try:
+        import torch
+    except ImportError as e:
+        run.skip("torch", f"PyTorch not installed ({e}); pip install -e '.[bench]'")
+        return None
+    torch.set_num_threads(run.threads)
+    return torch
+
+
+def write_results(run, out: Path, name: str) -> None:
+    """run's rows and skips with the versions and load as out/name-<time>.json and
+    out/name-latest.json."""
+    summary = {"meta": {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                        "threads": run.threads, "quick": run.quick,
+                        "ttlc": ttlc.__version__, "load_average": os.getloadavg(),
+                        "numpy": np.__version__,
+                        "torch": getattr(run.torch, "__version__", None)},
+               "skipped": run.skipped, "results": run.rows}
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    write_summary(out, f"{name}-{stamp}.json", f"{name}-latest.json", summary)
+    print(f"wrote {out / f'{name}-latest.json'}")
+
+
 class Run:
     def __init__(self, opts):
         self.quick = opts.quick
@@ -81,13 +115,7 @@ class Run:
         self.lib = native.load()
         if not self.lib.has_libxsmm:
             self.skip("libxsmm", self.lib.reasons.get("libxsmm", "not built"))
-        try:
-            import torch
-            torch.set_num_threads(self.threads)
-            self.torch = torch
-        except ImportError as e:
-            self.torch = None
-            self.skip("torch", f"PyTorch not installed ({e}); pip install -e '.[bench]'")
+        self.torch = load_torch(self)
 
     def skip(self, what, why):
         print(f"  skipped {what}: {why}")
@@ -100,11 +128,8 @@ class Run:
             fn()
             check(f"{recipe} {t} {shape} {name}", outputs[name], want, TOLERANCE[t])
         seconds = timed(impls, self.repeat, self.sample)
-        row = {"recipe": recipe, "dtype": t, "shape": shape, "seconds": seconds,
-               "gflops": {k: flops / v / 1e9 for k, v in seconds.items()},
-               "ratio": {k: v / seconds["ttlc"] for k, v in seconds.items() if k != "ttlc"}}
+        row, ratios = rated({"recipe": recipe, "dtype": t, "shape": shape}, seconds, flops)
         self.rows.append(row)
-        ratios = "  ".join(f"vs {k} {v:5.2f}" for k, v in row["ratio"].items())
         print(f"  {recipe:18s} {t:4s} {shape:22s} ttlc {row['gflops']['ttlc']:7.2f} GFLOP/s  "
               f"{ratios}", flush=True)
 
@@ -170,15 +195,7 @@ def main() -> int:
     print(f"recipes on {run.threads} threads ({platform.processor() or platform.machine()})")
     run.small_gemm()
     run.tall()
-    summary = {"meta": {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                        "threads": run.threads, "quick": run.quick,
-                        "ttlc": ttlc.__version__, "load_average": os.getloadavg(),
-                        "numpy": np.__version__,
-                        "torch": getattr(run.torch, "__version__", None)},
-               "skipped": run.skipped, "results": run.rows}
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    write_summary(opts.out, f"recipes-{stamp}.json", "recipes-latest.json", summary)
-    print(f"wrote {opts.out / 'recipes-latest.json'}")
+    write_results(run, opts.out, "recipes")
     return 0
 
 

@@ -145,6 +145,20 @@ def test_quick_recipes_benchmark_checks_and_writes_ratios(tmp_path):
     assert "vs numpy" in proc.stdout
 
 
+def test_quick_gemm16_benchmark_checks_and_writes_ratios(tmp_path):
+    proc, out = _quick("gemm16.py", tmp_path)
+    data = json.loads((out / "gemm16-latest.json").read_text())
+    assert [r["case"] for r in data["results"]] == ["bf16->f32", "bf16->bf16", "f16->f32",
+                                                     "f16->f16"]
+    for row in data["results"]:
+        assert {"hand", "numpy"} <= set(row["ratio"]) == set(row["seconds"]) - {"ttlc"}
+        assert all(v > 0 for v in row["seconds"].values())
+        assert row["path"] in ("AMX", "AVX512-BF16", "f32 FMA")
+    if importlib.util.find_spec("torch") is None:
+        assert data["skipped"]["torch"]
+    assert "vs hand" in proc.stdout
+
+
 def test_quick_scale_benchmark_reports_1_and_2_workers(tmp_path):
     if importlib.util.find_spec("distributed") is None:
         pytest.skip("benchmarks/scale.py needs the extra ttlc[dask]")

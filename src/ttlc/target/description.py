@@ -25,11 +25,13 @@ class MatrixInstruction:
     a: str  # component type names
     b: str
     acc: str
+    #: the subgroup size it needs (0: any; a CPU's unit serves every subgroup size)
     subgroup_size: int
 
     def tiles(self, a: CoopMatrixType, b: CoopMatrixType, c: CoopMatrixType, S: int) -> bool:
         """Whether the product of these operands is a grid of this instruction's products."""
-        return (S == self.subgroup_size and (a.component.name, b.component.name) == (self.a, self.b)
+        return (self.subgroup_size in (0, S)
+                and (a.component.name, b.component.name) == (self.a, self.b)
                 and c.component.name == self.acc and a.rows % self.m == 0
                 and c.cols % self.n == 0 and a.cols % self.k == 0)
 
@@ -103,6 +105,16 @@ class MatrixUnit:
     #: units whose operands are spread over lanes in fragments of one instruction's tile:
     #: (use, component bits, the tile's layout); a matrix of whole tiles is a batch of them
     fragments: Tuple[Tuple[str, int, NestedLayout], ...] = ()
+    #: where lower-linalg makes gemm's tiles whole blocks of an instruction's products
+    #: (``linalg.unit_tiles``): how many m x n products of C the unit holds at once (its
+    #: accumulator registers); 0 leaves the tiles as the register budget gives them
+    accumulators: int = 0
+    #: whether those tiles are taken for a B loaded transposed too
+    transposed_b: bool = True
+
+    def instruction(self, a: str, b: str, acc: str) -> Optional[MatrixInstruction]:
+        """The instruction multiplying a and b (component type names) into acc, if any."""
+        return next((i for i in self.instructions if (i.a, i.b, i.acc) == (a, b, acc)), None)
 
     def mul_add(self, a: CoopMatrixType, b: CoopMatrixType, c: CoopMatrixType,
                 S: int) -> Optional[MatrixInstruction]:

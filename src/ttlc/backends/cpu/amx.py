@@ -53,6 +53,10 @@ from .values import F32, I8, I16, I32, I64, PTR, CoopVal, HeldMatrix
 
 TILE_ROWS = 16
 TILE_BYTES = 64  # bytes of one accumulator tile row (16 floats)
+#: the longest k step (bf16 values of an operand tile row, 64 bytes)
+MAX_K_STEP = 32
+#: tile registers for accumulators (0-3): up to 2 x 2 accumulator tiles
+ACCUMULATOR_TILES = 4
 
 
 def eligible(a_type: str, b_type: str, acc_type: str) -> bool:
@@ -146,7 +150,7 @@ def k_step(cg) -> int:
     if ks is None:
         big = any(i.opcode == "cooperative_matrix_mul_add" and _mul_add_types(i)
                   and i.slots["a"].type.cols > 16 for i in cg.func.body.walk())
-        ks = cg.amx_k_step = 32 if big else 16
+        ks = cg.amx_k_step = MAX_K_STEP if big else MAX_K_STEP // 2
     return ks
 
 

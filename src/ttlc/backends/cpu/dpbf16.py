@@ -56,6 +56,9 @@ from .values import I16, I32
 #: vector registers (of AVX-512's 32) that hold the accumulators of a block; the others
 #: hold the block's A pairs of a step and B's broadcasts
 ACCUMULATOR_REGISTERS = 24
+#: accumulator registers of the tiles lower-linalg makes for this path (16 x 1 f32 each):
+#: half the register file, as for the FMA path's tiles, so that a step's A pairs fit too
+GEMM_ACCUMULATORS = 16
 #: pieces of rows per block: each of a step's broadcasts of B serves this many products
 BLOCK_PIECES = 2
 #: f32 lanes of a piece -> the vector width of the instruction
@@ -83,8 +86,14 @@ class _BFloat(ir.Type):
 
 
 def _instruction(cg: FunctionCodegen, acc: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
-    """vdpbf16ps of the vector width of acc."""
+    """vdpbf16ps of the vector width of acc.  The operands pass an empty asm on their way
+    to bfloat: without it LLVM may move the bitcast before the shuffle that makes them (a
+    shuffle of a whole loaded bfloat matrix, or of a pair of B's entries loaded with a
+    mask), which its x86 instruction selection aborts on (LLVM 22: a bf16 gemm of
+    16 x 1 x 33 with a bf16 result killed the process).  Measured at equal speed on a
+    64^3 gemm."""
     pairs = ir.VectorType(_BFloat(), a.type.count)
+    a, b = (cg.b.asm(ir.FunctionType(x.type, [x.type]), "", "=v,0", [x], False) for x in (a, b))
     return cg.intrinsic(f"llvm.x86.avx512bf16.dpbf16ps.{WIDTHS[acc.type.count]}", acc.type,
                         [acc, cg.b.bitcast(a, pairs), cg.b.bitcast(b, pairs)])
 

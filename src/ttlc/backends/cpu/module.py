@@ -37,6 +37,7 @@ import json
 import os
 import struct
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Dict, Optional, Tuple, Union
 
 import numpy as np
@@ -126,7 +127,18 @@ def lower(program: Program, checked: bool = False, machine: Optional[Target] = N
         at = names.index("lower-linalg")
         names[at:at] = ["insert-shape-checks", "insert-iteration-marks"]
         names = [n for n in names if n != "dead-code-elimination"]
-    return lower_copy(program, names, machine or _machine())
+    return lower_copy(program, names, described(machine or _machine()))
+
+
+def described(machine: Target) -> Target:
+    """machine with this CPU's matrix or dot-product unit (``mul_add.matrix_unit``: what
+    the CPU features give, ``jit.versions`` being part of the cache key), unless it names
+    one itself."""
+    if machine.matrix.instructions:
+        return machine
+    from .mul_add import matrix_unit
+
+    return replace(machine, matrix=matrix_unit())
 
 
 def _internal(program: Program, what: str, e: BaseException) -> CompileError:

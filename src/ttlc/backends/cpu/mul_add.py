@@ -13,6 +13,7 @@ from typing import Callable, Dict
 from ...ir.core import Instruction
 from ...ir.numerics import accumulate_type
 from ...ir.types import CoopMatrixType
+from ...target import MatrixInstruction, MatrixUnit
 from . import amx, coop, dpbf16
 from .arith import convert
 from .function import FunctionCodegen
@@ -28,6 +29,34 @@ def mul_add_path(a_type: str, b_type: str, acc_type: str) -> str:
     if dpbf16.eligible(a_type, b_type, acc_type):
         return "AVX512-BF16"
     return "FMA"
+
+
+#: mul_add_path -> the grain of its products (rows, columns, k of one instruction), the
+#: products of that grain its accumulators hold at once, for lower-linalg's tiles, and
+#: whether those tiles suit a B loaded transposed (not on AMX: LLVM takes minutes to
+#: optimize the code of a 32 x 32 x 32 AMX mul_add whose B is loaded with .t)
+GRAINS = {
+    "AMX": (amx.TILE_ROWS, amx.TILE_ROWS, amx.MAX_K_STEP, amx.ACCUMULATOR_TILES, False),
+    "AVX512-BF16": (max(dpbf16.WIDTHS), 1, dpbf16.KERNEL.k_step, dpbf16.GEMM_ACCUMULATORS, True),
+}
+#: the products of 16-bit operands gemm accumulates in f32 (``accumulate_type``)
+SIXTEEN_BIT_PRODUCTS = (("bf16", "bf16", "f32"), ("f16", "f16", "f32"))
+
+
+def matrix_unit() -> MatrixUnit:
+    """This CPU's matrix or dot-product unit as the middle end sees it (``Target.matrix``
+    of the cpu description, ``module.lower``): for each 16-bit product that runs on AMX or
+    AVX512-BF16 here (``mul_add_path``), the grain of that path, so that gemm's tiles are
+    whole blocks of it (``linalg.unit_tiles``).  f16 has none: AVX512-FP16 multiplies and
+    accumulates in f16 only and AMX-FP16 is not used, while gemm accumulates 16-bit floats
+    in f32, so f16 products are f32 FMAs on converted operands on every CPU."""
+    found = [(mul_add_path(*types), types) for types in SIXTEEN_BIT_PRODUCTS]
+    found = [(path, types) for path, types in found if path in GRAINS]
+    if not found:
+        return MatrixUnit()
+    insts = tuple(MatrixInstruction(*GRAINS[path][:3], *types, 0) for path, types in found)
+    *_, accumulators, transposed_b = GRAINS[found[0][0]]
+    return MatrixUnit(found[0][0], insts, accumulators=accumulators, transposed_b=transposed_b)
 
 
 def emit_mul_add(cg: FunctionCodegen, inst: Instruction):

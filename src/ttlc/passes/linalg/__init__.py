@@ -2,7 +2,8 @@
 
 * ``matmul``: gemm, gemv, ger as tiled loops over cooperative matrices;
 * ``elementwise``: axpby, hadamard, sum, cumsum as per-work-item scalar code;
-* ``tiles``: ``choose_tiles``, the one place tile shapes come from;
+* ``tiles``: ``choose_tiles``, the one place tile shapes come from (``unit_tiles``:
+  made whole blocks of a matrix unit's products where the target has one for the types);
 * ``emit``: what they share (sizes, constants, alpha/beta, the BLAS update).
 """
 from __future__ import annotations

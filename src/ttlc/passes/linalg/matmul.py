@@ -38,6 +38,7 @@ from ...ir.types import INDEX
 from ..index_math import Int, known
 from .emit import Emitter, checked_flag
 from .tiles import choose_tiles
+from .unit_tiles import fit_to_unit
 
 FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
 
@@ -92,6 +93,9 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     ea, eb = A.type.element, B.type.element
     tiles = choose_tiles(em.target, em.sgs, em.subgroups, known(M), known(N), known(K),
                          acc, ea, eb)
+    # 16-bit products a matrix or dot-product unit computes: tiles of its grain
+    tiles = fit_to_unit(em.target, tiles, em.sgs, em.subgroups, known(M), known(N), known(K),
+                        acc, ea, eb, tb == "t")
     MT, NT, KT = tiles.m, tiles.n, tiles.k
     acc_t = coopmatrix(acc, MT, NT, "matrix_acc")
     a_t = coopmatrix(ea, MT, KT, "matrix_a")

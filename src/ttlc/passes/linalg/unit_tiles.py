@@ -1,0 +1,67 @@
+"""gemm's tiles made of a matrix unit's products: ``fit_to_unit``.
+
+Where the target's matrix unit multiplies the operand types at hand
+(``MatrixUnit.instruction``: on the CPU, AMX tiles or AVX512-BF16 dot products for bf16,
+``backends/cpu/mul_add.matrix_unit``) and says how many of its m x n products its
+accumulators hold at once (``MatrixUnit.accumulators``), the tile of C that
+``choose_tiles`` sized for vector FMAs is replaced by a block of ``bm x bn`` such products:
+
+* ``bm * bn`` at most the unit's accumulators (divided among the work-group's subgroups
+  where they run in lockstep on one thread, as in ``choose_tiles``); the rows ``bm * m`` a
+  power of two and a multiple of the subgroup size;
+* among those, the block covering the most of C (cells inside M x N; a dynamic size counts
+  as ``ASSUMED_SIZE``), then the one loading the fewest operand tiles per product (least
+  ``bm + bn``: the squarest), then the taller;
+* the K step: ``choose_tiles``' rounded up to whole steps of the instruction's k, at most
+  the next power of two of a static K.
+
+So on AMX (16 x 16 products of k 32, four accumulator tiles) a 64^3 gemm gets tiles of
+32 x 32 with K steps of 32, where the vector path's 64 x 4 x 4 would be padded to
+64 x 16 x 16 (1/16 of each tile product useful); on AVX512-BF16 (16 x 1 x 2 per
+vdpbf16ps, 16 accumulator registers) 64 x 4 with K steps of 4.  Targets whose unit gives no
+``accumulators`` keep ``choose_tiles``' tiles, and so does a B loaded transposed on a unit
+whose tiles do not suit it (``MatrixUnit.transposed_b``: AMX).
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple, Union
+
+from ...ir.types import ScalarType
+from ...target import Target
+from .tiles import ASSUMED_SIZE, Tiles, _ceil_div, _next_pow2
+
+
+def fit_to_unit(target: Target, tiles: Tiles, subgroup_size: int,
+                num_subgroups: Union[int, Tuple[int, int]], M: Optional[int],
+                N: Optional[int], K: Optional[int], acc: ScalarType, a: ScalarType,
+                b: ScalarType, transposed_b: bool = False) -> Tiles:
+    """``tiles`` (from ``choose_tiles``) as whole blocks of the target's matrix unit's
+    products of a x b into acc where it has such products (see the module docstring);
+    unchanged for a B loaded transposed where the unit says its tiles do not suit it
+    (``MatrixUnit.transposed_b``)."""
+    unit = target.matrix
+    inst = unit.instruction(a.name, b.name, acc.name) if unit.accumulators else None
+    if inst is None or (transposed_b and not unit.transposed_b):
+        return tiles
+    G = max(1, num_subgroups[0] * num_subgroups[1] if isinstance(num_subgroups, tuple)
+            else num_subgroups)
+    blocks = max(1, unit.accumulators // (G if target.vector_bytes else 1))
+    Mm = M if M is not None else ASSUMED_SIZE
+    Nm = N if N is not None else ASSUMED_SIZE
+    bm_min = max(1, subgroup_size // inst.m)
+    m_cap = max(bm_min * inst.m, _next_pow2(Mm))
+    bn_cap = _ceil_div(Nm, inst.n)
+    best = None
+    bm = bm_min
+    while bm == bm_min or (bm * inst.m <= m_cap and bm <= blocks):
+        for bn in range(1, max(1, min(blocks // bm, bn_cap)) + 1):
+            m, n = bm * inst.m, bn * inst.n
+            key = (-min(m, Mm) * min(n, Nm), bm + bn, -bm)
+            if best is None or key < best[0]:
+                best = (key, m, n)
+        bm *= 2
+    _, m, n = best
+    k = max(inst.k, _ceil_div(tiles.k, inst.k) * inst.k)
+    if K is not None:
+        k = min(k, _next_pow2(K))
+    return Tiles(m, n, k)

@@ -1,0 +1,106 @@
+"""The tiles of 16-bit gemm on the CPU (``linalg.unit_tiles``, ``cpu/mul_add.matrix_unit``).
+
+Language reference, "GEMM" (bf16 and f16 operands into f32).  Tile shapes are read from the
+lowered program of CPU models named through TTLC_CPU, in a fresh process each (the unit
+comes from the CPU's features): AMX (its description forced, as this machine may not grant
+the tiles; nothing runs), AVX512-BF16, and AVX512-FP16, which has no f16 product into f32
+sums, so f16 keeps the FMA path (its code compiled, not run).  Results against NumPy:
+test_interp_gemm16.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from test_interp_gemm16 import source
+
+pytest.importorskip("llvmlite")
+
+# ---- the tiles on the CPU ----------------------------------------------------------------------
+LOWER = """
+import json, re, sys
+from ttlc.api import check
+from ttlc.backends.cpu import jit, module
+from ttlc.backends.cpu.mul_add import matrix_unit
+if sys.argv[1] == "amx":
+    jit.amx_usable = lambda: True  # the description an AMX CPU gets (nothing runs)
+out = {"unit": matrix_unit().name,
+       "instructions": [[i.a, i.b, i.acc, i.m, i.n, i.k] for i in matrix_unit().instructions]}
+for name, text in json.loads(sys.stdin.read()).items():
+    art = module.Artifacts(check(text), False)
+    shapes = set()
+    for inst in art.lowered.functions[0].body.walk():
+        if inst.opcode == "cooperative_matrix_mul_add":
+            a, b = inst.slots["a"].type, inst.slots["b"].type
+            shapes.add((a.rows, b.cols, a.cols))
+    ir = art.optimized_ir()
+    out[name] = {"tiles": sorted(shapes), "object": len(art.object_code()),
+                 "f32 fma": bool(re.search(r"@llvm\\.(fma|fmuladd)\\.v\\d+f32", ir)),
+                 "f16 arithmetic": bool(re.search(
+                     r"@llvm\\.(fma|fmuladd)\\.v\\d+f16|(fmul|fadd)[a-z ]* (<\\d+ x )?half", ir))}
+print(json.dumps(out))
+"""
+
+KERNELS = {f"{ab}{M}x{N}x{K}": source(ab, "f32", "n", "n", M, N, K)
+           for ab in ("bf16", "f16") for M, N, K in ((64, 64, 64), (16, 64, 16), (37, 21, 1))}
+KERNELS["bf16 B^T"] = source("bf16", "f32", "n", "t", 64, 64, 64)
+
+
+def _lowered(cpu: str, amx: bool = False) -> dict:
+    """The CPU's unit and, for each kernel compiled (to an object, not run) in a fresh
+    process for the CPU model ``cpu`` (TTLC_CPU): its tile products (m, n, k), whether
+    its optimized LLVM IR has f32 FMAs and f16 arithmetic, and the object's size."""
+    env = dict(os.environ, TTLC_CPU=cpu, TTLC_CACHE="0")
+    proc = subprocess.run([sys.executable, "-c", LOWER, "amx" if amx else ""],
+                          input=json.dumps(KERNELS), env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def test_gemm16_tiles_on_amx():
+    """AMX (16 x 16 x 32 products, four accumulator tiles): 2 x 2 blocks with K steps of 32
+    (16 for K = 16), a row of four for M = 16, but not for a B loaded transposed; no f16
+    instruction."""
+    got = _lowered("sapphirerapids", amx=True)
+    assert got["unit"] == "AMX" and got["instructions"] == [["bf16", "bf16", "f32", 16, 16, 32]]
+    assert got["bf1664x64x64"]["tiles"] == [[32, 32, 32]]
+    assert got["bf1616x64x16"]["tiles"] == [[16, 64, 16]]
+    # M = 37 (two 32-row tiles), N = 21 (a 32-column tile, checked), K = 1
+    assert got["bf1637x21x1"]["tiles"] == [[32, 32, 1]]
+    # B loaded transposed: the register-budget tiles (amx.py's code for a transposed
+    # 32 x 32 B took LLVM minutes to optimize)
+    assert got["bf16 B^T"]["tiles"] == [[64, 4, 4]]
+
+
+def test_gemm16_tiles_with_avx512_bf16():
+    """vdpbf16ps (16 rows x 1 column x a pair of k, 16 accumulator registers): 64 x 4
+    tiles with K steps of 4 for 64^3 (4 x 4 registers), 16 x 16 with K steps of 16 for
+    M = K = 16 (the A tile's 8 pairs of columns beside the 16 accumulators)."""
+    got = _lowered("znver4")
+    assert got["unit"] == "AVX512-BF16"
+    assert got["instructions"] == [["bf16", "bf16", "f32", 16, 1, 2]]
+    assert got["bf1664x64x64"]["tiles"] == [[64, 4, 4]]
+    assert got["bf1616x64x16"]["tiles"] == [[16, 16, 16]]
+    # M = 37, N = 21: 32 x 8 covers as much of C as 16 x 16 with fewer operand loads, more
+    # than 64 x 4 (37 of its 64 rows); K = 1: one (padded) pair
+    assert got["bf1637x21x1"]["tiles"] == [[32, 8, 1]]
+    assert got["bf16 B^T"]["tiles"] == [[64, 4, 4]]
+
+
+def test_gemm16_f16_with_avx512_fp16_uses_f32_fmas():
+    """A CPU with AVX512-FP16 (sapphirerapids, named through TTLC_CPU; its AMX not granted
+    here) has no instruction multiplying f16 into f32 sums: f16 gemm keeps the tiles of the
+    FMA path, and its code, compiled (not run), has f32 FMAs and no f16 arithmetic."""
+    got = _lowered("sapphirerapids")
+    assert all(i[0] == "bf16" for i in got["instructions"])
+    znver4 = _lowered("znver4")  # no AVX512-FP16: the same f16 tiles
+    for name in KERNELS:
+        if name.startswith("f16"):
+            assert got[name]["tiles"] == znver4[name]["tiles"], name
+            assert got[name]["f32 fma"] and not got[name]["f16 arithmetic"], name
+            assert got[name]["object"] > 0, name
