@@ -32,6 +32,15 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+#: where TTLC_CPU names a model without AVX-512, the other libraries are held to the same
+#: instructions (set before they load): LIBXSMM's code generator, PyTorch's kernels and
+#: OpenBLAS (NumPy's and PyTorch's matmul)
+WITHOUT_AVX512 = {"LIBXSMM_TARGET": "hsw", "ATEN_CPU_CAPABILITY": "avx2",
+                  "OPENBLAS_CORETYPE": "Haswell"}
+if os.environ.get("TTLC_CPU", "").strip() in ("x86-64-v3", "haswell", "skylake", "znver1",
+                                               "znver2", "znver3"):
+    for _name, _value in WITHOUT_AVX512.items():
+        os.environ.setdefault(_name, _value)
 
 import numpy as np  # noqa: E402
 
@@ -286,6 +295,7 @@ def main() -> int:
     summary = {"meta": {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                         "threads": run.threads, "quick": run.quick, "ttlc_cpu": cpu,
                         "ttlc": ttlc.__version__, "load_average": os.getloadavg(),
+                        "libraries_env": {k: os.environ.get(k) for k in WITHOUT_AVX512},
                         "numpy": np.__version__,
                         "torch": getattr(run.torch, "__version__", None)},
                "skipped": run.skipped, "compile_ms": run.compile_ms, "results": run.rows}

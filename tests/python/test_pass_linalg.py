@@ -556,12 +556,30 @@ def test_choose_tiles_cpu_microkernel():
     f32 = SCALAR_TYPES["f32"]
     tiles = choose_tiles(TARGETS["cpu"], 16, 1, None, None, None, f32, f32, f32)
     assert tiles.m * tiles.n * 4 == 32 * 64 // 2
+    # 5 rows: one tile of 16 rows, checked; 7 columns: one tile; K = 3: a step of 2, then 1
     small = choose_tiles(TARGETS["cpu"], 16, 1, 5, 7, 3, f32, f32, f32)
-    assert (small.m, small.n, small.k) == (16, 7, 4)
+    assert (small.m, small.n, small.k) == (16, 7, 2)
+    assert (small.m_pieces, small.n_pieces, small.k_rest) == (((5, 16),), ((7, 7),), (1,))
     # B's entries are FMA memory operands, not registers: A's 16 columns (16 zmm) are the
     # operand half, so 16x16x16 is one tile and one straight-line K step
     square = choose_tiles(TARGETS["cpu"], 16, 1, 16, 16, 16, f32, f32, f32)
     assert (square.m, square.n, square.k) == (16, 16, 16)
+
+
+def test_choose_tiles_cpu_remainders_get_smaller_tiles():
+    """f64, subgroup 8, AVX-512: a DG code's 35x9x35 is one 32-row tile and the last 3
+    rows as an 8-row tile (not a 64-row tile), columns in fours and the ninth alone, K
+    in steps of 4 then 2 and 1; 56x9x56 is rows 32 + 16 + 8 (nothing checked) and K in
+    steps of 4 (a step dividing K); GPU targets keep one piece."""
+    f64 = SCALAR_TYPES["f64"]
+    t = choose_tiles(TARGETS["cpu"], 8, 1, 35, 9, 35, f64, f64, f64)
+    assert (t.m_pieces, t.n_pieces, t.k, t.k_rest) == (((32, 32), (3, 8)), ((8, 4), (1, 1)),
+                                                       4, (2, 1))
+    t = choose_tiles(TARGETS["cpu"], 8, 1, 56, 9, 56, f64, f64, f64)
+    assert (t.m_pieces, t.k, t.k_rest) == (((32, 32), (16, 16), (8, 8)), 4, ())
+    assert sum(e for e, _ in t.m_pieces) == 56 and sum(e for e, _ in t.n_pieces) == 9
+    gpu = choose_tiles(TARGETS["pvc"], 16, 1, 35, 9, 35, f64, f64, f64)
+    assert (gpu.m_pieces, gpu.n_pieces, gpu.k_rest) == ((), (), ())
 
 
 @pytest.mark.parametrize("subgroups", [1, 2, 4])

@@ -257,6 +257,12 @@ def vector_bits() -> int:
     return 128
 
 
+def register_bytes() -> int:
+    """Bytes of the vector register file: 32 registers with AVX-512, else 16."""
+    bits = vector_bits()
+    return (32 if bits >= 512 else 16) * bits // 8
+
+
 def function_attributes() -> Tuple[str, ...]:
     """String attributes for generated functions (LLVM IR syntax)."""
     bits = vector_bits()
