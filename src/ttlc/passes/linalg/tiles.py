@@ -52,6 +52,17 @@ ASSUMED_SIZE = 256
 MAX_K = 32
 #: largest M tile as a multiple of the subgroup size
 MAX_M_BLOCKS = 16
+#: what each piece of C beyond the first adds to the cost (its code is compiled too: f32
+#: 120x9x120 as 3 pieces of 32x9 tiles rather than 8 of 64x6, at about the same speed)
+PIECE_COST = 0.05
+#: longest K step where remainders are split: the FMA microkernel's loop costs a few
+#: integer instructions beside 10-30 FMAs, and a longer unrolled step only adds code to
+#: compile (k = 2 against 32: 40% less LLVM IR for the shapes of benchmarks/small_gemm.py,
+#: the same speed)
+SPLIT_MAX_K = 2
+#: the accumulator's share of the register budget where B's entries come from memory
+#: (f64 x 9 columns on AVX-512: 32x6 tiles, 24 zmm, instead of 32x4 and a lone 32x1)
+ACC_SHARE = 0.75
 
 
 #: a static dimension's pieces: (extent, tile) in order, each extent a multiple of its tile
@@ -155,14 +166,20 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     # where subgroups are SIMD lanes of one thread (CPUs), the G subgroups of a work-group
     # run in lockstep and hold their tiles in the same register file at the same time
     shared = G if target.vector_bytes else 1
-    half = max(1, target.register_budget // 2 // shared)
-    acc_elems = max(S, half // acc.size)  # at least one column of S rows
+    split = split_remainders(target, acc, a, b)
+    budget = max(1, target.register_budget // shared)
+    # the accumulator's part: half, or where the FMA microkernel broadcasts B from memory
+    # and only A's columns are operands (``split``), ACC_SHARE
+    acc_bytes = int(budget * ACC_SHARE) if split else budget // 2
+    half = budget - acc_bytes  # the operands' part
+    acc_elems = max(S, acc_bytes // acc.size)  # at least one column of S rows
     m_cap = max(S, _next_pow2(M)) if M is not None else S * MAX_M_BLOCKS
+    if split and M is not None:  # (a tile beyond M would only be cut into smaller ones)
+        m_cap = max(S, _pow2_at_most(M))
     m_cap = min(m_cap, S * MAX_M_BLOCKS)
     Mm = M if M is not None else ASSUMED_SIZE
     Nm = N if N is not None else ASSUMED_SIZE
 
-    split = split_remainders(target, acc, a, b)
 
     def cost(m: int, n: int) -> float:
         """rounds * (m n / S + m / S + n) summed over the pieces of C (one piece, the
@@ -178,7 +195,8 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
                 else:
                     rounds = _ceil_div(_ceil_div(me, mt) * _ceil_div(ne, nt), G)
                 total += rounds * (mt * nt / S + mt / S + nt)
-        return total
+        # each piece is code of its own: LLVM's time grows with it
+        return total * (1 + PIECE_COST * (len(ms) * len(ns) - 1))
 
     best = None
     m = S
@@ -199,7 +217,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     from_memory = bool(target.vector_bytes) and b == acc and not b.is_complex
     operand_bytes = m * a.size + (0 if from_memory else n * b.size)
     k = 1
-    while k * 2 <= MAX_K and (k * 2) * operand_bytes <= half:
+    while k * 2 <= (SPLIT_MAX_K if split else MAX_K) and (k * 2) * operand_bytes <= half:
         k *= 2
     if not split:
         if K is not None:
