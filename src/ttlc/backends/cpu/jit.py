@@ -258,9 +258,11 @@ def vector_bits() -> int:
 
 
 def register_bytes() -> int:
-    """Bytes of the vector register file: 32 registers with AVX-512, else 16."""
+    """Bytes of the vector registers a kernel's tiles may take: 32 registers with AVX-512;
+    else 16, less one for the broadcast of B's entry of each FMA (AVX-512 FMAs broadcast
+    it from memory, AVX2 FMAs need it in a register)."""
     bits = vector_bits()
-    return (32 if bits >= 512 else 16) * bits // 8
+    return (32 if bits >= 512 else 15) * bits // 8
 
 
 def function_attributes() -> Tuple[str, ...]:

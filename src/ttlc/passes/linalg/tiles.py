@@ -35,7 +35,9 @@ The rule (documented in ``choose_tiles``):
   then smaller power-of-two multiples of ``S`` (``row_pieces``), N into the full tiles
   and one tile of the remaining columns (``column_pieces``), K into the loop's steps and
   smaller power-of-two steps (``k_steps``, which also prefers a step dividing K) -- and
-  the cost above is summed over the pieces.
+  the cost above is summed over the pieces, each piece adding PIECE_COST (its code is
+  compiled too), and an accumulator of fewer than MIN_ACC_BYTES counting as that many
+  (its FMAs wait for each other).
 """
 from __future__ import annotations
 
@@ -60,6 +62,10 @@ PIECE_COST = 0.05
 #: compile (k = 2 against 32: 40% less LLVM IR for the shapes of benchmarks/small_gemm.py,
 #: the same speed)
 SPLIT_MAX_K = 2
+#: the least accumulator bytes that keep the FMA units busy: 2 FMA pipes x 32 bytes x 4
+#: cycles of latency (Zen 4, and AVX2 CPUs alike); 16x3 f32 tiles on AVX2 (6 ymm) ran
+#: at three quarters of the speed of 16x5 ones
+MIN_ACC_BYTES = 256
 #: the accumulator's share of the register budget where B's entries come from memory
 #: (f64 x 9 columns on AVX-512: 32x6 tiles, 24 zmm, instead of 32x4 and a lone 32x1)
 ACC_SHARE = 0.75
@@ -180,6 +186,9 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     Mm = M if M is not None else ASSUMED_SIZE
     Nm = N if N is not None else ASSUMED_SIZE
 
+    # FMAs in flight: a tile with fewer accumulator bytes than MIN_ACC_BYTES waits for
+    # its FMAs' results (where remainders are split; GPUs hide latency with threads)
+    latency = MIN_ACC_BYTES / (S * acc.size) if split else 0
 
     def cost(m: int, n: int) -> float:
         """rounds * (m n / S + m / S + n) summed over the pieces of C (one piece, the
@@ -194,13 +203,15 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
                               * _ceil_div(_ceil_div(ne, nt), max(1, grid[1])))
                 else:
                     rounds = _ceil_div(_ceil_div(me, mt) * _ceil_div(ne, nt), G)
-                total += rounds * (mt * nt / S + mt / S + nt)
+                total += rounds * (max(mt * nt / S, latency) + mt / S + nt)
         # each piece is code of its own: LLVM's time grows with it
         return total * (1 + PIECE_COST * (len(ms) * len(ns) - 1))
 
     best = None
     m = S
-    while m <= m_cap and (m == S or m <= acc_elems):
+    # where remainders are split, two of A's columns fit the operands' part (one loaded
+    # while the other is used): a 128x3 f32 tile filling all 32 zmm ran at 0.7x of 32x9
+    while m <= m_cap and (m == S or (m <= acc_elems and (not split or 2 * m * a.size <= half))):
         n_max = max(1, acc_elems // m)
         if N is not None:
             n_max = min(n_max, N)
