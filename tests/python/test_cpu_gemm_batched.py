@@ -9,6 +9,9 @@ counted along the chunk).
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -210,25 +213,12 @@ def test_application_shapes_batched_and_shared(t, M, N, K):
     np.testing.assert_allclose(C, want, rtol=TOL[t], atol=TOL[t] * np.abs(want).max())
 
 
-CHAIN = """
-func @chain(%A: memref<{t}x{m}x{k}>, %B: memref<{t}x{k}x{n}x?>, %C: memref<{t}x{n}x{p}x?>,
-            %D: memref<{t}x{m}x{p}x?>) {{
-    %i = group_id.x : index
-    %b = subview %B[0:{k},0:{n},%i] : memref<{t}x{k}x{n}>
-    %c = subview %C[0:{n},0:{p},%i] : memref<{t}x{n}x{p}>
-    %d = subview %D[0:{m},0:{p},%i] : memref<{t}x{m}x{p}>
-    %tmp = alloca : memref<{t}x{m}x{n},local>
-    %one = constant 1.0 : {t}
-    %zero = constant 0.0 : {t}
-    gemm %one, %A, %b, %zero, %tmp
-    gemm %one, %tmp, %c, %zero, %d
-}}
-"""
-
-
 @pytest.mark.parametrize("t", sorted(DTYPES))
 def test_chain_through_local_memory(t):
-    """D_i = A B_i C_i (56x56, 56x9, 9x9) through a local temporary, against NumPy."""
+    """D_i = A B_i C_i (56x56, 56x9, 9x9) through a local temporary, against NumPy: the
+    kernel benchmarks/small_gemm.py times."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from small_gemm import CHAIN
     m, k, n, p, batch = 56, 56, 9, 9, 4
     rng = np.random.default_rng(11)
     A = np.asfortranarray(rng.standard_normal((m, k)).astype(DTYPES[t]))
