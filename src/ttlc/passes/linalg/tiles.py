@@ -56,7 +56,7 @@ MAX_K = 32
 MAX_M_BLOCKS = 16
 #: what each piece of C beyond the first adds to the cost (its code is compiled too: f32
 #: 120x9x120 as 3 pieces of 32x9 tiles rather than 8 of 64x6, at about the same speed)
-PIECE_COST = 0.05
+PIECE_COST = 0.1
 #: longest K step where remainders are split: the FMA microkernel's loop costs a few
 #: integer instructions beside 10-30 FMAs, and a longer unrolled step only adds code to
 #: compile (k = 2 against 32: 40% less LLVM IR for the shapes of benchmarks/small_gemm.py,
