@@ -2,7 +2,10 @@
 """Small GEMMs of real applications: ttlc against LIBXSMM, NumPy and PyTorch, in one process.
 
     .venv/bin/python benchmarks/small_gemm.py [--quick] [--only batched,shared,tall,chain]
-                                              [--dtypes f64,f32] [--out DIR]
+                  [--dtypes f64,f32] [--batch-bytes N] [--repeat N] [--out DIR]
+
+(``TTLC_NUM_THREADS=1`` runs every library on one thread: on a shared machine the ratios
+of one thread with ``--batch-bytes 524288`` vary least.)
 
 The shapes (M x N x K, column-major) are those of a discontinuous-Galerkin code (9
 quantities, 10 to 120 basis functions) and a few others between 1 and 128; each kind is
@@ -131,7 +134,8 @@ class Run(recipes.Run):
     def __init__(self, opts):
         super().__init__(opts)
         #: bytes of the operands of one batched case (about the L3: code, not memory, shows)
-        self.bytes = (2 << 20) if opts.quick else (24 << 20)
+        self.bytes = opts.batch_bytes or ((2 << 20) if opts.quick else (24 << 20))
+        self.repeat = opts.repeat or self.repeat
         self.dtypes = opts.dtypes.split(",") if opts.dtypes else list(DTYPES)
         self.compile_ms = {}
         # LLVM's own start (target machine, passes) is not any kernel's cold compile
@@ -266,6 +270,9 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes, few samples (a smoke test)")
     ap.add_argument("--only", help=f"comma-separated kinds of {', '.join(KINDS)}")
     ap.add_argument("--dtypes", help="comma-separated of f64, f32")
+    ap.add_argument("--batch-bytes", type=int, help="bytes of a batched case's operands "
+                    "(default 24 MiB, about the L3; 524288 keeps one thread's in its L2)")
+    ap.add_argument("--repeat", type=int, help="samples per implementation (default 7)")
     ap.add_argument("--out", type=Path, default=HERE / "results")
     opts = ap.parse_args()
     kinds = opts.only.split(",") if opts.only else list(KINDS)
