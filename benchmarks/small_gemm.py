@@ -2,10 +2,12 @@
 """Small GEMMs of real applications: ttlc against LIBXSMM, NumPy and PyTorch, in one process.
 
     .venv/bin/python benchmarks/small_gemm.py [--quick] [--only batched,shared,tall,chain]
-                  [--dtypes f64,f32] [--batch-bytes N] [--repeat N] [--out DIR]
+                  [--dtypes f64,f32] [--batch-bytes N] [--repeat N] [--sample-ms MS]
+                  [--out DIR]
 
 (``TTLC_NUM_THREADS=1`` runs every library on one thread: on a shared machine the ratios
-of one thread with ``--batch-bytes 524288`` vary least.)
+of one thread with ``--batch-bytes 524288 --sample-ms 0 --repeat 60``, the best of 60
+single calls taken in turns, vary least.)
 
 The shapes (M x N x K, column-major) are those of a discontinuous-Galerkin code (9
 quantities, 10 to 120 basis functions) and a few others between 1 and 128; each kind is
@@ -136,6 +138,8 @@ class Run(recipes.Run):
         #: bytes of the operands of one batched case (about the L3: code, not memory, shows)
         self.bytes = opts.batch_bytes or ((2 << 20) if opts.quick else (24 << 20))
         self.repeat = opts.repeat or self.repeat
+        if opts.sample_ms is not None:
+            self.sample = opts.sample_ms / 1e3
         self.dtypes = opts.dtypes.split(",") if opts.dtypes else list(DTYPES)
         self.compile_ms = {}
         # LLVM's own start (target machine, passes) is not any kernel's cold compile
@@ -273,6 +277,8 @@ def main() -> int:
     ap.add_argument("--batch-bytes", type=int, help="bytes of a batched case's operands "
                     "(default 24 MiB, about the L3; 524288 keeps one thread's in its L2)")
     ap.add_argument("--repeat", type=int, help="samples per implementation (default 7)")
+    ap.add_argument("--sample-ms", type=float, help="a sample repeats the call for this "
+                    "long (default 20; 0: one call per sample)")
     ap.add_argument("--out", type=Path, default=HERE / "results")
     opts = ap.parse_args()
     kinds = opts.only.split(",") if opts.only else list(KINDS)
