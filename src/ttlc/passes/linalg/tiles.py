@@ -29,7 +29,7 @@ The rule (documented in ``choose_tiles``):
   ``MAX_K`` and at most the next power of two of a static K.  Where subgroups are SIMD
   lanes and B has the accumulator's (real) type, only the A tile counts (the CPU's mul_add
   broadcasts B's entries straight from memory), so e.g. a 16x16x16 f32 gemm is one
-  straight-line K step.
+  straight-line K step (where remainders are not split, below).
 * Remainders (``split_remainders``: f32 and f64 products where subgroups are SIMD lanes):
   static sizes are cut into pieces with tiles of their own -- M into the full tiles and
   then smaller power-of-two multiples of ``S`` (``row_pieces``), N into the full tiles
@@ -37,7 +37,9 @@ The rule (documented in ``choose_tiles``):
   smaller power-of-two steps (``k_steps``, which also prefers a step dividing K) -- and
   the cost above is summed over the pieces, each piece adding PIECE_COST (its code is
   compiled too), and an accumulator of fewer than MIN_ACC_BYTES counting as that many
-  (its FMAs wait for each other).
+  (its FMAs wait for each other).  There the accumulator may take ACC_SHARE of the
+  budget instead of half (only A's columns are operands), two of A's columns fit the
+  rest, and K steps are at most SPLIT_MAX_K.
 """
 from __future__ import annotations
 
@@ -177,7 +179,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     # the accumulator's part: half, or where the FMA microkernel broadcasts B from memory
     # and only A's columns are operands (``split``), ACC_SHARE
     acc_bytes = int(budget * ACC_SHARE) if split else budget // 2
-    half = budget - acc_bytes  # the operands' part
+    operands = budget - acc_bytes  # the operands' part
     acc_elems = max(S, acc_bytes // acc.size)  # at least one column of S rows
     m_cap = max(S, _next_pow2(M)) if M is not None else S * MAX_M_BLOCKS
     if split and M is not None:  # (a tile beyond M would only be cut into smaller ones)
@@ -211,7 +213,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     m = S
     # where remainders are split, two of A's columns fit the operands' part (one loaded
     # while the other is used): a 128x3 f32 tile filling all 32 zmm ran at 0.7x of 32x9
-    while m <= m_cap and (m == S or (m <= acc_elems and (not split or 2 * m * a.size <= half))):
+    while m <= m_cap and (m == S or (m <= acc_elems and (not split or 2 * m * a.size <= operands))):
         n_max = max(1, acc_elems // m)
         if N is not None:
             n_max = min(n_max, N)
@@ -228,7 +230,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     from_memory = bool(target.vector_bytes) and b == acc and not b.is_complex
     operand_bytes = m * a.size + (0 if from_memory else n * b.size)
     k = 1
-    while k * 2 <= (SPLIT_MAX_K if split else MAX_K) and (k * 2) * operand_bytes <= half:
+    while k * 2 <= (SPLIT_MAX_K if split else MAX_K) and (k * 2) * operand_bytes <= operands:
         k *= 2
     if not split:
         if K is not None:
