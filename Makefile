@@ -62,6 +62,8 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/suite.py $(BENCH_ARGS)
 	$(PY) benchmarks/recipes.py
 	$(PY) benchmarks/gemm16.py
+	$(PY) benchmarks/small_gemm.py
+	TTLC_CPU=x86-64-v3 $(PY) benchmarks/small_gemm.py
 	$(PY) benchmarks/scale.py
 
 # The GPU targets' validators (spirv-val, iree-opt, tileiras, mlir-opt): extras of pyproject.toml,

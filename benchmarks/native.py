@@ -63,6 +63,26 @@ class Native:
                                              C.ctypes.data]):
             raise RuntimeError(f"LIBXSMM has no kernel for {m}x{n}x{k} {A.dtype}")
 
+    def xsmm_strided(self, A, B, C, m: int, n: int, k: int, ld: Tuple[int, int, int],
+                     strides: Tuple[int, int, int], batch: int, threads: int) -> None:
+        """C_i = A_i B_i (column-major) with leading dimensions `ld` and element strides from
+        one member to the next (0: one matrix shared by all members)."""
+        fn = (self.lib.ttlcbench_xsmm_strided_chunk_f32 if A.dtype.itemsize == 4
+              else self.lib.ttlcbench_xsmm_strided_chunk_f64)
+        if not parallel(batch, threads, fn, [m, n, k, *ld, A.ctypes.data, B.ctypes.data,
+                                             C.ctypes.data, *strides]):
+            raise RuntimeError(f"LIBXSMM has no kernel for {m}x{n}x{k} {A.dtype}")
+
+    def xsmm_chain(self, A, B, C, D, m: int, k: int, n: int, p: int,
+                   strides: Tuple[int, int, int, int], batch: int, threads: int) -> None:
+        """D_i = A_i B_i C_i (A m x k, B k x n, C n x p, packed column-major) through a
+        temporary; element strides from one member to the next (0: shared)."""
+        fn = (self.lib.ttlcbench_xsmm_chain_chunk_f32 if A.dtype.itemsize == 4
+              else self.lib.ttlcbench_xsmm_chain_chunk_f64)
+        if not parallel(batch, threads, fn, [m, k, n, p, A.ctypes.data, B.ctypes.data,
+                                             C.ctypes.data, D.ctypes.data, *strides]):
+            raise RuntimeError(f"LIBXSMM has no kernel for the chain {m}x{k}x{n}x{p} {A.dtype}")
+
 
 #: the signature of ttlc's CPU kernels, which the *_chunk functions share
 _CHUNK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_long, ctypes.c_long,

@@ -38,8 +38,9 @@ TOLERANCE = {"f32": 1e-5, "f64": 1e-12, "c64": 1e-12}
 DTYPES = {"f32": np.float32, "f64": np.float64, "c64": np.complex128}
 
 
-def timed(impls, repeat: int, sample_seconds: float):
-    """Median seconds per call of each implementation, sampled in turns."""
+def timed(impls, repeat: int, sample_seconds: float, statistic=statistics.median):
+    """Seconds per call of each implementation (the median sample, or `statistic` of
+    the samples), sampled in turns."""
     inner = {}
     for name, fn in impls.items():
         start = time.perf_counter()
@@ -52,7 +53,7 @@ def timed(impls, repeat: int, sample_seconds: float):
             for _ in range(inner[name]):
                 fn()
             samples[name].append((time.perf_counter() - start) / inner[name])
-    return {name: statistics.median(s) for name, s in samples.items()}
+    return {name: statistic(s) for name, s in samples.items()}
 
 
 def check(what: str, got, want, tolerance: float) -> None:

@@ -167,3 +167,21 @@ def test_quick_scale_benchmark_reports_1_and_2_workers(tmp_path):
     assert [r["workers"] for r in data["results"]] == [1, 2]
     assert all(r["entries_per_s"] > 0 for r in data["results"])
     assert "2 workers / 1 worker throughput" in proc.stdout
+
+
+def test_quick_small_gemm_checks_every_kind_and_writes_json(tmp_path):
+    """benchmarks/small_gemm.py: each kind checked against NumPy, timed and summarised."""
+    out = tmp_path / "results"
+    env = dict(os.environ, TTLC_CACHE_DIR=str(tmp_path / "cache"), TTLC_NUM_THREADS="2")
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "small_gemm.py"), "--quick",
+                           "--dtypes", "f64", "--out", str(out)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads((out / "small_gemm-latest.json").read_text())
+    assert {r["kind"] for r in data["results"]} == {"batched", "shared", "tall", "chain"}
+    for row in data["results"]:
+        assert {"ttlc", "numpy"} <= set(row["seconds"]) and row["ratio"]["numpy"] > 0
+        assert row["compile_ms"]["cold"] > 0 and row["compile_ms"]["warm"] > 0
+    assert "bf16 64x64x64" in data["skipped"]
+    if "libxsmm" not in data["skipped"]:
+        assert all("libxsmm" in r["seconds"] for r in data["results"])

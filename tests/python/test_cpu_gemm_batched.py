@@ -9,6 +9,9 @@ counted along the chunk).
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -171,3 +174,59 @@ def test_one_subgroup_gemm_on_strided_views(t, s, ta, tb, checked, M, N, K):
     kernel(2.0, A, B, 0.5, C)
     np.testing.assert_allclose(C, want, rtol=TOL[t], atol=TOL[t] * np.abs(want).max())
     assert np.array_equal(Cf[M:], below)  # rows beyond the view untouched
+
+
+#: shapes of applications (a DG code's 9 quantities; M, N, K not powers of two): the
+#: remainders of M, N and K get tiles of their own (passes/linalg/tiles.py, row_pieces)
+APP_SHAPES = [(35, 9, 35), (56, 9, 56), (9, 9, 56), (84, 9, 84), (10, 9, 10), (20, 9, 20),
+              (120, 9, 120), (1, 1, 1), (17, 13, 11), (3, 100, 5)]
+
+SHARED = """
+func @gemm(%A: memref<{t}x{M}x{K}>, %B: memref<{t}x{K}x{N}x?>, %C: memref<{t}x{M}x{N}x?>) {{
+    %i = group_id.x : index
+    %b = subview %B[0:{K},0:{N},%i] : memref<{t}x{K}x{N}>
+    %c = subview %C[0:{M},0:{N},%i] : memref<{t}x{M}x{N}>
+    %alpha = constant 1.5 : {t}
+    %beta = constant {beta} : {t}
+    gemm %alpha, %A, %b, %beta, %c
+}}
+"""
+
+
+@pytest.mark.parametrize("t", sorted(DTYPES))
+@pytest.mark.parametrize("M,N,K", APP_SHAPES, ids=["x".join(map(str, s)) for s in APP_SHAPES])
+def test_application_shapes_batched_and_shared(t, M, N, K):
+    """Every operand batched (beta 0, C never read), and A shared by all members (beta 1,
+    alpha 1.5), default attributes, against NumPy."""
+    batch = 5
+    A, B, C = operands(t, M, N, K, "n", "n", batch, seed=M + 7 * N + 31 * K)
+    want = expected(A, B, C, "n", "n", 0)
+    out = np.full_like(C, np.nan)
+    ttlc.compile(batched(t, M, N, K, "n", "n", "0.0"), target="cpu")["gemm"](
+        A, B, out, grid=(batch,))
+    np.testing.assert_allclose(out, want, rtol=TOL[t], atol=TOL[t] * np.abs(want).max())
+    shared = np.asfortranarray(A[:, :, 0])
+    want = 1.5 * np.einsum("ik,kjb->ijb", shared.astype(np.float64), B.astype(np.float64)) \
+        + C.astype(np.float64)
+    ttlc.compile(SHARED.format(t=t, M=M, N=N, K=K, beta="1.0"), target="cpu")["gemm"](
+        shared, B, C, grid=(batch,))
+    np.testing.assert_allclose(C, want, rtol=TOL[t], atol=TOL[t] * np.abs(want).max())
+
+
+@pytest.mark.parametrize("t", sorted(DTYPES))
+def test_chain_through_local_memory(t):
+    """D_i = A B_i C_i (56x56, 56x9, 9x9) through a local temporary, against NumPy: the
+    kernel benchmarks/small_gemm.py times."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from small_gemm import CHAIN
+    m, k, n, p, batch = 56, 56, 9, 9, 4
+    rng = np.random.default_rng(11)
+    A = np.asfortranarray(rng.standard_normal((m, k)).astype(DTYPES[t]))
+    B = np.asfortranarray(rng.standard_normal((k, n, batch)).astype(DTYPES[t]))
+    C = np.asfortranarray(rng.standard_normal((n, p, batch)).astype(DTYPES[t]))
+    D = np.asfortranarray(np.full((m, p, batch), np.nan, DTYPES[t]))
+    ttlc.compile(CHAIN.format(t=t, m=m, k=k, n=n, p=p), target="cpu")["chain"](
+        A, B, C, D, grid=(batch,))
+    want = np.einsum("ik,kjb,jlb->ilb", A.astype(np.float64), B.astype(np.float64),
+                     C.astype(np.float64))
+    np.testing.assert_allclose(D, want, rtol=10 * TOL[t], atol=10 * TOL[t] * np.abs(want).max())

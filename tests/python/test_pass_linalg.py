@@ -27,6 +27,7 @@ import pytest
 import ttlc
 from ttlc.passes import PassContext, get_pass, run_passes
 from ttlc.passes.linalg import choose_tiles
+from ttlc.passes.linalg.tiles import ACC_SHARE, SPLIT_MAX_K, k_steps, row_pieces
 from ttlc.ir.types import SCALAR_TYPES
 from ttlc.target import TARGETS, get_target
 
@@ -552,26 +553,68 @@ def test_choose_tiles_rules(target, sgs, acc, ab, size):
 
 
 def test_choose_tiles_cpu_microkernel():
-    """AVX-512: 16 f32 lanes; the accumulator takes half of the 32 zmm registers."""
+    """AVX-512: 16 f32 lanes; B's entries are broadcast from memory, so the accumulator
+    takes three quarters of the 32 zmm registers (ACC_SHARE), A's columns the rest."""
     f32 = SCALAR_TYPES["f32"]
     tiles = choose_tiles(TARGETS["cpu"], 16, 1, None, None, None, f32, f32, f32)
-    assert tiles.m * tiles.n * 4 == 32 * 64 // 2
+    assert tiles.m * tiles.n * 4 == 32 * 64 * ACC_SHARE == 24 * 64
+    # 5 rows: one tile of 16 rows, checked; 7 columns: one tile; K = 3: a step of 2, then 1
     small = choose_tiles(TARGETS["cpu"], 16, 1, 5, 7, 3, f32, f32, f32)
-    assert (small.m, small.n, small.k) == (16, 7, 4)
-    # B's entries are FMA memory operands, not registers: A's 16 columns (16 zmm) are the
-    # operand half, so 16x16x16 is one tile and one straight-line K step
+    assert (small.m, small.n, small.k) == (16, 7, 2)
+    assert (small.m_pieces, small.n_pieces, small.k_rest) == (((5, 16),), ((7, 7),), (1,))
+    # B's entries are FMA memory operands, not registers: 16x16 is one tile (16 zmm), K
+    # steps of SPLIT_MAX_K (2)
     square = choose_tiles(TARGETS["cpu"], 16, 1, 16, 16, 16, f32, f32, f32)
-    assert (square.m, square.n, square.k) == (16, 16, 16)
+    assert (square.m, square.n, square.k) == (16, 16, SPLIT_MAX_K) == (16, 16, 2)
+
+
+def test_choose_tiles_cpu_remainders_get_smaller_tiles():
+    """f64, subgroup 8, AVX-512: a DG code's 35x9x35 is two 16x9 tiles (18 zmm) and the
+    last 3 rows as an 8-row tile (not a 64-row tile), K in steps of 2 then 1; 56x9x56 is
+    rows 48 + 8 (nothing checked) and K in steps of 2 (no rest); GPU targets keep one
+    piece."""
+    f64 = SCALAR_TYPES["f64"]
+    t = choose_tiles(TARGETS["cpu"], 8, 1, 35, 9, 35, f64, f64, f64)
+    assert (t.m_pieces, t.n_pieces, t.k, t.k_rest) == (((32, 16), (3, 8)), ((9, 9),), 2, (1,))
+    t = choose_tiles(TARGETS["cpu"], 8, 1, 56, 9, 56, f64, f64, f64)
+    assert (t.m_pieces, t.k, t.k_rest) == (((48, 16), (8, 8)), 2, ())
+    assert sum(e for e, _ in t.m_pieces) == 56 and sum(e for e, _ in t.n_pieces) == 9
+    gpu = choose_tiles(TARGETS["pvc"], 16, 1, 35, 9, 35, f64, f64, f64)
+    assert (gpu.m_pieces, gpu.n_pieces, gpu.k_rest) == ((), (), ())
+
+
+@pytest.mark.parametrize("size,tile,unit", [(35, 32, 8), (56, 32, 8), (9, 16, 16), (120, 32, 16),
+                                            (7, 8, 8), (64, 32, 8), (100, 64, 16)])
+def test_row_pieces_cover_the_rows_with_power_of_two_tiles(size, tile, unit):
+    """The pieces cover M in order; every tile is a power-of-two multiple of the subgroup
+    size, at most the main tile; only the last piece is partial, and then below `unit`."""
+    pieces = row_pieces(size, tile, unit)
+    assert sum(e for e, _ in pieces) == size
+    for extent, t in pieces:
+        assert t % unit == 0 and t & (t - 1) == 0 and t <= max(tile, unit)
+    assert all(e % t == 0 for e, t in pieces[:-1])
+    last_extent, last_tile = pieces[-1]
+    assert last_extent % last_tile == 0 or last_extent < unit == last_tile
+
+
+@pytest.mark.parametrize("K,k,want", [(56, 16, (8, ())), (35, 16, (16, (2, 1))), (7, 8, (4, (2, 1))),
+                                      (10, 2, (2, ())), (3, 2, (2, (1,))), (1, 2, (1, ()))])
+def test_k_steps(K, k, want):
+    """The loop's step and the steps after it add up to K (checked by hand: 56 = 7 x 8;
+    35 = 2 x 16 + 2 + 1; 7 = 4 + 2 + 1)."""
+    step, rest = k_steps(K, k)
+    assert (step, rest) == want and K - K % step + sum(rest) == K
 
 
 @pytest.mark.parametrize("subgroups", [1, 2, 4])
 def test_choose_tiles_cpu_subgroups_share_registers(subgroups):
     """On the CPU the subgroups of a work-group run in lockstep on one thread: together
-    their accumulators fit half of the 32 zmm registers (64 bytes each)."""
+    their accumulators fit the accumulator's share of the 32 zmm registers (64 bytes each;
+    f64 broadcasts B from memory: ACC_SHARE)."""
     f64 = SCALAR_TYPES["f64"]
     tiles = choose_tiles(TARGETS["cpu"], 8, subgroups, 64, 64, 64, f64, f64, f64)
-    assert subgroups * tiles.m * tiles.n * 8 <= 32 * 64 // 2
-    assert subgroups * tiles.m * tiles.n * 8 > 32 * 64 // 4  # and use that half
+    assert subgroups * tiles.m * tiles.n * 8 <= 32 * 64 * ACC_SHARE
+    assert subgroups * tiles.m * tiles.n * 8 > 32 * 64 * ACC_SHARE / 2  # and use that share
 
 
 def test_choose_tiles_rounds_over_the_subgroup_grid():

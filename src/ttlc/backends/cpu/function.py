@@ -24,6 +24,14 @@ from .values import (F32, I1, I8, I16, I32, I64, LLTYPE, PTR, CoopVal, Cplx, Gro
                      Lanes, MemVal, UndefVector, Unsupported, VectorConstant, is_vec, mangle, parts)
 
 
+def _pow2_vector(t: ir.Type) -> Optional[ir.VectorType]:
+    """The vector type of t's elements with the next power-of-two length, where t is a
+    vector of more than one register's worth whose length is not a power of two."""
+    if not isinstance(t, ir.VectorType) or t.count <= 8 or t.count & (t.count - 1) == 0:
+        return None
+    return ir.VectorType(t.element, 1 << (t.count - 1).bit_length())
+
+
 class FunctionCodegen:
     """Emits one kernel into an LLVM module."""
 
@@ -52,6 +60,8 @@ class FunctionCodegen:
         self.inst_ids: Dict[int, int] = {}
         self.local_bytes = 0
         self.current: Optional[Instruction] = None
+        #: id of the cut of a phi carried with padding (``phi``) -> (the cut, the phi)
+        self._padded_phis: Dict[int, tuple] = {}
         self.error_block: Optional[ir.Block] = None
         self.roots: Dict[Value, Optional[int]] = {}
         self.writes: Dict[int, InstRef] = {}
@@ -314,11 +324,39 @@ class FunctionCodegen:
         return self.from_parts(t, [ir.Constant(x, None) for x in self.part_types(t, varying)])
 
     def phi(self, t: Type, varying: bool):
-        return self.from_parts(t, [self.b.phi(x) for x in self.part_types(t, varying)])
+        """A phi of type t at the start of the current block.  A vector whose length is
+        not a power of two (a coopmatrix of 8 x 9 f64) is carried as the next power of
+        two (the added lanes undefined) and cut after the phis: LLVM's instruction
+        selection would split it into pieces across the edge and rebuild it lane by lane
+        at every loop iteration (unpacks, inserts and spills in a gemm's K loop)."""
+        out = []
+        block = self.b.block
+        for x in self.part_types(t, varying):
+            wide = _pow2_vector(x)
+            if wide is None:
+                out.append(self.b.phi(x))
+                continue
+            self.b.position_at_start(block)
+            carried = self.b.phi(wide)
+            self.b.position_at_end(block)
+            cut = self.b.shuffle_vector(carried, UndefVector(wide),
+                                        VectorConstant(I32, range(x.count)))
+            self._padded_phis[id(cut)] = (cut, carried)
+            out.append(cut)
+        return self.from_parts(t, out)
 
     def add_incoming(self, phi, value, block: ir.Block) -> None:
         for p, v in zip(parts(phi), parts(value)):
-            p.add_incoming(v, block)
+            padded = self._padded_phis.get(id(p))
+            if padded is None:
+                p.add_incoming(v, block)
+                continue
+            carried = padded[1]
+            n = v.type.count
+            with self.b.goto_block(block):  # (before its terminator)
+                v = self.b.shuffle_vector(v, UndefVector(v.type), VectorConstant(
+                    I32, list(range(n)) + [n] * (carried.type.count - n)))
+            carried.add_incoming(v, block)
 
     # ---- bf16 and friends ---------------------------------------------------------------------
     def bf16_to_f32(self, x: ir.Value) -> ir.Value:

@@ -257,6 +257,14 @@ def vector_bits() -> int:
     return 128
 
 
+def register_bytes() -> int:
+    """Bytes of the vector registers a kernel's tiles may take: 32 registers with AVX-512;
+    else 16, less one for the broadcast of B's entry of each FMA (AVX-512 FMAs broadcast
+    it from memory, AVX2 FMAs need it in a register)."""
+    bits = vector_bits()
+    return (32 if bits >= 512 else 15) * bits // 8
+
+
 def function_attributes() -> Tuple[str, ...]:
     """String attributes for generated functions (LLVM IR syntax)."""
     bits = vector_bits()

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import functools
 import gc
 import hashlib
@@ -113,6 +114,15 @@ def _machine() -> Target:
     return get_backend("cpu").target()
 
 
+def _this_cpu(target: Target) -> Target:
+    """target with its register budget cut to the register file of the CPU the code is for
+    (``jit.register_bytes``: 16 ymm registers without AVX-512, where tiles chosen for 32
+    zmm registers would spill)."""
+    budget = min(target.register_budget, jit.register_bytes())
+    return target if budget == target.register_budget else \
+        dataclasses.replace(target, register_budget=budget)
+
+
 def lower(program: Program, checked: bool = False, machine: Optional[Target] = None) -> Program:
     """The program after the target-independent lowering for the CPU (a copy), with the
     sizes every function runs with (``ExecConfig.of``) written into it.
@@ -127,7 +137,7 @@ def lower(program: Program, checked: bool = False, machine: Optional[Target] = N
         at = names.index("lower-linalg")
         names[at:at] = ["insert-shape-checks", "insert-iteration-marks"]
         names = [n for n in names if n != "dead-code-elimination"]
-    return lower_copy(program, names, described(machine or _machine()))
+    return lower_copy(program, names, described(_this_cpu(machine or _machine())))
 
 
 def described(machine: Target) -> Target:

@@ -24,6 +24,11 @@ Each tile of C belongs to exactly one subgroup (foreach_tile), so subgroups writ
 elements and no barrier is needed inside; the instruction becomes one SPMD region.
 A dimension whose static size is a multiple of its tile is never checked; one smaller
 than its tile is always checked; otherwise tiles test ``size == tile`` at run time.
+Where remainders get smaller tiles (``tiles.split_remainders``: f32 and f64 on the CPU)
+and sizes are static, C is cut into pieces instead, each a foreach_tile of its own tile
+shape (M: the full tiles, then smaller power-of-two multiples of the subgroup size, the
+last rows checked; N: the full tiles, then one tile of the remaining columns), and the K
+remainder is unchecked steps of smaller powers of two: no masked full tile, no branch.
 mul_add takes A and B in their own element types (promotion happens inside it), and
 accumulates in the output's type (f32 for 16-bit float outputs).
 """
@@ -85,6 +90,18 @@ def lower_ger(em: Emitter) -> None:
     matmul(em, em.view_as_column(a), "n", em.view_as_column(b), "t", C, M, N, 1)
 
 
+def _pieces(M: Int, MT: int, pieces) -> list:
+    """(first, extent, tile, status) of each piece of a dimension: the tiles' pieces where
+    the size is static and remainders get smaller tiles, else the whole dimension."""
+    if not pieces:
+        return [(0, M, MT, _status(M, MT))]
+    out, first = [], 0
+    for extent, tile in pieces:
+        out.append((first, extent, tile, _status(extent, tile)))
+        first += extent
+    return out
+
+
 def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
            M: Int, N: Int, K: Int) -> None:
     """C := alpha op(A) op(B) + beta C with op(A): M x K, op(B): K x N (2-D memrefs)."""
@@ -96,19 +113,18 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     # 16-bit products a matrix or dot-product unit computes: tiles of its grain
     tiles = fit_to_unit(em.target, tiles, em.sgs, em.subgroups, known(M), known(N), known(K),
                         acc, ea, eb, tb == "t")
-    MT, NT, KT = tiles.m, tiles.n, tiles.k
-    acc_t = coopmatrix(acc, MT, NT, "matrix_acc")
-    a_t = coopmatrix(ea, MT, KT, "matrix_a")
-    b_t = coopmatrix(eb, KT, NT, "matrix_b")
+    KT = tiles.k
 
-    # K = k_full + remainder: full steps unchecked, the remainder one checked step
+    # K = k_full + remainder: full steps unchecked, then the remainder: steps of smaller
+    # powers of two (k_rest, static K where remainders are split) or one checked step
     k_full = em.pm.sub(K, em.pm.rem(K, KT, INDEX), INDEX)
-    has_rem = em.pm.less_than(k_full, K, INDEX)
-    m_status, n_status = _status(M, MT), _status(N, NT)
+    has_rem = False if tiles.k_rest else em.pm.less_than(k_full, K, INDEX)
 
-    def step(i: Value, j: Value, k: Int, x: Value, check_m: bool, check_n: bool,
-             check_k: bool) -> Value:
+    def step(i: Value, j: Value, k: Int, x: Value, MT: int, NT: int, KS: int,
+             check_m: bool, check_n: bool, check_k: bool) -> Value:
         kv = em.index(k)
+        a_t = coopmatrix(ea, MT, KS, "matrix_a")
+        b_t = coopmatrix(eb, KS, NT, "matrix_b")
         a_flag = checked_flag(check_m, check_k)
         b_flag = checked_flag(check_k, check_n)
         if ta == "n":
@@ -121,26 +137,31 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
             bm = b.cooperative_matrix_load(B, j, kv, b_t, ta="t", checked=b_flag, name="b")
         return b.cooperative_matrix_mul_add(a, bm, x, name="ab")
 
-    def tile(i: Value, j: Value, check_m: bool, check_n: bool) -> None:
+    def tile(i: Value, j: Value, MT: int, NT: int, check_m: bool, check_n: bool) -> None:
         # the zero accumulator is made in the tile's SPMD region: coopmatrix values live
         # in subgroups (a collective region holds no subgroup's registers)
+        acc_t = coopmatrix(acc, MT, NT, "matrix_acc")
         x = b.constant(0, acc_t, name="zero")
         kf = known(k_full)
         if kf is None or kf > 0:
             if kf == KT:  # a single full step: no loop
-                x = step(i, j, 0, x, check_m, check_n, False)
+                x = step(i, j, 0, x, MT, NT, KT, check_m, check_n, False)
             else:
                 loop = b.for_(em.index(0), em.index(k_full), em.index(KT), init=[x],
                               arg_names=["k", "acc"], names=["acc"])
                 with loop as (k, carried):
-                    b.yield_([step(i, j, k, carried, check_m, check_n, False)])
+                    b.yield_([step(i, j, k, carried, MT, NT, KT, check_m, check_n, False)])
                 x = loop.result
+        k = kf
+        for ks in tiles.k_rest:
+            x = step(i, j, k, x, MT, NT, ks, check_m, check_n, False)
+            k += ks
         if has_rem is True:
-            x = step(i, j, k_full, x, check_m, check_n, True)
+            x = step(i, j, k_full, x, MT, NT, KT, check_m, check_n, True)
         elif isinstance(has_rem, Value):
             branch = b.if_(has_rem, results=[acc_t], names=["acc"])
             with branch:
-                b.yield_([step(i, j, k_full, x, check_m, check_n, True)])
+                b.yield_([step(i, j, k_full, x, MT, NT, KT, check_m, check_n, True)])
             with branch.else_():
                 b.yield_([x])
             x = branch.result
@@ -148,19 +169,22 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
         v = em.scale_tile(x)
         em.beta_cases(lambda read: em.update_tile(v, C, i, j, flag, read, scaled=True))
 
-    zero = em.index(0)
-    with b.foreach_tile([zero, zero], [em.index(M), em.index(N)], [MT, NT],
-                        arg_names=["i", "j", "ti", "tj"]) as (i, j, ti, tj):
-        full: Optional[object] = True
-        if m_status == MAYBE:
-            full = m.and_(full, m.equal(ti, MT, INDEX))
-        if n_status == MAYBE:
-            full = m.and_(full, m.equal(tj, NT, INDEX))
-        if full is True:
-            tile(i, j, m_status == PARTIAL, n_status == PARTIAL)
-        else:
-            branch = b.if_(full)
-            with branch:
-                tile(i, j, m_status == PARTIAL, n_status == PARTIAL)
-            with branch.else_():
-                tile(i, j, m_status != FULL, n_status != FULL)
+    for m0, me, MT, m_status in _pieces(M, tiles.m, tiles.m_pieces):
+        for n0, ne, NT, n_status in _pieces(N, tiles.n, tiles.n_pieces):
+            lo = [em.index(m0), em.index(n0)]
+            hi = [em.index(em.pm.add(m0, me, INDEX)), em.index(em.pm.add(n0, ne, INDEX))]
+            with b.foreach_tile(lo, hi, [MT, NT], arg_names=["i", "j", "ti", "tj"]) \
+                    as (i, j, ti, tj):
+                full: Optional[object] = True
+                if m_status == MAYBE:
+                    full = m.and_(full, m.equal(ti, MT, INDEX))
+                if n_status == MAYBE:
+                    full = m.and_(full, m.equal(tj, NT, INDEX))
+                if full is True:
+                    tile(i, j, MT, NT, m_status == PARTIAL, n_status == PARTIAL)
+                else:
+                    branch = b.if_(full)
+                    with branch:
+                        tile(i, j, MT, NT, m_status == PARTIAL, n_status == PARTIAL)
+                    with branch.else_():
+                        tile(i, j, MT, NT, m_status != FULL, n_status != FULL)

@@ -29,7 +29,17 @@ The rule (documented in ``choose_tiles``):
   ``MAX_K`` and at most the next power of two of a static K.  Where subgroups are SIMD
   lanes and B has the accumulator's (real) type, only the A tile counts (the CPU's mul_add
   broadcasts B's entries straight from memory), so e.g. a 16x16x16 f32 gemm is one
-  straight-line K step.
+  straight-line K step (where remainders are not split, below).
+* Remainders (``split_remainders``: f32 and f64 products where subgroups are SIMD lanes):
+  static sizes are cut into pieces with tiles of their own -- M into the full tiles and
+  then smaller power-of-two multiples of ``S`` (``row_pieces``), N into the full tiles
+  and one tile of the remaining columns (``column_pieces``), K into the loop's steps and
+  smaller power-of-two steps (``k_steps``, which also prefers a step dividing K) -- and
+  the cost above is summed over the pieces, each piece adding PIECE_COST (its code is
+  compiled too), and an accumulator of fewer than MIN_ACC_BYTES counting as that many
+  (its FMAs wait for each other).  There the accumulator may take ACC_SHARE of the
+  budget instead of half (only A's columns are operands), two of A's columns fit the
+  rest, and K steps are at most SPLIT_MAX_K.
 """
 from __future__ import annotations
 
@@ -46,15 +56,91 @@ ASSUMED_SIZE = 256
 MAX_K = 32
 #: largest M tile as a multiple of the subgroup size
 MAX_M_BLOCKS = 16
+#: what each piece of C beyond the first adds to the cost (its code is compiled too: f32
+#: 120x9x120 as 3 pieces of 32x9 tiles rather than 8 of 64x6, at about the same speed)
+PIECE_COST = 0.1
+#: longest K step where remainders are split: the FMA microkernel's loop costs a few
+#: integer instructions beside 10-30 FMAs, and a longer unrolled step only adds code to
+#: compile (k = 2 against 32: 40% less LLVM IR for the shapes of benchmarks/small_gemm.py,
+#: the same speed)
+SPLIT_MAX_K = 2
+#: the least accumulator bytes that keep the FMA units busy: 2 FMA pipes x 32 bytes x 4
+#: cycles of latency (Zen 4, and AVX2 CPUs alike); 16x3 f32 tiles on AVX2 (6 ymm) ran
+#: at three quarters of the speed of 16x5 ones
+MIN_ACC_BYTES = 256
+#: the accumulator's share of the register budget where B's entries come from memory
+#: (f64 x 9 columns on AVX-512: 32x6 tiles, 24 zmm, instead of 32x4 and a lone 32x1)
+ACC_SHARE = 0.75
+
+
+#: a static dimension's pieces: (extent, tile) in order, each extent a multiple of its tile
+#: or (the last) less than it
+Pieces = Tuple[Tuple[int, int], ...]
 
 
 @dataclass(frozen=True)
 class Tiles:
-    """Tile shape of one gemm: C tiles of m x n, K steps of k."""
+    """Tile shape of one gemm: C tiles of m x n, K steps of k.  Where remainders get
+    smaller tiles (``split_remainders``) and a size is static, its pieces: M's and N's
+    (``m_pieces``, ``n_pieces``: the full tiles, then the rest), and the K steps after
+    the loop of k steps (``k_rest``, unchecked); empty otherwise."""
 
     m: int
     n: int
     k: int
+    m_pieces: Pieces = ()
+    n_pieces: Pieces = ()
+    k_rest: Tuple[int, ...] = ()
+
+
+#: the types whose remainders get smaller tiles (A, B and the accumulator alike): the FMA
+#: microkernel's; matrix units (AMX, DPAS) take K in blocks of their own
+SPLIT_TYPES = ("f32", "f64")
+
+
+def split_remainders(target: Target, acc: ScalarType, a: ScalarType, b: ScalarType) -> bool:
+    """Whether remainders of static sizes get smaller tiles: where subgroups are SIMD
+    lanes (the CPU), whose code for a masked full tile costs as much as for a full one,
+    for products of one real type on the FMA path (``SPLIT_TYPES``)."""
+    return bool(target.vector_bytes) and a == b == acc and acc.name in SPLIT_TYPES
+
+
+def row_pieces(size: int, tile: int, unit: int) -> Pieces:
+    """M split into the full tiles of `tile` rows, then the remainder in tiles of the
+    largest power-of-two multiple of `unit` (the subgroup size) that fits, and what is
+    left below `unit` as one partial tile of `unit` rows: 35 rows, tile 32, unit 8:
+    (32, 32), (3, 8); 56 rows: (32, 32), (16, 16), (8, 8)."""
+    out = [(size - size % tile, tile)] if size >= tile else []
+    rest = size % tile
+    while rest >= unit:
+        t = unit << ((rest // unit).bit_length() - 1)
+        out.append((t, t))
+        rest -= t
+    if rest:
+        out.append((rest, unit))
+    return tuple(out)
+
+
+def column_pieces(size: int, tile: int) -> Pieces:
+    """N split into the full tiles, then the rest as one tile of exactly its columns
+    (coopmatrix columns are free)."""
+    out = [(size - size % tile, tile)] if size >= tile else []
+    if size % tile:
+        out.append((size % tile, size % tile))
+    return tuple(out)
+
+
+def k_steps(K: int, k: int) -> Tuple[int, Tuple[int, ...]]:
+    """(k, rest) for a static K: the step of the loop and the steps after it, powers of
+    two, largest first.  A power of two dividing K, at least 2 and a quarter of k,
+    replaces k (56 with 16: a loop of 8s, no rest); else the rest is K mod k in binary
+    (35 with 16: two steps of 16, then 2 and 1)."""
+    k = min(k, _pow2_at_most(K))
+    divides = K & -K
+    if k > divides >= max(2, k / 4):
+        k = divides
+    rest = K % k
+    return k, tuple(1 << b for b in range(rest.bit_length() - 1, -1, -1) if rest >> b & 1)
 
 
 def _next_pow2(x: int) -> int:
@@ -62,6 +148,10 @@ def _next_pow2(x: int) -> int:
     while p < x:
         p *= 2
     return p
+
+
+def _pow2_at_most(x: int) -> int:
+    return 1 << (max(1, x).bit_length() - 1)
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -84,27 +174,51 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     # where subgroups are SIMD lanes of one thread (CPUs), the G subgroups of a work-group
     # run in lockstep and hold their tiles in the same register file at the same time
     shared = G if target.vector_bytes else 1
-    half = max(1, target.register_budget // 2 // shared)
-    acc_elems = max(S, half // acc.size)  # at least one column of S rows
+    split = split_remainders(target, acc, a, b)
+    budget = max(1, target.register_budget // shared)
+    # the accumulator's part: half, or where the FMA microkernel broadcasts B from memory
+    # and only A's columns are operands (``split``), ACC_SHARE
+    acc_bytes = int(budget * ACC_SHARE) if split else budget // 2
+    operands = budget - acc_bytes  # the operands' part
+    acc_elems = max(S, acc_bytes // acc.size)  # at least one column of S rows
     m_cap = max(S, _next_pow2(M)) if M is not None else S * MAX_M_BLOCKS
+    if split and M is not None:  # (a tile beyond M would only be cut into smaller ones)
+        m_cap = max(S, _pow2_at_most(M))
     m_cap = min(m_cap, S * MAX_M_BLOCKS)
     Mm = M if M is not None else ASSUMED_SIZE
     Nm = N if N is not None else ASSUMED_SIZE
 
+    # FMAs in flight: a tile with fewer accumulator bytes than MIN_ACC_BYTES waits for
+    # its FMAs' results (where remainders are split; GPUs hide latency with threads)
+    latency = MIN_ACC_BYTES / (S * acc.size) if split else 0
+
+    def cost(m: int, n: int) -> float:
+        """rounds * (m n / S + m / S + n) summed over the pieces of C (one piece, the
+        whole of C, where remainders are not split)."""
+        ms = row_pieces(M, m, S) if split and M is not None else ((Mm, m),)
+        ns = column_pieces(N, n) if split and N is not None else ((Nm, n),)
+        total = 0.0
+        for me, mt in ms:
+            for ne, nt in ns:
+                if grid:
+                    rounds = (_ceil_div(_ceil_div(me, mt), max(1, grid[0]))
+                              * _ceil_div(_ceil_div(ne, nt), max(1, grid[1])))
+                else:
+                    rounds = _ceil_div(_ceil_div(me, mt) * _ceil_div(ne, nt), G)
+                total += rounds * (max(mt * nt / S, latency) + mt / S + nt)
+        # each piece is code of its own: LLVM's time grows with it
+        return total * (1 + PIECE_COST * (len(ms) * len(ns) - 1))
+
     best = None
     m = S
-    while m <= m_cap and (m == S or m <= acc_elems):
+    # where remainders are split, two of A's columns fit the operands' part (one loaded
+    # while the other is used): a 128x3 f32 tile filling all 32 zmm ran at 0.7x of 32x9
+    while m <= m_cap and (m == S or (m <= acc_elems and (not split or 2 * m * a.size <= operands))):
         n_max = max(1, acc_elems // m)
         if N is not None:
             n_max = min(n_max, N)
         for n in range(1, n_max + 1):
-            if grid:
-                rounds = (_ceil_div(_ceil_div(Mm, m), max(1, grid[0]))
-                          * _ceil_div(_ceil_div(Nm, n), max(1, grid[1])))
-            else:
-                rounds = _ceil_div(_ceil_div(Mm, m) * _ceil_div(Nm, n), G)
-            cost = rounds * (m * n / S + m / S + n)
-            key = (cost, -(m * n), abs(m / S - n))
+            key = (cost(m, n), -(m * n), abs(m / S - n))
             if best is None or key < best[0]:
                 best = (key, m, n)
         m *= 2
@@ -116,9 +230,15 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     from_memory = bool(target.vector_bytes) and b == acc and not b.is_complex
     operand_bytes = m * a.size + (0 if from_memory else n * b.size)
     k = 1
-    while k * 2 <= MAX_K and (k * 2) * operand_bytes <= half:
+    while k * 2 <= (SPLIT_MAX_K if split else MAX_K) and (k * 2) * operand_bytes <= operands:
         k *= 2
+    if not split:
+        if K is not None:
+            k = min(k, _next_pow2(K))
+        return Tiles(m, n, k)
+    k_rest: Tuple[int, ...] = ()
     if K is not None:
-        k = min(k, _next_pow2(K))
-    return Tiles(m, n, k)
+        k, k_rest = k_steps(K, k)
+    return Tiles(m, n, k, row_pieces(M, m, S) if M is not None else (),
+                 column_pieces(N, n) if N is not None else (), k_rest)
 

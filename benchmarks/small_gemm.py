@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""Small GEMMs of real applications: ttlc against LIBXSMM, NumPy and PyTorch, in one process.
+
+    .venv/bin/python benchmarks/small_gemm.py [--quick] [--only batched,shared,tall,chain]
+                  [--dtypes f64,f32] [--batch-bytes N] [--repeat N] [--sample-ms MS]
+                  [--out DIR]
+
+(``TTLC_NUM_THREADS=1`` runs every library on one thread: on a shared machine the ratios
+of one thread with ``--batch-bytes 524288 --sample-ms 0 --repeat 60``, the best of 60
+single calls taken in turns, vary least.)
+
+The shapes (M x N x K, column-major) are those of a discontinuous-Galerkin code (9
+quantities, 10 to 120 basis functions) and a few others between 1 and 128; each kind is
+one kernel written as a user would, with default attributes: one ``gemm`` per batch member
+through ``group_id`` and ``subview``.
+
+- ``batched``: C_i = A_i B_i, every operand batched;
+- ``shared``: C_i = A B_i, one A shared by all members (no batch mode);
+- ``tall``: C = A B with A of 10^6 rows, one work-group per block of rows;
+- ``chain``: D_i = A B_i C_i through a local temporary (A shared, as a DG stiffness matrix).
+
+The 16-bit 64^3 products are measured by benchmarks/gemm16.py and appear here as
+skipped.  Every implementation's result is first compared with NumPy (a mismatch
+stops the run); times are the best of samples taken in turns (the machine may be shared),
+and each kernel's cold compile (an empty cache) and warm one (a cache hit) are recorded.  Prints GFLOP/s and the
+ratios other time / ttlc time (above 1: ttlc is faster) and writes
+``DIR/small_gemm-<time>.json`` and ``DIR/small_gemm-latest.json`` (DIR: benchmarks/results).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+#: where TTLC_CPU names a model without AVX-512, the other libraries are held to the same
+#: instructions (set before they load): LIBXSMM's code generator, PyTorch's kernels and
+#: OpenBLAS (NumPy's and PyTorch's matmul)
+WITHOUT_AVX512 = {"LIBXSMM_TARGET": "hsw", "ATEN_CPU_CAPABILITY": "avx2",
+                  "OPENBLAS_CORETYPE": "Haswell"}
+if os.environ.get("TTLC_CPU", "").strip() in ("x86-64-v3", "haswell", "skylake", "znver1",
+                                               "znver2", "znver3"):
+    for _name, _value in WITHOUT_AVX512.items():
+        os.environ.setdefault(_name, _value)
+
+import numpy as np  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+try:
+    import ttlc
+except ImportError:  # run from a checkout without installing
+    sys.path.insert(0, str(HERE.parent / "src"))
+    import ttlc
+sys.path.insert(0, str(HERE))
+import native  # noqa: E402
+import recipes  # noqa: E402
+from recipes import check, timed  # noqa: E402
+from suite import GEMM_SUBVIEW, environment, write_summary  # noqa: E402
+
+DTYPES = {"f32": np.float32, "f64": np.float64}
+TOLERANCE = {"f32": 1e-5, "f64": 1e-12}
+#: (M, N, K) of the batched and shared-operand products
+DG_SHAPES = [(56, 9, 56), (84, 9, 84), (35, 9, 35), (9, 9, 56), (20, 9, 20), (10, 9, 10),
+             (120, 9, 120)]
+OTHER_SHAPES = [(1, 1, 1), (3, 5, 7), (17, 13, 11), (128, 9, 128), (64, 64, 64), (100, 100, 100)]
+QUICK_SHAPES = [(56, 9, 56), (35, 9, 35), (9, 9, 56)]
+#: rows of the tall-and-skinny A, and the rows each work-group takes
+TALL_ROWS, TALL_BLOCK = 1_000_000, 100
+#: (m, k, n, p) of D = A B C: A m x k, B k x n, C n x p
+CHAINS = [(56, 56, 9, 9), (35, 35, 9, 9), (84, 84, 9, 9)]
+KINDS = ("batched", "shared", "tall", "chain")
+#: the cold compile time a kernel of this section should stay within (issue: 150 ms)
+COLD_MS = 150
+#: the 16-bit cases, measured by their own section (against hand-written kernels and torch)
+SIXTEEN_BIT = {"bf16/f16 64x64x64": "benchmarks/gemm16.py"}
+
+SHARED = """
+func @gemm(%A: memref<{t}x{M}x{K}>, %B: memref<{t}x{K}x{N}x?>, %C: memref<{t}x{M}x{N}x?>) {{
+    %i = group_id.x : index
+    %b = subview %B[0:{K},0:{N},%i] : memref<{t}x{K}x{N}>
+    %c = subview %C[0:{M},0:{N},%i] : memref<{t}x{M}x{N}>
+    %one = constant 1.0 : {t}
+    %zero = constant 0.0 : {t}
+    gemm %one, %A, %b, %zero, %c
+}}
+"""
+
+TALL = """
+func @gemm(%A: memref<{t}x{R}x{K}>, %B: memref<{t}x{K}x{N}>, %C: memref<{t}x{R}x{N}>) {{
+    %i = group_id.x : index
+    %rows = constant {M} : index
+    %first = mul %i, %rows : index
+    %a = subview %A[%first:{M},0:{K}] : memref<{t}x{M}x{K},strided<1,{R}>>
+    %c = subview %C[%first:{M},0:{N}] : memref<{t}x{M}x{N},strided<1,{R}>>
+    %one = constant 1.0 : {t}
+    %zero = constant 0.0 : {t}
+    gemm %one, %a, %B, %zero, %c
+}}
+"""
+
+CHAIN = """
+func @chain(%A: memref<{t}x{m}x{k}>, %B: memref<{t}x{k}x{n}x?>, %C: memref<{t}x{n}x{p}x?>,
+            %D: memref<{t}x{m}x{p}x?>) {{
+    %i = group_id.x : index
+    %b = subview %B[0:{k},0:{n},%i] : memref<{t}x{k}x{n}>
+    %c = subview %C[0:{n},0:{p},%i] : memref<{t}x{n}x{p}>
+    %d = subview %D[0:{m},0:{p},%i] : memref<{t}x{m}x{p}>
+    %tmp = alloca : memref<{t}x{m}x{n},local>
+    %one = constant 1.0 : {t}
+    %zero = constant 0.0 : {t}
+    gemm %one, %A, %b, %zero, %tmp
+    gemm %one, %tmp, %c, %zero, %d
+    lifetime_stop %tmp
+}}
+"""
+
+
+def fortran(rng, shape, dtype):
+    return np.asfortranarray(rng.standard_normal(shape).astype(dtype))
+
+
+def rows_of(x):
+    """The batch-first row-major view of a column-major (rows, cols[, batch]) array."""
+    return x.T
+
+
+class Run(recipes.Run):
+    """recipes.Run (samples, threads, LIBXSMM and PyTorch or why they are missing) with
+    this section's sizes, types and compile times."""
+
+    def __init__(self, opts):
+        super().__init__(opts)
+        #: bytes of the operands of one batched case (about the L3: code, not memory, shows)
+        self.bytes = opts.batch_bytes or ((2 << 20) if opts.quick else (24 << 20))
+        self.repeat = opts.repeat or self.repeat
+        if opts.sample_ms is not None:
+            self.sample = opts.sample_ms / 1e3
+        self.dtypes = opts.dtypes.split(",") if opts.dtypes else list(DTYPES)
+        self.compile_ms = {}
+        # LLVM's own start (target machine, passes) is not any kernel's cold compile
+        ttlc.compile(GEMM_SUBVIEW.format(t="f32", M=2, N=2, K=2), target="cpu")
+        for case, where in SIXTEEN_BIT.items():
+            self.skip(case, f"measured by {where}")
+
+    def compile(self, name: str, text: str, entry: str):
+        """Compile `text` cold (a fresh, empty cache directory: LLVM runs) and warm (the
+        same text again: a cache hit), recording both times."""
+        with tempfile.TemporaryDirectory(prefix="ttlc-bench-cache-") as d, \
+                environment(TTLC_CACHE="1", TTLC_CACHE_DIR=d):
+            start = time.perf_counter()
+            module = ttlc.compile(text, target="cpu")
+            cold = time.perf_counter() - start
+            warm = []
+            for _ in range(3):
+                start = time.perf_counter()
+                ttlc.compile(text, target="cpu")
+                warm.append(time.perf_counter() - start)
+        self.compile_ms[name] = {"cold": cold * 1e3, "warm": min(warm) * 1e3}
+        return module[entry]
+
+    def batch(self, entry_elements: int, t: str) -> int:
+        return int(min(20000, max(64, self.bytes // (entry_elements * np.dtype(DTYPES[t]).itemsize))))
+
+    def measure(self, kind, t, shape, flops, impls, out, want):
+        """Check every implementation's output against `want`, then time them."""
+        for name, fn in impls.items():
+            out[name][...] = np.nan
+            fn()
+            check(f"{kind} {t} {shape} {name}", out[name], want, TOLERANCE[t])
+        # the best sample: on a shared machine the others are the load of other jobs
+        seconds = timed(impls, self.repeat, self.sample, min)
+        row = {"kind": kind, "dtype": t, "shape": shape, "seconds": seconds,
+               "gflops": {k: flops / v / 1e9 for k, v in seconds.items()},
+               "ratio": {k: v / seconds["ttlc"] for k, v in seconds.items() if k != "ttlc"},
+               "compile_ms": self.compile_ms.get(f"{kind} {t} {shape}")}
+        self.rows.append(row)
+        ratios = "  ".join(f"vs {k} {v:5.2f}" for k, v in row["ratio"].items())
+        print(f"  {kind:8s} {t:4s} {shape:26s} ttlc {row['gflops']['ttlc']:7.2f} GFLOP/s  "
+              f"{ratios}", flush=True)
+
+    def shapes(self):
+        return QUICK_SHAPES if self.quick else DG_SHAPES + OTHER_SHAPES
+
+    def batched(self, shared: bool):
+        kind = "shared" if shared else "batched"
+        print(f"{kind}: C_i = {'A' if shared else 'A_i'} B_i (other time / ttlc time):")
+        rng = np.random.default_rng(3)
+        for t in self.dtypes:
+            for M, N, K in self.shapes():
+                batch = self.batch((0 if shared else M * K) + K * N + M * N, t)
+                shape = f"{M}x{N}x{K} b{batch}"
+                A = fortran(rng, (M, K) if shared else (M, K, batch), DTYPES[t])
+                B = fortran(rng, (K, N, batch), DTYPES[t])
+                text = (SHARED if shared else GEMM_SUBVIEW).format(t=t, M=M, N=N, K=K)
+                kernel = self.compile(f"{kind} {t} {shape}", text, "gemm")
+                out = {name: np.zeros((M, N, batch), DTYPES[t], order="F")
+                       for name in ("ttlc", "numpy", "torch", "libxsmm")}
+                At, Bt = rows_of(A), rows_of(B)  # C_i^T = B_i^T A_i^T
+                impls = {"ttlc": lambda: kernel(A, B, out["ttlc"], grid=(batch,)),
+                         "numpy": lambda: np.matmul(Bt, At, out=rows_of(out["numpy"]))}
+                if self.torch is not None:
+                    tA, tB, tC = (self.torch.from_numpy(x) for x in (At, Bt, rows_of(out["torch"])))
+                    impls["torch"] = lambda: self.torch.matmul(tB, tA, out=tC)
+                if self.lib.has_libxsmm:
+                    strides = (0 if shared else M * K, K * N, M * N)
+                    impls["libxsmm"] = lambda: self.lib.xsmm_strided(
+                        A, B, out["libxsmm"], M, N, K, (M, K, M), strides, batch, self.threads)
+                want = np.matmul(Bt.astype(np.float64), At).T
+                self.measure(kind, t, shape, 2.0 * M * N * K * batch, impls, out, want)
+
+    def tall(self):
+        rows = TALL_ROWS // 16 if self.quick else TALL_ROWS
+        print(f"tall: C = A B, A of {rows} rows, {TALL_BLOCK} rows per work-group:")
+        rng = np.random.default_rng(4)
+        for t in self.dtypes:
+            for N, K in ((9, 9), (16, 16)):
+                M, blocks = TALL_BLOCK, rows // TALL_BLOCK
+                shape = f"{rows}x{N}x{K}"
+                A, B = fortran(rng, (rows, K), DTYPES[t]), fortran(rng, (K, N), DTYPES[t])
+                text = TALL.format(t=t, R=rows, M=M, N=N, K=K)
+                kernel = self.compile(f"tall {t} {shape}", text, "gemm")
+                out = {name: np.zeros((rows, N), DTYPES[t], order="F")
+                       for name in ("ttlc", "numpy", "torch", "libxsmm")}
+                impls = {"ttlc": lambda: kernel(A, B, out["ttlc"], grid=(blocks,)),
+                         "numpy": lambda: np.matmul(B.T, A.T, out=out["numpy"].T)}
+                if self.torch is not None:
+                    tA, tB, tC = (self.torch.from_numpy(x) for x in (A, B, out["torch"]))
+                    impls["torch"] = lambda: self.torch.matmul(tA, tB, out=tC)
+                if self.lib.has_libxsmm:
+                    impls["libxsmm"] = lambda: self.lib.xsmm_strided(
+                        A, B, out["libxsmm"], M, N, K, (rows, K, rows), (M, 0, M), blocks,
+                        self.threads)
+                want = A.astype(np.float64) @ B
+                self.measure("tall", t, shape, 2.0 * rows * N * K, impls, out, want)
+
+    def chain(self):
+        print("chain: D_i = A B_i C_i through a local temporary:")
+        rng = np.random.default_rng(5)
+        for t in self.dtypes:
+            for m, k, n, p in (CHAINS[:1] if self.quick else CHAINS):
+                batch = self.batch(k * n + n * p + m * p, t)
+                shape = f"{m}x{k}.{k}x{n}.{n}x{p} b{batch}"
+                A = fortran(rng, (m, k), DTYPES[t])
+                B, C = fortran(rng, (k, n, batch), DTYPES[t]), fortran(rng, (n, p, batch), DTYPES[t])
+                text = CHAIN.format(t=t, m=m, k=k, n=n, p=p)
+                kernel = self.compile(f"chain {t} {shape}", text, "chain")
+                out = {name: np.zeros((m, p, batch), DTYPES[t], order="F")
+                       for name in ("ttlc", "numpy", "torch", "libxsmm")}
+                At, Bt, Ct = rows_of(A), rows_of(B), rows_of(C)  # D^T = C^T B^T A^T
+                impls = {"ttlc": lambda: kernel(A, B, C, out["ttlc"], grid=(batch,)),
+                         "numpy": lambda: np.matmul(Ct, np.matmul(Bt, At),
+                                                    out=rows_of(out["numpy"]))}
+                if self.torch is not None:
+                    tA, tB, tC, tD = (self.torch.from_numpy(x)
+                                      for x in (At, Bt, Ct, rows_of(out["torch"])))
+                    impls["torch"] = lambda: self.torch.matmul(tC, self.torch.matmul(tB, tA),
+                                                               out=tD)
+                if self.lib.has_libxsmm:
+                    impls["libxsmm"] = lambda: self.lib.xsmm_chain(
+                        A, B, C, out["libxsmm"], m, k, n, p, (0, k * n, n * p, m * p), batch,
+                        self.threads)
+                want = np.matmul(Ct.astype(np.float64), np.matmul(Bt.astype(np.float64), At)).T
+                flops = 2.0 * (m * k * n + m * n * p) * batch
+                self.measure("chain", t, shape, flops, impls, out, want)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes, few samples (a smoke test)")
+    ap.add_argument("--only", help=f"comma-separated kinds of {', '.join(KINDS)}")
+    ap.add_argument("--dtypes", help="comma-separated of f64, f32")
+    ap.add_argument("--batch-bytes", type=int, help="bytes of a batched case's operands "
+                    "(default 24 MiB, about the L3; 524288 keeps one thread's in its L2)")
+    ap.add_argument("--repeat", type=int, help="samples per implementation (default 7)")
+    ap.add_argument("--sample-ms", type=float, help="a sample repeats the call for this "
+                    "long (default 20; 0: one call per sample)")
+    ap.add_argument("--out", type=Path, default=HERE / "results")
+    opts = ap.parse_args()
+    kinds = opts.only.split(",") if opts.only else list(KINDS)
+    run = Run(opts)
+    cpu = os.environ.get("TTLC_CPU") or "host"
+    print(f"small gemm on {run.threads} threads ({platform.processor() or platform.machine()}, "
+          f"TTLC_CPU={cpu})")
+    if "batched" in kinds:
+        run.batched(shared=False)
+    if "shared" in kinds:
+        run.batched(shared=True)
+    if "tall" in kinds:
+        run.tall()
+    if "chain" in kinds:
+        run.chain()
+    if run.compile_ms:
+        cold = sorted(v["cold"] for v in run.compile_ms.values())
+        slow = [k for k, v in run.compile_ms.items() if v["cold"] > COLD_MS]
+        print(f"compile of {len(cold)} kernels: cold median {cold[len(cold) // 2]:.0f} ms, "
+              f"at most {cold[-1]:.0f} ms; warm at most "
+              f"{max(v['warm'] for v in run.compile_ms.values()):.1f} ms; cold over "
+              f"{COLD_MS} ms: {', '.join(slow) or 'none'}")
+    summary = {"meta": {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                        "threads": run.threads, "quick": run.quick, "ttlc_cpu": cpu,
+                        "ttlc": ttlc.__version__, "load_average": os.getloadavg(),
+                        "libraries_env": {k: os.environ.get(k) for k in WITHOUT_AVX512},
+                        "numpy": np.__version__,
+                        "torch": getattr(run.torch, "__version__", None)},
+               "skipped": run.skipped, "compile_ms": run.compile_ms, "results": run.rows}
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    suffix = "" if cpu == "host" else f"-{cpu}"
+    write_summary(opts.out, f"small_gemm{suffix}-{stamp}.json", f"small_gemm{suffix}-latest.json",
+                  summary)
+    print(f"wrote {opts.out / f'small_gemm{suffix}-latest.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
