@@ -21,7 +21,9 @@ from typing import Callable, Dict, List, Sequence, Tuple
 import numpy as np
 
 from ...ir.types import GroupType, MemrefType
+from ...runtime import check_grid
 from ...runtime.values import DTYPES
+from ...target import get_target
 from .ops import Ptr, Tile
 from .tir import Block, Entry, Op
 
@@ -472,7 +474,9 @@ def _arguments(func, args, memory: Memory) -> list:
 
 
 def run(entry: Entry, func, args: Sequence, grid: Tuple[int, int, int]) -> None:
-    """Run an entry (translated from `func`) on every tile block of `grid`."""
+    """Run an entry (translated from `func`) on every tile block of `grid` (checked as
+    a launch's grid is: positive sizes within an NVIDIA GPU's limits)."""
+    grid = check_grid(grid, get_target("nvidia").max_grid)
     memory = Memory()
     params = _arguments(func, args, memory)
     params = [np.asarray(p).astype(dtype(v.type)) for p, v in zip(params, entry.args)]
