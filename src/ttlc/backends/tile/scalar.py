@@ -13,7 +13,7 @@ from ...ir.types import CoopMatrixType
 from .ops import Ptr, Scalar, Tile
 from .coop import matrix_tile
 from .spmd import divergent_for, exec_config, masked_if
-from . import complexes
+from . import checks, complexes
 from .translate import (Group, Memref, Pair, Rule, Translator, component_name, element_name,
                         is_complex, registrar, unsupported)
 
@@ -142,6 +142,11 @@ def expand(t: Translator, inst: Instruction) -> None:
     for d in dims:
         strides.append(s)
         s = t.mul_index(s, d)
+    if t.checks:
+        total = 1
+        for d in dims:
+            total = t.mul_index(total, d)
+        checks.check_expand(t, total, m.shape[mode])
     t.values[inst.results[0]] = Memref(m.element, m.ptr, m.shape[:mode] + dims + m.shape[mode + 1:],
                                        m.strides[:mode] + strides + m.strides[mode + 1:], m.complex)
 
@@ -150,6 +155,8 @@ def expand(t: Translator, inst: Instruction) -> None:
 def fuse(t: Translator, inst: Instruction) -> None:
     """Modes from..to viewed as one: the product of their sizes, the first one's stride."""
     m, lo, hi = t.memref(inst.slots["tensor"]), inst.attrs["from"], inst.attrs["to"]
+    if t.checks:
+        checks.check_fuse(t, m, lo, hi)
     size = 1
     for d in m.shape[lo:hi + 1]:
         size = t.mul_index(size, d)
@@ -168,6 +175,12 @@ def alloca(t: Translator, inst: Instruction) -> None:
     ptr = t.b.one("alloca", Tile(Ptr(Scalar(element))), num_elem=mt.extent * (2 if pair else 1),
                   alignment=alignment)
     t.values[inst.results[0]] = Memref(element, ptr, list(mt.shape), list(mt.stride), pair)
+
+
+@_rule("check_shapes")
+def check_shapes(t: Translator, inst: Instruction) -> None:
+    """Checked code: the shape rules of the BLAS instruction that follows."""
+    checks.check_shapes(t, inst)
 
 
 @_rule("lifetime_stop", "barrier")
@@ -206,29 +219,36 @@ def load(t: Translator, inst: Instruction) -> None:
     if isinstance(src, Group):
         t.values[inst.results[0]] = t.member(src, index[0])
     else:
+        inside = checks.check_index(t, src.shape, index) if t.checks else None
         ptr = t.element_ptr(src, index)
-        t.values[inst.results[0]] = Pair(t.load_scalar(ptr), t.load_scalar(t.offset(ptr, 1))) \
-            if src.complex else t.load_scalar(ptr)
+        t.values[inst.results[0]] = Pair(t.load_scalar(ptr, inside),
+                                         t.load_scalar(t.offset(ptr, 1), inside)) \
+            if src.complex else t.load_scalar(ptr, inside)
 
 
 @_rule("store")
 def store(t: Translator, inst: Instruction) -> None:
     m = t.memref(inst.slots["tensor"])
-    ptr = t.element_ptr(m, [_index(t, v) for v in inst.slots["index"]])
+    index = [_index(t, v) for v in inst.slots["index"]]
+    inside = checks.check_index(t, m.shape, index) if t.checks else None
+    ptr = t.element_ptr(m, index)
     if m.complex:
         value = t.convert(t.tile_of(inst.slots["value"]), m.number)
-        t.store_scalar(ptr, value.re)
-        t.store_scalar(t.offset(ptr, 1), value.im)
+        t.store_scalar(ptr, value.re, inside)
+        t.store_scalar(t.offset(ptr, 1), value.im, inside)
         return
-    t.store_scalar(ptr, t.convert(t.tile_of(inst.slots["value"]), m.element))
+    t.store_scalar(ptr, t.convert(t.tile_of(inst.slots["value"]), m.element), inside)
 
 
 @_rule("subview")
 def subview(t: Translator, inst: Instruction) -> None:
     m = t.memref(inst.slots["tensor"])
     offset, shape, strides = 0, [], []
-    for (start, size), stride in zip(inst.slots["slices"], m.strides):
+    for mode, ((start, size), stride) in enumerate(zip(inst.slots["slices"], m.strides)):
         start = _index(t, start)
+        if t.checks:
+            checks.check_slice(t, mode, start, _index(t, size), m.shape[mode],
+                               not isinstance(size, int))
         if not (isinstance(start, int) and start == 0):
             offset = t.add_index(offset, t.mul_index(start, stride))
         if not (isinstance(size, int) and size == 0):  # size 0: the mode is removed

@@ -1,0 +1,195 @@
+"""Checked Tile IR (docs/cuda-tile.md, "Checked mode"): the tests checked code makes and
+the error record it reports them in.
+
+Checked entries take one more parameter after the kernel's own: the address of an error
+record of ``ERR_SLOTS`` i64 (``runtime.findings``: the layout every compiled target
+writes), zero before the launch.  A test that fails writes the record with the first
+writer winning: an ``atomic_cas_tko`` of the code into its first word from 0, the rest
+written only by the tile block whose exchange found 0.  The access tested is masked off,
+and once the record holds a finding every later access of the launch is too (each reads
+the first word, ``ok``): what follows a finding in a tile block may run on wrong sizes
+and addresses but never touches memory.  The host reads the record after the launch and
+raises the KernelError the interpreter raises for the same finding (``raise_finding``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ...ir.core import Instruction
+from ...ir.traits import blas_shape_rules, shapes_of
+from ...runtime.findings import (E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_SHAPES, E_SUBVIEW,
+                                 ERR_DETAILS, ERR_SLOTS, InstRef, kernel_error)
+from .ops import TOKEN as TOKEN_TYPE
+from .ops import Ptr, Scalar, Tile
+from .tir import Value
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .translate import Memref, Size, Translator
+
+I64, I1, I32 = Scalar("i64"), Scalar("i1"), Scalar("i32")
+
+
+@dataclass
+class Checked:
+    """What the host needs of a checked entry to word its findings: the table of its
+    instructions (``InstRef``, indexed by the record's instruction slot) and its
+    work-group size."""
+
+    record: Value
+    instructions: List[InstRef] = field(default_factory=list)
+    work_group_size: Tuple[int, int] = (1, 1)
+    #: the index of the instruction being translated
+    current: int = 0
+
+    def enter(self, inst: Instruction) -> None:
+        self.current = len(self.instructions)
+        self.instructions.append(InstRef.of(inst))
+
+
+def record_parameter() -> Value:
+    return Value(Tile(Ptr(I64)))
+
+
+def _any(t: "Translator", bad: Value) -> Value:
+    """A rank-0 i1: whether any element of `bad` is set."""
+    if not bad.type.shape:
+        return bad
+    flat = t.b.one("reshape", Tile(I1, (int(np.prod(bad.type.shape)),)), source=bad)
+    return t.along("reduce", flat, 0, lambda x, y: t.binary("ori", x, y), False)
+
+
+def _first(t: "Translator", bad: Value) -> Value:
+    """The rank-0 i32 index of the first lane of a rank-1 `bad` that is set (0: none)."""
+    n = bad.type.shape[0]
+    lanes = t.b.one("iota", Tile(I32, (n,)))
+    far = t.const("i32", n - 1, (n,))
+    pick = t.b.one("select", lanes.type, cond=bad, val_if_true=lanes, val_if_false=far)
+    return t.along("reduce", pick, 0, lambda x, y: t.binary("mini", x, y, signedness="signed"),
+                   n - 1)
+
+
+def _at(t: "Translator", v: "Size", lane: Optional[Value]) -> Value:
+    """A detail as a rank-0 i64: a per-lane one at the failing lane."""
+    v = t.i64(v) if isinstance(v, int) else t.convert(v, "i64")
+    if lane is None or not v.type.shape:
+        return v if not v.type.shape else _at(t, t.b.one("reshape", Tile(I64, (int(np.prod(v.type.shape)),)), source=v), t.const("i32", 0))
+    one = t.b.one("extract", Tile(I64, (1,)), source=v, indices=[lane])
+    return t.b.one("reshape", Tile(I64), source=one)
+
+
+def fail_if(t: "Translator", bad: Value, code: int, details: Sequence["Size"]) -> None:
+    """Report `code` with `details` (Python ints or i64 tiles, rank 0 or one per work-item
+    of the SPMD region) where `bad` (rank 0, or one per work-item) is set."""
+    c: Checked = t.checks
+    if t.active is not None:  # only the work-items that run
+        bad = t.binary("andi", *t.matched(bad, t.active))
+    lane = _first(t, bad) if len(bad.type.shape) == 1 else None
+    any_bad = _any(t, bad)
+    zero = t.const("i64", 0)
+    old, t.token = t.b.op("atomic_cas_tko", [Tile(I64), TOKEN_TYPE], pointers=c.record, cmp=zero,
+                          val=t.const("i64", code), mask=any_bad, token=t.token,
+                          memory_ordering_semantics="relaxed", memory_scope="device")
+    won = t.binary("andi", any_bad, t.compare("equal", old, zero))
+    block = [t.convert(v, "i64") for v in t.b.op("get_tile_block_id", [Tile(I32)] * 3)]
+    who = t.convert(lane, "i64") if lane is not None else t.const("i64", -1)
+    values = block + [t.const("i64", c.current), who] + [_at(t, d, lane) for d in details[:ERR_DETAILS]]
+    for k, v in enumerate(values, start=1):
+        t.token = t.b.one("store_ptr_tko", TOKEN_TYPE, destination=t.offset(c.record, k), value=v,
+                          mask=won, token=t.token, memory_ordering_semantics="relaxed",
+                          memory_scope="device")
+
+
+def ok(t: "Translator") -> Value:
+    """A rank-0 i1: whether the launch has no finding yet (accesses are made only then)."""
+    first, t.token = t.b.op("load_ptr_tko", [Tile(I64), TOKEN_TYPE], source=t.checks.record,
+                            token=t.token, memory_ordering_semantics="relaxed",
+                            memory_scope="device")
+    return t.compare("equal", first, t.const("i64", 0))
+
+
+def _signed(t: "Translator", predicate: str, a: "Size", b: "Size") -> Value:
+    return t.compare(predicate, *(t.convert(t.i64(x), "i64") if isinstance(x, int) else
+                                  t.convert(x, "i64") for x in (a, b)))
+
+
+def _or(t: "Translator", a: Optional[Value], b: Value) -> Value:
+    return b if a is None else t.binary("ori", *t.matched(a, b))
+
+
+def check_index(t: "Translator", shape: Sequence["Size"], index: Sequence["Size"]) -> Optional[Value]:
+    """E_INDEX where an index of an element access lies outside `shape`; the mask of the
+    work-items whose access is inside (None: static and inside)."""
+    bad = None
+    for mode, (i, n) in enumerate(zip(index, shape)):
+        if isinstance(i, int) and isinstance(n, int) and 0 <= i < n:
+            continue
+        out = _or(t, _signed(t, "less_than", i, 0), _signed(t, "greater_than_or_equal", i, n))
+        fail_if(t, out, E_INDEX, [mode, i, n, len(index), *index][:ERR_DETAILS])
+        bad = _or(t, bad, out)
+    if bad is None:
+        return None
+    return t.b.one("xori", bad.type, lhs=bad, rhs=t.const("i1", True, bad.type.shape))
+
+
+def check_group_index(t: "Translator", index: "Size", size: "Size") -> None:
+    if isinstance(index, int) and isinstance(size, int) and 0 <= index < size:
+        return
+    bad = _or(t, _signed(t, "less_than", index, 0), _signed(t, "greater_than_or_equal", index, size))
+    fail_if(t, bad, E_GROUP_INDEX, [index, size])
+
+
+def check_slice(t: "Translator", mode: int, o: "Size", n: "Size", e: "Size", dynamic: bool) -> None:
+    """E_SUBVIEW: offset non-negative, size positive where dynamic, the slice inside the
+    mode (as target cpu tests it)."""
+    if all(isinstance(x, int) for x in (o, n, e)):
+        return
+    one = t.const("i64", 1)
+    n64 = t.i64(n) if isinstance(n, int) else t.convert(n, "i64")
+    end = t.add_index(o, t.select(_signed(t, "less_than", n64, 1), *t.matched(one, n64)))
+    bad = _or(t, _or(t, _signed(t, "less_than", n64, 0), _signed(t, "less_than", o, 0)),
+              _signed(t, "greater_than", end, e))
+    if dynamic:
+        bad = _or(t, bad, _signed(t, "equal", n64, 0))
+    fail_if(t, bad, E_SUBVIEW, [mode, o, n, e, int(dynamic)])
+
+
+def check_expand(t: "Translator", total: "Size", size: "Size") -> None:
+    if not (isinstance(total, int) and isinstance(size, int)):
+        fail_if(t, _signed(t, "not_equal", total, size), E_EXPAND, [total, size])
+
+
+def check_fuse(t: "Translator", m: "Memref", lo: int, hi: int) -> None:
+    """E_FUSE where the stride of a mode is not its predecessor's stride times size."""
+    for k in range(lo, hi):
+        want = t.mul_index(m.strides[k], m.shape[k])
+        if not (isinstance(want, int) and isinstance(m.strides[k + 1], int)):
+            fail_if(t, _signed(t, "not_equal", m.strides[k + 1], want), E_FUSE, [k])
+
+
+def check_shapes(t: "Translator", inst: Instruction) -> None:
+    """E_SHAPES where the sizes break a shape rule of the BLAS instruction that follows."""
+    sizes = [t.i64(v) if isinstance(v, int) else t.convert(t.tile_of(v), "i64")
+             for v in inst.slots["sizes"]]
+    shapes = shapes_of(inst.attrs["orders"], range(len(sizes)))
+    bad = None
+    for left, right, _ in blas_shape_rules(inst.modifier("rule"), shapes, inst.modifier("ta"),
+                                           inst.modifier("tb")):
+        for i, j in zip(left, right):
+            bad = _or(t, bad, t.compare("not_equal", sizes[i], sizes[j]))
+    if bad is not None:
+        fail_if(t, bad, E_SHAPES, sizes[:ERR_DETAILS])
+
+
+def raise_finding(entry, filename: str, record: np.ndarray) -> None:
+    """The KernelError of a checked entry's error record, if it holds a finding."""
+    if entry.checked is not None and int(record[0]):
+        c: Checked = entry.checked
+        raise kernel_error(filename, entry.name, record, c.instructions, c.work_group_size)
+
+
+def new_record() -> np.ndarray:
+    return np.zeros(ERR_SLOTS, np.int64)
+
