@@ -53,16 +53,16 @@ def record_parameter() -> Value:
     return Value(Tile(Ptr(I64)))
 
 
-def _any(t: "Translator", bad: Value) -> Value:
-    """A rank-0 i1: whether any element of `bad` is set."""
-    if not bad.type.shape:
-        return bad
-    flat = t.b.one("reshape", Tile(I1, (int(np.prod(bad.type.shape)),)), source=bad)
-    return t.along("reduce", flat, 0, lambda x, y: t.binary("ori", x, y), False)
+def _flat(t: "Translator", v: Value) -> Value:
+    """A tile as a rank-1 one (rank 0 and rank 1 as they are)."""
+    if len(v.type.shape) <= 1:
+        return v
+    return t.b.one("reshape", Tile(v.type.element, (int(np.prod(v.type.shape)),)), source=v)
 
 
 def _first(t: "Translator", bad: Value) -> Value:
-    """The rank-0 i32 index of the first lane of a rank-1 `bad` that is set (0: none)."""
+    """The rank-0 i32 index of the first element of a rank-1 `bad` that is set (the last
+    if none is)."""
     n = bad.type.shape[0]
     lanes = t.b.one("iota", Tile(I32, (n,)))
     far = t.const("i32", n - 1, (n,))
@@ -71,31 +71,38 @@ def _first(t: "Translator", bad: Value) -> Value:
                    n - 1)
 
 
-def _at(t: "Translator", v: "Size", lane: Optional[Value]) -> Value:
-    """A detail as a rank-0 i64: a per-lane one at the failing lane."""
+def _at(t: "Translator", v: "Size", at: Optional[Value]) -> Value:
+    """A detail as a rank-0 i64: of a tile (shaped as the test), its element `at`."""
     v = t.i64(v) if isinstance(v, int) else t.convert(v, "i64")
-    if lane is None or not v.type.shape:
-        return v if not v.type.shape else _at(t, t.b.one("reshape", Tile(I64, (int(np.prod(v.type.shape)),)), source=v), t.const("i32", 0))
-    one = t.b.one("extract", Tile(I64, (1,)), source=v, indices=[lane])
+    if not v.type.shape:
+        return v
+    one = t.b.one("extract", Tile(I64, (1,)), source=_flat(t, v), indices=[at])
     return t.b.one("reshape", Tile(I64), source=one)
 
 
 def fail_if(t: "Translator", bad: Value, code: int, details: Sequence["Size"]) -> None:
-    """Report `code` with `details` (Python ints or i64 tiles, rank 0 or one per work-item
-    of the SPMD region) where `bad` (rank 0, or one per work-item) is set."""
+    """Report `code` with `details` (Python ints or i64 tiles, rank 0 or shaped as `bad`)
+    where `bad` (rank 0, one per work-item of the SPMD region or per entry of a matrix
+    tile) is set; a work-item that does not run reports nothing."""
     c: Checked = t.checks
-    if t.active is not None:  # only the work-items that run
+    if t.active is not None and bad.type.shape in ((), t.active.type.shape):
         bad = t.binary("andi", *t.matched(bad, t.active))
-    lane = _first(t, bad) if len(bad.type.shape) == 1 else None
-    any_bad = _any(t, bad)
+    at = any_bad = None
+    if bad.type.shape:
+        flat = _flat(t, bad)
+        at = _first(t, flat)
+        any_bad = t.along("reduce", flat, 0, lambda x, y: t.binary("ori", x, y), False)
+    else:
+        any_bad = bad
     zero = t.const("i64", 0)
     old, t.token = t.b.op("atomic_cas_tko", [Tile(I64), TOKEN_TYPE], pointers=c.record, cmp=zero,
                           val=t.const("i64", code), mask=any_bad, token=t.token,
                           memory_ordering_semantics="relaxed", memory_scope="device")
     won = t.binary("andi", any_bad, t.compare("equal", old, zero))
     block = [t.convert(v, "i64") for v in t.b.op("get_tile_block_id", [Tile(I32)] * 3)]
-    who = t.convert(lane, "i64") if lane is not None else t.const("i64", -1)
-    values = block + [t.const("i64", c.current), who] + [_at(t, d, lane) for d in details[:ERR_DETAILS]]
+    per_item = t.lanes and t.items is None and bad.type.shape == (t.lanes,)
+    who = t.convert(at, "i64") if per_item else t.const("i64", -1)
+    values = block + [t.const("i64", c.current), who] + [_at(t, d, at) for d in details[:ERR_DETAILS]]
     for k, v in enumerate(values, start=1):
         t.token = t.b.one("store_ptr_tko", TOKEN_TYPE, destination=t.offset(c.record, k), value=v,
                           mask=won, token=t.token, memory_ordering_semantics="relaxed",

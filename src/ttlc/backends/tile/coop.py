@@ -21,7 +21,8 @@ from typing import Dict, Optional
 
 from ...ir.core import Instruction
 from ...ir.types import CoopMatrixType
-from . import atomics
+from ...runtime.findings import E_COOP_BOUNDS
+from . import atomics, checks
 from .blas import accumulate_type_name
 from .layout import bcast, both, held, iota, pick, reshape, subgroups, to_entries, uniform
 from .ops import Scalar, Tile
@@ -103,6 +104,15 @@ def _access(t: Translator, inst: Instruction, ct: CoopMatrixType, shape):
         mask = _and(t, mask, within(row_index, row_size))
     if checked in ("cols_checked", "both_checked"):
         mask = _and(t, mask, within(col_index, col_size))
+    if t.checks:  # the entries outside the memref that no *_checked guards, then none
+        inside_memref = both(t, "andi", within(ri, m.shape[0]), within(ci, m.shape[1]))
+        exists = bcast(t, mask, shape) if mask is not None else t.const("i1", True, shape)
+        outside = both(t, "andi", exists, both(t, "xori", inside_memref, t.const("i1", True)))
+        entry = [bcast(t, iota(t, shape[d], 3, d), shape) for d in (1, 2)]
+        checks.fail_if(t, bcast(t, outside, shape), E_COOP_BOUNDS,
+                       [*entry, *(bcast(t, v, shape) for v in (ri, ci)),
+                        *(bcast(t, i64(n), shape) for n in m.shape)])
+        mask = _and(t, _and(t, mask, inside_memref), bcast(t, checks.ok(t), shape))
     return ptrs, None if mask is None else bcast(t, mask, shape)
 
 
