@@ -152,11 +152,24 @@ func @g(%A: memref<f32x?x16>, %B: memref<f32x16x16>) attributes {subgroup_size=1
         cooperative_matrix_store %t, %B[%c0, %c0]
     }
 }""", "bounds", lambda: (matrix(12, 16), matrix(16, 16))),
+    "division_by_zero": Fault("""\
+func @g(%x: memref<i32x16>) attributes {subgroup_size=16, work_group_size=[16,1]} {
+    parallel {
+        %l = subgroup_local_id : i32
+        %c5 = constant 5 : i32
+        %d = sub %l, %c5 : i32
+        %c7 = constant 7 : i32
+        %q = div %c7, %d : i32   ; OFFENDING
+        %i = cast %l : index
+        store %q, %x[%i]
+    }
+}""", "division", lambda: (guarded(16, np.int32, 0),)),
 }
 
 #: what the expand and fuse findings say (kinds of their own)
 WORDS = {"expand_product": "expand shape product 20 does not equal the mode size 12",
-         "fuse_strides": "modes 0 and 1 cannot be fused"}
+         "fuse_strides": "modes 0 and 1 cannot be fused",
+         "division_by_zero": "work-item (5, 0): integer division by zero in 'div': 7 divided by 0"}
 
 
 def line_of(text: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ...ir.core import Instruction
+from ...runtime.findings import E_DIV_ZERO
 from ...ir.types import CoopMatrixType
 from .ops import Ptr, Scalar, Tile
 from .coop import matrix_tile
@@ -48,6 +49,11 @@ def arith_binary(t: Translator, inst: Instruction) -> None:
     name = _INT_BINARY[inst.opcode]
     if name in ("shli", "shri"):  # the amount modulo the width
         b = t.binary("andi", b, t.const(element, Scalar(element).bits - 1))
+    if t.checks and name in ("divi", "remi"):  # report a zero divisor, then divide by 1
+        a, b = t.matched(a, b)
+        zero = t.compare("equal", b, t.const(element, 0))
+        checks.fail_if(t, zero, E_DIV_ZERO, [a])
+        b = t.select(zero, t.const(element, 1, b.type.shape), b)
     attrs = {"signedness": "signed"} if name in _SIGNED else {}
     t.values[inst.results[0]] = t.binary(name, a, b, **attrs)
 
