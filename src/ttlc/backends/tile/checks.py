@@ -14,7 +14,7 @@ raises the KernelError the interpreter raises for the same finding (``raise_find
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -80,11 +80,17 @@ def _at(t: "Translator", v: "Size", at: Optional[Value]) -> Value:
     return t.b.one("reshape", Tile(I64), source=one)
 
 
-def fail_if(t: "Translator", bad: Value, code: int, details: Sequence["Size"]) -> None:
+def fail_if(t: "Translator", bad: Value, code: int, details: Sequence["Size"],
+            item: Optional[Callable[[Value], Value]] = None) -> None:
     """Report `code` with `details` (Python ints or i64 tiles, rank 0 or shaped as `bad`)
     where `bad` (rank 0, one per work-item of the SPMD region or per entry of a matrix
-    tile) is set; a work-item that does not run reports nothing."""
+    tile) is set; a work-item that does not run reports nothing.  The work-item reported
+    is the failing one of a test per work-item, ``item(flat index)`` (an i32) of another
+    shape, else none."""
     c: Checked = t.checks
+    shaped = [d.type.shape for d in details if isinstance(d, Value) and d.type.shape]
+    if shaped and not bad.type.shape:  # a test of one value whose details vary
+        bad = t.splat(bad, shaped[0])
     if t.active is not None and bad.type.shape in ((), t.active.type.shape):
         bad = t.binary("andi", *t.matched(bad, t.active))
     at = any_bad = None
@@ -101,7 +107,12 @@ def fail_if(t: "Translator", bad: Value, code: int, details: Sequence["Size"]) -
     won = t.binary("andi", any_bad, t.compare("equal", old, zero))
     block = [t.convert(v, "i64") for v in t.b.op("get_tile_block_id", [Tile(I32)] * 3)]
     per_item = t.lanes and t.items is None and bad.type.shape == (t.lanes,)
-    who = t.convert(at, "i64") if per_item else t.const("i64", -1)
+    if per_item:
+        who = t.convert(at, "i64")
+    elif item is not None and at is not None:
+        who = t.convert(item(at), "i64")
+    else:
+        who = t.const("i64", -1)
     values = block + [t.const("i64", c.current), who] + [_at(t, d, at) for d in details[:ERR_DETAILS]]
     for k, v in enumerate(values, start=1):
         t.token = t.b.one("store_ptr_tko", TOKEN_TYPE, destination=t.offset(c.record, k), value=v,

@@ -109,9 +109,12 @@ def _access(t: Translator, inst: Instruction, ct: CoopMatrixType, shape):
         exists = bcast(t, mask, shape) if mask is not None else t.const("i1", True, shape)
         outside = both(t, "andi", exists, both(t, "xori", inside_memref, t.const("i1", True)))
         entry = [bcast(t, iota(t, shape[d], 3, d), shape) for d in (1, 2)]
+        sg = exec_config(t, inst).subgroup_size  # the subgroup's first work-item reports
         checks.fail_if(t, bcast(t, outside, shape), E_COOP_BOUNDS,
                        [*entry, *(bcast(t, v, shape) for v in (ri, ci)),
-                        *(bcast(t, i64(n), shape) for n in m.shape)])
+                        *(bcast(t, i64(n), shape) for n in m.shape)],
+                       lambda k: t.binary("muli", t.binary("divi", k, t.const("i32", shape[1] * shape[2]),
+                                                           signedness="signed"), t.const("i32", sg)))
         mask = _and(t, _and(t, mask, inside_memref), bcast(t, checks.ok(t), shape))
     return ptrs, None if mask is None else bcast(t, mask, shape)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ...ir.core import Instruction
-from ...runtime.findings import E_DIV_ZERO
+from ...runtime.findings import E_DIV_ZERO, E_STEP
 from ...ir.types import CoopMatrixType
 from .ops import Ptr, Scalar, Tile
 from .coop import matrix_tile
@@ -274,6 +274,12 @@ def for_loop(t: Translator, inst: Instruction) -> None:
     inits = [t.tile_of(v) for v in inst.slots.get("init") or []]
     if t.lanes:
         inits = [t.per_lane(v) for v in inits]
+    if t.checks and step is not None:  # a step that never ends a loop that runs: no trip
+        endless = t.binary("andi", *t.matched(t.compare("less_than", lower, upper),
+                                              t.compare("less_than_or_equal", step,
+                                                        t.const(step.type.element.name, 0))))
+        checks.fail_if(t, endless, E_STEP, [step])
+        upper = t.select(endless, *t.matched(lower, upper))
     if any(v is not None and v.type.shape for v in (lower, upper, step)):
         for r, v in zip(inst.results, divergent_for(t, inst, lower, upper, step, inits)):
             t.values[r] = v
