@@ -21,8 +21,12 @@ import pytest
 import ttlc
 from ttlc.backends.tile import simulate
 from ttlc.backends.tile.backend import translate
-from ttlc.backends.tile.tools import INSTALL, tileiras
+from ttlc.backends import BACKENDS
 from ttlc.testing.differential import finding
+
+import tile_testing as tt
+
+BACKEND = BACKENDS["cuda-tile"]
 
 FILE = "faulty.ttl"
 #: elements past each array's end that a checked kernel must leave alone
@@ -235,12 +239,15 @@ def test_unchecked_entries_have_no_record_and_no_checks():
 
 
 @pytest.mark.parametrize("name", ["subview_overrun", "gemm_shapes", "group_member",
-                                  "coopmatrix_load_out_of_bounds", "atomic_add_out_of_bounds"])
-def test_tileiras_compiles_checked_modules(name):
-    from ttlc.backends.tile import bytecode
-    module = translate(ttlc.parse(FAULTS[name].text, FILE), checked=True)
-    try:
-        out, log = tileiras(bytecode.write(module), "sm_90")
-    except FileNotFoundError:
-        pytest.skip(f"tileiras is not installed ({INSTALL})")
-    assert out is not None, log
+                                  "coopmatrix_load_out_of_bounds", "atomic_add_out_of_bounds",
+                                  "division_by_zero"])
+def test_checked_modules_are_validated_by_nvidia_tools(name):
+    """tileiras compiles a checked module (sm_90) and tileirdisasm prints it back as ttlc
+    prints it (the record's compare-and-swap included)."""
+    if not tt.available():
+        pytest.skip(tt.MISSING)
+    program = ttlc.parse(FAULTS[name].text, FILE)
+    code, listing = (BACKEND.emit(program, stage, checked=True) for stage in ("tilebc", "tile-text"))
+    ok, log = tt.compile_cubin(code, "sm_90")
+    assert ok, log
+    assert tt.normalise(tt.disassemble(code)) == tt.normalise(listing)
