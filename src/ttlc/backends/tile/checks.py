@@ -71,9 +71,14 @@ def _first(t: "Translator", bad: Value) -> Value:
                    n - 1)
 
 
+def _i64(t: "Translator", x: "Size") -> Value:
+    """A size, index or number as an i64 tile."""
+    return t.i64(x) if isinstance(x, int) else t.convert(x, "i64")
+
+
 def _at(t: "Translator", v: "Size", at: Optional[Value]) -> Value:
     """A detail as a rank-0 i64: of a tile (shaped as the test), its element `at`."""
-    v = t.i64(v) if isinstance(v, int) else t.convert(v, "i64")
+    v = _i64(t, v)
     if not v.type.shape:
         return v
     one = t.b.one("extract", Tile(I64, (1,)), source=_flat(t, v), indices=[at])
@@ -129,8 +134,7 @@ def ok(t: "Translator") -> Value:
 
 
 def _signed(t: "Translator", predicate: str, a: "Size", b: "Size") -> Value:
-    return t.compare(predicate, *(t.convert(t.i64(x), "i64") if isinstance(x, int) else
-                                  t.convert(x, "i64") for x in (a, b)))
+    return t.compare(predicate, _i64(t, a), _i64(t, b))
 
 
 def _or(t: "Translator", a: Optional[Value], b: Value) -> Value:
@@ -164,8 +168,7 @@ def check_slice(t: "Translator", mode: int, o: "Size", n: "Size", e: "Size", dyn
     mode (as target cpu tests it)."""
     if all(isinstance(x, int) for x in (o, n, e)):
         return
-    one = t.const("i64", 1)
-    n64 = t.i64(n) if isinstance(n, int) else t.convert(n, "i64")
+    one, n64 = t.const("i64", 1), _i64(t, n)
     end = t.add_index(o, t.select(_signed(t, "less_than", n64, 1), *t.matched(one, n64)))
     bad = _or(t, _or(t, _signed(t, "less_than", n64, 0), _signed(t, "less_than", o, 0)),
               _signed(t, "greater_than", end, e))
@@ -189,8 +192,7 @@ def check_fuse(t: "Translator", m: "Memref", lo: int, hi: int) -> None:
 
 def check_shapes(t: "Translator", inst: Instruction) -> None:
     """E_SHAPES where the sizes break a shape rule of the BLAS instruction that follows."""
-    sizes = [t.i64(v) if isinstance(v, int) else t.convert(t.tile_of(v), "i64")
-             for v in inst.slots["sizes"]]
+    sizes = [_i64(t, t.tile_of(v)) for v in inst.slots["sizes"]]
     shapes = shapes_of(inst.attrs["orders"], range(len(sizes)))
     bad = None
     for left, right, _ in blas_shape_rules(inst.modifier("rule"), shapes, inst.modifier("ta"),
