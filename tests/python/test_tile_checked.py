@@ -6,7 +6,8 @@ fake driver (tests/python/test_cuda.py).
 
 Each fault is a launch the language leaves undefined (tensor-language.txt: the bounds of
 load and store, Subview, Expand, Fuse, the Restrictions of the BLAS instructions, group
-members, atomics, cooperative matrix load and store); each program marks the offending
+members, atomics, cooperative matrix load and store, null memrefs, integer division);
+each program marks the offending
 instruction with ``; OFFENDING`` and says the kind of finding it must give (the kinds of
 ``ttlc.testing.differential.finding``).
 """
@@ -133,6 +134,12 @@ func @g(%G: group<memref<f32x4>x?>, %k: index) {
     %v = constant 2.0 : f32
     store %v, %m[%c0]
 }""", "group index", lambda: ([guarded(4) for _ in range(4)], 4)),
+    "null_memref": Fault("""\
+func @g(%A: memref<f32x4x3>, %B: memref<f32x4x3>) {
+    %c1 = constant 1 : index
+    %v = load %A[%c1, %c1] : f32
+    store %v, %B[%c1, %c1]   ; OFFENDING
+}""", "null", lambda: (matrix(4, 3), None)),
     "atomic_add_out_of_bounds": Fault("""\
 func @g(%h: memref<i32x8>) attributes {subgroup_size=16, work_group_size=[16,1]} {
     parallel {

@@ -46,7 +46,7 @@ def _pointers(t: Translator, inst: Instruction):
     holds complex numbers, and the mask of the work-items that run."""
     m = t.memref(inst.slots["tensor"])
     index = [t.convert(t.tile_of(v), "i64") for v in inst.slots["index"]]
-    inside = checks.check_index(t, m.shape, index) if t.checks else None
+    inside = checks.check_access(t, m, index) if t.checks else None
     ptr = t.element_ptr(m, index)
     if t.lanes:
         ptr = t.per_lane(ptr)

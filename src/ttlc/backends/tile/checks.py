@@ -20,7 +20,7 @@ import numpy as np
 
 from ...ir.core import Instruction
 from ...ir.traits import blas_shape_rules, shapes_of
-from ...runtime.findings import (E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_SHAPES, E_SUBVIEW,
+from ...runtime.findings import (E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_NULL, E_SHAPES, E_SUBVIEW,
                                  ERR_DETAILS, ERR_SLOTS, InstRef, kernel_error)
 from .ops import TOKEN as TOKEN_TYPE
 from .ops import Ptr, Scalar, Tile
@@ -154,6 +154,23 @@ def check_index(t: "Translator", shape: Sequence["Size"], index: Sequence["Size"
     if bad is None:
         return None
     return t.b.one("xori", bad.type, lhs=bad, rhs=t.const("i1", True, bad.type.shape))
+
+
+def is_null(t: "Translator", address: Value) -> Value:
+    """Whether an address (a tile of them: per work-item) is 0."""
+    return t.compare("equal", address, t.const("i64", 0))
+
+
+def check_null(t: "Translator", m: "Memref") -> None:
+    """E_NULL where an access goes through a null memref (nothing is accessed after it)."""
+    if m.null is not None:
+        fail_if(t, m.null, E_NULL, [])
+
+
+def check_access(t: "Translator", m: "Memref", index: Sequence["Size"]) -> Optional[Value]:
+    """An element access: E_NULL, then E_INDEX (``check_index``)."""
+    check_null(t, m)
+    return check_index(t, m.shape, index)
 
 
 def check_group_index(t: "Translator", index: "Size", size: "Size") -> None:

@@ -154,7 +154,8 @@ def expand(t: Translator, inst: Instruction) -> None:
             total = t.mul_index(total, d)
         checks.check_expand(t, total, m.shape[mode])
     t.values[inst.results[0]] = Memref(m.element, m.ptr, m.shape[:mode] + dims + m.shape[mode + 1:],
-                                       m.strides[:mode] + strides + m.strides[mode + 1:], m.complex)
+                                       m.strides[:mode] + strides + m.strides[mode + 1:], m.complex,
+                                       m.null)
 
 
 @_rule("fuse")
@@ -167,7 +168,7 @@ def fuse(t: Translator, inst: Instruction) -> None:
     for d in m.shape[lo:hi + 1]:
         size = t.mul_index(size, d)
     t.values[inst.results[0]] = Memref(m.element, m.ptr, m.shape[:lo] + [size] + m.shape[hi + 1:],
-                                       m.strides[:lo + 1] + m.strides[hi + 1:], m.complex)
+                                       m.strides[:lo + 1] + m.strides[hi + 1:], m.complex, m.null)
 
 
 @_rule("alloca")
@@ -225,7 +226,7 @@ def load(t: Translator, inst: Instruction) -> None:
     if isinstance(src, Group):
         t.values[inst.results[0]] = t.member(src, index[0])
     else:
-        inside = checks.check_index(t, src.shape, index) if t.checks else None
+        inside = checks.check_access(t, src, index) if t.checks else None
         ptr = t.element_ptr(src, index)
         t.values[inst.results[0]] = Pair(t.load_scalar(ptr, inside),
                                          t.load_scalar(t.offset(ptr, 1), inside)) \
@@ -236,7 +237,7 @@ def load(t: Translator, inst: Instruction) -> None:
 def store(t: Translator, inst: Instruction) -> None:
     m = t.memref(inst.slots["tensor"])
     index = [_index(t, v) for v in inst.slots["index"]]
-    inside = checks.check_index(t, m.shape, index) if t.checks else None
+    inside = checks.check_access(t, m, index) if t.checks else None
     ptr = t.element_ptr(m, index)
     if m.complex:
         value = t.convert(t.tile_of(inst.slots["value"]), m.number)
@@ -261,7 +262,8 @@ def subview(t: Translator, inst: Instruction) -> None:
             shape.append(_index(t, size))
             strides.append(stride)
     offset = t.mul_index(offset, 2) if m.complex else offset
-    t.values[inst.results[0]] = Memref(m.element, t.offset(m.ptr, offset), shape, strides, m.complex)
+    t.values[inst.results[0]] = Memref(m.element, t.offset(m.ptr, offset), shape, strides, m.complex,
+                                       m.null)
 
 
 @_rule("for")

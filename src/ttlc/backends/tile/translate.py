@@ -118,6 +118,8 @@ class Memref:
     shape: List[Size]
     strides: List[Size]
     complex: bool = False
+    #: checked code: whether the memref is null (an i1 tile; None: it is not)
+    null: Optional[Value] = None
 
     def view_type(self) -> TensorView:
         """A rank-0 memref is viewed as one element of a vector."""
@@ -419,7 +421,7 @@ class Translator:
     def parts(self, m: Memref) -> List[Memref]:
         """A complex memref as the memrefs of its real and imaginary parts."""
         strides = [self.mul_index(s, 2) for s in m.strides]
-        return [Memref(m.element, self.offset(m.ptr, k), m.shape, strides) for k in (0, 1)]
+        return [Memref(m.element, self.offset(m.ptr, k), m.shape, strides, null=m.null) for k in (0, 1)]
 
     def load(self, m: Memref, exts: Sequence[int], index: Sequence[Value]) -> Value:
         """The tile of `m` at tile index `index` (zeros outside the memref)."""
@@ -578,7 +580,8 @@ class Translator:
         ptr = self.b.one("int_to_ptr", Tile(Ptr(Scalar(g.element)), address.type.shape), source=address)
         ptr = self.offset(ptr, self.mul_index(g.offset, 2) if g.complex else g.offset)
         return Memref(g.element, ptr, [d if isinstance(d, int) else fetch(d) for d in g.shape],
-                      [d if isinstance(d, int) else fetch(d) for d in g.strides], g.complex)
+                      [d if isinstance(d, int) else fetch(d) for d in g.strides], g.complex,
+                      checks.is_null(self, address) if self.checks else None)
 
     # ---- values ------------------------------------------------------------------------
     def tile_of(self, v: IRValue) -> Value:
@@ -618,6 +621,7 @@ class Translator:
             return out
 
         i64, i64_array = Tile(Scalar("i64")), Tile(Ptr(Scalar("i64")))
+        null_args: List[Memref] = []  # memref arguments, whose nullness checked code tests
         for a in self.function.args:
             t = a.value.type
             what = f"argument %{a.value.name}"
@@ -627,6 +631,7 @@ class Translator:
                 args.append(ptr)
                 self.values[a.value] = Memref(element, ptr, dynamic(t.shape, i64),
                                               dynamic(t.stride, i64), is_complex(t.element))
+                null_args.append(self.values[a.value])
             elif isinstance(t, GroupType):
                 element = component_name(t.memref.element, a.value.loc, what)
                 addresses = Value(i64_array)
@@ -646,6 +651,8 @@ class Translator:
         self.token = self.b.one("make_token", TOKEN)
         if self.checks:
             args.append(self.checks.record)
+            for m in null_args:
+                m.null = checks.is_null(self, self.b.one("ptr_to_int", Tile(Scalar("i64")), source=m.ptr))
         self.region(self.function.body)
         self.b.op("return", operands=[])
         if self.checks:
