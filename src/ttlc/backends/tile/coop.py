@@ -21,10 +21,10 @@ from typing import Dict, Optional
 
 from ...ir.core import Instruction
 from ...ir.types import CoopMatrixType
-from ...runtime.findings import E_COOP_BOUNDS
+from ...runtime.findings import E_COOP_BOUNDS, E_COOP_DIV_ZERO
 from . import atomics, checks
 from .blas import accumulate_type_name
-from .layout import bcast, both, held, iota, pick, reshape, subgroups, to_entries, uniform
+from .layout import bcast, both, held, iota, layout, pick, reshape, subgroups, to_entries, uniform
 from .ops import Scalar, Tile
 from .spmd import COMBINE, exec_config, identity_of
 from .tir import Value
@@ -118,6 +118,28 @@ def _access(t: Translator, inst: Instruction, ct: CoopMatrixType, shape):
                                                            signedness="signed"), t.const("i32", sg)))
         mask = _and(t, _and(t, mask, inside_memref), bcast(t, checks.ok(t), shape))
     return ptrs, None if mask is None else bcast(t, mask, shape)
+
+
+def check_division(t: Translator, ct: CoopMatrixType, a: Value, zero: Value) -> None:
+    """Checked code: E_COOP_DIV_ZERO where an entry of the matrix (not its padding, of a
+    subgroup that runs) divides by zero, naming the entry and the work-item holding it."""
+    shape = a.type.shape
+    zero = _and(t, zero, _and(t, inside(t, ct, shape), running(t, shape)))
+    entry = [bcast(t, iota(t, shape[d], 3, d), shape) for d in (1, 2)]
+    try:
+        distributed = bool(t.lanes) and layout(t, ct) is not None
+    except ValueError:  # a shape the language's layout does not distribute
+        distributed = False
+    if not distributed:  # no work-item is named
+        checks.fail_if(t, bcast(t, zero, shape), E_COOP_DIV_ZERO, [a, *entry])
+        return
+    holder = to_entries(t, ct, t.b.one("iota", Tile(Scalar("i32"), (t.lanes,))))
+    flat = reshape(t, bcast(t, holder, shape), (int(shape[0] * shape[1] * shape[2]),))
+
+    def item(k: Value) -> Value:
+        one = t.b.one("extract", Tile(Scalar("i32"), (1,)), source=flat, indices=[k])
+        return t.b.one("reshape", Tile(Scalar("i32")), source=one)
+    checks.fail_if(t, bcast(t, zero, shape), E_COOP_DIV_ZERO, [a, *entry], item)
 
 
 def _order(inst: Instruction, kind: int) -> Dict[str, str]:

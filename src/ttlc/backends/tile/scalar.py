@@ -12,6 +12,7 @@ from ...ir.core import Instruction
 from ...runtime.findings import E_DIV_ZERO, E_STEP
 from ...ir.types import CoopMatrixType
 from .ops import Ptr, Scalar, Tile
+from . import coop
 from .coop import matrix_tile
 from .spmd import divergent_for, exec_config, masked_if
 from . import checks, complexes
@@ -52,7 +53,11 @@ def arith_binary(t: Translator, inst: Instruction) -> None:
     if t.checks and name in ("divi", "remi"):  # report a zero divisor, then divide by 1
         a, b = t.matched(a, b)
         zero = t.compare("equal", b, t.const(element, 0))
-        checks.fail_if(t, zero, E_DIV_ZERO, [a])
+        ct = inst.results[0].type
+        if isinstance(ct, CoopMatrixType) and not t.items:
+            coop.check_division(t, ct, a, zero)
+        else:
+            checks.fail_if(t, zero, E_DIV_ZERO, [a])
         b = t.select(zero, t.const(element, 1, b.type.shape), b)
     attrs = {"signedness": "signed"} if name in _SIGNED else {}
     t.values[inst.results[0]] = t.binary(name, a, b, **attrs)
