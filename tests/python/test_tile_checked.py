@@ -180,23 +180,24 @@ func @g(%x: memref<i32x16>) attributes {subgroup_size=16, work_group_size=[16,1]
 }""", "division", lambda: (guarded(16, np.int32, 0),)),
     # 12 columns: the matrix tile's padding columns (16) must not count as divisors
     "coopmatrix_division_by_zero": Fault("""\
-func @g(%A: memref<i32x16x12>, %B: memref<i32x16x12>) attributes {subgroup_size=16, work_group_size=[32,1]} {
+func @g(%B: memref<i32x16x12>, %C: memref<i32x16x12>) attributes {subgroup_size=16, work_group_size=[32,1]} {
     parallel {
+        %seven = constant 7 : i32
+        %a = cooperative_matrix_construct %seven : coopmatrix<i32x16x12,matrix_acc>
         %c0 = constant 0 : index
-        %a = cooperative_matrix_load %A[%c0, %c0] : coopmatrix<i32x16x12,matrix_acc>
         %b = cooperative_matrix_load %B[%c0, %c0] : coopmatrix<i32x16x12,matrix_acc>
-        %q = div %a, %b : coopmatrix<i32x16x12,matrix_acc>   ; OFFENDING
-        cooperative_matrix_store %q, %A[%c0, %c0]
+        %r = rem %a, %b : coopmatrix<i32x16x12,matrix_acc>   ; OFFENDING
+        cooperative_matrix_store %r, %C[%c0, %c0]
     }
-}""", "division", lambda: (int_matrix(16, 12, 1), int_matrix(16, 12, 2, zero_at=(3, 5)))),
+}""", "division", lambda: (int_matrix(16, 12, 2, zero_at=(3, 5)), int_matrix(16, 12, 0))),
 }
 
 #: what the expand and fuse findings say (kinds of their own)
 WORDS = {"expand_product": "expand shape product 20 does not equal the mode size 12",
          "fuse_strides": "modes 0 and 1 cannot be fused",
          "division_by_zero": "work-item (5, 0): integer division by zero in 'div': 7 divided by 0",
-         "coopmatrix_division_by_zero": "work-item (3, 0): integer division by zero in 'div': "
-                                        "entry (3, 5) divides 1 by 0"}
+         "coopmatrix_division_by_zero": "work-item (3, 0): integer division by zero in 'rem': "
+                                        "entry (3, 5) divides 7 by 0"}
 
 
 def line_of(text: str) -> str:
