@@ -655,8 +655,11 @@ class Translator:
                 m.null = checks.is_null(self, self.b.one("ptr_to_int", Tile(Scalar("i64")), source=m.ptr))
         self.region(self.function.body)
         self.b.op("return", operands=[])
-        if self.checks:
-            self.checks.work_group_size = tuple(self.config().work_group_size)
+        if self.checks:  # names work-items in findings, which only SPMD regions make
+            try:
+                self.checks.work_group_size = tuple(self.config().work_group_size)
+            except CompileError:  # sizes the function never needed
+                pass
         return Entry(self.function.name, args, self.b.block, self.checks)
 
     def region(self, region: Region) -> None:
@@ -664,13 +667,12 @@ class Translator:
             rule = self.rules.get(inst.opcode)
             if rule is None:
                 raise unsupported(inst)
-            if self.checks:
+            if self.checks:  # findings name the instruction being translated
                 outer = self.checks.current
                 self.checks.enter(inst)
-                rule(self, inst)
+            rule(self, inst)
+            if self.checks:
                 self.checks.current = outer
-            else:
-                rule(self, inst)
 
 
 
