@@ -27,6 +27,9 @@ from ttlc.backends.tile import simulate  # noqa: E402
 from ttlc.backends.tile.abi import dtype  # noqa: E402
 from ttlc.runtime.dlpack import _get_pointer, _Tensor  # noqa: E402
 from ttlc.runtime.inputs import generated_inputs  # noqa: E402
+from ttlc.testing.differential import compare_fault  # noqa: E402
+from test_tile_checked import FAULTS, check_alike  # noqa: E402
+from test_tile_checked import FILE as FAULTS_FILE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ATTRS = ("COMPUTE_CAPABILITY_MAJOR", "COMPUTE_CAPABILITY_MINOR", "MAX_GRID_DIM_X",
@@ -142,6 +145,13 @@ def fake(monkeypatch):
     monkeypatch.setattr(driver, "API", dev)
     monkeypatch.setattr(cuda_module, "tileiras",
                         lambda code, arch, opt=None: (b"cubin " + arch.encode(), ""))
+    translate = cuda_module.translate
+
+    def registered(*args, **kwargs):  # the fake runs the entries of every module compiled
+        module = translate(*args, **kwargs)
+        dev.entries.update({e.name: e for e in module.entries})
+        return module
+    monkeypatch.setattr(cuda_module, "translate", registered)
     driver.find.cache_clear()
     yield dev
     driver.find.cache_clear()
@@ -215,9 +225,39 @@ def test_no_driver_or_no_device_is_a_compile_error(monkeypatch, api, reason):
         driver.find.cache_clear()
 
 
-def test_checked_mode_is_a_compile_error_saying_what_to_do(fake):
-    with pytest.raises(ttlc.CompileError, match=r"no checked mode: compile with checked=False"):
-        ttlc.compile(SIMPLE, target="cuda", checked=True)
+# ---- checked mode: the error record, read back after the launch -------------------------------
+@pytest.mark.parametrize("name", FAULTS)
+def test_checked_launch_reports_what_the_interpreter_reports(fake, name):
+    """Each faulty launch of test_tile_checked.py, launched checked through the driver: the
+    interpreter's kind of finding at its line, nothing written past any argument."""
+    fault = FAULTS[name]
+    module = ttlc.compile(fault.text, target="cuda", checked=True, filename=FAULTS_FILE)
+    args = fault.args()
+    with pytest.raises(ttlc.KernelError) as e:
+        module["g"](*args, grid=fault.grid)
+    check_alike(name, fault, str(e.value), args)
+
+
+def test_checked_launch_passes_a_zeroed_record_and_reads_it_back(fake):
+    """The entry's last parameter is a device allocation of the record's 16 words, copied
+    in as zeros and back after the kernel; a launch without a finding returns."""
+    module = ttlc.compile(SIMPLE, target="cuda", checked=True)
+    a = np.arange(4, dtype=np.float32)
+    module["k"](np.float32(2), a)
+    np.testing.assert_array_equal(a, 4 * np.arange(4))  # 2 a + 2 a
+    words = fake.launches[-1][5]
+    assert len(words) == len(module.tile.entries[0].args) == 4  # a, A's pointer and size, record
+    record = words[-1]
+    copies = [c for c in fake.calls if c[0] in ("cuMemcpyHtoD", "cuMemcpyDtoH") and record in c[1]]
+    assert [(c[0], c[1][2]) for c in copies] == [("cuMemcpyHtoD", 128), ("cuMemcpyDtoH", 128)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_faulty_generated_launches_are_found_as_the_interpreter_finds_them(fake, seed):
+    """compare_fault (test_differential.py) with target cuda: generated programs launched on
+    work-groups past their inputs."""
+    outcome = compare_fault(seed, target="cuda")
+    assert outcome.ok, outcome.report()
 
 
 def test_without_a_device_the_cubin_stage_asks_for_an_architecture(monkeypatch):

@@ -36,7 +36,7 @@ from ...runtime.args import Group, marshal, memref_address
 from ...runtime.values import Memory
 from ...target import Target
 from ..copies import check_writable, members, stretches, written
-from ..tile import bytecode
+from ..tile import bytecode, checks
 from ..tile.abi import parameters, words
 from ..tile.backend import translate
 from ..tile.tir import Module as TileModule
@@ -47,8 +47,6 @@ from . import driver
 ARCH_VARIABLE = "TTLC_CUDA_ARCH"
 #: DLPack's number of CUDA's legacy default stream, on which kernels run
 LEGACY_STREAM = 1
-NO_CHECKED_MODE = ("target cuda has no checked mode: compile with checked=False (ttlc run "
-                   "--unchecked); target interp runs the program with the checks")
 
 
 def _error(program: Program, message: str) -> CompileError:
@@ -82,19 +80,15 @@ def _arch(program: Program, dev: Optional["driver.Device"], why: str = "") -> st
 
 def emit(program: Program, stage: str, machine: Target, checked: bool) -> bytes:
     """Stage ``cubin``: the cubin for ``TTLC_CUDA_ARCH``, else for the device's architecture."""
-    if checked:
-        raise _error(program, NO_CHECKED_MODE)
     dev, why = (None, "") if os.environ.get(ARCH_VARIABLE) else driver.find()
-    return cubin(program, translate(program, machine), _arch(program, dev, why))
+    return cubin(program, translate(program, machine, checked), _arch(program, dev, why))
 
 
 def compile(program: Program, machine: Target, checked: bool) -> "CudaModule":
-    if checked:
-        raise _error(program, NO_CHECKED_MODE)
     dev, why = driver.find()
     if dev is None:
         raise _error(program, f"target cuda: {why}; {driver.INSTALL}")
-    return CudaModule(program, machine, dev)
+    return CudaModule(program, machine, dev, checked)
 
 
 class _DeviceCopies:
@@ -140,6 +134,10 @@ class _DeviceCopies:
         table = np.ascontiguousarray(table, np.int64)  # never empty (simt.pointer_arguments)
         return self._copy_in(table.ctypes.data, table.nbytes)
 
+    def record(self, record: np.ndarray) -> int:
+        """A checked entry's error record on the device (zero: no finding yet)."""
+        return self._copy_in(record.ctypes.data, record.nbytes)
+
     def copy_back(self, buffers: Sequence[int]) -> None:
         """Copy the stretches holding these host buffers back to the host."""
         starts = {self.memory.buffers[b].__array_interface__["data"][0] for b in buffers
@@ -157,11 +155,12 @@ class _DeviceCopies:
 class CudaModule(Module):
     target = "cuda"
 
-    def __init__(self, program: Program, machine: Target, dev: "driver.Device"):
-        super().__init__(program, False, dev.max_grid)
+    def __init__(self, program: Program, machine: Target, dev: "driver.Device",
+                 checked: bool = False):
+        super().__init__(program, checked, dev.max_grid)
         self.dev = dev
         self.arch = _arch(program, dev)
-        self.tile = translate(program, machine)
+        self.tile = translate(program, machine, checked)
         self.cubin = cubin(program, self.tile, self.arch)
         self.entries = {e.name: e for e in self.tile.entries}
         self.writes = {f.name: written(f) for f in program.functions}
@@ -194,7 +193,10 @@ class CudaModule(Module):
             with self._lock, self.dev:
                 try:
                     copies.copy_in()
-                    params = words(parameters(self.entries[func.name], func, values, copies))
+                    entry = self.entries[func.name]
+                    record = checks.new_record()
+                    at = copies.record(record) if entry.checked is not None else None
+                    params = words(parameters(entry, func, values, copies, at))
                     pointers = params.ctypes.data + 8 * np.arange(max(len(params), 1),
                                                                   dtype=np.uint64)
                     driver.call("cuLaunchKernel", self.functions[func.name], *grid, 1, 1, 1, 0, 0,
@@ -202,11 +204,14 @@ class CudaModule(Module):
                     driver.call("cuCtxSynchronize")
                     copies.copy_back([int(m.buffer) for i in writes for m in members(values[i])
                                       if int(m.buffer) >= 0])
+                    if at is not None:
+                        driver.call("cuMemcpyDtoH", record.ctypes.data, at, record.nbytes)
                 finally:
                     copies.free()
         except driver.CudaError as e:  # out of memory, a failed launch, ...
             raise KernelError(f"{self.program.filename}:{func.loc}: kernel @{func.name} on "
                               f"{self.dev.name}: {e}") from None
+        checks.raise_finding(entry, self.program.filename, record)
 
     def _device_view(self, x, what: str, on_device: Set[int]):
         """`x` with the DLPack arrays on a CUDA device (its members, for a group) as NumPy

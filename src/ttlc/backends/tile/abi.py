@@ -7,7 +7,7 @@ One packing for everything that runs an emitted module: the Tile IR interpreter
 """
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
@@ -26,11 +26,13 @@ def dtype(t) -> np.dtype:
     return np.dtype(np.int64) if isinstance(element, Ptr) else DTYPE[element.name]
 
 
-def parameters(entry: Entry, func, values: Sequence, place) -> List[np.generic]:
+def parameters(entry: Entry, func, values: Sequence, place,
+               record: Optional[int] = None) -> List[np.generic]:
     """The entry's parameters, each a NumPy scalar of its Tile IR type: per argument of
     `func` (values from ``marshal``) a memref's or group's pointers, tables, sizes and
     strides (the tables per dynamic mode), a complex number's real and imaginary parts,
-    any other number as it is."""
+    any other number as it is; last, for a checked entry, the address of its error
+    record (``checks``)."""
     out: list = []
     for a, v in zip(func.args, values):
         t = a.value.type
@@ -40,6 +42,8 @@ def parameters(entry: Entry, func, values: Sequence, place) -> List[np.generic]:
             out += [np.real(v), np.imag(v)]
         else:
             out.append(v)
+    if entry.checked is not None:
+        out.append(record)
     if len(out) != len(entry.args):
         raise AssertionError(f"entry @{entry.name}: {len(out)} parameters for "
                              f"{len(entry.args)} arguments of the entry")

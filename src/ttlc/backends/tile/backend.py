@@ -11,13 +11,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional, Union
 
-from ...diagnostics import CompileError, error
-from ...ir.core import Location, Program
+from ...diagnostics import CompileError
+from ...ir.core import Program
+from ...ir.rewrite import clone_program
+from ...passes.insert_shape_checks import insert_shape_checks
 from ...ir.ops import compose_tables
 from ...target import ExecConfig, Target, get_target
 from . import atomics, blas, bytecode, coop, scalar, spmd, text
 from .tir import Module
-from .translate import TARGET, Translator
+from .translate import Translator
 
 RULES = compose_tables(scalar.RULES, blas.RULES, spmd.RULES, coop.RULES, atomics.RULES)
 
@@ -43,20 +45,21 @@ def tile_machine(machine: Target) -> Target:
                                              AUTO_WORK_GROUP_LIMIT))
 
 
-def translate(program: Program, machine: Optional[Target] = None) -> Module:
-    """The Tile IR module of a verified program; CompileError for what it cannot express."""
+def translate(program: Program, machine: Optional[Target] = None, checked: bool = False) -> Module:
+    """The Tile IR module of a verified program; CompileError for what it cannot express.
+    Checked code (``checks``) tests the shape rules of BLAS instructions with dynamic
+    sizes too: ``check_shapes`` before each (the pass insert-shape-checks, on a copy)."""
     machine = tile_machine(machine or get_target("nvidia"))
+    if checked:
+        program = clone_program(program)
+        insert_shape_checks(program, None)
     try:
-        return Module("kernels", [Translator(f, RULES, lambda f=f: ExecConfig.of(f, machine, program))
-                                  .entry() for f in program.functions])
+        return Module("kernels", [Translator(f, RULES, lambda f=f: ExecConfig.of(f, machine, program),
+                                             checked).entry() for f in program.functions])
     except CompileError as e:
         raise e.with_source(program.source, program.filename) from None
 
 
 def emit(program: Program, stage: str, machine: Target, checked: bool) -> Union[str, bytes]:
-    if checked:
-        loc = program.functions[0].loc if program.functions else Location(1, 1, 1, 1)
-        raise error(loc, f"target {TARGET} has no checked mode").with_source(
-            program.source, program.filename)
-    module = translate(program, machine)
+    module = translate(program, machine, checked)
     return text.print_module(module) if stage == "tile-text" else bytecode.write(module)

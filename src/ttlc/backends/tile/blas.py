@@ -18,6 +18,7 @@ from typing import Callable, Dict, List, Sequence
 from ...ir.core import Instruction
 from ...ir.numerics import accumulate_type
 from ...ir.types import SCALAR_TYPES, MemrefType
+from . import checks
 from .ops import Scalar
 from .tir import Value
 from .translate import COMPONENT, Memref, Pair, Rule, Translator, extent, registrar, unsupported
@@ -156,7 +157,8 @@ def _update(t: Translator, inst: Instruction, out: Memref, exts, index, value: V
     t.store(out, exts, index, t.convert(result, out.number))
 
 
-def _check_operands(inst: Instruction) -> None:
+def _check_operands(t: Translator, inst: Instruction) -> None:
+    """What the translation covers; in checked code, operands that are not null."""
     if inst.modifier("atomic"):
         beta = _constant(inst.slots["beta"])
         if beta not in (0, 1):
@@ -168,13 +170,16 @@ def _check_operands(inst: Instruction) -> None:
         mt = inst.slots[slot].type
         if not isinstance(mt, MemrefType) or mt.element.name not in _NUMBERS:
             raise unsupported(inst, f"operands of type {mt} are")
+    if t.checks:  # checked code: no operand is null
+        for slot in inst.opdef.blas.slots:
+            checks.check_null(t, t.memref(inst.slots[slot]))
 
 
 @_rule("cumsum")
 def cumsum(t: Translator, inst: Instruction) -> None:
     """Tiles of the other modes in any order; along the summed mode in order, each tile's
     prefix sums plus the sum of the tiles before it (carried)."""
-    _check_operands(inst)
+    _check_operands(t, inst)
     A, out, mode = t.memref(inst.slots["A"]), t.memref(inst.slots["B"]), inst.attrs["mode"]
     ct = accumulate_type_name(out.number)
     shape = out.view_shape()
@@ -198,7 +203,7 @@ def cumsum(t: Translator, inst: Instruction) -> None:
 
 @_rule(*_VALUES)
 def blas(t: Translator, inst: Instruction) -> None:
-    _check_operands(inst)
+    _check_operands(t, inst)
     out = t.memref(inst.slots[inst.opdef.blas.written])
     ct = accumulate_type_name(out.number)
     shape = out.view_shape()

@@ -21,9 +21,10 @@ from typing import Dict, Optional
 
 from ...ir.core import Instruction
 from ...ir.types import CoopMatrixType
-from . import atomics
+from ...runtime.findings import E_COOP_BOUNDS, E_COOP_DIV_ZERO
+from . import atomics, checks
 from .blas import accumulate_type_name
-from .layout import bcast, both, held, iota, pick, reshape, subgroups, to_entries, uniform
+from .layout import bcast, both, held, iota, layout, pick, reshape, subgroups, to_entries, uniform
 from .ops import Scalar, Tile
 from .spmd import COMBINE, exec_config, identity_of
 from .tir import Value
@@ -103,7 +104,42 @@ def _access(t: Translator, inst: Instruction, ct: CoopMatrixType, shape):
         mask = _and(t, mask, within(row_index, row_size))
     if checked in ("cols_checked", "both_checked"):
         mask = _and(t, mask, within(col_index, col_size))
+    if t.checks:  # a null memref, the entries outside it that no *_checked guards, then none
+        checks.check_null(t, m)
+        inside_memref = both(t, "andi", within(ri, m.shape[0]), within(ci, m.shape[1]))
+        exists = bcast(t, mask, shape) if mask is not None else t.const("i1", True, shape)
+        outside = both(t, "andi", exists, both(t, "xori", inside_memref, t.const("i1", True)))
+        entry = [bcast(t, iota(t, shape[d], 3, d), shape) for d in (1, 2)]
+        sg = exec_config(t, inst).subgroup_size  # the subgroup's first work-item reports
+        checks.fail_if(t, bcast(t, outside, shape), E_COOP_BOUNDS,
+                       [*entry, *(bcast(t, v, shape) for v in (ri, ci)),
+                        *(bcast(t, i64(n), shape) for n in m.shape)],
+                       lambda k: t.binary("muli", t.binary("divi", k, t.const("i32", shape[1] * shape[2]),
+                                                           signedness="signed"), t.const("i32", sg)))
+        mask = _and(t, _and(t, mask, inside_memref), bcast(t, checks.ok(t), shape))
     return ptrs, None if mask is None else bcast(t, mask, shape)
+
+
+def check_division(t: Translator, ct: CoopMatrixType, a: Value, zero: Value) -> None:
+    """Checked code: E_COOP_DIV_ZERO where an entry of the matrix (not its padding, of a
+    subgroup that runs) divides by zero, naming the entry and the work-item holding it."""
+    shape = a.type.shape
+    zero = _and(t, zero, _and(t, inside(t, ct, shape), running(t, shape)))
+    entry = [bcast(t, iota(t, shape[d], 3, d), shape) for d in (1, 2)]
+    try:
+        distributed = bool(t.lanes) and layout(t, ct) is not None
+    except ValueError:  # a shape the language's layout does not distribute
+        distributed = False
+    if not distributed:  # no work-item is named
+        checks.fail_if(t, bcast(t, zero, shape), E_COOP_DIV_ZERO, [a, *entry])
+        return
+    holder = to_entries(t, ct, t.b.one("iota", Tile(Scalar("i32"), (t.lanes,))))
+    flat = reshape(t, bcast(t, holder, shape), (int(shape[0] * shape[1] * shape[2]),))
+
+    def item(k: Value) -> Value:
+        one = t.b.one("extract", Tile(Scalar("i32"), (1,)), source=flat, indices=[k])
+        return t.b.one("reshape", Tile(Scalar("i32")), source=one)
+    checks.fail_if(t, bcast(t, zero, shape), E_COOP_DIV_ZERO, [a, *entry], item)
 
 
 def _order(inst: Instruction, kind: int) -> Dict[str, str]:

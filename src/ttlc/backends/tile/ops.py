@@ -303,6 +303,12 @@ _op("atomic_rmw_tko", 0x08, ("pointers", "arg", ("mask", "optional"), ("token", 
     "{memory_ordering_semantics} {memory_scope} {pointers}, {mode}, {arg}(?, {mask}?)"
     "(? token={token}?) : {pointers:type}, {arg:type}(?, {mask:type}?) -> {result:type}",
     flags=("mask", "token"), segmented=True)
+_op("atomic_cas_tko", 0x07, ("pointers", "cmp", "val", ("mask", "optional"), ("token", "optional")),
+    (Attr("memory_ordering_semantics", "enum", "memory_ordering"),
+     Attr("memory_scope", "enum", "memory_scope")),
+    "{memory_ordering_semantics} {memory_scope} {pointers}, {cmp}, {val}(?, {mask}?)"
+    "(? token={token}?) : {pointers:type}, {cmp:type}(?, {mask:type}?) -> {result:type}",
+    flags=("mask", "token"), segmented=True)
 _op("ptr_to_ptr", 0x57, ("source",), (), "{source} : {source:type} -> {result:type}")
 _op("bitcast", 0x09, ("source",), (), "{source} : {source:type} -> {result:type}")
 _op("int_to_ptr", 0x33, ("source",), (), "{source} : {source:type} -> {result:type}")

@@ -9,11 +9,13 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ...ir.core import Instruction
+from ...runtime.findings import E_DIV_ZERO, E_STEP
 from ...ir.types import CoopMatrixType
 from .ops import Ptr, Scalar, Tile
+from . import coop
 from .coop import matrix_tile
 from .spmd import divergent_for, exec_config, masked_if
-from . import complexes
+from . import checks, complexes
 from .translate import (Group, Memref, Pair, Rule, Translator, component_name, element_name,
                         is_complex, registrar, unsupported)
 
@@ -48,6 +50,15 @@ def arith_binary(t: Translator, inst: Instruction) -> None:
     name = _INT_BINARY[inst.opcode]
     if name in ("shli", "shri"):  # the amount modulo the width
         b = t.binary("andi", b, t.const(element, Scalar(element).bits - 1))
+    if t.checks and name in ("divi", "remi"):  # report a zero divisor, then divide by 1
+        a, b = t.matched(a, b)
+        zero = t.compare("equal", b, t.const(element, 0))
+        ct = inst.results[0].type
+        if isinstance(ct, CoopMatrixType) and not t.items:
+            coop.check_division(t, ct, a, zero)
+        else:
+            checks.fail_if(t, zero, E_DIV_ZERO, [a])
+        b = t.select(zero, t.const(element, 1, b.type.shape), b)
     attrs = {"signedness": "signed"} if name in _SIGNED else {}
     t.values[inst.results[0]] = t.binary(name, a, b, **attrs)
 
@@ -142,19 +153,27 @@ def expand(t: Translator, inst: Instruction) -> None:
     for d in dims:
         strides.append(s)
         s = t.mul_index(s, d)
+    if t.checks:
+        total = 1
+        for d in dims:
+            total = t.mul_index(total, d)
+        checks.check_expand(t, total, m.shape[mode])
     t.values[inst.results[0]] = Memref(m.element, m.ptr, m.shape[:mode] + dims + m.shape[mode + 1:],
-                                       m.strides[:mode] + strides + m.strides[mode + 1:], m.complex)
+                                       m.strides[:mode] + strides + m.strides[mode + 1:], m.complex,
+                                       m.null)
 
 
 @_rule("fuse")
 def fuse(t: Translator, inst: Instruction) -> None:
     """Modes from..to viewed as one: the product of their sizes, the first one's stride."""
     m, lo, hi = t.memref(inst.slots["tensor"]), inst.attrs["from"], inst.attrs["to"]
+    if t.checks:
+        checks.check_fuse(t, m, lo, hi)
     size = 1
     for d in m.shape[lo:hi + 1]:
         size = t.mul_index(size, d)
     t.values[inst.results[0]] = Memref(m.element, m.ptr, m.shape[:lo] + [size] + m.shape[hi + 1:],
-                                       m.strides[:lo + 1] + m.strides[hi + 1:], m.complex)
+                                       m.strides[:lo + 1] + m.strides[hi + 1:], m.complex, m.null)
 
 
 @_rule("alloca")
@@ -168,6 +187,12 @@ def alloca(t: Translator, inst: Instruction) -> None:
     ptr = t.b.one("alloca", Tile(Ptr(Scalar(element))), num_elem=mt.extent * (2 if pair else 1),
                   alignment=alignment)
     t.values[inst.results[0]] = Memref(element, ptr, list(mt.shape), list(mt.stride), pair)
+
+
+@_rule("check_shapes")
+def check_shapes(t: Translator, inst: Instruction) -> None:
+    """Checked code: the shape rules of the BLAS instruction that follows."""
+    checks.check_shapes(t, inst)
 
 
 @_rule("lifetime_stop", "barrier")
@@ -206,36 +231,44 @@ def load(t: Translator, inst: Instruction) -> None:
     if isinstance(src, Group):
         t.values[inst.results[0]] = t.member(src, index[0])
     else:
+        inside = checks.check_access(t, src, index) if t.checks else None
         ptr = t.element_ptr(src, index)
-        t.values[inst.results[0]] = Pair(t.load_scalar(ptr), t.load_scalar(t.offset(ptr, 1))) \
-            if src.complex else t.load_scalar(ptr)
+        t.values[inst.results[0]] = Pair(t.load_scalar(ptr, inside),
+                                         t.load_scalar(t.offset(ptr, 1), inside)) \
+            if src.complex else t.load_scalar(ptr, inside)
 
 
 @_rule("store")
 def store(t: Translator, inst: Instruction) -> None:
     m = t.memref(inst.slots["tensor"])
-    ptr = t.element_ptr(m, [_index(t, v) for v in inst.slots["index"]])
+    index = [_index(t, v) for v in inst.slots["index"]]
+    inside = checks.check_access(t, m, index) if t.checks else None
+    ptr = t.element_ptr(m, index)
     if m.complex:
         value = t.convert(t.tile_of(inst.slots["value"]), m.number)
-        t.store_scalar(ptr, value.re)
-        t.store_scalar(t.offset(ptr, 1), value.im)
+        t.store_scalar(ptr, value.re, inside)
+        t.store_scalar(t.offset(ptr, 1), value.im, inside)
         return
-    t.store_scalar(ptr, t.convert(t.tile_of(inst.slots["value"]), m.element))
+    t.store_scalar(ptr, t.convert(t.tile_of(inst.slots["value"]), m.element), inside)
 
 
 @_rule("subview")
 def subview(t: Translator, inst: Instruction) -> None:
     m = t.memref(inst.slots["tensor"])
     offset, shape, strides = 0, [], []
-    for (start, size), stride in zip(inst.slots["slices"], m.strides):
+    for mode, ((start, size), stride) in enumerate(zip(inst.slots["slices"], m.strides)):
         start = _index(t, start)
+        if t.checks:
+            checks.check_slice(t, mode, start, _index(t, size), m.shape[mode],
+                               not isinstance(size, int))
         if not (isinstance(start, int) and start == 0):
             offset = t.add_index(offset, t.mul_index(start, stride))
         if not (isinstance(size, int) and size == 0):  # size 0: the mode is removed
             shape.append(_index(t, size))
             strides.append(stride)
     offset = t.mul_index(offset, 2) if m.complex else offset
-    t.values[inst.results[0]] = Memref(m.element, t.offset(m.ptr, offset), shape, strides, m.complex)
+    t.values[inst.results[0]] = Memref(m.element, t.offset(m.ptr, offset), shape, strides, m.complex,
+                                       m.null)
 
 
 @_rule("for")
@@ -248,6 +281,12 @@ def for_loop(t: Translator, inst: Instruction) -> None:
     inits = [t.tile_of(v) for v in inst.slots.get("init") or []]
     if t.lanes:
         inits = [t.per_lane(v) for v in inits]
+    if t.checks and step is not None:  # a step that never ends a loop that runs: no trip
+        endless = t.binary("andi", *t.matched(t.compare("less_than", lower, upper),
+                                              t.compare("less_than_or_equal", step,
+                                                        t.const(step.type.element.name, 0))))
+        checks.fail_if(t, endless, E_STEP, [step])
+        upper = t.select(endless, *t.matched(lower, upper))
     if any(v is not None and v.type.shape for v in (lower, upper, step)):
         for r, v in zip(inst.results, divergent_for(t, inst, lower, upper, step, inits)):
             t.values[r] = v

@@ -20,8 +20,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ...runtime import check_grid
 from ...runtime.args import marshal, memref_address
 from ...runtime.values import Memory as Buffers
+from ...target import get_target
+from . import checks
 from .abi import dtype, parameters
 from .tir import Block, Entry, Op
 
@@ -369,6 +372,21 @@ def _atomic_rmw(f, op, a):
     return [old, None]
 
 
+@_sem("atomic_cas_tko")
+def _atomic_cas(f, op, a):
+    """Element by element in row-major order; a masked-off element returns ``cmp``."""
+    pointers, cmp, val = (np.asarray(x) for x in a[:3])
+    mask = np.asarray(a[3]) if op.group("mask") else np.ones(pointers.shape, bool)
+    old = np.array(cmp, copy=True)
+    for k in zip(*np.nonzero(np.atleast_1d(mask))):
+        k = k if pointers.ndim else ()
+        prev = f.memory.read(np.asarray([pointers[k]]), cmp.dtype)[0]
+        if prev == cmp[k]:
+            f.memory.write(np.asarray([pointers[k]]), np.asarray([val[k]], cmp.dtype))
+        old[k] = prev
+    return [old, None]
+
+
 @_sem("bitcast")
 def _bitcast(f, op, a):
     return [np.asarray(a[0]).view(dtype(op.results[0].type)).copy()]
@@ -452,11 +470,18 @@ class _Place:
         return self.memory.add(table)
 
 
-def run(entry: Entry, func, args: Sequence, grid: Tuple[int, int, int]) -> None:
-    """Run an entry (translated from `func`) on every tile block of `grid`."""
+def run(entry: Entry, func, args: Sequence, grid: Tuple[int, int, int],
+        filename: str = "<input>") -> None:
+    """Run an entry (translated from `func`) on every tile block of `grid` (checked as
+    a launch's grid is: positive sizes within an NVIDIA GPU's limits); a checked entry's
+    finding is the KernelError the interpreter raises (`filename` names the source)."""
+    grid = check_grid(grid, get_target("nvidia").max_grid)
     memory, buffers = Memory(), Buffers()
     values = marshal(args, func.args, buffers, func.name)
-    execute(entry, parameters(entry, func, values, _Place(buffers, memory)), memory, grid)
+    record = checks.new_record()
+    params = parameters(entry, func, values, _Place(buffers, memory), memory.add(record))
+    execute(entry, params, memory, grid)
+    checks.raise_finding(entry, filename, record)
 
 
 def execute(entry: Entry, params: Sequence, memory: Memory, grid: Tuple[int, int, int]) -> None:

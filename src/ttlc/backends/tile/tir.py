@@ -63,6 +63,8 @@ class Entry:
     name: str
     args: List[Value]
     body: Block
+    #: of a checked entry, what its error record needs (``checks.Checked``); None unchecked
+    checked: object = None
 
 
 @dataclass

@@ -28,6 +28,7 @@ from ...ir.core import Instruction, Region
 from ...ir.core import Value as IRValue
 from ...ir.types import BoolType, CoopMatrixType, GroupType, MemrefType, ScalarType
 from ...target import ExecConfig
+from . import checks
 from .ops import TOKEN, PartitionView, Ptr, Scalar, TensorView, Tile
 from .tir import Block, Builder, Entry, Value
 
@@ -117,6 +118,8 @@ class Memref:
     shape: List[Size]
     strides: List[Size]
     complex: bool = False
+    #: checked code: whether the memref is null (an i1 tile; None: it is not)
+    null: Optional[Value] = None
 
     def view_type(self) -> TensorView:
         """A rank-0 memref is viewed as one element of a vector."""
@@ -157,8 +160,11 @@ class Translator:
     """Translates one function into an entry."""
 
     def __init__(self, function: IRFunction, rules: Dict[str, "Rule"],
-                 config: Callable[[], ExecConfig]):
+                 config: Callable[[], ExecConfig], checked: bool = False):
         self.function = function
+        #: of checked code, the error record and the instruction table (``checks``)
+        self.checks: Optional[checks.Checked] = checks.Checked(checks.record_parameter()) \
+            if checked else None
         self.rules = rules
         #: the subgroup and work-group sizes (``num_subgroups`` and ``subgroup_size``),
         #: computed where they are used: a size the machine lacks is an error only there
@@ -415,12 +421,19 @@ class Translator:
     def parts(self, m: Memref) -> List[Memref]:
         """A complex memref as the memrefs of its real and imaginary parts."""
         strides = [self.mul_index(s, 2) for s in m.strides]
-        return [Memref(m.element, self.offset(m.ptr, k), m.shape, strides) for k in (0, 1)]
+        return [Memref(m.element, self.offset(m.ptr, k), m.shape, strides, null=m.null) for k in (0, 1)]
 
     def load(self, m: Memref, exts: Sequence[int], index: Sequence[Value]) -> Value:
         """The tile of `m` at tile index `index` (zeros outside the memref)."""
         if m.complex:
             return Pair(*(self.load(p, exts, index) for p in self.parts(m)))
+        tile = Tile(Scalar(m.element), tuple(exts))
+        if self.checks:  # zeros once the launch has a finding
+            return self.branches(checks.ok(self), [lambda: [self._load_view(m, exts, index)],
+                                                   lambda: [self.const(m.element, 0, exts)]], [tile])[0]
+        return self._load_view(m, exts, index)
+
+    def _load_view(self, m: Memref, exts: Sequence[int], index: Sequence[Value]) -> Value:
         pv = self.view(m, exts, padded=True)
         return self.b.op("load_view_tko", [Tile(Scalar(m.element), tuple(exts)), TOKEN], view=pv,
                          index=list(index), token=self.token, memory_ordering_semantics="weak")[0]
@@ -430,6 +443,13 @@ class Translator:
             for p, v in zip(self.parts(m), tile):
                 self.store(p, exts, index, v)
             return
+        if self.checks:  # nothing once the launch has a finding
+            self.branches(checks.ok(self), [lambda: self._store_view(m, exts, index, tile) or [],
+                                            lambda: []], [])
+            return
+        self._store_view(m, exts, index, tile)
+
+    def _store_view(self, m: Memref, exts: Sequence[int], index: Sequence[Value], tile: Value) -> None:
         pv = self.view(m, exts, padded=False)
         self.token = self.b.one("store_view_tko", TOKEN, tile=tile, view=pv, index=list(index),
                                 token=self.token, memory_ordering_semantics="weak")
@@ -480,6 +500,8 @@ class Translator:
                               for v in (offset, inside))
             offsets = offset if offsets is None else self.binary("addi", offsets, offset)
             mask = inside if mask is None else self.binary("andi", mask, inside)
+        if self.checks:
+            mask = self.binary("andi", mask, checks.ok(self))
         base = self.b.one("broadcast", Tile(m.ptr.type.element, shape),
                           source=self.b.one("reshape", Tile(m.ptr.type.element, (1,) * len(shape)),
                                             source=m.ptr))
@@ -509,30 +531,48 @@ class Translator:
                                 token=self.token, memory_ordering_semantics="relaxed",
                                 memory_scope="device")
 
-    def load_scalar(self, ptr: Value) -> Value:
+    def load_scalar(self, ptr: Value, inside: Optional[Value] = None) -> Value:
         """The element at `ptr`; in an SPMD region under divergence, or from a tile of
-        pointers, a gather by the work-items that run."""
-        if self.lanes and (ptr.type.shape or self.active is not None):
+        pointers, a gather by the work-items that run (checked code: whose index is
+        `inside`, while the launch has no finding)."""
+        if self.lanes and (ptr.type.shape or self.active is not None or inside is not None):
             ptr = self.per_lane(ptr)
         element = ptr.type.element.pointee
         value, self.token = self.b.op(  # chained: a later store must not overtake it
             "load_ptr_tko", [Tile(element, ptr.type.shape), TOKEN], source=ptr,
-            mask=self.active if ptr.type.shape else None, token=self.token,
+            mask=self.access_mask(ptr, inside), token=self.token,
             memory_ordering_semantics="weak")
         return value
 
-    def store_scalar(self, ptr: Value, value: Value) -> None:
-        """A store; a scatter by the work-items that run in an SPMD region."""
-        if self.lanes and (ptr.type.shape or value.type.shape or self.active is not None):
+    def store_scalar(self, ptr: Value, value: Value, inside: Optional[Value] = None) -> None:
+        """A store; a scatter by the work-items that run in an SPMD region (checked code:
+        whose index is `inside`, while the launch has no finding)."""
+        if self.lanes and (ptr.type.shape or value.type.shape or self.active is not None
+                           or inside is not None):
             ptr, value = self.per_lane(ptr), self.per_lane(value)
         self.token = self.b.one("store_ptr_tko", TOKEN, destination=ptr, value=value,
-                                mask=self.active if ptr.type.shape else None,
+                                mask=self.access_mask(ptr, inside),
                                 token=self.token, memory_ordering_semantics="weak")
+
+    def access_mask(self, ptr: Value, inside: Optional[Value]) -> Optional[Value]:
+        """The mask of a gather or scatter through `ptr`: the work-items that run, and in
+        checked code whose index is `inside`, while the launch has no finding."""
+        mask = self.active if ptr.type.shape else None
+        if not self.checks:
+            return mask
+        for m in (inside, checks.ok(self)):
+            if m is not None:
+                m = self.splat(m, ptr.type.shape) if m.type.shape != ptr.type.shape else m
+                mask = m if mask is None else self.binary("andi", mask, m)
+        return mask
 
     def member(self, g: Group, index: Size) -> Memref:
         """Member `index` of a group, as a memref (in an SPMD region, one per work-item
         where the index differs between them: its address, sizes and strides are then
         gathered by the work-items that run)."""
+        if self.checks:
+            checks.check_group_index(self, index, g.size)
+
         def fetch(array: Value) -> Value:
             return self.load_scalar(self.offset(array, index))
 
@@ -540,7 +580,8 @@ class Translator:
         ptr = self.b.one("int_to_ptr", Tile(Ptr(Scalar(g.element)), address.type.shape), source=address)
         ptr = self.offset(ptr, self.mul_index(g.offset, 2) if g.complex else g.offset)
         return Memref(g.element, ptr, [d if isinstance(d, int) else fetch(d) for d in g.shape],
-                      [d if isinstance(d, int) else fetch(d) for d in g.strides], g.complex)
+                      [d if isinstance(d, int) else fetch(d) for d in g.strides], g.complex,
+                      checks.is_null(self, address) if self.checks else None)
 
     # ---- values ------------------------------------------------------------------------
     def tile_of(self, v: IRValue) -> Value:
@@ -580,6 +621,7 @@ class Translator:
             return out
 
         i64, i64_array = Tile(Scalar("i64")), Tile(Ptr(Scalar("i64")))
+        null_args: List[Memref] = []  # memref arguments, whose nullness checked code tests
         for a in self.function.args:
             t = a.value.type
             what = f"argument %{a.value.name}"
@@ -589,6 +631,7 @@ class Translator:
                 args.append(ptr)
                 self.values[a.value] = Memref(element, ptr, dynamic(t.shape, i64),
                                               dynamic(t.stride, i64), is_complex(t.element))
+                null_args.append(self.values[a.value])
             elif isinstance(t, GroupType):
                 element = component_name(t.memref.element, a.value.loc, what)
                 addresses = Value(i64_array)
@@ -606,16 +649,30 @@ class Translator:
                 raise error(a.value.loc, f"argument %{a.value.name}: {t} arguments are not "
                                          f"supported on target {TARGET} yet")
         self.token = self.b.one("make_token", TOKEN)
+        if self.checks:
+            args.append(self.checks.record)
+            for m in null_args:
+                m.null = checks.is_null(self, self.b.one("ptr_to_int", Tile(Scalar("i64")), source=m.ptr))
         self.region(self.function.body)
         self.b.op("return", operands=[])
-        return Entry(self.function.name, args, self.b.block)
+        if self.checks:  # names work-items in findings, which only SPMD regions make
+            try:
+                self.checks.work_group_size = tuple(self.config().work_group_size)
+            except CompileError:  # sizes the function never needed
+                pass
+        return Entry(self.function.name, args, self.b.block, self.checks)
 
     def region(self, region: Region) -> None:
         for inst in region.instructions:
             rule = self.rules.get(inst.opcode)
             if rule is None:
                 raise unsupported(inst)
+            if self.checks:  # findings name the instruction being translated
+                outer = self.checks.current
+                self.checks.enter(inst)
             rule(self, inst)
+            if self.checks:
+                self.checks.current = outer
 
 
 
