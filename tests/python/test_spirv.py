@@ -108,6 +108,20 @@ def test_an_extension_instruction_declares_its_extension():
     assert "SubgroupShuffleINTEL" in m.capabilities
 
 
+def test_the_version_is_raised_only_for_what_needs_it():
+    """A 1.3 instruction no extension adds makes the module 1.3; one past ``newest`` is
+    refused; an instruction an extension adds declares the extension instead."""
+    m = Module()
+    m.add("function", "SubgroupShuffleINTEL", m.type_int(32), m.id(), 1, 2)
+    assert m.version == (1, 2)
+    m.add("function", "GroupNonUniformIAdd", m.type_int(32), m.id(), 1,
+          Enum("GroupOperation", "Reduce"), 2)
+    assert m.version == (1, 3) and "GroupNonUniformArithmetic" in m.capabilities
+    assert words(m.binary())[1] == 0x00010300
+    with pytest.raises(AssertionError, match=r"not in SPIR-V \(1, 3\)"):
+        m.add("function", "CopyLogical", m.type_int(32), m.id(), 1)
+
+
 def test_binary_encoding_follows_the_specification():
     m = Module()
     m.name(m.type_void(), "ab")
