@@ -12,8 +12,8 @@ ones contribute the identity, as the interpreter computes); the non-uniform inst
 are defined over exactly those.  A broadcast is a shuffle, defined whenever the source
 work-item is active, as the language requires.
 
-Types: OpenCL defines these for 32- and 64-bit numbers.  8- and 16-bit integers are
-combined as i32 and narrowed back: the identity of a max or min exclusive scan, the
+Types, as on target xevm: 8- and 16-bit integers are combined as i32 (no 8- or 16-bit
+instruction asked of the device) and narrowed back: the identity of a max or min exclusive scan, the
 result of the first active work-item, is then i32's, and clamping to the narrow type's
 range gives the narrow identity and changes no other result.  16-bit floats are combined
 in f32 and rounded once (``ttlc.ir.numerics.accumulate_type``); a complex number (add
@@ -45,8 +45,8 @@ _KINDS = {"reduce": "Reduce", "inclusive_scan": "InclusiveScan",
 
 
 def wide_type(t: ScalarType) -> ScalarType:
-    """The type a subgroup instruction takes t in (OpenCL's are for 32- and 64-bit
-    numbers; 16-bit floats are combined in f32, as the interpreter does), and the
+    """The type a subgroup instruction takes t in (i32 for narrow integers; 16-bit floats
+    are combined in f32, as the interpreter does), and the
     work-group broadcasts of ``Kernel.once`` too (Intel's CPU runtime fails to build one
     of a 16-bit float)."""
     if t.is_int and t.bits < 32:
