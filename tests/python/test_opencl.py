@@ -23,6 +23,8 @@ from ttlc.runtime.inputs import generated_inputs
 from ttlc.testing import generate
 from ttlc.testing.differential import arrays_of, compare_case, differences
 
+from test_spirv import SUBGROUP_TYPES, divergent_subgroups, subgroup_columns  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = int(os.environ.get("TTLC_OPENCL_SEEDS", "50"))
 SIZES = (8, 16, 32)
@@ -371,6 +373,83 @@ def test_narrow_atomics_agree_with_the_interpreter(t):
     assert float(L[1]) == 2 + total and float(A[1]) == -7 + total
     assert float(A[2]) == 5 and float(A[0]) == 5 + 2 + total
     assert float(A[3]) == max(11, values.max()) and float(A[4]) == min(-13, values.min())
+
+
+@needs_device
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("t", SUBGROUP_TYPES)
+def test_subgroup_operations_in_divergent_code_agree_with_the_interpreter(t, size):
+    """Every subgroup instruction under an if that some work-items of each subgroup take
+    (test_spirv.divergent_subgroups): combined over the active ones.  Integer inputs keep
+    float sums exact in any order."""
+    import ml_dtypes
+
+    dtype = np.dtype(ml_dtypes.bfloat16) if t == "bf16" else np.dtype(
+        {"i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "f16": np.float16,
+         "f32": np.float32, "f64": np.float64, "c32": np.complex64, "c64": np.complex128}[t])
+    rng = np.random.default_rng(size)
+    values = rng.integers(-50, 51, 2 * size) + (1j * rng.integers(-50, 51, 2 * size)
+                                                if dtype.kind == "c" else 0)
+    columns = subgroup_columns(t)
+
+    def make_args():
+        return [values.astype(dtype), np.zeros((2 * size, len(columns)), dtype, order="F")]
+
+    text = divergent_subgroups(t, size)
+    assert_agree(text, make_args)
+    x, out = make_args()
+    ttlc.compile(text, target="opencl")["k"](x, out)
+    # by hand: the first active work-items (1 and size) get the identity of an exclusive
+    # scan, not that of work-item 0; inactive ones (l + g = 0 mod 3) store nothing
+    for c, op in enumerate(columns):
+        if op.startswith("subgroup_exclusive_scan"):
+            how = op.rsplit("_", 1)[1]
+            if how == "add":
+                ident = 0
+            elif dtype.kind == "i":
+                ident = np.iinfo(dtype).min if how == "max" else np.iinfo(dtype).max
+            else:
+                ident = -np.inf if how == "max" else np.inf
+            assert out[1, c] == ident and out[size, c] == ident, (op, out[[1, size], c])
+    inactive = [w for w in range(2 * size) if (w % size + w // size) % 3 == 0]
+    assert not out[inactive].any()
+
+
+@needs_device
+def test_subgroup_operations_the_device_lacks_are_a_compile_error(monkeypatch):
+    """Without cl_khr_subgroup_non_uniform_arithmetic a scan is refused, a broadcast
+    (cl_khr_subgroup_shuffle) not; without SPIR-V 1.3 both are."""
+    from ttlc.backends.opencl import device
+
+    dev, _ = device.find()
+    monkeypatch.setattr(dev, "extensions", dev.extensions - {
+        "cl_khr_subgroup_non_uniform_arithmetic"})
+    program = """func @k(%A: memref<i32x16>) attributes {subgroup_size=16} {
+    parallel {
+        %l = subgroup_local_id : i32
+        %three = constant 3 : i32
+        %b = OP : i32
+        %i = cast %l : index
+        store %b, %A[%i]
+    }
+}
+"""
+    on = rf"target spirv \(opencl on {re.escape(dev.name)}\), which has"
+    scan = program.replace("OP", "subgroup_exclusive_scan_add %l")
+    broadcast = program.replace("OP", "subgroup_broadcast %l, %three")
+    A = np.zeros(16, np.int32)
+    ttlc.compile(broadcast, target="opencl")["k"](A)
+    assert np.array_equal(A, np.full(16, 3))  # work-item 3's local id
+    for text, spirv, message in ((scan, (1, 4), rf"{on} subgroup operations "
+                                                r"subgroup_broadcast$"),
+                                 (broadcast, (1, 2), rf"{on} no subgroup operations$")):
+        monkeypatch.setattr(dev, "spirv", spirv)
+        with pytest.raises(ttlc.CompileError) as e:
+            ttlc.compile(text, target="opencl")
+        assert e.value.diagnostics[0][0] == 5, str(e.value)
+        assert re.search(r"subgroup_\w+: this subgroup operation \(a GroupNonUniform "
+                         rf"instruction of SPIR-V 1.3\): not supported by {message}",
+                         e.value.diagnostics[0][3]), e.value.diagnostics[0][3]
 
 
 XE_MEMORY = """func @k(%E: memref<f32x?x?>, %G: memref<f32x16x8>, %H: memref<f16x4x16>,

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+from typing import List
 
 import pytest
 
@@ -26,6 +27,7 @@ import ttlc
 from ttlc.backends import get_backend
 from ttlc.backends.spirv import codegen
 from ttlc.backends.spirv.builder import Enum, Module
+from ttlc.ir.ops import SUBGROUP_OPS
 from ttlc.target import get_target
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,6 +108,20 @@ def test_an_extension_instruction_declares_its_extension():
     m.add("function", "SubgroupShuffleINTEL", m.type_int(32), m.id(), 1, 2)
     assert m.extensions == ["SPV_INTEL_subgroups"]
     assert "SubgroupShuffleINTEL" in m.capabilities
+
+
+def test_the_version_is_raised_only_for_what_needs_it():
+    """A 1.3 instruction no extension adds makes the module 1.3; one past ``newest`` is
+    refused; an instruction an extension adds declares the extension instead."""
+    m = Module()
+    m.add("function", "SubgroupShuffleINTEL", m.type_int(32), m.id(), 1, 2)
+    assert m.version == (1, 2)
+    m.add("function", "GroupNonUniformIAdd", m.type_int(32), m.id(), 1,
+          Enum("GroupOperation", "Reduce"), 2)
+    assert m.version == (1, 3) and "GroupNonUniformArithmetic" in m.capabilities
+    assert words(m.binary())[1] == 0x00010300
+    with pytest.raises(AssertionError, match=r"not in SPIR-V \(1, 3\)"):
+        m.add("function", "CopyLogical", m.type_int(32), m.id(), 1)
 
 
 def test_binary_encoding_follows_the_specification():
@@ -252,6 +268,115 @@ def test_narrow_atomics_are_compare_and_swap_loops_on_the_word(t, tmp_path):
     words = 1 if t == "i8" else 2
     array = re.search(r"= OpTypeArray %(\d+) %(\d+)", text)
     assert ints[array[1]] == "32" and re.search(rf"%{array[2]} = OpConstant %\d+ {words}\b", text)
+
+
+# ---- subgroup operations in divergent code ----------------------------------------------------------
+#: the number types subgroup operations are tested with in divergent code (docs/spirv.md)
+SUBGROUP_TYPES = ("i8", "i16", "i32", "i64", "bf16", "f16", "f32", "f64", "c32", "c64")
+
+
+def subgroup_columns(t: str) -> List[str]:
+    """The subgroup instructions on type t (add only on complex numbers), one column of
+    ``divergent_subgroups``' output each."""
+    return ["subgroup_broadcast"] + [op for op in SUBGROUP_OPS
+                                     if not t.startswith("c") or op.endswith("_add")]
+
+
+def divergent_subgroups(t: str, S: int) -> str:
+    """A work-group of two subgroups of S in which work-item l of subgroup g takes an
+    ``if`` when (l + g) mod 3 != 0 (the first active work-item is 1 in subgroup 0, 0 in
+    subgroup 1); under it each subgroup instruction of ``subgroup_columns(t)`` (broadcast
+    from work-item 1, active in both) stores its result of %x[w] in %out[w, column]."""
+    columns = subgroup_columns(t)
+    body = []
+    for c, op in enumerate(columns):
+        operands = "%x1, %one" if op == "subgroup_broadcast" else "%x1"
+        body += [f"%r{c} = {op} {operands} : {t}", f"%c{c} = constant {c} : index",
+                 f"store %r{c}, %out[%w, %c{c}]"]
+    code = "\n            ".join(body)
+    return f"""func @k(%x: memref<{t}x{2 * S}>, %out: memref<{t}x{2 * S}x{len(columns)}>)
+        attributes {{subgroup_size={S}, work_group_size=[{2 * S},1]}} {{
+    parallel {{
+        %l = subgroup_local_id : i32
+        %g = subgroup_linear_id : i32
+        %s = constant {S} : i32
+        %w0 = mul %g, %s : i32
+        %w1 = add %w0, %l : i32
+        %w = cast %w1 : index
+        %lg = add %l, %g : i32
+        %three = constant 3 : i32
+        %m = rem %lg, %three : i32
+        %zero = constant 0 : i32
+        %on = not_equal %m, %zero : bool
+        if %on {{
+            %one = constant 1 : i32
+            %x1 = load %x[%w] : {t}
+            {code}
+        }}
+    }}
+}}
+"""
+
+
+@pytest.mark.parametrize("machine", ["opencl", "pvc"])  # targets spirv and spirv-pvc
+@pytest.mark.parametrize("t", SUBGROUP_TYPES)
+def test_subgroup_operations_are_non_uniform_instructions(t, machine, tmp_path):
+    """Defined over the active work-items, as the language's subgroup operations are in
+    divergent code: GroupNonUniform instructions of SPIR-V 1.3, none of the Groups
+    instructions that every work-item of the subgroup must reach."""
+    module = compile_module(divergent_subgroups(t, 16), machine)
+    validate(module, tmp_path)
+    text = module.text()
+    assert module.version == (1, 3) and "; Version: 1.3" in text
+    assert not re.search(r"OpGroup(Broadcast|[IF]Add|[SF]M(ax|in))\b", text)
+    ops = re.findall(r"= OpGroupNonUniform(\w+) %\d+ %\d+ (\w+)", text)
+    kinds = {"add": {"IAdd", "FAdd"}, "max": {"SMax", "FMax"}, "min": {"SMin", "FMin"}}
+    parts = 2 if t.startswith("c") else 1
+    assert len(re.findall(r"= OpGroupNonUniformShuffle ", text)) == parts
+    for op in subgroup_columns(t)[1:]:
+        kind, how = op[len("subgroup_"):].rsplit("_", 1)
+        group = "".join(w.capitalize() for w in kind.split("_"))
+        assert sum(o in kinds[how] and g == group for o, g in ops) >= parts, (op, ops)
+    assert {"GroupNonUniformArithmetic", "GroupNonUniformShuffle"} <= set(module.capabilities)
+
+
+def test_a_module_without_subgroup_operations_stays_spirv_1_2(tmp_path):
+    module = compile_module(NARROW_ATOMICS.replace("T ", "i32").replace(": T", ": i32"))
+    assert module.version == (1, 2) and codegen.validation_env(module) == "opencl2.2"
+    assert not any(c.startswith("GroupNonUniform") for c in module.capabilities)
+
+
+@pytest.mark.parametrize("t,op", [("i8", "max"), ("i16", "min")])
+def test_a_narrow_exclusive_scan_clamps_to_the_narrow_identity(t, op, tmp_path):
+    """Combined in i32, whose identity the first active work-item gets (not necessarily
+    work-item 0): the scan's result clamped to t's range (s_max with t's least value for
+    max, s_min with its greatest for min)."""
+    module = compile_module(divergent_subgroups(t, 8))
+    text = module.text()
+    bound = -(1 << (int(t[1:]) - 1)) if op == "max" else (1 << (int(t[1:]) - 1)) - 1
+    scan = re.search(rf"%(\d+) = OpGroupNonUniformS{op.capitalize()} %(\d+) %\d+ "
+                     r"ExclusiveScan", text)
+    const = re.search(rf"%(\d+) = OpConstant %{scan[2]} {bound & 0xFFFFFFFF}\n", text)
+    assert re.search(rf"OpExtInst %{scan[2]} %\d+ s_{op} %{scan[1]} %{const[1]}", text)
+
+
+def test_subgroup_operations_a_target_lacks_are_an_error_naming_instruction_and_target():
+    machine = dataclasses.replace(get_target("opencl"), subgroup_ops=("subgroup_broadcast",))
+    for op, line in (("subgroup_broadcast %a, %l", None), ("subgroup_inclusive_scan_max %a", 4)):
+        program = ttlc.parse("func @k(%A: memref<f32x16>) attributes {subgroup_size=16} {\n"
+                             "    parallel {\n        %l = subgroup_linear_id : i32\n"
+                             f"        %a = cast %l : f32\n        %b = {op} : f32\n"
+                             "        %i = cast %l : index\n        store %b, %A[%i]\n"
+                             "    }\n}\n")
+        if line is None:
+            codegen.generate(codegen.lower(program, machine), machine)
+            continue
+        with pytest.raises(ttlc.CompileError) as e:
+            codegen.generate(codegen.lower(program, machine), machine)
+        assert e.value.diagnostics[0][0] == 5
+        assert ("subgroup_inclusive_scan_max: this subgroup operation (a GroupNonUniform "
+                "instruction of SPIR-V 1.3): not supported by target spirv (opencl), which "
+                "has subgroup operations subgroup_broadcast") in str(e.value)
 
 
 # ---- validation ----------------------------------------------------------------------------------

@@ -205,6 +205,10 @@ class Target:
     types: Optional[Tuple[str, ...]] = None
     #: the element types of atomic instructions (None: every number type)
     atomic_types: Optional[Tuple[str, ...]] = None
+    #: the subgroup instructions (``subgroup_broadcast``, ``subgroup_reduce_add``, ...)
+    #: it executes (None: all); a back end refuses others with a CompileError naming the
+    #: instruction
+    subgroup_ops: Optional[Tuple[str, ...]] = None
 
     def storage_layout(self, t: CoopMatrixType, S: int) -> MatrixLayout:
         """The layout a coopmatrix of type t has inside a kernel for this target."""

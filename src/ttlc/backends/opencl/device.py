@@ -17,6 +17,7 @@ import sys
 from dataclasses import replace
 from typing import Optional, Tuple
 
+from ...ir.ops import SUBGROUP_OPS
 from ...ir.types import SCALAR_TYPES
 from ...target import Target
 
@@ -38,6 +39,11 @@ _SUB_GROUP_SIZES_INTEL = 0x4108
 TYPE_EXTENSIONS = {"f16": "cl_khr_fp16", "f64": "cl_khr_fp64", "c64": "cl_khr_fp64"}
 #: atomics on 64-bit numbers (and the parts of c64)
 ATOMIC64_EXTENSION = "cl_khr_int64_base_atomics"
+#: subgroup instructions and the device extension each needs, besides SPIR-V 1.3: they are
+#: its GroupNonUniform instructions, defined over the active work-items as the language
+#: wants (target spirv, ``subgroup.py``)
+SUBGROUP_EXTENSIONS = {"subgroup_broadcast": "cl_khr_subgroup_shuffle",
+                       **dict.fromkeys(SUBGROUP_OPS, "cl_khr_subgroup_non_uniform_arithmetic")}
 
 
 class Device:
@@ -50,6 +56,7 @@ class Device:
         self.context = cl.Context([device])
         self.queue = cl.CommandQueue(self.context)
         self.extensions = set(device.extensions.split())
+        self.spirv = newest_spirv(device)
         self.subgroup_sizes: Optional[Tuple[int, ...]] = None
         if "cl_intel_required_subgroup_size" in self.extensions:
             self.subgroup_sizes = _sizes_info(device, _SUB_GROUP_SIZES_INTEL)
@@ -57,15 +64,27 @@ class Device:
     def target(self, machine: Target) -> Target:
         """The target description narrowed to what this device offers: its subgroup sizes,
         the types whose extensions it has (``TYPE_EXTENSIONS``), 64-bit atomics only
-        with ``ATOMIC64_EXTENSION``; its name names the device, so that errors do."""
+        with ``ATOMIC64_EXTENSION``, subgroup instructions only with SPIR-V 1.3 and
+        their ``SUBGROUP_EXTENSIONS``; its name names the device, so that errors do."""
         types = tuple(t for t in machine.types or SCALAR_TYPES
                       if t not in TYPE_EXTENSIONS or TYPE_EXTENSIONS[t] in self.extensions)
         atomics = tuple(t for t in machine.atomic_types or types if t in types and (
             SCALAR_TYPES[t].component.bits < 64 or ATOMIC64_EXTENSION in self.extensions))
         sizes = tuple(s for s in machine.subgroup_sizes
                       if self.subgroup_sizes is None or s in self.subgroup_sizes)
+        offered = SUBGROUP_EXTENSIONS if machine.subgroup_ops is None else machine.subgroup_ops
+        subgroup_ops = tuple(op for op in offered if self.spirv >= (1, 3)
+                             and SUBGROUP_EXTENSIONS[op] in self.extensions)
         return replace(machine, name=f"{machine.name} on {self.name}", types=types,
-                       atomic_types=atomics, subgroup_sizes=sizes or machine.subgroup_sizes)
+                       atomic_types=atomics, subgroup_sizes=sizes or machine.subgroup_sizes,
+                       subgroup_ops=subgroup_ops)
+
+
+def newest_spirv(d: "cl.Device") -> Tuple[int, int]:
+    """The newest SPIR-V version a device takes (CL_DEVICE_IL_VERSION; (0, 0): none)."""
+    return max((tuple(map(int, v)) for v in re.findall(r"SPIR-V_(\d+)\.(\d+)",
+                                                        getattr(d, "il_version", "") or "")),
+               default=(0, 0))
 
 
 def _sizes_info(device: "cl.Device", param: int) -> Optional[Tuple[int, ...]]:
@@ -96,9 +115,7 @@ def _sizes_info(device: "cl.Device", param: int) -> Optional[Tuple[int, ...]]:
 
 def _problem(d: "cl.Device") -> Optional[str]:
     """Why target opencl cannot use a device (None: it can)."""
-    versions = [tuple(map(int, v)) for v in re.findall(r"SPIR-V_(\d+)\.(\d+)",
-                                                        getattr(d, "il_version", "") or "")]
-    if not any(v >= (1, 2) for v in versions):
+    if newest_spirv(d) < (1, 2):
         return "takes no SPIR-V 1.2"
     try:
         subgroups = d.max_num_sub_groups

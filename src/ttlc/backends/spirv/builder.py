@@ -170,10 +170,17 @@ SECTIONS = ("capability", "extension", "import", "memory_model", "entry_point", 
 
 class Module:
     """A SPIR-V module for the OpenCL Kernel environment: Physical64 addressing, the
-    OpenCL memory model."""
+    OpenCL memory model.
 
-    def __init__(self, version: Tuple[int, int] = (1, 2)):
+    It is written as SPIR-V ``version`` unless something used is in the core of a later
+    version only (no extension adds it), such as the GroupNonUniform instructions of
+    1.3: then as the first version that has it, up to ``newest``.  So a module is as
+    old as its instructions allow, and only those that need a newer one ask consumers
+    for it."""
+
+    def __init__(self, version: Tuple[int, int] = (1, 2), newest: Tuple[int, int] = (1, 3)):
         self.version = version
+        self.newest = newest
         self.bound = 1
         self.sections: Dict[str, List[Inst]] = {s: [] for s in SECTIONS}
         self.capabilities: List[str] = []
@@ -217,14 +224,17 @@ class Module:
             self.sections["extension"].append(Inst("Extension", None, None, [name]))
 
     def _require(self, entry: Entry) -> None:
-        """Declare what an instruction or enumerant needs: a capability enabling it, and
-        its extension where the module's version does not have it in its core."""
+        """Declare what an instruction or enumerant needs: a capability enabling it, and,
+        where the module's version does not have it in its core, its extension or else
+        the version that has it (up to ``newest``)."""
         if entry.capabilities:
             self.require_capability(*entry.capabilities)
         if entry.version is not None and entry.version <= self.version:
             return
         if entry.extensions:
             self.require_extension(entry.extensions[0])
+        elif entry.version is not None and entry.version <= self.newest:
+            self.version = entry.version
         elif not entry.capabilities:  # else the capability's extension brings it
             raise AssertionError(f"{entry} is not in SPIR-V {self.version}")
 

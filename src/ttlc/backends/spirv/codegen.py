@@ -43,9 +43,11 @@ OPTIONAL_CAPABILITIES = ("Float16", "Int64Atomics", "SubgroupMatrixMultiplyAccum
 
 def validation_env(module: Module) -> str:
     """The environment to validate a module in: ``opencl2.2``, or, where the module needs
-    a device extension the OpenCL profile check does not know, the universal environment
-    of its SPIR-V version (same rules without the capability list of the profile)."""
-    if any(c in OPTIONAL_CAPABILITIES for c in module.capabilities):
+    a device extension the OpenCL profile check does not know or a SPIR-V version newer
+    than the profile's (1.3 for the GroupNonUniform instructions), the universal
+    environment of its SPIR-V version (same rules without the capability list of the
+    profile)."""
+    if module.version > VERSION or any(c in OPTIONAL_CAPABILITIES for c in module.capabilities):
         return "spv{}.{}".format(*module.version)
     return "opencl2.2"
 
