@@ -301,8 +301,8 @@ def _grid_arg(text: str):
         g = [int(x) for x in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"grid must be integers separated by commas, not {text!r}")
-    if not 1 <= len(g) <= 3 or any(x < 0 for x in g):
-        raise argparse.ArgumentTypeError("grid takes 1 to 3 non-negative sizes, e.g. 8,1,1")
+    if not 1 <= len(g) <= 3 or any(x < 1 for x in g):
+        raise argparse.ArgumentTypeError("grid takes 1 to 3 positive sizes, e.g. 8,1,1")
     return tuple(g) + (1,) * (3 - len(g))
 
 

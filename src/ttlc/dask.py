@@ -101,7 +101,9 @@ class _Launch:
             if role in (SPLIT, OUTPUT) and extent is None:
                 extent = x.shape[self.axes[i]]
             args.append(x)
-        kernel_of(self.spec)(*args, grid=self.grid(extent))
+        grid = self.grid(extent)
+        if 0 not in grid:  # an empty chunk: nothing to compute (a launch needs work-groups)
+            kernel_of(self.spec)(*args, grid=grid)
         return tuple(args[i] for i in self.outputs)
 
 

@@ -153,7 +153,10 @@ class Recipe:
             axis = "last mode" if self._batch_axis == -1 else "rows"
             raise ValueError(f"recipe {self.name}: the {axis} of "
                              f"{', '.join(f'{k} ({v})' for k, v in extents.items())} differ")
-        self.kernel(beta)(alpha, A, B, beta, C, grid=self.grid(C))
+        grid = self.grid(C)
+        if 0 in grid:  # an empty batch: nothing to compute (a launch needs work-groups)
+            return
+        self.kernel(beta)(alpha, A, B, beta, C, grid=grid)
 
     def __repr__(self) -> str:
         return f"<ttlc recipe {self.name} {self.dtype} on {self.target}>"

@@ -45,6 +45,17 @@ UNCHECKED_OUT_OF_BOUNDS = ("an out-of-bounds access without checks is undefined 
                            "target cpu (as in C); only the interpreter's memory traps it")
 
 
+#: grids no target launches, and what the ValueError says (item 4 of the checked-mode
+#: contract: positive sizes within the target's limit, never a struct error, a launch of
+#: no work-group or one that cannot finish)
+BAD_GRIDS = [(0, "grid mode x is 0: each grid size must be a positive integer"),
+             ((1, 0, 1), "grid mode y is 0: each grid size must be a positive integer"),
+             ((1, 1, 0), "grid mode z is 0: each grid size must be a positive integer"),
+             (2**63, "grid mode x is 9\\d+: .* limit of 2147483647"),
+             ((2**62, 4), "grid mode x is 4\\d+: .* limit of 2147483647"),
+             ((2**32, 2**32), "grid mode x is 4\\d+: .* limit of 2147483647")]
+
+
 @functools.lru_cache(maxsize=None)
 def _compile(src: str, target: str, checked: bool, filename: str):
     return ttlc.compile(textwrap.dedent(src), target=target, checked=checked, filename=filename)

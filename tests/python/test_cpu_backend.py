@@ -899,7 +899,8 @@ def test_threads_give_the_same_results(monkeypatch):
 def test_empty_grid_and_argument_errors():
     module = compiled(THREADS, "cpu")
     A = np.zeros((4, 4), np.float32, order="F")
-    module["rows"](A, A.copy(order="F"), grid=(0,))  # nothing runs
+    with pytest.raises(ValueError, match="grid mode x is 0: each grid size must be a positive"):
+        module["rows"](A, A.copy(order="F"), grid=(0,))
     for target in ("interp", "cpu"):
         m = compiled(THREADS, target)
         with pytest.raises(TypeError) as e:

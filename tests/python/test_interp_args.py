@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import ttlc
-from interp_testing import compile_for_target
+from interp_testing import BAD_GRIDS, compile_for_target
 
 # B := A (copy through axpby, collective) -- the output %b comes first so that a bad %a is
 # found after %b was already marshalled.
@@ -307,11 +307,6 @@ def test_argument_count(copy):
     b = np.zeros((4, 3), np.float32, order="F")
     _raises(TypeError, copy, (b,), ["@copy", "takes 2 arguments", "got 1"])
     _raises(TypeError, copy, (b, b, b), ["@copy", "takes 2 arguments", "got 3"])
-
-
-def test_errors_come_before_an_empty_grid(copy):
-    b = np.zeros((4, 3), np.float32, order="F")
-    _raises(TypeError, copy, (b, F((4, 3), np.float64)), ["%a"], grid=(0, 1, 1))
 
 
 # ---- scalars ----------------------------------------------------------------------------------
@@ -766,10 +761,13 @@ def test_grid_shapes(ids, grid, shape):
     np.testing.assert_array_equal(out, x + 10 * y + 100 * z)
 
 
-@pytest.mark.parametrize("grid", [(0, 1, 1), (1, 0, 1), (1, 1, 0), (0,)])
-def test_empty_grid_runs_nothing(ids, grid):
+@pytest.mark.parametrize("grid, message", BAD_GRIDS)
+def test_a_grid_no_target_launches_is_refused(ids, grid, message):
+    """A grid size of 0 (almost always a wrong batch count) or past the target's limit is
+    a ValueError saying why; nothing runs."""
     out = np.full((1, 1, 1), -1, np.int64)
-    ids(out, grid=grid)
+    with pytest.raises(ValueError, match=message):
+        ids(out, grid=grid)
     assert out[0, 0, 0] == -1
 
 

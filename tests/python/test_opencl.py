@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import ttlc
+from interp_testing import BAD_GRIDS
 from ttlc.backends import get_backend
 from ttlc.runtime.inputs import generated_inputs
 from ttlc.testing import generate
@@ -226,6 +227,15 @@ def test_a_read_only_array_the_kernel_writes_is_refused():
     frozen.flags.writeable = False
     with pytest.raises(ttlc.KernelError, match="read-only"):
         ttlc.compile(STRIDED, target="opencl")["k"](np.ones((2, 2), np.float32, order="F"), frozen)
+
+
+@needs_device
+@pytest.mark.parametrize("grid, message", BAD_GRIDS)
+def test_grids_no_device_launches_are_refused(grid, message):
+    """A grid size of 0 or past the limit is the ValueError of every target."""
+    frozen = np.zeros((2, 2), np.float32, order="F")
+    with pytest.raises(ValueError, match=message):
+        ttlc.compile(STRIDED, target="opencl")["k"](frozen, frozen.copy(order="F"), grid=grid)
 
 
 @needs_device

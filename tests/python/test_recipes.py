@@ -197,6 +197,17 @@ def test_batches_of_different_sizes_are_refused():
         recipe(1.0, A, A, 0.0, C)
 
 
+def test_an_empty_batch_launches_nothing():
+    """A batch of no matrices is nothing to compute: the recipe returns without a launch
+    (whose grid of 0 work-groups would be a ValueError)."""
+    recipe = ttlc.recipes.small_gemm_batched("f32", "n", "n", 2, 2, 2, target="interp")
+    A = np.zeros((2, 2, 0), np.float32, order="F")
+    assert recipe.grid(A) == (0,)
+    recipe(1.0, A, A, 0.0, A.copy(order="F"))
+    with pytest.raises(ValueError, match="grid mode x is 0"):
+        recipe.kernel(0)(1.0, A, A, 0.0, A.copy(order="F"), grid=recipe.grid(A))
+
+
 def _opencl_problem():
     try:
         from ttlc.backends.opencl import device

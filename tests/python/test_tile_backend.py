@@ -22,6 +22,7 @@ import ttlc
 from ttlc.backends import get_backend
 
 import tile_testing as tt
+from interp_testing import BAD_GRIDS
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKEND = get_backend("cuda-tile")
@@ -808,6 +809,18 @@ def test_meaning_matches_the_reference_interpreter(name):
     """The emitted module, run by the NumPy Tile IR interpreter, writes what the program
     writes on the reference interpreter."""
     _compare_meaning(FIRST_CLASS[name], "k")
+
+
+@pytest.mark.parametrize("grid, message", BAD_GRIDS)
+def test_the_simulator_refuses_grids_no_gpu_launches(grid, message):
+    """The Tile IR interpreter checks its grid as every launch does (a ValueError naming
+    the grid's mode and the limit), rather than running no block or an endless loop."""
+    from ttlc.backends.tile import simulate
+    from ttlc.backends.tile.backend import translate
+
+    program = ttlc.parse(FIRST_CLASS["axpby_dynamic"])
+    with pytest.raises(ValueError, match=message):
+        simulate.run(translate(program).entries[0], program.functions[0], [], grid)
 
 
 def _validate(program, archs=tt.ARCHS) -> None:

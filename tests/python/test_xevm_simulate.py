@@ -22,6 +22,7 @@ import pytest
 
 import test_interp_coop as coop
 import test_xevm
+from interp_testing import BAD_GRIDS
 import ttlc
 from ttlc.testing import xevm_simulator as simulate
 from ttlc.testing.xevm_simulator import SimulationError
@@ -465,6 +466,15 @@ def test_an_access_outside_the_arguments_is_a_kernel_error():
       %v = llvm.load %p : !llvm.ptr<1> -> f32"""
     with pytest.raises(ttlc.KernelError, match="line 8: llvm.load: an access of 4 bytes"):
         simulate.simulate(module(body), "k", [np.zeros(4, np.float32), np.zeros(1, np.int8)])
+
+
+@pytest.mark.parametrize("grid, message", BAD_GRIDS)
+def test_grids_no_gpu_launches_are_refused(grid, message):
+    """A grid size of 0 or past the limit is the ValueError of every target, for a
+    hand-written module as for ttlc's."""
+    with pytest.raises(ValueError, match=message):
+        simulate.simulate(module(""), "k", [np.zeros(4, np.float32), np.zeros(1, np.int8)],
+                          grid)
 
 
 # ---- emitted modules give the reference interpreter's results ---------------------------------

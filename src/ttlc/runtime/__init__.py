@@ -33,7 +33,7 @@ class Kernel:
         return signature(self.func)
 
     def __call__(self, *args: Any, grid: Sequence[int] = (1, 1, 1)) -> None:
-        grid = _grid(grid, self.module.max_grid)
+        grid = check_grid(grid, self.module.max_grid)
         self.module.launch(self, args, grid)
 
     def __repr__(self) -> str:
@@ -76,13 +76,14 @@ class Module:
 _ONES = {1: (1, 1), 2: (1,), 3: ()}
 
 
-def _grid(grid, limit: Tuple[int, int, int]) -> Tuple[int, int, int]:
-    """(gx, gy, gz) from an integer or a 1-, 2- or 3-tuple of non-negative integers, each
-    at most the target's limit (work-group ids are computed in 64-bit integers, and a
-    launch that could not finish is refused rather than attempted)."""
+def check_grid(grid, limit: Tuple[int, int, int] = (INT32_MAX,) * 3) -> Tuple[int, int, int]:
+    """(gx, gy, gz) from an integer or a 1-, 2- or 3-tuple of positive integers, each at
+    most the target's limit (work-group ids are computed in 64-bit integers, and a launch
+    that could not finish is refused rather than attempted).  A size of 0 is refused too:
+    a launch of no work-group is almost always a wrong batch count, not an intent."""
     if type(grid) is tuple and 0 < len(grid) <= 3:  # the common case, quickly
         for x, top in zip(grid, limit):
-            if type(x) is not int or not 0 <= x <= top:
+            if type(x) is not int or not 0 < x <= top:
                 break
         else:
             if math.prod(grid) <= INT64_MAX:
@@ -93,12 +94,13 @@ def _grid(grid, limit: Tuple[int, int, int]) -> Tuple[int, int, int]:
     except TypeError:
         raise TypeError(f"grid must be an integer or a tuple of 1 to 3 integers, got "
                         f"{grid!r}") from None
-    if not 1 <= len(g) <= 3 or any(x < 0 for x in g):
-        raise ValueError(f"grid must be 1 to 3 non-negative sizes, got {grid!r}")
+    if not 1 <= len(g) <= 3:
+        raise ValueError(f"grid must be 1 to 3 positive sizes, got {grid!r}")
     for mode, (x, top) in enumerate(zip(g, limit)):
-        if x > top:
-            raise ValueError(f"grid mode {'xyz'[mode]} is {x}, past this target's limit of "
-                             f"{top} work-groups (grid={grid!r})")
+        if not 0 < x <= top:
+            raise ValueError(f"grid mode {'xyz'[mode]} is {x}: each grid size must be a positive "
+                             f"integer within this target's limit of {top} work-groups "
+                             f"(grid={grid!r})")
     if math.prod(g) > INT64_MAX:
-        raise ValueError(f"grid {grid!r} has more than 2**63 - 1 work-groups")
+        raise ValueError(f"grid {grid!r} has more than 2**63 - 1 work-groups, this target's limit")
     return g + (1,) * (3 - len(g))

@@ -50,7 +50,8 @@ import numpy as np
 from ..backends.simt import pointer_arguments
 from ..diagnostics import KernelError
 from ..ir.types import BoolType, GroupType, MemrefType
-from ..runtime import Module
+from ..target import get_target
+from ..runtime import Module, check_grid
 from ..runtime.args import marshal, memref_address
 from ..runtime.values import Memory as Buffers
 
@@ -1185,7 +1186,7 @@ def run(module: SimModule, name: str, params: Sequence, grid: Sequence[int],
                        f"{', '.join('@' + k for k in module.functions)})")
     if len(params) != len(func.params):
         raise TypeError(f"kernel @{name} takes {len(func.params)} arguments, got {len(params)}")
-    grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+    grid = check_grid(grid, get_target("pvc").max_grid)
     per_group = func.work_group[0] * func.work_group[1]
     total = grid[0] * grid[1] * grid[2]
     step = max(1, BATCH // per_group)

@@ -417,9 +417,7 @@ class CpuModule(Module):
             plan.struct.pack_into(buf, 0, *grid, *flat)
         else:  # everything else, and every error, goes through marshal
             keep = self._marshal_and_pack(info, func, args, grid, buf)
-        total = grid[0] * grid[1] * grid[2]
-        if total:
-            self._run(info, func.name, buf, total)
+        self._run(info, func.name, buf, grid[0] * grid[1] * grid[2])
         del keep  # the views and arrays the slots point to, alive until here
 
     def _marshal_and_pack(self, info, func: Function, args, grid, buf) -> list:

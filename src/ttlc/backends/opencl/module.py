@@ -209,9 +209,6 @@ class OpenCLModule(Module):
         pending = []  # kernel arguments; ("at", arena offset) until the arena exists
         for a, v in zip(func.args, values):
             pending += self._arguments(a.value.type, v, arena)
-        total = grid[0] * grid[1] * grid[2]
-        if not total:
-            return
         with self._lock:
             base = arena.allocate()
             cl_kernel = self.cl_kernels[func.name]

@@ -20,8 +20,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ...runtime import check_grid
 from ...runtime.args import marshal, memref_address
 from ...runtime.values import Memory as Buffers
+from ...target import get_target
 from .abi import dtype, parameters
 from .tir import Block, Entry, Op
 
@@ -453,7 +455,9 @@ class _Place:
 
 
 def run(entry: Entry, func, args: Sequence, grid: Tuple[int, int, int]) -> None:
-    """Run an entry (translated from `func`) on every tile block of `grid`."""
+    """Run an entry (translated from `func`) on every tile block of `grid` (checked as
+    a launch's grid is: positive sizes within an NVIDIA GPU's limits)."""
+    grid = check_grid(grid, get_target("nvidia").max_grid)
     memory, buffers = Memory(), Buffers()
     values = marshal(args, func.args, buffers, func.name)
     execute(entry, parameters(entry, func, values, _Place(buffers, memory)), memory, grid)
