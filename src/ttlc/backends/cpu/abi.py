@@ -8,25 +8,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from ...ir.core import Function, Instruction
+from ...ir.core import Function
 from ...ir.types import GroupType, MemrefType, ScalarType
+# the error record of checked code and its codes (``runtime.findings``, shared with
+# target opencl)
+from ...runtime.findings import (  # noqa: F401
+    ERR_DETAILS, ERR_SLOTS, E_BARRIER, E_BROADCAST, E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_DIV_ZERO,
+    E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_LIFETIME, E_NULL, E_PARTIAL, E_RACE, E_SHAPES,
+    E_STEP, E_SUBVIEW, E_UNIFORM, UNIFORM_OPERANDS, InstRef)
 from ...target.config import ExecConfig
 
 #: slots 0-2 of the slot array: the grid size
 HEADER_SLOTS = 3
-#: int64 entries of the error record of checked code
-ERR_SLOTS = 16
-#: of which values an error may report (after the code, the group id, the instruction and
-#: the work-item)
-ERR_DETAILS = ERR_SLOTS - 6
-
-# ---- errors reported by checked code ---------------------------------------------------
-E_INDEX, E_GROUP_INDEX, E_NULL, E_DIV_ZERO, E_STEP, E_BARRIER, E_EXPAND, E_FUSE = range(1, 9)
-E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_BROADCAST, E_SUBVIEW, E_SHAPES, E_UNIFORM = 9, 10, 11, 12, 13, 14
-E_RACE, E_PARTIAL, E_LIFETIME = 15, 16, 17
-#: operands that must be dynamically uniform in a subgroup, as E_UNIFORM names them
-UNIFORM_OPERANDS = ("the row position", "the column position", "the memref", "the number",
-                    "the scalar", "the lane index")
 
 
 # ---- argument layout ---------------------------------------------------------------------
@@ -53,24 +46,6 @@ def arg_layout(func: Function) -> Tuple[List[ArgSlots], int]:
             out.append(ArgSlots("scalar", k, n))
         k += n
     return out, k
-
-
-@dataclass(frozen=True)
-class InstRef:
-    """What error messages need of an instruction: its opcode and source location, and for
-    ``check_shapes`` the rule it checks: (BLAS opcode, ta, tb, operand orders)."""
-
-    opcode: str
-    loc: Any
-    shape_rule: Optional[Tuple[str, str, str, Tuple[int, ...]]] = None
-
-    @staticmethod
-    def of(inst: Instruction) -> "InstRef":
-        rule = None
-        if inst.opcode == "check_shapes":
-            rule = (inst.modifier("rule"), inst.modifier("ta"), inst.modifier("tb"),
-                    tuple(inst.attrs["orders"]))
-        return InstRef(inst.opcode, inst.loc, rule)
 
 
 @dataclass

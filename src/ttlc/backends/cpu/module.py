@@ -46,9 +46,9 @@ import numpy as np
 from ...analysis.effects import race_message
 from ...diagnostics import CompileError, Diagnostic, KernelError
 from ...ir.core import Function, Program
-from ...ir.traits import first_broken_rule, shapes_of
 from ...ir.types import BoolType, GroupType
 from ...runtime import Module
+from ...runtime.findings import kernel_error
 from ...target import Target
 from . import abi, cache, jit, pool, rtlib
 
@@ -490,74 +490,9 @@ class CpuModule(Module):
                                       "is not writeable)")
 
     def _error(self, info, err) -> KernelError:
-        code, gx, gy, gz, inst_id, lane = (int(x) for x in err[:6])
-        d = [int(x) for x in err[6:]]
-        inst = info.instructions[inst_id]
-        wgx = info.config.work_group_size[0]
-        where = f"{self.program.filename}:{inst.loc}"
-        item = f", work-item ({lane % wgx}, {lane // wgx})" if lane >= 0 else ""
-        if code == abi.E_INDEX:
-            mode, value, bound, order = d[:4]
-            full = ", ".join(str(x) for x in d[4:4 + min(order, 6)])
-            if order > 6:
-                full += ", ..."
-            msg = (f"index {value} of mode {mode} is out of bounds (size {bound}); the index is "
-                   f"[{full}]")
-        elif code == abi.E_GROUP_INDEX:
-            msg = f"group index {d[0]} is out of bounds (group size {d[1]})"
-        elif code == abi.E_NULL:
-            msg = "access through a null memref"
-        elif code == abi.E_DIV_ZERO:
-            msg = f"integer division by zero in '{inst.opcode}': {d[0]} divided by 0"
-        elif code == abi.E_BROADCAST:
-            msg = (f"subgroup_broadcast from work-item {d[1]}, " +
-                   (f"outside the subgroup of size {d[2]}" if d[0] == 0 else
-                    "which is not active (its value is undefined)"))
-        elif code == abi.E_COOP_DIV_ZERO:
-            msg = (f"integer division by zero in '{inst.opcode}': entry ({d[1]}, {d[2]}) "
-                   f"divides {d[0]} by 0")
-        elif code == abi.E_STEP:
-            msg = f"for loop with step {d[0]} never ends"
-        elif code == abi.E_BARRIER:
-            arrived = d[0]
-            msg = (f"barrier not reached by all work-items of the work-group: work-item "
-                   f"({arrived % wgx}, {arrived // wgx}) waits here but this work-item does not "
-                   "arrive")
-        elif code == abi.E_EXPAND:
-            msg = f"expand shape product {d[0]} does not equal the mode size {d[1]}"
-        elif code == abi.E_COOP_BOUNDS:
-            msg = (f"component ({d[0]}, {d[1]}) accesses index ({d[2]}, {d[3]}) outside the "
-                   f"memref of shape {d[4]} x {d[5]} (use rows_checked/cols_checked for "
-                   "partial tiles)")
-        elif code == abi.E_FUSE:
-            msg = f"modes {d[0]} and {d[0] + 1} cannot be fused: their strides do not match"
-        elif code == abi.E_UNIFORM:
-            what, here, first, first_id, g, float_bytes = d[:6]
-            if float_bytes:  # the bits of two floats (sign-extended into the record)
-                ftype, itype = {2: ("f2", "i2"), 4: ("f4", "i4"), 8: ("f8", "i8")}[float_bytes]
-                here, first = (np.array(v).astype(itype).view(ftype)[()] for v in (here, first))
-            msg = (f"{abi.UNIFORM_OPERANDS[what]} must be dynamically uniform, but work-items of "
-                   f"subgroup {g} disagree ({here} here, {first} at subgroup-local id {first_id})")
-        elif code == abi.E_SHAPES:
-            msg = _broken_shape_rule(inst.shape_rule, d)
-        elif code == abi.E_RACE:
-            msg = _race(info, d)
-        elif code == abi.E_LIFETIME:
-            name = info.locals[d[1]][3]
-            msg = (f"access to local memory{' ' + name if name else ''} after its lifetime "
-                   f"ended (lifetime_stop at {info.instructions[d[0]].loc})")
-        elif code == abi.E_PARTIAL:
-            msg = (f"'{inst.opcode}' reached by only some work-items of subgroup {d[0]} (a "
-                   "coopmatrix instruction needs the whole subgroup)")
-        elif code == abi.E_SUBVIEW:
-            mode, o, n, e, dynamic = d[:5]
-            what = ("a dynamic size of zero is undefined behaviour" if dynamic and n == 0
-                    else "a negative size" if n < 0 else "a negative offset" if o < 0
-                    else f"the slice overruns the mode's size {e}")
-            msg = f"subview of mode {mode} at offset {o} with size {n}: {what}"
-        else:  # pragma: no cover - defensive
-            msg = f"error {code}"
-        return KernelError(f"{where}: kernel @{info.name}, group {(gx, gy, gz)}{item}: {msg}")
+        return kernel_error(self.program.filename, info.name, err, info.instructions,
+                            info.config.work_group_size, info.locals,
+                            lambda d: _race(info, d))
 
 
 def _race(info: "abi.KernelInfo", d) -> str:
@@ -583,15 +518,6 @@ def _race(info: "abi.KernelInfo", d) -> str:
                         (rel - offset) // size, who, CLASSES[other_class][0], by,
                         info.instructions[other_inst].loc,
                         info.instructions[unfenced].loc if unfenced >= 0 else None)
-
-
-def _broken_shape_rule(shape_rule, sizes) -> str:
-    """The first shape rule of a BLAS instruction the sizes break (``check_shapes``)."""
-    rule, ta, tb, orders = shape_rule
-    if sum(orders) > len(sizes):
-        return f"the operand sizes break a shape rule of {rule}"
-    return (first_broken_rule(rule, shapes_of(orders, sizes), ta, tb)
-            or f"the operand sizes break a shape rule of {rule}")
 
 
 # ---- the registry's entry points (``ttlc.backends``) ---------------------------------------------
