@@ -34,6 +34,7 @@ from ...ir.core import Function, Location, Program
 from ...ir.types import BoolType, GroupType, MemrefType, ScalarType
 from ...runtime import Module
 from ...runtime.args import marshal
+from ...runtime.findings import ERR_SLOTS, kernel_error
 from ...runtime.values import Memory, MemRef
 from ...target import Target
 from ...target.config import ExecConfig
@@ -149,13 +150,15 @@ class _Arena:
             staging[at:at + table.nbytes] = table.view(np.uint8)
         cl.enqueue_copy(self.dev.queue, self.alloc, staging)
 
-    def copy_out(self, regions) -> None:
+    def copy_out(self, regions) -> np.ndarray:
+        """Copy the regions back to the host; the whole arena as it is after the kernel."""
         staging = np.empty(max(self.size, ALIGN), np.uint8)
         cl.enqueue_copy(self.dev.queue, staging, self.alloc)
         self.dev.queue.finish()
         for k in sorted(regions):
             start, n, at = self.regions[k]
             _host(start, n)[:] = staging[at:at + n]
+        return staging
 
 
 def _host(address: int, n: int) -> np.ndarray:
@@ -171,13 +174,16 @@ def _pointer(address: int):
 class OpenCLModule(Module):
     target = "opencl"
 
-    def __init__(self, program: Program, machine: Target, dev: "devices.Device"):
-        super().__init__(program, False, machine.max_grid)
+    def __init__(self, program: Program, machine: Target, dev: "devices.Device",
+                 checked: bool = False):
+        super().__init__(program, checked, machine.max_grid)
         self.dev = dev
         try:
-            lowered = codegen.lower(program, machine)
-            spirv = codegen.generate(lowered, machine)
+            lowered = codegen.lower(program, machine, checked)
+            spirv = codegen.generate(lowered, machine, checked)
             self.binary = spirv.binary()
+            #: per kernel, the instructions its findings name (checked code)
+            self.instructions = spirv.findings
         except (CompileError, RecursionError):
             raise
         except Exception as e:  # a bug in a pass or the emitter: never a raw exception
@@ -209,6 +215,10 @@ class OpenCLModule(Module):
         pending = []  # kernel arguments; ("at", arena offset) until the arena exists
         for a, v in zip(func.args, values):
             pending += self._arguments(a.value.type, v, arena)
+        record = None
+        if self.checked:  # the error record, last (``spirv.checks``)
+            record = arena.add_table(np.zeros(ERR_SLOTS, np.int64))
+            pending.append(("at", record))
         with self._lock:
             base = arena.allocate()
             cl_kernel = self.cl_kernels[func.name]
@@ -221,7 +231,13 @@ class OpenCLModule(Module):
             back = {arena.region_of(int(m.buffer)) for i in writes
                     for m in members(values[i]) if int(m.buffer) >= 0
                     and arena.spans[int(m.buffer)] is not None}
-            arena.copy_out(back)
+            staging = arena.copy_out(back)
+        if record is not None:
+            found = staging[record:record + 8 * ERR_SLOTS].view(np.int64)
+            if found[0]:
+                raise kernel_error(self.program.filename, func.name, found,
+                                   self.instructions[func.name],
+                                   self.configs[func.name].work_group_size)
 
     @staticmethod
     def _arguments(t, v, arena: _Arena) -> list:
@@ -238,8 +254,6 @@ class OpenCLModule(Module):
 
 # ---- the registry's entry point (``ttlc.backends``) ------------------------------------------------
 def compile(program: Program, machine: Target, checked: bool) -> OpenCLModule:
-    if checked:
-        raise _error(program, "target opencl has no checked mode yet")
     name = next((f"@{f.name}, argument %{_local_argument(f)}" for f in program.functions
                  if _local_argument(f)), None)
     if name is not None:
@@ -248,4 +262,4 @@ def compile(program: Program, machine: Target, checked: bool) -> OpenCLModule:
     dev, why = devices.find()
     if dev is None:
         raise _error(program, f"target opencl: {why}; {devices.INSTALL}")
-    return OpenCLModule(program, dev.target(machine), dev)
+    return OpenCLModule(program, dev.target(machine), dev, checked)
