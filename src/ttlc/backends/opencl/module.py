@@ -34,13 +34,13 @@ from ...ir.core import Function, Location, Program
 from ...ir.types import BoolType, GroupType, MemrefType, ScalarType
 from ...runtime import Module
 from ...runtime.args import marshal
-from ...runtime.findings import ERR_SLOTS, kernel_error
+from ...runtime.findings import kernel_error
 from ...runtime.values import Memory, MemRef
 from ...target import Target
 from ...target.config import ExecConfig
 from ..copies import check_writable, members, stretches, written
 from ..simt import pointer_arguments
-from ..spirv import codegen
+from ..spirv import checks, codegen
 from . import device as devices
 
 #: alignment of everything in the arena (bytes): the largest any element type needs
@@ -216,8 +216,9 @@ class OpenCLModule(Module):
         for a, v in zip(func.args, values):
             pending += self._arguments(a.value.type, v, arena)
         record = None
-        if self.checked:  # the error record, last (``spirv.checks``)
-            record = arena.add_table(np.zeros(ERR_SLOTS, np.int64))
+        if self.checked:  # the error buffer, last (``spirv.checks``)
+            errors = checks.error_buffer()
+            record = arena.add_table(errors)
             pending.append(("at", record))
         with self._lock:
             base = arena.allocate()
@@ -233,8 +234,8 @@ class OpenCLModule(Module):
                     and arena.spans[int(m.buffer)] is not None}
             staging = arena.copy_out(back)
         if record is not None:
-            found = staging[record:record + 8 * ERR_SLOTS].view(np.int64)
-            if found[0]:
+            found = checks.first_finding(staging[record:record + errors.nbytes].view(np.int64))
+            if found is not None:
                 raise kernel_error(self.program.filename, func.name, found,
                                    self.instructions[func.name],
                                    self.configs[func.name].work_group_size)

@@ -13,7 +13,7 @@ parameters:
   it is dynamic, then the offset (in elements) if it is dynamic.
 
 A null memref or group is a null pointer.  Checked code (``checks``) takes one more
-argument, last: a ``__global long *`` to its error record.
+argument, last: a ``__global long *`` to its error buffer.
 """
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def define_kernel(k: Kernel) -> None:
     m.add("execution_mode", "ExecutionMode", None, None, fid,
           Enum("ExecutionMode", "SubgroupSize"), Lit(k.S))
     params = parameters(k)
-    if k.checked:  # the error record (``checks``)
+    if k.checked:  # the error buffer (``checks``)
         params.append((k.m.type_pointer("CrossWorkgroup", k.i64()), "ttlc.errors"))
     fn_type = m.type_function(m.type_void(), [t for t, _ in params])
     m.add("function", "Function", m.type_void(), fid, Enum("FunctionControl", "None"), fn_type)

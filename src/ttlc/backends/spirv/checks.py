@@ -1,12 +1,14 @@
 """Checked SPIR-V: the run-time tests of checked code (``compile(..., checked=True)``).
 
-A checked kernel takes one more argument, last: a ``__global long *`` to an error record
-of ``findings.ERR_SLOTS`` int64s, zero before the launch (``runtime.findings`` describes
-the record; the host words it as the interpreter words the same finding).  A test that
-fails (``fail_if``) claims the record with an atomic compare-exchange of its code word
-from 0 (the first finding of the launch wins; with several faulty work-groups running at
-once, which one is reported is the one that got there first) and, if it won, writes the
-work-group id, the instruction, the work-item (-1 in collective code) and the details.
+A checked kernel takes one more argument, last: a ``__global long *`` to its error buffer
+(``error_buffer`` makes it): a header, then ``RECORDS`` records of ``findings.ERR_SLOTS``
+int64s each (``runtime.findings`` describes a record; the host words it as the
+interpreter words the same finding).  A test that fails (``fail_if``) lowers the
+header's lowest work-group id with a finding (an atomic minimum); the work-item that
+lowered it takes the next record (an atomic counter) and writes the finding there: code,
+work-group id, instruction, work-item (-1 in collective code), details.  The host reports
+the record of the lowest work-group (``first_finding``), as the interpreter and target
+cpu report the first finding in work-group order.
 
 The access a finding concerns is not performed (``guarded``: a load gives zero), and a
 work-item that made a finding performs no memory access after it (a private flag), so
@@ -27,13 +29,41 @@ from ...ir.core import Instruction
 from ...ir.layout import layout_of
 from ...ir.traits import blas_shape_rules, shapes_of
 from ...runtime.findings import (E_DIV_ZERO, E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_NULL,
-                                 E_SHAPES, E_STEP, E_SUBVIEW, ERR_DETAILS, InstRef)
+                                 E_SHAPES, E_STEP, E_SUBVIEW, ERR_DETAILS, ERR_SLOTS, InstRef)
 from .builder import Enum, Lit
 from .function import GroupVal, Kernel, MemVal, Static
 
 
+#: int64s before the records in the error buffer: the lowest linear work-group id with a
+#: finding (low 32 bits; ``NO_GROUP`` before any) and the number of records written
+HEADER = 2
+#: records in the error buffer, reused in turn (a work-group writes one only when it is
+#: lower than every work-group that wrote one before: few ever do)
+RECORDS = 32
+#: the header's first word before any finding; linear ids past it count as NO_GROUP - 1
+NO_GROUP = 0xFFFFFFFF
+
+
+def error_buffer():
+    """The error buffer of a launch, as the kernel expects it before running."""
+    import numpy as np
+
+    out = np.zeros(HEADER + RECORDS * ERR_SLOTS, np.int64)
+    out[0] = NO_GROUP
+    return out
+
+
+def first_finding(buffer) -> Optional[list]:
+    """The record of the lowest work-group with a finding (None: no finding)."""
+    written = min(int(buffer[1]), RECORDS)
+    records = [buffer[HEADER + j * ERR_SLOTS:HEADER + (j + 1) * ERR_SLOTS] for j in range(written)]
+    if not records:
+        return None
+    return list(min(records, key=lambda r: (int(r[3]), int(r[2]), int(r[1]))))
+
+
 def setup(k: Kernel, record: int) -> None:
-    """At the start of a checked kernel: the record argument and the flag of this
+    """At the start of a checked kernel: the error buffer argument and the flag of this
     work-item's findings (false)."""
     k.record = record
     k.failed = k.variable(k.m.type_bool())
@@ -60,41 +90,56 @@ def _or(k: Kernel, a: Optional[int], b: int) -> int:
     return b if a is None else k.op("LogicalOr", k.m.type_bool(), a, b)
 
 
-def _slot(k: Kernel, j: int, bits: int = 64) -> int:
-    t = k.m.type_int(bits)
-    ptr = k.record if bits == 64 else k.op(
-        "Bitcast", k.m.type_pointer("CrossWorkgroup", t), k.record)
-    return k.op("InBoundsPtrAccessChain", k.m.type_pointer("CrossWorkgroup", t), ptr, k.c64(j))
+def _slot(k: Kernel, j: int) -> int:
+    """A pointer to int64 j of the error buffer (j an i64 id)."""
+    t = k.i64()
+    return k.op("PtrAccessChain", k.m.type_pointer("CrossWorkgroup", t), k.record, j)
+
+
+def _word(k: Kernel, j: int) -> int:
+    """A pointer to the low half of int64 j of the header (little-endian devices): the
+    32-bit atomics every OpenCL device has."""
+    t = k.i32()
+    words = k.op("Bitcast", k.m.type_pointer("CrossWorkgroup", t), k.record)
+    return k.op("InBoundsPtrAccessChain", k.m.type_pointer("CrossWorkgroup", t), words,
+                k.c64(2 * j))
 
 
 def fail_if(k: Kernel, bad: int, code: int, details: Sequence = ()) -> None:
-    """Where ``bad`` holds: note the finding in this work-item's flag and, if the record is
-    still free, claim it and write the finding (details: Statics or ids, i64 unless given
-    as (id, bits))."""
+    """Where ``bad`` holds: note the finding in this work-item's flag and, if this
+    work-group is the lowest to make a finding so far, write the finding into a record
+    of its own (details: Statics or ids, i64 unless given as (id, bits))."""
     values = [_i64(k, d) for d in details][:ERR_DETAILS]
-    i64, bt = k.i64(), k.m.type_bool()
+    i32, i64, bt = k.i32(), k.i64(), k.m.type_bool()
 
-    def record() -> List[int]:
+    def report() -> List[int]:
         k.op("Store", None, k.failed, k.m.constant_bool(True))
-        # the code word's low half (little-endian devices): 32-bit atomics, which every
-        # OpenCL device has
+        group, count = k.builtin("WorkgroupId"), k.builtin("NumWorkgroups")
+        gid = [k.op("CompositeExtract", i64, group, Lit(j)) for j in range(3)]
+        nx, ny = (k.op("CompositeExtract", i64, count, Lit(j)) for j in range(2))
+        linear = k.op("IAdd", i64, gid[0], k.op("IMul", i64, nx, k.op(
+            "IAdd", i64, gid[1], k.op("IMul", i64, ny, gid[2]))))
+        top = k.c64(NO_GROUP - 1)
+        key = k.op("UConvert", i32, k.op("Select", i64, k.op("UGreaterThan", bt, linear, top),
+                                         top, linear))
         none = k.c32(Enum("MemorySemantics", "None").value)
-        old = k.op("AtomicCompareExchange", k.i32(), _slot(k, 0, 32), k.c32(1), none, none,
-                   k.c32(code), k.c32(0))
-        won = k.op("IEqual", bt, old, k.c32(0))
+        device = k.c32(1)
+        lowest = k.op("AtomicUMin", i32, _word(k, 0), device, none, key)
 
         def write() -> List[int]:
-            group = k.builtin("WorkgroupId")
-            for j in range(3):
-                k.op("Store", None, _slot(k, 1 + j), k.op("CompositeExtract", i64, group, Lit(j)))
-            k.op("Store", None, _slot(k, 4), k.c64(inst_id(k, k.current)))
-            k.op("Store", None, _slot(k, 5), work_item(k))
-            for j, v in enumerate(values):
-                k.op("Store", None, _slot(k, 6 + j), v)
+            n = k.op("AtomicIAdd", i32, _word(k, 1), device, none, k.c32(1))
+            at = k.op("IAdd", i64, k.c64(HEADER), k.op("IMul", i64, k.c64(ERR_SLOTS), k.op(
+                "UConvert", i64, k.op("UMod", i32, n, k.c32(RECORDS)))))
+
+            def store(j: int, value: int) -> None:
+                k.op("Store", None, _slot(k, k.op("IAdd", i64, at, k.c64(j))), value)
+            for j, v in enumerate([k.c64(code), *gid, k.c64(inst_id(k, k.current)),
+                                   work_item(k), *values]):
+                store(j, v)
             return []
-        k.select(won, write, [], [])
+        k.select(k.op("ULessThan", bt, key, lowest), write, [], [])
         return []
-    k.select(bad, record, [], [])
+    k.select(bad, report, [], [])
 
 
 def work_item(k: Kernel) -> int:

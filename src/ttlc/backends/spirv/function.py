@@ -70,7 +70,7 @@ class Kernel:
         self.entry: Optional[Inst] = None
         #: where the next Function variable goes in the function section (``variable``)
         self.variables_at = 0
-        #: checked code (``checks``): the error record argument, the variable flagging
+        #: checked code (``checks``): the error buffer argument, the variable flagging
         #: this work-item's findings, the table of instructions findings name
         self.checked = checked
         self.record: Optional[int] = None
