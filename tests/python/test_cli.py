@@ -184,11 +184,17 @@ OUT_OF_BOUNDS = """func @oob(%a: memref<f32x4>) {
 """
 
 
-@pytest.mark.parametrize("target", ["interp", "cpu"])
+@pytest.mark.parametrize("target", ["interp", "cpu", "opencl"])
 def test_run_is_checked_unless_told(tmp_path, target):
     """ttlc run finds what checked mode finds (here: a store past the end) by default;
     --unchecked turns the checks off (the kernel's behaviour is then undefined, so only
     that no KernelError is reported is asserted, via a kernel without faults)."""
+    if target == "opencl":
+        device = pytest.importorskip("ttlc.backends.opencl.device",
+                                     reason="pyopencl is not installed")
+        found, why = device.find()
+        if found is None:
+            pytest.skip(f"target opencl cannot run: {why}")
     path = tmp_path / "oob.ir"
     path.write_text(OUT_OF_BOUNDS)
     code, out, err = ttlc("run", "--target", target, "--dim", "4", str(path))
