@@ -189,12 +189,10 @@ def test_run_is_checked_unless_told(tmp_path, target):
     """ttlc run finds what checked mode finds (here: a store past the end) by default;
     --unchecked turns the checks off (the kernel's behaviour is then undefined, so only
     that no KernelError is reported is asserted, via a kernel without faults)."""
-    if target == "opencl":
-        device = pytest.importorskip("ttlc.backends.opencl.device",
-                                     reason="pyopencl is not installed")
-        found, why = device.find()
-        if found is None:
-            pytest.skip(f"target opencl cannot run: {why}")
+    from interp_testing import opencl_problem
+
+    if target == "opencl" and opencl_problem() is not None:
+        pytest.skip(f"target opencl cannot run: {opencl_problem()}")
     path = tmp_path / "oob.ir"
     path.write_text(OUT_OF_BOUNDS)
     code, out, err = ttlc("run", "--target", target, "--dim", "4", str(path))

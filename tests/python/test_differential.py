@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import ttlc
+from interp_testing import opencl_problem
 
 from ttlc.testing import GeneratedCase
 from ttlc.testing.differential import (compare_case, compare_fault, compare_races, compare_seed,
@@ -63,21 +64,12 @@ def test_faulty_launches_are_found_alike(chunk):
     assert any(o.detail != "no finding" for o in outcomes)  # faults were made
 
 
-def _opencl_problem():
-    try:
-        from ttlc.backends.opencl import device
-    except ImportError as e:
-        return f"pyopencl is not installed ({e}); pip install -e '.[opencl]'"
-    found, why = device.find()
-    return None if found is not None else why
-
-
 @pytest.mark.parametrize("chunk", range(2))
 def test_faulty_launches_are_found_alike_on_opencl(chunk):
     """Checked target opencl reports the same kind of finding at the same instruction as
     the interpreter (``compare_fault``); programs whose subgroup size the device lacks
     are left out, and at least one program must run."""
-    problem = _opencl_problem()
+    problem = opencl_problem()
     if problem is not None:
         pytest.skip(f"target opencl cannot run: {problem}")
     seeds = range(FIRST_SEED + chunk, FIRST_SEED + N_OPENCL_FAULTS, 2)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import ttlc
-from interp_testing import BAD_GRIDS
+from interp_testing import BAD_GRIDS, opencl_problem
 from ttlc.backends import get_backend
 from ttlc.runtime.inputs import generated_inputs
 from ttlc.testing import generate
@@ -28,16 +28,7 @@ SEEDS = int(os.environ.get("TTLC_OPENCL_SEEDS", "50"))
 SIZES = (8, 16, 32)
 
 
-def _device_problem():
-    try:
-        from ttlc.backends.opencl import device
-    except ImportError as e:
-        return f"pyopencl is not installed ({e}); pip install -e '.[opencl]'"
-    dev, why = device.find()
-    return None if dev is not None else why
-
-
-PROBLEM = _device_problem()
+PROBLEM = opencl_problem()
 needs_device = pytest.mark.skipif(PROBLEM is not None, reason=f"target opencl cannot run: {PROBLEM}")
 
 
