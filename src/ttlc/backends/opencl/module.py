@@ -13,6 +13,11 @@ memory), then the tables of the groups (member pointers, their dynamic sizes and
 strides).  Kernel arguments follow the kernel ABI of docs/spirv.md with pointers into
 the arena.  After the kernel, the stretches holding arguments the kernel writes are
 copied back (whole stretches: elements a strided view skips are written back unchanged).
+
+Checked modules (``spirv.checks``) take an error buffer as their last argument, placed in
+the arena like a group table; after the kernel the finding of the lowest work-group in
+it, if any, is raised as the ``ttlc.KernelError`` the other targets raise
+(``runtime.findings``), after the arguments were copied back.
 """
 from __future__ import annotations
 
