@@ -98,6 +98,8 @@ def define_kernel(k: Kernel) -> None:
     k.emit_region(func.body)
     k.op("Return", None)
     k.op("FunctionEnd", None)
+    if k.checked:
+        checks.finish(k)
 
 
 def bind_arguments(k: Kernel, ids: List[int]) -> None:

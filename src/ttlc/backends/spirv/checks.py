@@ -3,8 +3,10 @@
 A checked kernel takes one more argument, last: a ``__global long *`` to its error buffer
 (``error_buffer`` makes it): a header, then ``RECORDS`` records of ``findings.ERR_SLOTS``
 int64s each (``runtime.findings`` describes a record; the host words it as the
-interpreter words the same finding).  A test that fails (``fail_if``) lowers the
-header's lowest work-group id with a finding (an atomic minimum); the work-item that
+interpreter words the same finding).  A test that fails (``fail_if``) calls the
+kernel's report function (``finish``: one per kernel, so that each test costs a branch
+and a call), which lowers the header's lowest work-group id with a finding (an atomic
+minimum); the work-item that
 lowered it takes the next record (an atomic counter) and writes the finding there: code,
 work-group id, instruction, work-item (-1 in collective code), details.  The host reports
 the record of the lowest work-group (``first_finding``), as the interpreter and target
@@ -106,40 +108,63 @@ def _word(k: Kernel, j: int) -> int:
 
 
 def fail_if(k: Kernel, bad: int, code: int, details: Sequence = ()) -> None:
-    """Where ``bad`` holds: note the finding in this work-item's flag and, if this
-    work-group is the lowest to make a finding so far, write the finding into a record
-    of its own (details: Statics or ids, i64 unless given as (id, bits))."""
+    """Where ``bad`` holds: note the finding in this work-item's flag and report it
+    (``_report``, one function per kernel that every test calls; details: Statics or
+    ids, i64 unless given as (id, bits))."""
     values = [_i64(k, d) for d in details][:ERR_DETAILS]
-    i32, i64, bt = k.i32(), k.i64(), k.m.type_bool()
+    values += [k.c64(0)] * (ERR_DETAILS - len(values))
+    if k.report is None:
+        k.report = k.m.id()
 
     def report() -> List[int]:
         k.op("Store", None, k.failed, k.m.constant_bool(True))
-        group, count = k.builtin("WorkgroupId"), k.builtin("NumWorkgroups")
-        gid = [k.op("CompositeExtract", i64, group, Lit(j)) for j in range(3)]
-        nx, ny = (k.op("CompositeExtract", i64, count, Lit(j)) for j in range(2))
-        linear = k.op("IAdd", i64, gid[0], k.op("IMul", i64, nx, k.op(
-            "IAdd", i64, gid[1], k.op("IMul", i64, ny, gid[2]))))
-        top = k.c64(NO_GROUP - 1)
-        key = k.op("UConvert", i32, k.op("Select", i64, k.op("UGreaterThan", bt, linear, top),
-                                         top, linear))
-        none = k.c32(Enum("MemorySemantics", "None").value)
-        device = k.c32(1)
-        lowest = k.op("AtomicUMin", i32, _word(k, 0), device, none, key)
-
-        def write() -> List[int]:
-            n = k.op("AtomicIAdd", i32, _word(k, 1), device, none, k.c32(1))
-            at = k.op("IAdd", i64, k.c64(HEADER), k.op("IMul", i64, k.c64(ERR_SLOTS), k.op(
-                "UConvert", i64, k.op("UMod", i32, n, k.c32(RECORDS)))))
-
-            def store(j: int, value: int) -> None:
-                k.op("Store", None, _slot(k, k.op("IAdd", i64, at, k.c64(j))), value)
-            for j, v in enumerate([k.c64(code), *gid, k.c64(inst_id(k, k.current)),
-                                   work_item(k), *values]):
-                store(j, v)
-            return []
-        k.select(k.op("ULessThan", bt, key, lowest), write, [], [])
+        k.op("FunctionCall", k.m.type_void(), k.report, k.record, k.c64(code),
+             k.c64(inst_id(k, k.current)), work_item(k), *values)
         return []
     k.select(bad, report, [], [])
+
+
+def finish(k: Kernel) -> None:
+    """After the kernel's function: the function its tests call to report a finding
+    (parameters: the error buffer, the code, the instruction, the work-item and the
+    details).  If this work-group is the lowest to make a finding so far, it writes the
+    finding into a record of its own."""
+    if k.report is None:
+        return
+    m = k.m
+    i32, i64, bt, void = k.i32(), k.i64(), m.type_bool(), m.type_void()
+    buffer_t = m.type_pointer("CrossWorkgroup", i64)
+    params = [buffer_t] + [i64] * (3 + ERR_DETAILS)
+    m.add("function", "Function", void, k.report, Enum("FunctionControl", "None"),
+          m.type_function(void, params))
+    ids = [m.add("function", "FunctionParameter", t, m.id()) for t in params]
+    m.name(k.report, "ttlc.report")
+    k.block(m.id())
+    kernel_buffer, k.record = k.record, ids[0]
+    group, count = k.builtin("WorkgroupId"), k.builtin("NumWorkgroups")
+    gid = [k.op("CompositeExtract", i64, group, Lit(j)) for j in range(3)]
+    nx, ny = (k.op("CompositeExtract", i64, count, Lit(j)) for j in range(2))
+    linear = k.op("IAdd", i64, gid[0], k.op("IMul", i64, nx, k.op(
+        "IAdd", i64, gid[1], k.op("IMul", i64, ny, gid[2]))))
+    top = k.c64(NO_GROUP - 1)
+    key = k.op("UConvert", i32, k.op("Select", i64, k.op("UGreaterThan", bt, linear, top),
+                                     top, linear))
+    none = k.c32(Enum("MemorySemantics", "None").value)
+    device = k.c32(1)
+    lowest = k.op("AtomicUMin", i32, _word(k, 0), device, none, key)
+
+    def write() -> List[int]:
+        n = k.op("AtomicIAdd", i32, _word(k, 1), device, none, k.c32(1))
+        at = k.op("IAdd", i64, k.c64(HEADER), k.op("IMul", i64, k.c64(ERR_SLOTS), k.op(
+            "UConvert", i64, k.op("UMod", i32, n, k.c32(RECORDS)))))
+        code, inst, lane, *details = ids[1:]
+        for j, v in enumerate([code, *gid, inst, lane, *details]):
+            k.op("Store", None, _slot(k, k.op("IAdd", i64, at, k.c64(j))), v)
+        return []
+    k.select(k.op("ULessThan", bt, key, lowest), write, [], [])
+    k.op("Return", None)
+    k.op("FunctionEnd", None)
+    k.record = kernel_buffer
 
 
 def work_item(k: Kernel) -> int:

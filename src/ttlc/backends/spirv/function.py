@@ -76,6 +76,8 @@ class Kernel:
         self.record: Optional[int] = None
         self.failed: Optional[int] = None
         self.instructions: List = []
+        #: the id of the function reporting a finding (``checks.finish`` defines it)
+        self.report: Optional[int] = None
         self.inst_ids: Dict[int, int] = {}
 
     # ---- types -------------------------------------------------------------------------------
