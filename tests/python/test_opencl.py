@@ -233,12 +233,12 @@ def test_grids_no_device_launches_are_refused(grid, message):
 #: expand, fuse, axpby, div, for, group members, cooperative_matrix_load) and their
 #: arguments: checked opencl must raise the interpreter's KernelError
 FAULTS = {
-"load": ("""func @k(%A: memref<f32x?>, %B: memref<f32x4>, %i: index) attributes {subgroup_size=16} {
+    "load": ("""func @k(%A: memref<f32x?>, %B: memref<f32x4>, %i: index) attributes {subgroup_size=16} {
     %x = load %A[%i] : f32
     %c0 = constant 0 : index
     store %x, %B[%c0]
 }""", lambda: [np.ones(5, np.float32), np.zeros(4, np.float32), 7]),
-"store_spmd": ("""func @k(%A: memref<f32x?>) attributes {subgroup_size=16} {
+    "store_spmd": ("""func @k(%A: memref<f32x?>) attributes {subgroup_size=16} {
     parallel {
         %i = subgroup_local_id : i32
         %k = cast %i : index
@@ -252,46 +252,46 @@ FAULTS = {
         }
     }
 }""", lambda: [np.zeros(8, np.float32)]),
-"group": ("""func @k(%G: group<memref<f32x4>x?>, %B: memref<f32x4>) attributes {subgroup_size=16} {
+    "group": ("""func @k(%G: group<memref<f32x4>x?>, %B: memref<f32x4>) attributes {subgroup_size=16} {
     %g = group_id.x : index
     %a = load %G[%g] : memref<f32x4>
     %c0 = constant 0 : index
     %x = load %a[%c0] : f32
     store %x, %B[%c0]
 }""", lambda: [[np.ones(4, np.float32)], np.zeros(4, np.float32)]),
-"null": ("""func @k(%A: memref<f32x4>, %B: memref<f32x4>) attributes {subgroup_size=16} {
+    "null": ("""func @k(%A: memref<f32x4>, %B: memref<f32x4>) attributes {subgroup_size=16} {
     %c0 = constant 0 : index
     %x = load %A[%c0] : f32
     store %x, %B[%c0]
 }""", lambda: [None, np.zeros(4, np.float32)]),
-"div": ("""func @k(%A: memref<i32x4>, %d: i32) attributes {subgroup_size=16} {
+    "div": ("""func @k(%A: memref<i32x4>, %d: i32) attributes {subgroup_size=16} {
     %c0 = constant 0 : index
     %x = load %A[%c0] : i32
     %y = div %x, %d : i32
     store %y, %A[%c0]
 }""", lambda: [np.full(4, 7, np.int32), 0]),
-"expand": ("""func @k(%A: memref<f32x?>, %n: index) attributes {subgroup_size=16} {
+    "expand": ("""func @k(%A: memref<f32x?>, %n: index) attributes {subgroup_size=16} {
     %e = expand %A[0 -> 4 x %n] : memref<f32x4x?>
     %c0 = constant 0 : index
     %one = constant 1.0 : f32
     store %one, %e[%c0, %c0]
 }""", lambda: [np.zeros(12, np.float32), 4]),
-"fuse": ("""func @k(%A: memref<f32x4x?,strided<1,?>>) attributes {subgroup_size=16} {
+    "fuse": ("""func @k(%A: memref<f32x4x?,strided<1,?>>) attributes {subgroup_size=16} {
     %e = fuse %A[0,1] : memref<f32x?,strided<1>>
     %c0 = constant 0 : index
     %one = constant 1.0 : f32
     store %one, %e[%c0]
 }""", lambda: [np.zeros((6, 3), np.float32, order="F")[:4]]),
-"axpby": ("""func @k(%x: memref<f32x?>, %y: memref<f32x?>) attributes {subgroup_size=16} {
+    "axpby": ("""func @k(%x: memref<f32x?>, %y: memref<f32x?>) attributes {subgroup_size=16} {
     %a = constant 2.0 : f32
     %b = constant 1.0 : f32
     axpby %a, %x, %b, %y
 }""", lambda: [np.ones(5, np.float32), np.zeros(6, np.float32)]),
-"atomic": ("""func @k(%A: memref<i32x?>, %i: index) attributes {subgroup_size=16} {
+    "atomic": ("""func @k(%A: memref<i32x?>, %i: index) attributes {subgroup_size=16} {
     %one = constant 1 : i32
     %x = atomic_add %one, %A[%i] : i32
 }""", lambda: [np.zeros(4, np.int32), 4]),
-"step": ("""func @k(%A: memref<i32x4>, %s: index) attributes {subgroup_size=16} {
+    "step": ("""func @k(%A: memref<i32x4>, %s: index) attributes {subgroup_size=16} {
     %lo = constant 0 : index
     %hi = constant 4 : index
     for %i = %lo, %hi, %s {
@@ -299,13 +299,13 @@ FAULTS = {
         store %one, %A[%i]
     }
 }""", lambda: [np.zeros(4, np.int32), 0]),
-"subview_neg": ("""func @k(%A: memref<f32x?>, %n: index) attributes {subgroup_size=16} {
+    "subview_neg": ("""func @k(%A: memref<f32x?>, %n: index) attributes {subgroup_size=16} {
     %s = subview %A[1:%n] : memref<f32x?>
     %c0 = constant 0 : index
     %one = constant 1.0 : f32
     store %one, %s[%c0]
 }""", lambda: [np.zeros(8, np.float32), -2]),
-"coop": ("""func @k(%A: memref<f32x?x?>, %B: memref<f32x8x8>) attributes {subgroup_size=16} {
+    "coop": ("""func @k(%A: memref<f32x?x?>, %B: memref<f32x8x8>) attributes {subgroup_size=16} {
     parallel {
         %c0 = constant 0 : index
         %m = cooperative_matrix_load.n %A[%c0, %c0] : coopmatrix<f32x8x8, matrix_acc>

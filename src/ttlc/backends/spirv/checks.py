@@ -109,8 +109,8 @@ def _word(k: Kernel, j: int) -> int:
 
 def fail_if(k: Kernel, bad: int, code: int, details: Sequence = ()) -> None:
     """Where ``bad`` holds: note the finding in this work-item's flag and report it
-    (``_report``, one function per kernel that every test calls; details: Statics or
-    ids, i64 unless given as (id, bits))."""
+    through the kernel's report function (``finish``; details: Statics or ids, i64
+    unless given as (id, bits))."""
     values = [_i64(k, d) for d in details][:ERR_DETAILS]
     values += [k.c64(0)] * (ERR_DETAILS - len(values))
     if k.report is None:
