@@ -203,6 +203,14 @@ def test_run_is_checked_unless_told(tmp_path, target):
     assert code == 0, err
 
 
+@pytest.mark.parametrize("grid", ["0", "4,0", "-1"])
+def test_run_refuses_a_grid_size_below_one(tmp_path, grid):
+    path = tmp_path / "oob.ir"
+    path.write_text(OUT_OF_BOUNDS)
+    code, out, err = ttlc("run", "--target", "interp", f"--grid={grid}", str(path))
+    assert code == 2 and "grid takes 1 to 3 positive sizes" in err, (code, out, err)
+
+
 BATCH = """func @double(%A: memref<f32x4x?>) {
     %k = group_id.x : index
     %a = subview %A[0:4,%k] : memref<f32x4>
