@@ -57,6 +57,17 @@ BAD_GRIDS = [(0, "grid mode x is 0: each grid size must be a positive integer"),
 
 
 @functools.lru_cache(maxsize=None)
+def opencl_problem():
+    """Why target opencl cannot run kernels here (None: it can), for skip reasons."""
+    try:
+        from ttlc.backends.opencl import device
+    except ImportError as e:
+        return f"pyopencl is not installed ({e}); pip install -e '.[opencl]'"
+    found, why = device.find()
+    return None if found is not None else why
+
+
+@functools.lru_cache(maxsize=None)
 def _compile(src: str, target: str, checked: bool, filename: str):
     return ttlc.compile(textwrap.dedent(src), target=target, checked=checked, filename=filename)
 

@@ -184,11 +184,15 @@ OUT_OF_BOUNDS = """func @oob(%a: memref<f32x4>) {
 """
 
 
-@pytest.mark.parametrize("target", ["interp", "cpu"])
+@pytest.mark.parametrize("target", ["interp", "cpu", "opencl"])
 def test_run_is_checked_unless_told(tmp_path, target):
     """ttlc run finds what checked mode finds (here: a store past the end) by default;
     --unchecked turns the checks off (the kernel's behaviour is then undefined, so only
     that no KernelError is reported is asserted, via a kernel without faults)."""
+    from interp_testing import opencl_problem
+
+    if target == "opencl" and opencl_problem() is not None:
+        pytest.skip(f"target opencl cannot run: {opencl_problem()}")
     path = tmp_path / "oob.ir"
     path.write_text(OUT_OF_BOUNDS)
     code, out, err = ttlc("run", "--target", target, "--dim", "4", str(path))
@@ -197,6 +201,14 @@ def test_run_is_checked_unless_told(tmp_path, target):
     ok.write_text(OUT_OF_BOUNDS.replace("constant 4", "constant 3"))
     code, out, err = ttlc("run", "--target", target, "--unchecked", str(ok))
     assert code == 0, err
+
+
+@pytest.mark.parametrize("grid", ["0", "4,0", "-1"])
+def test_run_refuses_a_grid_size_below_one(tmp_path, grid):
+    path = tmp_path / "oob.ir"
+    path.write_text(OUT_OF_BOUNDS)
+    code, out, err = ttlc("run", "--target", "interp", f"--grid={grid}", str(path))
+    assert code == 2 and "grid takes 1 to 3 positive sizes" in err, (code, out, err)
 
 
 BATCH = """func @double(%A: memref<f32x4x?>) {

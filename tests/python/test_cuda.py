@@ -461,11 +461,15 @@ def test_an_array_on_another_device_is_a_value_error(fake):
         module["k"](1.0, CudaArray(fake, np.zeros(4, np.float32), ordinal=1))
 
 
-@pytest.mark.parametrize("grid, limit", [((2**24,), 2**24 - 1), ((1, 65536), 65535)])
+@pytest.mark.parametrize("grid, limit", [((2**24,), 2**24 - 1), ((1, 65536), 65535),
+                                         ((0,), 2**24 - 1), ((1, 1, 0), 65535),
+                                         (2**63, 2**24 - 1), ((2**62, 4), 2**24 - 1),
+                                         ((2**32, 2**32), 2**24 - 1)])
 def test_grids_past_the_limits_are_a_value_error_naming_grid_and_limit(fake, grid, limit):
-    """Tile IR's 2**24 - 1 tile blocks per mode, and the device's own limits."""
+    """Tile IR's 2**24 - 1 tile blocks per mode, and the device's own limits; a size of 0
+    is refused too (sizes must be positive)."""
     module = compile_fake(fake, SIMPLE)
-    with pytest.raises(ValueError, match=rf"grid.*{limit}"):
+    with pytest.raises(ValueError, match=rf"grid.*(positive|{limit}).*{limit}"):
         module["k"](1.0, np.zeros(4, np.float32), grid=grid)
     assert not fake.launches
 

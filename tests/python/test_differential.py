@@ -7,7 +7,9 @@ its program text.  ``TTLC_DIFF_SEEDS=N`` and ``TTLC_DIFF_FIRST_SEED=S`` choose o
 seeds; ``make fuzz`` (fuzz/fuzz_differential.py) runs thousands.  Faulty launches
 (``compare_fault``: more work-groups than the inputs have) must be reported alike, checked,
 on both targets; ``TTLC_FAULT_SEEDS=N`` sets how many.  So must data races on local memory
-in generated kernels that share it (``compare_races``); ``TTLC_RACE_SEEDS=N``.
+in generated kernels that share it (``compare_races``); ``TTLC_RACE_SEEDS=N``.  Faulty
+launches are reported alike on target opencl too, where its runtime is installed
+(``TTLC_OPENCL_FAULT_SEEDS=N``).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import numpy as np
 import pytest
 
 import ttlc
+from interp_testing import opencl_problem
 
 from ttlc.testing import GeneratedCase
 from ttlc.testing.differential import (compare_case, compare_fault, compare_races, compare_seed,
@@ -28,6 +31,8 @@ N_SEEDS = int(os.environ.get("TTLC_DIFF_SEEDS", "96"))
 N_FAULTS = int(os.environ.get("TTLC_FAULT_SEEDS", "32"))
 #: generated kernels sharing local memory, with and without data races (make fuzz: more)
 N_RACES = int(os.environ.get("TTLC_RACE_SEEDS", "40"))
+#: faulty launches on target opencl, where its runtime is present (make fuzz: more)
+N_OPENCL_FAULTS = int(os.environ.get("TTLC_OPENCL_FAULT_SEEDS", "8"))
 FIRST_SEED = int(os.environ.get("TTLC_DIFF_FIRST_SEED", "0"))
 CHUNKS = 24
 
@@ -57,6 +62,43 @@ def test_faulty_launches_are_found_alike(chunk):
     assert not failures, (f"{len(failures)} of {len(seeds)} faulty launches are reported "
                           f"differently; the first:\n{failures[0].report()}")
     assert any(o.detail != "no finding" for o in outcomes)  # faults were made
+
+
+#: checked modules larger than this take Intel's CPU runtime minutes to build: left out
+OPENCL_LARGEST = 1 << 20
+
+
+def _checked_spirv_bytes(seed: int) -> int:
+    """The size of a generated program's checked SPIR-V module for target opencl."""
+    from ttlc.backends.spirv import codegen
+    from ttlc.target import get_target
+    from ttlc.testing import generate
+
+    machine = get_target("opencl")
+    try:
+        program = ttlc.check(generate(seed).text)
+        return len(codegen.generate(codegen.lower(program, machine, True), machine,
+                                    True).binary())
+    except ttlc.CompileError:
+        return 0  # compare_fault says why
+
+
+@pytest.mark.parametrize("chunk", range(2))
+def test_faulty_launches_are_found_alike_on_opencl(chunk):
+    """Checked target opencl reports the same kind of finding at the same instruction as
+    the interpreter (``compare_fault``); programs whose subgroup size the device lacks
+    and modules over ``OPENCL_LARGEST`` are left out, and at least one program must
+    run."""
+    problem = opencl_problem()
+    if problem is not None:
+        pytest.skip(f"target opencl cannot run: {problem}")
+    seeds = [s for s in range(FIRST_SEED + chunk, FIRST_SEED + N_OPENCL_FAULTS, 2)
+             if _checked_spirv_bytes(s) <= OPENCL_LARGEST]
+    outcomes = [compare_fault(s, target="opencl") for s in seeds]
+    failures = [o for o in outcomes if not o.ok and o.status != "unsupported"]
+    assert not failures, (f"{len(failures)} of {len(seeds)} faulty launches are reported "
+                          f"differently on opencl; the first:\n{failures[0].report()}")
+    assert any(o.ok and o.detail != "no finding" for o in outcomes)
 
 
 @pytest.mark.parametrize("chunk", range(2))

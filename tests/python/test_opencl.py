@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 import ttlc
-from interp_testing import BAD_GRIDS
+from interp_testing import BAD_GRIDS, opencl_problem
 from ttlc.backends import get_backend
 from ttlc.runtime.inputs import generated_inputs
 from ttlc.testing import generate
-from ttlc.testing.differential import arrays_of, compare_case, differences
+from ttlc.testing.differential import arrays_of, compare_case, differences, finding
 
 from test_spirv import SUBGROUP_TYPES, divergent_subgroups, subgroup_columns  # noqa: E402
 
@@ -30,16 +30,7 @@ SEEDS = int(os.environ.get("TTLC_OPENCL_SEEDS", "50"))
 SIZES = (8, 16, 32)
 
 
-def _device_problem():
-    try:
-        from ttlc.backends.opencl import device
-    except ImportError as e:
-        return f"pyopencl is not installed ({e}); pip install -e '.[opencl]'"
-    dev, why = device.find()
-    return None if dev is not None else why
-
-
-PROBLEM = _device_problem()
+PROBLEM = opencl_problem()
 needs_device = pytest.mark.skipif(PROBLEM is not None, reason=f"target opencl cannot run: {PROBLEM}")
 
 
@@ -240,10 +231,161 @@ def test_grids_no_device_launches_are_refused(grid, message):
         ttlc.compile(STRIDED, target="opencl")["k"](frozen, frozen.copy(order="F"), grid=grid)
 
 
+#: kernels with one fault each (spec: the Restrictions of load, store, atomic_add, subview,
+#: expand, fuse, axpby, div, for, group members, cooperative_matrix_load) and their
+#: arguments: checked opencl must raise the interpreter's KernelError
+FAULTS = {
+    "load": ("""func @k(%A: memref<f32x?>, %B: memref<f32x4>, %i: index) attributes {subgroup_size=16} {
+    %x = load %A[%i] : f32
+    %c0 = constant 0 : index
+    store %x, %B[%c0]
+}""", lambda: [np.ones(5, np.float32), np.zeros(4, np.float32), 7]),
+    "store_spmd": ("""func @k(%A: memref<f32x?>) attributes {subgroup_size=16} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %k = cast %i : index
+        %three = constant 3 : i32
+        %is3 = equal %i, %three : bool
+        if %is3 {
+            %c = constant 10 : index
+            %j = add %k, %c : index
+            %one = constant 1.0 : f32
+            store %one, %A[%j]
+        }
+    }
+}""", lambda: [np.zeros(8, np.float32)]),
+    "group": ("""func @k(%G: group<memref<f32x4>x?>, %B: memref<f32x4>) attributes {subgroup_size=16} {
+    %g = group_id.x : index
+    %a = load %G[%g] : memref<f32x4>
+    %c0 = constant 0 : index
+    %x = load %a[%c0] : f32
+    store %x, %B[%c0]
+}""", lambda: [[np.ones(4, np.float32)], np.zeros(4, np.float32)]),
+    "null": ("""func @k(%A: memref<f32x4>, %B: memref<f32x4>) attributes {subgroup_size=16} {
+    %c0 = constant 0 : index
+    %x = load %A[%c0] : f32
+    store %x, %B[%c0]
+}""", lambda: [None, np.zeros(4, np.float32)]),
+    "div": ("""func @k(%A: memref<i32x4>, %d: i32) attributes {subgroup_size=16} {
+    %c0 = constant 0 : index
+    %x = load %A[%c0] : i32
+    %y = div %x, %d : i32
+    store %y, %A[%c0]
+}""", lambda: [np.full(4, 7, np.int32), 0]),
+    "expand": ("""func @k(%A: memref<f32x?>, %n: index) attributes {subgroup_size=16} {
+    %e = expand %A[0 -> 4 x %n] : memref<f32x4x?>
+    %c0 = constant 0 : index
+    %one = constant 1.0 : f32
+    store %one, %e[%c0, %c0]
+}""", lambda: [np.zeros(12, np.float32), 4]),
+    "fuse": ("""func @k(%A: memref<f32x4x?,strided<1,?>>) attributes {subgroup_size=16} {
+    %e = fuse %A[0,1] : memref<f32x?,strided<1>>
+    %c0 = constant 0 : index
+    %one = constant 1.0 : f32
+    store %one, %e[%c0]
+}""", lambda: [np.zeros((6, 3), np.float32, order="F")[:4]]),
+    "axpby": ("""func @k(%x: memref<f32x?>, %y: memref<f32x?>) attributes {subgroup_size=16} {
+    %a = constant 2.0 : f32
+    %b = constant 1.0 : f32
+    axpby %a, %x, %b, %y
+}""", lambda: [np.ones(5, np.float32), np.zeros(6, np.float32)]),
+    "atomic": ("""func @k(%A: memref<i32x?>, %i: index) attributes {subgroup_size=16} {
+    %one = constant 1 : i32
+    %x = atomic_add %one, %A[%i] : i32
+}""", lambda: [np.zeros(4, np.int32), 4]),
+    "step": ("""func @k(%A: memref<i32x4>, %s: index) attributes {subgroup_size=16} {
+    %lo = constant 0 : index
+    %hi = constant 4 : index
+    for %i = %lo, %hi, %s {
+        %one = constant 1 : i32
+        store %one, %A[%i]
+    }
+}""", lambda: [np.zeros(4, np.int32), 0]),
+    "subview_neg": ("""func @k(%A: memref<f32x?>, %n: index) attributes {subgroup_size=16} {
+    %s = subview %A[1:%n] : memref<f32x?>
+    %c0 = constant 0 : index
+    %one = constant 1.0 : f32
+    store %one, %s[%c0]
+}""", lambda: [np.zeros(8, np.float32), -2]),
+    "coop": ("""func @k(%A: memref<f32x?x?>, %B: memref<f32x8x8>) attributes {subgroup_size=16} {
+    parallel {
+        %c0 = constant 0 : index
+        %m = cooperative_matrix_load.n %A[%c0, %c0] : coopmatrix<f32x8x8, matrix_acc>
+        cooperative_matrix_store %m, %B[%c0, %c0]
+    }
+}""", lambda: [F32(8, 6), np.zeros((8, 8), np.float32, order="F")]),
+}
+
+
+def F32(*shape):
+    return np.asfortranarray(np.arange(np.prod(shape), dtype=np.float32).reshape(shape))
+
+
+def _finding(target: str, name: str, grid=(2, 1, 1)) -> str:
+    text, make = FAULTS[name]
+    with pytest.raises(ttlc.KernelError) as e:
+        ttlc.compile(text, target=target, checked=True)["k"](*make(), grid=grid)
+    return str(e.value)
+
+
 @needs_device
-def test_checked_mode_is_a_compile_error():
-    with pytest.raises(ttlc.CompileError, match="target opencl has no checked mode"):
-        ttlc.compile(STRIDED, target="opencl", checked=True)
+@pytest.mark.parametrize("name", sorted(set(FAULTS) - {"coop"}))
+def test_checked_findings_read_as_on_the_interpreter(name):
+    assert _finding("opencl", name) == _finding("interp", name)
+
+
+@needs_device
+def test_checked_coopmatrix_accesses_are_element_accesses():
+    """A coopmatrix load past its memref is found at the same instruction and work-item;
+    lower-simt made it element loads, so the message names the element's index."""
+    got, want = _finding("opencl", "coop"), _finding("interp", "coop")
+    assert finding(ttlc.KernelError(got)) == finding(ttlc.KernelError(want))
+    assert got.split(": index")[0] == want.split(": component")[0]
+    assert "index 6 of mode 1 is out of bounds (size 6)" in got
+
+
+@needs_device
+def test_checked_code_writes_nothing_outside_the_arguments():
+    """The issue's example: a subview past the end of a view of a larger array is found,
+    and the two floats after the view keep their values (unchecked, they are overwritten);
+    a store past a memref is found and not performed."""
+    text = """func @g(%x: memref<f32x?>, %off: index) {
+        %xs = subview %x[%off:4] : memref<f32x4>
+        %c2 = constant 2.0 : f32
+        %zero = constant 0.0 : f32
+        axpby %c2, %xs, %zero, %xs
+    }"""
+    for target in ("interp", "opencl"):
+        buf = np.ones(20, np.float32)
+        with pytest.raises(ttlc.KernelError, match="kernel @g, group \\(0, 0, 0\\): subview of "
+                                                   "mode 0 at offset 14 with size 4: the slice "
+                                                   "overruns the mode's size 16"):
+            ttlc.compile(text, target=target, checked=True)["g"](buf[:16], 14)
+        assert np.array_equal(buf, np.ones(20, np.float32)), target
+    buf = np.zeros(20, np.float32)
+    with pytest.raises(ttlc.KernelError, match="work-item \\(3, 0\\): index 13 of mode 0"):
+        ttlc.compile(FAULTS["store_spmd"][0], target="opencl", checked=True)["k"](buf[:8])
+    assert not buf.any()
+
+
+@needs_device
+def test_the_lowest_faulty_work_group_is_reported():
+    """Work-groups run at once on the device; the finding reported is the one of the
+    lowest work-group (z, then y, then x), as the interpreter reports it."""
+    text = """func @k(%A: memref<f32x?>) attributes {subgroup_size=16} {
+        %x = group_id.x : index
+        %y = group_id.y : index
+        %four = constant 4 : index
+        %yy = mul %y, %four : index
+        %i = add %x, %yy : index
+        %one = constant 1.0 : f32
+        store %one, %A[%i]
+    }"""
+    for target in ("interp", "opencl"):
+        A = np.zeros(6, np.float32)
+        with pytest.raises(ttlc.KernelError, match=r"group \(2, 1, 0\): index 6 of mode 0"):
+            ttlc.compile(text, target=target, checked=True)["k"](A, grid=(4, 3))
+        assert np.array_equal(A, [1, 1, 1, 1, 1, 1]), target
 
 
 # ---- generated programs --------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import ttlc
+from interp_testing import opencl_problem
 from ttlc.backends import BACKENDS
 
 TYPES = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32,
@@ -208,16 +209,7 @@ def test_an_empty_batch_launches_nothing():
         recipe.kernel(0)(1.0, A, A, 0.0, A.copy(order="F"), grid=recipe.grid(A))
 
 
-def _opencl_problem():
-    try:
-        from ttlc.backends.opencl import device
-    except ImportError as e:
-        return f"pyopencl is not installed ({e}); pip install -e '.[opencl]'"
-    found, why = device.find()
-    return None if found is not None else why
-
-
-OPENCL = _opencl_problem()
+OPENCL = opencl_problem()
 
 
 needs_opencl = pytest.mark.skipif(OPENCL is not None,

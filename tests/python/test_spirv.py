@@ -590,3 +590,20 @@ def test_block_io_hands_each_lane_its_elements_of_the_language_layout(rows, cols
                     block_row, element = g * (S // width) + lane // width, lane % width
                 want = (block * width + element, block_row)
                 assert tuple(map(int, lay.element(lane, block * per_block + g))) == want
+
+
+@pytest.mark.parametrize("machine", ["opencl", "pvc"])
+@pytest.mark.parametrize("name", ["load", "store_spmd", "group", "div", "expand", "fuse",
+                                  "axpby", "atomic", "step", "subview_neg", "coop"])
+def test_checked_modules_are_valid(name, machine, tmp_path):
+    """Checked modules (the faulty kernels of test_opencl) pass spirv-val: the error
+    buffer is the last kernel argument; unchecked modules have no trace of it."""
+    from test_opencl import FAULTS
+
+    program = ttlc.check(FAULTS[name][0])
+    target = get_target(machine)
+    module = codegen.generate(codegen.lower(program, target, True), target, True)
+    assert "ttlc.errors" in module.text()
+    validate(module, tmp_path)
+    plain = codegen.generate(codegen.lower(program, target), target)
+    assert "ttlc.errors" not in plain.text() and len(plain.binary()) < len(module.binary())

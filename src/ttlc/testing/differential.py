@@ -27,7 +27,10 @@ RTOL = {"bfloat16": 2.0 ** -5, "float16": 2.0 ** -8, "float32": 2.0 ** -16,
 @dataclass
 class Outcome:
     """What happened to one seed: ``status`` is "agree", "differ" (the results are not
-    the same) or "error" (an exception: a crash, a compile error on one target)."""
+    the same), "error" (an exception: a crash, a compile error on one target) or, for
+    the faulty launches, "unsupported" (the target refuses the program with a
+    CompileError saying what it does not support, such as the device's subgroup
+    sizes)."""
 
     seed: int
     status: str
@@ -154,9 +157,15 @@ def _findings(case, grid, reference: str, target: str, seed: int) -> Outcome:
     import ttlc
 
     found = {}
+    try:
+        modules = {t: ttlc.compile(case.text, target=t, checked=True) for t in (reference, target)}
+    except ttlc.CompileError as e:
+        if "not supported" not in str(e):  # not a documented limit of the target: a bug
+            return Outcome(seed, "error", f"target {target}: {str(e)[:3000]}", case.text)
+        return Outcome(seed, "unsupported", str(e).splitlines()[0], case.text)
     for t in (reference, target):
         try:
-            module = ttlc.compile(case.text, target=t, checked=True)
+            module = modules[t]
             with np.errstate(all="ignore"):
                 module[case.kernel_name](*case.make_args(), grid=grid)
             found[t] = None

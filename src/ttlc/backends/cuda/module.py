@@ -186,8 +186,6 @@ class CudaModule(Module):
         values = marshal(args, func.args, memory, func.name)
         writes = self.writes[func.name]
         check_writable(self.program, func, writes, values, memory)
-        if not all(grid):
-            return
         copies = _DeviceCopies(memory, on_device)
         try:
             with self._lock, self.dev:

@@ -13,6 +13,11 @@ memory), then the tables of the groups (member pointers, their dynamic sizes and
 strides).  Kernel arguments follow the kernel ABI of docs/spirv.md with pointers into
 the arena.  After the kernel, the stretches holding arguments the kernel writes are
 copied back (whole stretches: elements a strided view skips are written back unchanged).
+
+Checked modules (``spirv.checks``) take an error buffer as their last argument, placed in
+the arena like a group table; after the kernel the finding of the lowest work-group in
+it, if any, is raised as the ``ttlc.KernelError`` the other targets raise
+(``runtime.findings``), after the arguments were copied back.
 """
 from __future__ import annotations
 
@@ -34,12 +39,13 @@ from ...ir.core import Function, Location, Program
 from ...ir.types import BoolType, GroupType, MemrefType, ScalarType
 from ...runtime import Module
 from ...runtime.args import marshal
+from ...runtime.findings import kernel_error
 from ...runtime.values import Memory, MemRef
 from ...target import Target
 from ...target.config import ExecConfig
 from ..copies import check_writable, members, stretches, written
 from ..simt import pointer_arguments
-from ..spirv import codegen
+from ..spirv import checks, codegen
 from . import device as devices
 
 #: alignment of everything in the arena (bytes): the largest any element type needs
@@ -149,13 +155,15 @@ class _Arena:
             staging[at:at + table.nbytes] = table.view(np.uint8)
         cl.enqueue_copy(self.dev.queue, self.alloc, staging)
 
-    def copy_out(self, regions) -> None:
+    def copy_out(self, regions) -> np.ndarray:
+        """Copy the regions back to the host; the whole arena as it is after the kernel."""
         staging = np.empty(max(self.size, ALIGN), np.uint8)
         cl.enqueue_copy(self.dev.queue, staging, self.alloc)
         self.dev.queue.finish()
         for k in sorted(regions):
             start, n, at = self.regions[k]
             _host(start, n)[:] = staging[at:at + n]
+        return staging
 
 
 def _host(address: int, n: int) -> np.ndarray:
@@ -171,13 +179,16 @@ def _pointer(address: int):
 class OpenCLModule(Module):
     target = "opencl"
 
-    def __init__(self, program: Program, machine: Target, dev: "devices.Device"):
-        super().__init__(program, False, machine.max_grid)
+    def __init__(self, program: Program, machine: Target, dev: "devices.Device",
+                 checked: bool = False):
+        super().__init__(program, checked, machine.max_grid)
         self.dev = dev
         try:
-            lowered = codegen.lower(program, machine)
-            spirv = codegen.generate(lowered, machine)
+            lowered = codegen.lower(program, machine, checked)
+            spirv = codegen.generate(lowered, machine, checked)
             self.binary = spirv.binary()
+            #: per kernel, the instructions its findings name (checked code)
+            self.instructions = spirv.findings
         except (CompileError, RecursionError):
             raise
         except Exception as e:  # a bug in a pass or the emitter: never a raw exception
@@ -209,6 +220,11 @@ class OpenCLModule(Module):
         pending = []  # kernel arguments; ("at", arena offset) until the arena exists
         for a, v in zip(func.args, values):
             pending += self._arguments(a.value.type, v, arena)
+        record = None
+        if self.checked:  # the error buffer, last (``spirv.checks``)
+            errors = checks.error_buffer()
+            record = arena.add_table(errors)
+            pending.append(("at", record))
         with self._lock:
             base = arena.allocate()
             cl_kernel = self.cl_kernels[func.name]
@@ -221,7 +237,13 @@ class OpenCLModule(Module):
             back = {arena.region_of(int(m.buffer)) for i in writes
                     for m in members(values[i]) if int(m.buffer) >= 0
                     and arena.spans[int(m.buffer)] is not None}
-            arena.copy_out(back)
+            staging = arena.copy_out(back)
+        if record is not None:
+            found = checks.first_finding(staging[record:record + errors.nbytes].view(np.int64))
+            if found is not None:
+                raise kernel_error(self.program.filename, func.name, found,
+                                   self.instructions[func.name],
+                                   self.configs[func.name].work_group_size)
 
     @staticmethod
     def _arguments(t, v, arena: _Arena) -> list:
@@ -238,8 +260,6 @@ class OpenCLModule(Module):
 
 # ---- the registry's entry point (``ttlc.backends``) ------------------------------------------------
 def compile(program: Program, machine: Target, checked: bool) -> OpenCLModule:
-    if checked:
-        raise _error(program, "target opencl has no checked mode yet")
     name = next((f"@{f.name}, argument %{_local_argument(f)}" for f in program.functions
                  if _local_argument(f)), None)
     if name is not None:
@@ -248,4 +268,4 @@ def compile(program: Program, machine: Target, checked: bool) -> OpenCLModule:
     dev, why = devices.find()
     if dev is None:
         raise _error(program, f"target opencl: {why}; {devices.INSTALL}")
-    return OpenCLModule(program, dev.target(machine), dev)
+    return OpenCLModule(program, dev.target(machine), dev, checked)

@@ -12,13 +12,15 @@ parameters:
   per member, its dynamic sizes then its dynamic strides; then the number of members if
   it is dynamic, then the offset (in elements) if it is dynamic.
 
-A null memref or group is a null pointer.
+A null memref or group is a null pointer.  Checked code (``checks``) takes one more
+argument, last: a ``__global long *`` to its error buffer.
 """
 from __future__ import annotations
 
 from typing import List, Tuple
 
 from ...ir.types import BOOL, DYNAMIC, GroupType, I8, MemrefType, ScalarType
+from . import checks
 from .builder import Enum, Lit
 from .function import Cplx, GroupVal, Kernel, MemVal, Static, Unsupported
 
@@ -79,6 +81,8 @@ def define_kernel(k: Kernel) -> None:
     m.add("execution_mode", "ExecutionMode", None, None, fid,
           Enum("ExecutionMode", "SubgroupSize"), Lit(k.S))
     params = parameters(k)
+    if k.checked:  # the error buffer (``checks``)
+        params.append((k.m.type_pointer("CrossWorkgroup", k.i64()), "ttlc.errors"))
     fn_type = m.type_function(m.type_void(), [t for t, _ in params])
     m.add("function", "Function", m.type_void(), fid, Enum("FunctionControl", "None"), fn_type)
     ids = []
@@ -88,10 +92,14 @@ def define_kernel(k: Kernel) -> None:
             m.name(ids[-1], name)
     k.block(m.id())
     k.variables_at = len(m.sections["function"])
+    if k.checked:
+        checks.setup(k, ids[-1])
     bind_arguments(k, ids)
     k.emit_region(func.body)
     k.op("Return", None)
     k.op("FunctionEnd", None)
+    if k.checked:
+        checks.finish(k)
 
 
 def bind_arguments(k: Kernel, ids: List[int]) -> None:

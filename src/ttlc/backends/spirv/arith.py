@@ -17,7 +17,7 @@ from ...ir.core import Instruction
 from ...ir.ops import ARITH_BINARY, ARITH_UNARY, COMPARISONS, MATH_UNARY
 from ...ir.types import BoolType, CoopMatrixType, ScalarType, Type, element_type
 from ..simt import COOPMATRIX_EMITTERS, conversion_emitters, each as _each
-from . import cplx
+from . import checks, cplx
 from .builder import Lit
 from .function import Cplx, Kernel, Unsupported
 
@@ -198,6 +198,15 @@ def convert(k: Kernel, src: ScalarType, dst: ScalarType, a: int) -> int:
 def emit_binary(k: Kernel, inst: Instruction):
     t = inst.slots["a"].type
     t = element_type(t) or t
+    if k.checked and inst.opcode in ("div", "rem") and isinstance(t, ScalarType) and t.is_int:
+        rt = inst.results[0].type
+        where = iter([checks.present(k, rt, v) for v in range(k.components(rt))]
+                     if isinstance(rt, CoopMatrixType) else [None])
+
+        def checked(a, b):
+            checks.division(k, t, a, b, next(where))
+            return binary(k, inst.opcode, t, a, b)
+        return _each(k, inst, checked, "a", "b")
     return _each(k, inst, lambda a, b: binary(k, inst.opcode, t, a, b), "a", "b")
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Dict, Union
 
-from ...diagnostics import CompileError, Diagnostic
 from ...ir.core import Program
 from ...ir.ops import compose_tables
 from ...target import Target
@@ -52,46 +51,55 @@ def validation_env(module: Module) -> str:
     return "opencl2.2"
 
 
-def lower(program: Program, machine: Target) -> Program:
+def lower(program: Program, machine: Target, checked: bool = False) -> Program:
     """A copy of the program after the ``lower-simt`` pipeline for ``machine``, with the
-    sizes every function runs with written into it."""
-    from ...passes import lower_copy
+    sizes every function runs with written into it.  Checked code (``checks``) tests the
+    shape rules of BLAS instructions before they become loops and keeps unused
+    instructions (an unused load out of bounds is still a finding), as on target cpu."""
+    from ...passes import expand, lower_copy
 
-    return lower_copy(program, ["lower-simt"], block_io_of_spirv(machine))
+    names = expand(["lower-simt"])
+    if checked:
+        at = names.index("lower-linalg")
+        names[at:at] = ["insert-shape-checks"]
+        names = [n for n in names if n != "dead-code-elimination"]
+    return lower_copy(program, names, block_io_of_spirv(machine, checked))
 
 
-def block_io_of_spirv(machine: Target) -> Target:
+def block_io_of_spirv(machine: Target, checked: bool = False) -> Target:
     """machine with the 2-D block accesses its matrix unit has that this back end's block
     path emits (``xe.py``): loads and stores, neither checked nor transposed, no
-    prefetch (those take the generic path)."""
+    prefetch (those take the generic path).  Checked code has none: its accesses are
+    element accesses, each tested."""
     unit = machine.matrix
     if unit.block_io is None:
         return machine
-    io = replace(unit.block_io, checked=False, prefetch=False, transpose_bytes=0)
+    io = None if checked else replace(unit.block_io, checked=False, prefetch=False,
+                                      transpose_bytes=0)
     return replace(machine, matrix=replace(unit, block_io=io))
 
 
-def generate(program: Program, machine: Target) -> Module:
-    """The SPIR-V module of a lowered program: one kernel entry point per function."""
+def generate(program: Program, machine: Target, checked: bool = False) -> Module:
+    """The SPIR-V module of a lowered program: one kernel entry point per function; for
+    checked code, ``module.findings`` gives each kernel's table of the instructions
+    its findings name."""
     module = Module(VERSION)
+    module.findings = {}
     if not program.functions:
         module.require_capability("Linkage")  # a module without entry points is a library
     for func in program.functions:
-        k = Kernel(module, program, func, machine, EMITTERS)
+        k = Kernel(module, program, func, machine, EMITTERS, checked)
         try:
             define_kernel(k)
         except Unsupported as e:
             raise k.error(e) from None
+        module.findings[func.name] = k.instructions
     return module
 
 
 def emit(program: Program, stage: str, machine: Target, checked: bool) -> Union[str, bytes]:
-    if checked:
-        loc = program.functions[0].loc if program.functions else None
-        raise CompileError([Diagnostic(loc, "target spirv has no checked mode yet")],
-                           program.source, program.filename)
-    lowered = lower(program, machine)
+    lowered = lower(program, machine, checked)
     if stage == "lowered":
         return str(lowered)
-    module = generate(lowered, machine)
+    module = generate(lowered, machine, checked)
     return module.text() if stage == "spirv-text" else module.binary()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List
 
 from ...ir.core import Instruction
+from . import checks
 from .builder import Enum, Inst
 from .function import Kernel
 
@@ -28,6 +29,8 @@ def emit_for(k: Kernel, inst: Instruction):
     t = k.scalar(iv_t)
     lo, hi = k.get(inst.slots["from"]), k.get(inst.slots["to"])
     step = k.get(inst.slots["step"]) if "step" in inst.slots else k.const(t, 1, iv_t.bits)
+    if k.checked and "step" in inst.slots:
+        hi = checks.loop_step(k, lo, hi, step, iv_t.bits)
     carried_types = [v.type for v in inst.slots.get("init", [])]
     init = k.flatten([k.get(v) for v in inst.slots.get("init", [])])
     header, body, cont, merge = (k.m.id() for _ in range(4))

@@ -52,7 +52,7 @@ class Kernel:
     """The state of one kernel while its instructions are emitted."""
 
     def __init__(self, module: Module, program: Program, func: Function, target: Target,
-                 emitters: Dict[str, Callable]):
+                 emitters: Dict[str, Callable], checked: bool = False):
         self.m = module
         self.program = program
         self.func = func
@@ -70,6 +70,15 @@ class Kernel:
         self.entry: Optional[Inst] = None
         #: where the next Function variable goes in the function section (``variable``)
         self.variables_at = 0
+        #: checked code (``checks``): the error buffer argument, the variable flagging
+        #: this work-item's findings, the table of instructions findings name
+        self.checked = checked
+        self.record: Optional[int] = None
+        self.failed: Optional[int] = None
+        self.instructions: List = []
+        #: the id of the function reporting a finding (``checks.finish`` defines it)
+        self.report: Optional[int] = None
+        self.inst_ids: Dict[int, int] = {}
 
     # ---- types -------------------------------------------------------------------------------
     def scalar(self, t: Type) -> int:

@@ -21,6 +21,7 @@ from typing import Callable, Dict, List, Optional
 from ...ir.core import Instruction
 from ...ir.types import DYNAMIC, MemrefType, ScalarType
 from .. import simt
+from . import checks
 from .abi import member
 from .builder import Enum
 from .arith import binary, convert
@@ -54,13 +55,49 @@ def _imaginary(k: Kernel, m: MemVal, ptr: int) -> int:
 def emit_load(k: Kernel, inst: Instruction):
     src = k.get(inst.slots["tensor"])
     if isinstance(src, GroupVal):
-        return member(k, src, k.index(inst.slots["index"][0]))
+        return _member(k, src, k.index(inst.slots["index"][0]))
     t = src.type.element
     ptr = address(k, src, inst.slots["index"])
     if t.is_complex:
         f = k.memory_type(t)
         return Cplx(k.op("Load", f, ptr), k.op("Load", f, _imaginary(k, src, ptr)))
     return k.from_memory(t, k.op("Load", k.memory_type(t), ptr))
+
+
+def _member(k: Kernel, g: GroupVal, i) -> MemVal:
+    """Member i of a group; in checked code only read where i is inside the group (a
+    null memref of no elements elsewhere)."""
+    if not k.checked:
+        return member(k, g, i)
+    bad = checks.member_index(k, g, i)
+    t = g.type.memref
+    types = [k.pointer(t)] + [k.i64()] * sum(d is DYNAMIC for d in t.shape + t.stride)
+
+    def read() -> List[int]:
+        m = member(k, g, i)
+        return [m.ptr] + [x for x in m.shape + m.stride if not isinstance(x, Static)]
+    ids = iter(checks.guarded(k, bad, read, types))
+    ptr = next(ids)
+    shape = [Static(d) if d is not DYNAMIC else next(ids) for d in t.shape]
+    stride = [Static(d) if d is not DYNAMIC else next(ids) for d in t.stride]
+    return MemVal(ptr, shape, stride, t)
+
+
+def checked_access(emit: Callable) -> Callable:
+    """An element access emitter that, in checked code, tests the access first and
+    performs it only where it is allowed (``checks.guarded``; a load gives zero)."""
+    def run(k: Kernel, inst: Instruction):
+        m = k.get(inst.slots["tensor"])
+        if not k.checked or isinstance(m, GroupVal):  # a member: ``_member`` tests it
+            return emit(k, inst)
+        bad = checks.access(k, m, inst.slots["index"])
+        if not inst.results:
+            checks.guarded(k, bad, lambda: [x for x in [emit(k, inst)] if x is not None], [])
+            return None
+        t = inst.results[0].type
+        ids = checks.guarded(k, bad, lambda: k.flatten(emit(k, inst)), k.part_types(t))
+        return k.rebuild(t, iter(ids))
+    return run
 
 
 def emit_store(k: Kernel, inst: Instruction):
@@ -191,6 +228,8 @@ def emit_atomic_update(k: Kernel, inst: Instruction):
     """Integers of 32 and 64 bits: OpAtomicIAdd/SMax/SMin; others: compare-and-swap
     loops; complex numbers part by part.  In collective code one work-item updates, and
     all get the previous value."""
+    bad = (checks.access(k, k.get(inst.slots["tensor"]), inst.slots["index"]) if k.checked
+           else None)
     cells, scope, sem, failure = _atomic(k, inst)
     op = inst.opcode[len("atomic_"):]
     results = []
@@ -201,6 +240,9 @@ def emit_atomic_update(k: Kernel, inst: Instruction):
                 return k.op(name, k.scalar(c.t), c.ptr, scope, sem, value)
             return _compare_and_swap(k, c, scope, (sem, failure),
                                      lambda old: binary(k, op, c.t, old, value))
+        if k.checked:  # guarded inside ``once``: its broadcast needs every work-item
+            update = (lambda u=update, c=c:
+                      checks.guarded(k, bad, lambda: [u()], [k.scalar(c.t)])[0])
         results.append(update() if k.spmd else _once(k, c.t, update))
     return _pack(_element(k, inst), results)
 
@@ -266,18 +308,33 @@ def emit_associated(k: Kernel, inst: Instruction):
 
 def emit_subview(k: Kernel, inst: Instruction):
     m: MemVal = k.get(inst.slots["tensor"])
+    if k.checked:
+        checks.subview(k, m, inst)
     off, shape, stride = simt.subview(k, m, inst)
     return MemVal(advance(k, m, off), shape, stride, inst.results[0].type)
 
 
+def view_checked(emit: Callable, check: Callable) -> Callable:
+    """A view emitter (expand, fuse) that, in checked code, first tests the spec's rules
+    of the view (``check(k, memref, inst)``)."""
+    def run(k: Kernel, inst: Instruction):
+        if k.checked:
+            check(k, k.get(inst.slots["tensor"]), inst)
+        return emit(k, inst)
+    return run
+
+
 EMITTERS: Dict[str, Callable] = {
-    "load": emit_load,
-    "store": emit_store,
-    "atomic_load": emit_atomic_load,
-    "atomic_store": emit_atomic_store,
+    "load": checked_access(emit_load),
+    "store": checked_access(emit_store),
+    "atomic_load": checked_access(emit_atomic_load),
+    "atomic_store": checked_access(emit_atomic_store),
     **dict.fromkeys(("atomic_add", "atomic_max", "atomic_min"), emit_atomic_update),
     "alloca": emit_alloca,
     "associated": emit_associated,
     "subview": emit_subview,
     **simt.VIEW_EMITTERS,
+    "expand": view_checked(simt.emit_expand, checks.expand),
+    "fuse": view_checked(simt.emit_fuse, checks.fuse),
+    "check_shapes": checks.emit_check_shapes,
 }
