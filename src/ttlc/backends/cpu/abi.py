@@ -10,12 +10,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ...ir.core import Function
 from ...ir.types import GroupType, MemrefType, ScalarType
-# the error record of checked code and its codes (``runtime.findings``, shared with
-# target opencl)
-from ...runtime.findings import (  # noqa: F401
-    ERR_DETAILS, ERR_SLOTS, E_BARRIER, E_BROADCAST, E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_DIV_ZERO,
-    E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_LIFETIME, E_NULL, E_PARTIAL, E_RACE, E_SHAPES,
-    E_STEP, E_SUBVIEW, E_UNIFORM, UNIFORM_OPERANDS, InstRef)
+# the error record of checked code (``runtime.findings``, shared by every compiled target)
+from ...runtime.findings import InstRef
 from ...target.config import ExecConfig
 
 #: slots 0-2 of the slot array: the grid size

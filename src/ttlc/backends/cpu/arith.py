@@ -17,7 +17,7 @@ from llvmlite import ir
 from ...ir.core import Instruction
 from ...ir.ops import ARITH_BINARY, ARITH_UNARY, BUILTIN_TYPES
 from ...ir.types import SCALAR_TYPES, BoolType, ScalarType, Type
-from .abi import E_DIV_ZERO
+from ...runtime.findings import E_DIV_ZERO
 from .function import FunctionCodegen, lane_loop
 from .values import COMPONENT, F32, F64, I1, I16, I32, LLTYPE, Cplx, Lanes, is_vec
 def emit_constant(cg: FunctionCodegen, inst: Instruction):

@@ -70,7 +70,7 @@ ptr local, ptr err)`` and runs the work-groups with linear ids ``first <= id < e
 ``local`` points to ``local_bytes`` bytes of scratch memory (64-byte aligned) for the
 kernel's ``alloca``s.  The result is 0, or 1 when checked code found an error: ``err``
 (16 int64) then holds the error code, the instruction, the lane and details, which the
-runtime turns into a KernelError (codes ``abi.E_*``).
+runtime turns into a KernelError (codes ``runtime.findings.E_*``).
 """
 from __future__ import annotations
 

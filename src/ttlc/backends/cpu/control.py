@@ -14,7 +14,7 @@ from llvmlite import ir
 from ...analysis.effects import DISJOINT
 from ...ir.core import Instruction
 from . import coop, races
-from .abi import E_BARRIER, E_STEP
+from ...runtime.findings import E_BARRIER, E_STEP
 from .function import FunctionCodegen
 from .phases import Phases
 from .values import I1, I64, LLTYPE, Cplx, Lanes, is_vec

@@ -31,7 +31,8 @@ from ...ir.numerics import accumulate_type
 from ...ir.core import Instruction
 from ...ir.ops import ARITH_BINARY, ARITH_UNARY
 from ...ir.types import CoopMatrixType, ScalarType
-from .abi import E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_NULL, E_PARTIAL, E_UNIFORM, UNIFORM_OPERANDS
+from ...runtime.findings import (E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_NULL, E_PARTIAL, E_UNIFORM,
+                                 UNIFORM_OPERANDS)
 from . import races
 from .arith import binary, convert, unary
 from .arith import constant as scalar_constant

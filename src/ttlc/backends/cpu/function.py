@@ -19,7 +19,8 @@ from ...ir.numerics import fold_int, wrap
 from ...ir.types import DYNAMIC, BoolType, CoopMatrixType, GroupType, MemrefType, ScalarType, Type
 from ...target import ExecConfig, get_target
 from . import races
-from .abi import ERR_SLOTS, ArgSlots, InstRef, KernelInfo, arg_layout
+from .abi import ArgSlots, InstRef, KernelInfo, arg_layout
+from ...runtime.findings import ERR_SLOTS
 from .values import (F32, I1, I8, I16, I32, I64, LLTYPE, PTR, CoopVal, Cplx, GroupVal, IndexLike,
                      Lanes, MemVal, UndefVector, Unsupported, VectorConstant, is_vec, mangle, parts)
 

@@ -16,8 +16,8 @@ from ...ir.core import Instruction, Value
 from ...ir.traits import blas_shape_rules, shapes_of
 from ...ir.types import DYNAMIC, MemrefType, ScalarType
 from . import races
-from .abi import (ERR_DETAILS, E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_LIFETIME, E_NULL,
-                  E_SHAPES, E_SUBVIEW, InstRef)
+from ...runtime.findings import (ERR_DETAILS, E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX,
+                                 E_LIFETIME, E_NULL, E_SHAPES, E_SUBVIEW, InstRef)
 from .arith import binary
 from .function import FunctionCodegen, lane_loop
 from .values import (F16, F32, F64, I1, I8, I16, I32, I64, LLTYPE, PTR, Cplx, GroupVal, IndexLike,

@@ -48,6 +48,7 @@ from ...diagnostics import CompileError, Diagnostic, KernelError
 from ...ir.core import Function, Program
 from ...ir.types import BoolType, GroupType
 from ...runtime import Module
+from ...runtime import findings
 from ...runtime.findings import kernel_error
 from ...target import Target
 from . import abi, cache, jit, pool, rtlib
@@ -331,7 +332,7 @@ def _run_in_python(fn, address: int, total: int, chunks: int, local_bytes: int,
     ``NativePool.run`` gives them."""
     scratch = [ctypes.create_string_buffer(local_bytes + 64) for _ in range(chunks)
                if local_bytes]
-    records = [None] + [(ctypes.c_int64 * abi.ERR_SLOTS)() for _ in range(1, chunks)]
+    records = [None] + [(ctypes.c_int64 * findings.ERR_SLOTS)() for _ in range(1, chunks)]
 
     def run(k: int) -> int:
         local = (ctypes.addressof(scratch[k]) + 63) // 64 * 64 if scratch else 0
@@ -362,7 +363,7 @@ class _Plan:
     def __init__(self, func: Function, info: "abi.KernelInfo"):
         from ...runtime.args import quick
 
-        self.buffer = ctypes.c_int64 * (info.num_slots + abi.ERR_SLOTS)
+        self.buffer = ctypes.c_int64 * (info.num_slots + findings.ERR_SLOTS)
         self.quick = quick(func.args, info.writes)
         if self.quick is not None:
             fmt = ["<3q"]

@@ -40,7 +40,8 @@ import platform
 import threading
 from typing import List, Optional, Tuple
 
-from . import abi, jit, rtlib
+from ...runtime import findings
+from . import jit, rtlib
 
 #: how long a thread spins before it sleeps (time-stamp-counter ticks, ~50-100 us)
 SPIN_CYCLES = 200_000
@@ -319,9 +320,9 @@ class NativePool:
         self._locals = (ctypes.c_void_p * MAX_CHUNKS)()
         self._scratch: List[ctypes.Array] = []  # chunk k's scratch memory, grown on demand
         self._scratch_bytes = 0
-        self._records = (ctypes.c_int64 * (abi.ERR_SLOTS * MAX_CHUNKS))()
+        self._records = (ctypes.c_int64 * (findings.ERR_SLOTS * MAX_CHUNKS))()
         self._errors = (ctypes.c_void_p * MAX_CHUNKS)(*(
-            ctypes.addressof(self._records) + 8 * abi.ERR_SLOTS * k for k in range(MAX_CHUNKS)))
+            ctypes.addressof(self._records) + 8 * findings.ERR_SLOTS * k for k in range(MAX_CHUNKS)))
         self._rcs = (ctypes.c_int32 * MAX_CHUNKS)()
         self._job[4], self._job[5] = ctypes.addressof(self._locals), ctypes.addressof(self._errors)
         self._job[6] = ctypes.addressof(self._rcs)
@@ -357,7 +358,7 @@ class NativePool:
             self._parallel(self._state)
             for k in range(chunks):
                 if self._rcs[k]:
-                    e = abi.ERR_SLOTS
+                    e = findings.ERR_SLOTS
                     return [(k, None if k == 0 else self._records[e * k:e * (k + 1)])]
             return []
         finally:

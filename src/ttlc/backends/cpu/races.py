@@ -30,7 +30,7 @@ from llvmlite import ir
 from ...analysis.effects import KINDS, WRITE, access_kind, accesses, conflicts
 from ...ir.core import Function, Instruction
 from ...ir.types import MemrefType
-from .abi import E_RACE, ERR_DETAILS
+from ...runtime.findings import E_RACE, ERR_DETAILS
 from .values import I1, I8, I32, I64, PTR, VectorConstant
 
 #: the kinds of access the shadow keeps apart: (kind, made by a coopmatrix instruction)

@@ -15,7 +15,7 @@ from ...ir.core import Instruction
 from ...ir.numerics import accumulate_type
 from ...ir.ops import SUBGROUP_OPS
 from ...ir.types import SCALAR_TYPES, ScalarType
-from .abi import E_BROADCAST
+from ...runtime.findings import E_BROADCAST
 from .arith import binary
 from .coop import first_lane, subgroup_active, uniform_in
 from .function import FunctionCodegen

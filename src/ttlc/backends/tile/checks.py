@@ -10,11 +10,15 @@ and once the record holds a finding every later access of the launch is too (eac
 the first word, ``ok``): what follows a finding in a tile block may run on wrong sizes
 and addresses but never touches memory.  The host reads the record after the launch and
 raises the KernelError the interpreter raises for the same finding (``raise_finding``).
+
+The functions take the ``translate.Translator`` emitting the entry, and its ``Memref`` and
+``Size`` values; those names are annotations only, not imported (translate imports this
+module).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -25,9 +29,6 @@ from ...runtime.findings import (E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_NUL
 from .ops import TOKEN as TOKEN_TYPE
 from .ops import Ptr, Scalar, Tile
 from .tir import Value
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .translate import Memref, Size, Translator
 
 I64, I1, I32 = Scalar("i64"), Scalar("i1"), Scalar("i32")
 

@@ -79,6 +79,14 @@ def scalar_text(element: str, value) -> str:
     return str(int(value))
 
 
+def _identity_text(element: str, value) -> str:
+    """A scan or reduce identity: MLIR leaves out the default types (f64, i64) and that of
+    booleans, except after hexadecimal bits (infinities, NaN), which name no type."""
+    text = scalar_text(element, value)
+    default = element in ("f64", "i64", "i1") and not text.startswith("0x")
+    return text if default else f"{text} : {element}"
+
+
 def _attr_text(op: Op, name: str) -> str:
     kind = next(a for a in op.spec.attrs if a.name == name).kind
     value = op.attrs[name]
@@ -89,9 +97,8 @@ def _attr_text(op: Op, name: str) -> str:
         return "true" if value else "false"
     if kind == "i32s":
         return "[" + ", ".join(map(str, value)) + "]"
-    if kind == "identities":  # MLIR leaves out the default types (f64, i64) and that of booleans
-        return "[" + ", ".join(scalar_text(e, v) + ("" if e in ("f64", "i64", "i1") else f" : {e}")
-                               for e, v in value) + "]"
+    if kind == "identities":
+        return "[" + ", ".join(_identity_text(e, v) for e, v in value) + "]"
     return str(value)
 
 
