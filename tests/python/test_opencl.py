@@ -314,6 +314,39 @@ FAULTS = {
         cooperative_matrix_store %m, %B[%c0, %c0]
     }
 }""", lambda: [F32(8, 6), np.zeros((8, 8), np.float32, order="F")]),
+    "broadcast_lane": ("""func @k(%A: memref<i32x?>) attributes {subgroup_size=16} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %eight = constant 8 : i32
+        %l = div %i, %eight : i32
+        %x = subgroup_broadcast %i, %l : i32
+        %k = cast %i : index
+        store %x, %A[%k]
+    }
+}""", lambda: [np.zeros(64, np.int32)]),
+    "coop_offset": ("""func @k(%A: memref<f32x?x?>, %B: memref<f32x8x8>) attributes {subgroup_size=16} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %eight = constant 8 : i32
+        %q = div %i, %eight : i32
+        %x = cast %q : index
+        %c0 = constant 0 : index
+        %m = cooperative_matrix_load.n %A[%x, %c0] : coopmatrix<f32x8x8, matrix_acc>
+        cooperative_matrix_store %m, %B[%c0, %c0]
+    }
+}""", lambda: [F32(16, 8), np.zeros((8, 8), np.float32, order="F")]),
+    "coop_partial": ("""func @k(%A: memref<f32x?x?>, %B: memref<f32x8x8>) attributes {subgroup_size=16} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %three = constant 3 : i32
+        %is3 = equal %i, %three : bool
+        if %is3 {
+            %c0 = constant 0 : index
+            %m = cooperative_matrix_load.n %A[%c0, %c0] : coopmatrix<f32x8x8, matrix_acc>
+            cooperative_matrix_store %m, %B[%c0, %c0]
+        }
+    }
+}""", lambda: [F32(8, 8), np.zeros((8, 8), np.float32, order="F")]),
 }
 
 

@@ -20,18 +20,22 @@ element access (loads, stores, atomics; collective instructions and coopmatrix a
 are such accesses after ``lower-simt``) against its memref's sizes, null memrefs, group
 indices, the slices of subviews, expand and fuse consistency, the shape rules of BLAS
 instructions with dynamic sizes (``check_shapes``), integer division by zero and ``for``
-loops whose step never ends them.  Data races and the uniformity of operands are not
-tested (target cpu and the interpreter find those).
+loops whose step never ends them; with GroupNonUniform ballots (SPIR-V 1.3), operands
+that must be uniform in the subgroup (``uniform``) and coopmatrix instructions reached by
+part of a subgroup (``whole_subgroup``, on the instructions lower-simt replaces them by:
+``mark``, ``at_marks``).  Data races are not tested (target cpu and the interpreter
+find those).
 """
 from __future__ import annotations
 
 from typing import Callable, List, Optional, Sequence
 
-from ...ir.core import Instruction
+from ...ir.core import Instruction, Location, Program
 from ...ir.layout import layout_of
 from ...ir.traits import blas_shape_rules, shapes_of
 from ...runtime.findings import (E_DIV_ZERO, E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_NULL,
-                                 E_SHAPES, E_STEP, E_SUBVIEW, ERR_DETAILS, ERR_SLOTS, InstRef)
+                                 E_PARTIAL, E_SHAPES, E_STEP, E_SUBVIEW, E_UNIFORM, ERR_DETAILS,
+                                 ERR_SLOTS, UNIFORM_OPERANDS, InstRef)
 from .builder import Enum, Lit
 from .function import GroupVal, Kernel, MemVal, Static
 
@@ -68,6 +72,7 @@ def setup(k: Kernel, record: int) -> None:
     """At the start of a checked kernel: the error buffer argument and the flag of this
     work-item's findings (false)."""
     k.record = record
+    k.tested = []  # the Marked locations tested (``at_marks``)
     k.failed = k.variable(k.m.type_bool())
     k.op("Store", None, k.failed, k.m.constant_bool(False))
 
@@ -107,10 +112,11 @@ def _word(k: Kernel, j: int) -> int:
                 k.c64(2 * j))
 
 
-def fail_if(k: Kernel, bad: int, code: int, details: Sequence = ()) -> None:
+def fail_if(k: Kernel, bad: int, code: int, details: Sequence = (),
+            item: Optional[int] = None) -> None:
     """Where ``bad`` holds: note the finding in this work-item's flag and report it
     through the kernel's report function (``finish``; details: Statics or ids, i64
-    unless given as (id, bits))."""
+    unless given as (id, bits); ``item``: the work-item named, if not this one)."""
     values = [_i64(k, d) for d in details][:ERR_DETAILS]
     values += [k.c64(0)] * (ERR_DETAILS - len(values))
     if k.report is None:
@@ -119,7 +125,7 @@ def fail_if(k: Kernel, bad: int, code: int, details: Sequence = ()) -> None:
     def report() -> List[int]:
         k.op("Store", None, k.failed, k.m.constant_bool(True))
         k.op("FunctionCall", k.m.type_void(), k.report, k.record, k.c64(code),
-             k.c64(inst_id(k, k.current)), work_item(k), *values)
+             k.c64(inst_id(k, k.current)), work_item(k) if item is None else item, *values)
         return []
     k.select(bad, report, [], [])
 
@@ -322,3 +328,115 @@ def loop_step(k: Kernel, lo: int, hi: int, step: int, bits: int) -> int:
     bad = k.op("LogicalAnd", bt, runs, k.op("SLessThanEqual", bt, step, k.const(t, 0, bits)))
     fail_if(k, bad, E_STEP, [(step, bits)])
     return k.op("Select", t, bad, lo, hi)
+
+
+SUBGROUP = 3  # Scope Subgroup
+
+
+def uniform(k: Kernel, x: int, bits: int, what: str) -> None:
+    """An operand the spec requires to be dynamically uniform in the subgroup (SPMD code
+    only: collective values are uniform): the first active work-item whose value differs
+    from the first active one's reports both, as the interpreter does.  Ballots rather
+    than OpGroupNonUniformAllEqual, which cannot say which work-item reports or what the
+    first value was."""
+    if not k.spmd:
+        return
+    i32, bt, scope = k.i32(), k.m.type_bool(), k.c32(SUBGROUP)
+    lid = k.builtin("SubgroupLocalInvocationId")
+    first = k.op("GroupNonUniformBroadcastFirst", k.m.type_int(bits), scope, x)
+    first_id = k.op("GroupNonUniformBroadcastFirst", i32, scope, lid)
+    differ = k.op("INotEqual", bt, x, first)
+    ballot = k.op("GroupNonUniformBallot", k.m.type_vector(i32, 4), scope, differ)
+    lowest = k.op("GroupNonUniformBallotFindLSB", i32, scope, ballot)
+    bad = k.op("LogicalAnd", bt, differ, k.op("IEqual", bt, lid, lowest))
+    fail_if(k, bad, E_UNIFORM, [Static(UNIFORM_OPERANDS.index(what)), (x, bits), (first, bits),
+                                (first_id, 32), _subgroup(k), Static(0)])
+
+
+def _subgroup(k: Kernel) -> int:
+    """The subgroup of this work-item in its work-group (i64), as the interpreter counts."""
+    return k.op("UDiv", k.i64(), work_item(k), k.c64(k.S))
+
+
+# ---- coopmatrix instructions: whole subgroups, uniform operands ---------------------------------
+_ACCESS = (("x", "the row position"), ("y", "the column position"), ("tensor", "the memref"))
+#: coopmatrix instructions that whole subgroups must execute (E_PARTIAL), with their
+#: operands that must be uniform in the subgroup (slot, as E_UNIFORM names it), as the
+#: interpreter tests them.  (A prefetch is removed by lower-simt, so it is not tested.)
+WHOLE_SUBGROUP = {
+    **dict.fromkeys(("cooperative_matrix_load", "cooperative_matrix_store",
+                     "cooperative_matrix_atomic_load", "cooperative_matrix_atomic_store",
+                     "cooperative_matrix_atomic_add", "cooperative_matrix_atomic_max",
+                     "cooperative_matrix_atomic_min"), _ACCESS),
+    **dict.fromkeys(("cooperative_matrix_mul_add", "cooperative_matrix_reduce_add",
+                     "cooperative_matrix_reduce_max", "cooperative_matrix_reduce_min"), ()),
+}
+
+
+class Marked(Location):
+    """The location of a coopmatrix instruction before lower-simt, which hands it on to
+    the instructions that replace it: the first of them emitted tests the instruction
+    (``whole_subgroup``) there.  Compared by identity; pickled as a plain Location."""
+
+    __slots__ = ("inst",)
+
+    def __init__(self, inst: Instruction):
+        loc = inst.loc
+        super().__init__(loc.line, loc.col, loc.end_line, loc.end_col)
+        self.inst = inst
+
+
+def mark(program: Program) -> None:
+    """Before lower-coopmatrix: mark the coopmatrix instructions ``WHOLE_SUBGROUP`` tests."""
+    for func in program.functions:
+        for inst in func.body.walk():
+            if inst.opcode in WHOLE_SUBGROUP:
+                inst.loc = Marked(inst)
+
+
+def at_marks(emitters: dict) -> dict:
+    """The emitters of checked code: each first tests the coopmatrix instruction its
+    instruction replaces, if it is the first of them emitted."""
+    def wrap(emit: Callable) -> Callable:
+        def run(k: Kernel, inst: Instruction):
+            loc = inst.loc
+            if isinstance(loc, Marked) and loc not in k.tested:
+                k.tested.append(loc)
+                k.current = loc.inst
+                whole_subgroup(k, loc.inst)
+                k.current = inst
+            return emit(k, inst)
+        return run
+    return {op: wrap(emit) for op, emit in emitters.items()}
+
+
+def whole_subgroup(k: Kernel, inst: Instruction) -> None:
+    """A coopmatrix instruction in SPMD code: reached by the whole subgroup (else the
+    first active work-item names the first inactive one, E_PARTIAL), then its operands
+    uniform (E_UNIFORM), in the interpreter's order.  Operands defined outside SPMD code
+    (arguments, constants) are uniform."""
+    if not k.spmd:
+        return
+    m, i32, i64, bt, scope = k.m, k.i32(), k.i64(), k.m.type_bool(), k.c32(SUBGROUP)
+    u4 = m.type_vector(i32, 4)
+    active = k.op("GroupNonUniformBallot", u4, scope, m.constant_bool(True))
+    count = k.op("GroupNonUniformBallotBitCount", i32, scope, Enum("GroupOperation", "Reduce"),
+                 active)
+    inactive = k.op("GroupNonUniformBallotFindLSB", i32, scope, k.op("Not", u4, active))
+    bad = k.op("LogicalAnd", bt, k.op("GroupNonUniformElect", bt, scope),
+               k.op("INotEqual", bt, count, k.c32(k.S)))
+    g = _subgroup(k)
+    item = k.op("IAdd", i64, k.op("IMul", i64, g, k.c64(k.S)), k.op("UConvert", i64, inactive))
+    fail_if(k, bad, E_PARTIAL, [g], item=item)
+    for slot, what in WHOLE_SUBGROUP[inst.opcode]:
+        v = inst.slots[slot]
+        if v.owner is None or v.owner.opcode == "constant" or v not in k.values:
+            continue  # uniform (an argument, a constant, or folded into one)
+        x = k.values[v]
+        if isinstance(x, MemVal):
+            parts = [k.op("ConvertPtrToU", i64, x.ptr), *x.shape, *x.stride]
+        else:
+            parts = [k.index(v)]
+        for part in parts:
+            if not isinstance(part, Static):
+                uniform(k, part, 64, what)

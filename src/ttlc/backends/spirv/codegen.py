@@ -17,10 +17,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Dict, Union
 
+from ...diagnostics import CompileError
 from ...ir.core import Program
 from ...ir.ops import compose_tables
 from ...target import Target
-from . import arith, control, memory, subgroup, xe
+from . import arith, checks, control, memory, subgroup, xe
 from .abi import define_kernel
 from .builder import Module
 from .function import Kernel, Unsupported
@@ -56,14 +57,23 @@ def lower(program: Program, machine: Target, checked: bool = False) -> Program:
     sizes every function runs with written into it.  Checked code (``checks``) tests the
     shape rules of BLAS instructions before they become loops and keeps unused
     instructions (an unused load out of bounds is still a finding), as on target cpu."""
-    from ...passes import expand, lower_copy
+    from ...passes import PassContext, expand, lower_copy, run_passes
 
     names = expand(["lower-simt"])
-    if checked:
-        at = names.index("lower-linalg")
-        names[at:at] = ["insert-shape-checks"]
-        names = [n for n in names if n != "dead-code-elimination"]
-    return lower_copy(program, names, block_io_of_spirv(machine, checked))
+    target = block_io_of_spirv(machine, checked)
+    if not checked:
+        return lower_copy(program, names, target)
+    at = names.index("lower-linalg")
+    names[at:at] = ["insert-shape-checks"]
+    names = [n for n in names if n != "dead-code-elimination"]
+    at = names.index("lower-coopmatrix")
+    lowered = lower_copy(program, names[:at], target)
+    checks.mark(lowered)  # before the coopmatrix instructions become per-work-item code
+    try:
+        run_passes(lowered, names[at:], PassContext(target=target))
+    except CompileError as e:
+        raise e.with_source(program.source, program.filename) from None
+    return lowered
 
 
 def block_io_of_spirv(machine: Target, checked: bool = False) -> Target:
@@ -88,7 +98,8 @@ def generate(program: Program, machine: Target, checked: bool = False) -> Module
     if not program.functions:
         module.require_capability("Linkage")  # a module without entry points is a library
     for func in program.functions:
-        k = Kernel(module, program, func, machine, EMITTERS, checked)
+        k = Kernel(module, program, func, machine,
+                   checks.at_marks(EMITTERS) if checked else EMITTERS, checked)
         try:
             define_kernel(k)
         except Unsupported as e:

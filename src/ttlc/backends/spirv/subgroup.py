@@ -31,10 +31,11 @@ from ...ir.ops import SUBGROUP_OPS
 from ...ir.types import I32, ScalarType
 from ..pairs import each
 from .arith import binary, constant_of, convert
+from . import checks
 from .builder import Enum
 from .function import Kernel, Lacking
 
-_SUBGROUP = 3  # Scope Subgroup
+_SUBGROUP = checks.SUBGROUP
 
 #: (operation, integer?) -> the GroupNonUniform instruction combining with it
 _GROUP_OPS = {("add", True): "GroupNonUniformIAdd", ("add", False): "GroupNonUniformFAdd",
@@ -68,6 +69,8 @@ def emit_broadcast(k: Kernel, inst: Instruction):
     _offered(k, inst)
     t: ScalarType = inst.results[0].type
     lane = k.get(inst.slots["lane"])
+    if k.checked and getattr(inst.slots["lane"].owner, "opcode", None) != "constant":
+        checks.uniform(k, lane, 32, "the lane index")
 
     def one(t: ScalarType, x: int) -> int:
         w = wide_type(t)
