@@ -136,10 +136,13 @@ def run_passes(program: Program, names: Sequence[str], ctx: Optional[PassContext
     return ctx
 
 
-def lower_copy(program: Program, names: Sequence[str], target: Target) -> Program:
+def lower_copy(program: Program, names: Sequence[str], target: Target,
+               before: Optional[Dict[str, Callable[[Program], None]]] = None) -> Program:
     """A copy of the program (the original stays as it is) lowered for a back end: the
     sizes each function runs with on target (``compiled_config``) written into it, then
-    the passes or pipelines ``names`` run; errors carry the program's source."""
+    the passes or pipelines ``names`` run; errors carry the program's source.  ``before``
+    maps a pass to what a back end does to the program just before it (checked SPIR-V
+    marks coopmatrix instructions before they become per-work-item code)."""
     from ..ir.rewrite import clone_program, set_function_attributes
     from ..target import ExecConfig
     from ..target.config import compiled_config
@@ -151,7 +154,13 @@ def lower_copy(program: Program, names: Sequence[str], target: Target) -> Progra
             if config != ExecConfig(f.subgroup_size, tuple(f.work_group_size or ())):
                 set_function_attributes(f, config.attributes(),
                                         first=("subgroup_size", "work_group_size"))
-        run_passes(lowered, names, PassContext(target=target))
+        names, ctx, start = expand(names), PassContext(target=target), 0
+        for at, name in enumerate(names):
+            if before and name in before:
+                run_passes(lowered, names[start:at], ctx)
+                before[name](lowered)
+                start = at
+        run_passes(lowered, names[start:], ctx)
     except CompileError as e:
         raise e.with_source(program.source, program.filename) from None
     return lowered

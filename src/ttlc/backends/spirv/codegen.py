@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Dict, Union
 
-from ...diagnostics import CompileError
 from ...ir.core import Program
 from ...ir.ops import compose_tables
 from ...target import Target
@@ -57,7 +56,7 @@ def lower(program: Program, machine: Target, checked: bool = False) -> Program:
     sizes every function runs with written into it.  Checked code (``checks``) tests the
     shape rules of BLAS instructions before they become loops and keeps unused
     instructions (an unused load out of bounds is still a finding), as on target cpu."""
-    from ...passes import PassContext, expand, lower_copy, run_passes
+    from ...passes import expand, lower_copy
 
     names = expand(["lower-simt"])
     target = block_io_of_spirv(machine, checked)
@@ -66,14 +65,8 @@ def lower(program: Program, machine: Target, checked: bool = False) -> Program:
     at = names.index("lower-linalg")
     names[at:at] = ["insert-shape-checks"]
     names = [n for n in names if n != "dead-code-elimination"]
-    at = names.index("lower-coopmatrix")
-    lowered = lower_copy(program, names[:at], target)
-    checks.mark(lowered)  # before the coopmatrix instructions become per-work-item code
-    try:
-        run_passes(lowered, names[at:], PassContext(target=target))
-    except CompileError as e:
-        raise e.with_source(program.source, program.filename) from None
-    return lowered
+    # coopmatrix instructions marked before they become per-work-item code
+    return lower_copy(program, names, target, before={"lower-coopmatrix": checks.mark})
 
 
 def block_io_of_spirv(machine: Target, checked: bool = False) -> Target:
