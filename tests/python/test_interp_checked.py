@@ -25,6 +25,9 @@ import interp_testing
 import ttlc
 
 FILE = "checked.ttl"
+#: every executing target (interp_testing.cannot_run says why one is skipped here): each
+#: finding must read as on the interpreter everywhere
+TARGETS = ("interp", "cpu", "opencl", "cuda")
 
 
 def compile_(src: str, checked: bool = True):

@@ -346,7 +346,12 @@ def uniform(k: Kernel, x: int, bits: int, what: str) -> None:
     first = k.op("GroupNonUniformBroadcastFirst", k.m.type_int(bits), scope, x)
     first_id = k.op("GroupNonUniformBroadcastFirst", i32, scope, lid)
     differ = k.op("INotEqual", bt, x, first)
-    ballot = k.op("GroupNonUniformBallot", k.m.type_vector(i32, 4), scope, differ)
+    u4 = k.m.type_vector(i32, 4)
+    # FindLSB of an empty ballot is undefined, and Intel's CPU runtime lets that spoil
+    # `bad` even where `differ` is false (correct kernels then skipped their memory
+    # accesses): bit 127, past every subgroup's lanes, stands for "nobody differs"
+    nobody = k.m.unique("ConstantComposite", u4, *[k.c32(0)] * 3, k.c32(1 << 31))
+    ballot = k.op("BitwiseOr", u4, k.op("GroupNonUniformBallot", u4, scope, differ), nobody)
     lowest = k.op("GroupNonUniformBallotFindLSB", i32, scope, ballot)
     bad = k.op("LogicalAnd", bt, differ, k.op("IEqual", bt, lid, lowest))
     fail_if(k, bad, E_UNIFORM, [Static(UNIFORM_OPERANDS.index(what)), (x, bits), (first, bits),
