@@ -250,6 +250,51 @@ def test_launches_from_several_threads():
         np.testing.assert_array_equal(x, np.ones(1000 + t))
 
 
+CHAIN = """
+func @chain(%A: memref<f64x{m}x{m}>, %B: memref<f64x{m}x{n}x?>, %D: memref<f64x{m}x{n}x?>) {{
+    %i = group_id.x : index
+    %b = subview %B[0:{m},0:{n},%i] : memref<f64x{m}x{n}>
+    %d = subview %D[0:{m},0:{n},%i] : memref<f64x{m}x{n}>
+    %tmp = alloca : memref<f64x{m}x{n},local>
+    %one = constant 1.0 : f64
+    %zero = constant 0.0 : f64
+    gemm %one, %A, %b, %zero, %tmp
+    gemm %one, %A, %tmp, %zero, %d
+}}
+"""
+
+
+def test_local_memory_of_launches_on_several_threads(monkeypatch):
+    """Launches of one chunk keep their thread's scratch memory for the next launch: each
+    thread has its own, and it grows for a kernel needing more (D_i = A A B_i through a
+    local temporary, checked against NumPy)."""
+    monkeypatch.setenv("TTLC_NUM_THREADS", "1")
+    kernels = {m: ttlc.compile(CHAIN.format(m=m, n=3), target="cpu")["chain"] for m in (4, 24)}
+    rng = np.random.default_rng(0)
+    errors = []
+
+    def work(t):
+        try:
+            for r in range(20):
+                m = (4, 24)[(r + t) % 2]
+                A = np.asfortranarray(rng.integers(-3, 4, (m, m)).astype(np.float64))
+                B = np.asfortranarray(rng.integers(-3, 4, (m, 3, 400)).astype(np.float64))
+                D = np.zeros((m, 3, 400), order="F")
+                kernels[m](A, B, D, grid=(400,))
+                want = np.einsum("ij,jk,kbg->ibg", A, A, B)  # integers: exact
+                if not np.array_equal(D, want):
+                    errors.append((t, r, m))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+
+
 def test_read_only_array_is_refused_on_the_quick_path():
     k = ttlc.compile(SCALE, target="cpu")["scale"]
     x = np.ones(8)
