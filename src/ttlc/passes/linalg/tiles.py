@@ -216,8 +216,8 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     a_load = A_LOAD_COST if split and streams_a(target, M, K, a) else 1
 
     def cost(m: int, n: int) -> float:
-        """rounds * (m n / S + m / S + n) summed over the pieces of C (one piece, the
-        whole of C, where remainders are not split)."""
+        """rounds * (m n / S + a_load m / S + n) summed over the pieces of C (one piece,
+        the whole of C, where remainders are not split)."""
         ms = row_pieces(M, m, S) if split and M is not None else ((Mm, m),)
         ns = column_pieces(N, n) if split and N is not None else ((Nm, n),)
         total = 0.0
