@@ -202,14 +202,14 @@ def prefetch(t: Translator, inst: Instruction) -> None:
 @_rule("cooperative_matrix_construct")
 def construct(t: Translator, inst: Instruction) -> None:
     tile = matrix_tile(t, inst, inst.results[0].type)
-    t.values[inst.results[0]] = each(lambda v: bcast(t, uniform(t, v), tile.shape),
+    t.values[inst.results[0]] = each(lambda v: bcast(t, uniform(t, v, partial=True), tile.shape),
                                      t.tile_of(inst.slots["a"]))
 
 
 @_rule("cooperative_matrix_scale")
 def scale(t: Translator, inst: Instruction) -> None:
     tile = matrix_tile(t, inst, inst.results[0].type)
-    a = each(lambda v: bcast(t, uniform(t, v), tile.shape), t.tile_of(inst.slots["a"]))
+    a = each(lambda v: bcast(t, uniform(t, v, partial=True), tile.shape), t.tile_of(inst.slots["a"]))
     t.values[inst.results[0]] = t.arith("mul", a, t.tile_of(inst.slots["b"]))
 
 
