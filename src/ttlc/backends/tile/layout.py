@@ -170,6 +170,15 @@ def first_active(t: Translator) -> Value:
     return t.select(t.compare("equal", lead, t.const("i32", S)), t.const("i32", 0, (G,)), lead)
 
 
+def first_running(t: Translator, v: Value) -> Value:
+    """Per subgroup, the value of `v` (one per work-item) of its first running work-item
+    (of its first if none runs): a tile (G,)."""
+    per = subgroups(t, v)
+    G, S = per.type.shape
+    hot = equal(t, iota(t, S, 2, 1), reshape(t, first_active(t), (G, 1)))
+    return pick(t, hot, per, [1])
+
+
 def uniform(t: Translator, v: Value, partial: bool = False) -> Value:
     """A dynamically uniform value: a rank-0 tile as it is, a value of the work-items as
     that of each subgroup's first work-item (a tile G x 1 x 1).  Of an instruction that
@@ -179,9 +188,7 @@ def uniform(t: Translator, v: Value, partial: bool = False) -> Value:
         return v
     per = subgroups(t, v)
     if partial and t.active is not None:
-        G, S = per.type.shape
-        hot = equal(t, iota(t, S, 2, 1), reshape(t, first_active(t), (G, 1)))
-        return reshape(t, pick(t, hot, per, [1]), (G, 1, 1))
+        return reshape(t, first_running(t, v), (per.type.shape[0], 1, 1))
     zero = t.const("i32", 0)
     first = t.b.one("extract", Tile(v.type.element, (per.type.shape[0], 1)), source=per,
                     indices=[zero, zero])

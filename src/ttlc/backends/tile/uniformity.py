@@ -25,7 +25,7 @@ from ...ir.core import Instruction
 from ...runtime.findings import (E_BROADCAST, E_PARTIAL, E_UNIFORM, UNIFORM_OPERANDS, UNIFORM_SLOTS,
                                  WHOLE_SUBGROUP)
 from . import checks
-from .layout import bcast, equal, first_active, iota, pick, reshape, subgroups
+from .layout import bcast, equal, first_active, first_running, iota, pick, reshape, subgroups
 from .ops import Ptr, Scalar, Tile
 from .tir import Value
 from .translate import Memref, Pair, Rule, Translator
@@ -94,9 +94,7 @@ def _comparable(t: Translator, v: Value):
 
 
 def _same(t: Translator, a: Value, b: Value) -> Value:
-    """Equality as the interpreter tests it: of floats by value, NaN equal to NaN."""
-    if not (isinstance(a.type.element, Scalar) and a.type.element.is_float):
-        return t.compare("equal", *t.matched(a, b))
+    """Float equality as the interpreter tests it: by value, NaN equal to NaN."""
     nan = lambda x: t.compare("not_equal", x, x)  # noqa: E731
     return t.binary("ori", t.compare("equal", a, b), t.binary("andi", nan(a), nan(b)))
 
@@ -109,20 +107,17 @@ def uniform(t: Translator, v: Value, what: str) -> None:
         return
     m = _running(t)
     G, S = m.type.shape
-    lead = first_active(t)  # (G,)
-    hot = equal(t, iota(t, S, 2, 1), reshape(t, lead, (G, 1)))
-    grid = subgroups(t, v)
-    ref = pick(t, hot, grid, [1]) if not isinstance(grid.type.element, Ptr) else None
+    across = lambda x: bcast(t, reshape(t, x, (G, 1)), (G, S))  # noqa: E731  (G,) -> G x S
     bits, float_bytes = _comparable(t, v)
-    grid_bits = subgroups(t, bits)
-    ref_bits = pick(t, hot, grid_bits, [1])
-    if ref is None:  # addresses are compared as integers
-        grid, ref = grid_bits, ref_bits
-    differ = t.binary("andi", m, t.binary("xori", _same(t, grid, bcast(t, reshape(t, ref, (G, 1)), (G, S))),
-                                          t.const("i1", True, (G, S))))
-    flat = lambda x: reshape(t, bcast(t, reshape(t, x, (G, 1)), (G, S)), (t.lanes,))  # noqa: E731
+    first = first_running(t, bits)
+    if float_bytes:
+        same = _same(t, subgroups(t, v), across(first_running(t, v)))
+    else:
+        same = t.compare("equal", subgroups(t, bits), across(first))
+    differ = t.binary("andi", m, t.binary("xori", same, t.const("i1", True, (G, S))))
+    flat = lambda x: reshape(t, across(x), (t.lanes,))  # noqa: E731
     checks.fail_if(t, reshape(t, differ, (t.lanes,)), E_UNIFORM,
-                   [UNIFORM_OPERANDS.index(what), bits, flat(ref_bits), flat(t.convert(lead, "i64")),
+                   [UNIFORM_OPERANDS.index(what), bits, flat(first), flat(t.convert(first_active(t), "i64")),
                     flat(t.convert(_index(t, G), "i64")), float_bytes])
 
 
@@ -147,11 +142,7 @@ def broadcast_lane(t: Translator, lane: Value) -> None:
         return
     m = _running(t)
     G, S = m.type.shape
-    if lane.type.shape:
-        lead = reshape(t, first_active(t), (G, 1))
-        lane = pick(t, equal(t, iota(t, S, 2, 1), lead), subgroups(t, lane), [1])
-    else:
-        lane = t.splat(lane, (G,))
+    lane = first_running(t, lane) if lane.type.shape else t.splat(lane, (G,))
     outside = t.binary("ori", t.compare("less_than", lane, t.const("i32", 0)),
                        t.compare("greater_than_or_equal", lane, t.const("i32", S)))
     chosen = equal(t, iota(t, S, 2, 1), reshape(t, lane, (G, 1)))
