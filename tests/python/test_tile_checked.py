@@ -197,54 +197,55 @@ def lanes_i32() -> tuple:
     return (guarded(64, np.int32, 0),)
 
 
+def spmd(params: str, body: str, work_items: int = 32, before: str = "") -> str:
+    """A kernel @g of subgroups of 16 whose SPMD region runs `body` (after `before`)."""
+    return (f"func @g({params}) attributes {{subgroup_size=16, work_group_size=[{work_items},1]}} {{\n"
+            f"{before}    parallel {{\n        %i = subgroup_local_id : i32\n{body}    }}\n}}")
+
+
+#: %q: 0 in the first half of each subgroup, 1 in the second
+HALVES = """\
+        %eight = constant 8 : i32
+        %q = div %i, %eight : i32
+"""
+#: %odd: the odd work-items
+ODD = """\
+        %two = constant 2 : i32
+        %r = rem %i, %two : i32
+        %one = constant 1 : i32
+        %odd = equal %r, %one : bool
+"""
+#: the load of an 8 x 8 matrix at row %x of %A, stored to %B
+LOAD_AT_X = """\
+        %x = cast %q : index
+        %c0 = constant 0 : index
+        %m = cooperative_matrix_load.n %A[%x, %c0] : coopmatrix<f32x8x8,matrix_acc>   ; OFFENDING
+        cooperative_matrix_store %m, %B[%c0, %c0]
+"""
+STORE_AT_I = """\
+        %k = cast %i : index
+        store %x, %A[%k]
+"""
+
 #: what the language asks of the work-items of a subgroup (tensor-language.txt: the
 #: cooperative matrix instructions, subgroup_broadcast, dynamically uniform operands) and
 #: of local memory (alloca, lifetime_stop); work-groups of 2 subgroups of 16 (3 in a tile
 #: of 4: one padding subgroup), the faulty one the lowest
 SUBGROUP_FAULTS = {
-    "uniform_lane": Fault("""\
-func @g(%A: memref<i32x64>) attributes {subgroup_size=16, work_group_size=[32,1]} {
-    parallel {
-        %i = subgroup_local_id : i32
-        %eight = constant 8 : i32
-        %l = div %i, %eight : i32
-        %x = subgroup_broadcast %i, %l : i32   ; OFFENDING
-        %k = cast %i : index
-        store %x, %A[%k]
-    }
-}""", "other", lanes_i32),
-    "uniform_row_position": Fault("""\
-func @g(%A: memref<f32x16x8>, %B: memref<f32x8x8>) attributes {subgroup_size=16, work_group_size=[32,1]} {
-    parallel {
-        %i = subgroup_local_id : i32
-        %eight = constant 8 : i32
-        %q = div %i, %eight : i32
-        %x = cast %q : index
-        %c0 = constant 0 : index
-        %m = cooperative_matrix_load.n %A[%x, %c0] : coopmatrix<f32x8x8,matrix_acc>   ; OFFENDING
-        cooperative_matrix_store %m, %B[%c0, %c0]
-    }
-}""", "other", lambda: (matrix(16, 8), matrix(8, 8))),
-    # a view per work-item: its address differs (printed as an address, not as the
-    # interpreter's offset in its buffer)
-    "uniform_memref": Fault("""\
-func @g(%A: memref<f32x16x8>, %B: memref<f32x8x8>) attributes {subgroup_size=16, work_group_size=[32,1]} {
-    parallel {
-        %i = subgroup_local_id : i32
-        %eight = constant 8 : i32
-        %q = div %i, %eight : i32
+    "uniform_lane": Fault(spmd("%A: memref<i32x64>", HALVES + """\
+        %x = subgroup_broadcast %i, %q : i32   ; OFFENDING
+""" + STORE_AT_I), "other", lanes_i32),
+    "uniform_row_position": Fault(spmd("%A: memref<f32x16x8>, %B: memref<f32x8x8>", HALVES + LOAD_AT_X),
+                                  "other", lambda: (matrix(16, 8), matrix(8, 8))),
+    # a view per work-item, prefetched: its address differs (printed as an address, not
+    # as the interpreter's offset in its buffer)
+    "uniform_memref": Fault(spmd("%A: memref<f32x16x8>, %B: memref<f32x8x8>", HALVES + """\
         %x = cast %q : index
         %S = subview %A[%x:8, 0:8] : memref<f32x8x8,strided<1,16>>
         %c0 = constant 0 : index
         cooperative_matrix_prefetch 1, %S[%c0, %c0], 8, 8   ; OFFENDING
-        %m = cooperative_matrix_load.n %S[%c0, %c0] : coopmatrix<f32x8x8,matrix_acc>
-        cooperative_matrix_store %m, %B[%c0, %c0]
-    }
-}""", "other", lambda: (matrix(16, 8), matrix(8, 8))),
-    "uniform_number": Fault("""\
-func @g(%B: memref<f32x8x8>) attributes {subgroup_size=16, work_group_size=[32,1]} {
-    parallel {
-        %i = subgroup_local_id : i32
+"""), "other", lambda: (matrix(16, 8), matrix(8, 8))),
+    "uniform_number": Fault(spmd("%B: memref<f32x8x8>", """\
         %c5 = constant 5 : i32
         %j = div %i, %c5 : i32
         %w = cast %j : f32
@@ -253,45 +254,30 @@ func @g(%B: memref<f32x8x8>) attributes {subgroup_size=16, work_group_size=[32,1
         %m = cooperative_matrix_construct %v : coopmatrix<f32x8x8,matrix_acc>   ; OFFENDING
         %c0 = constant 0 : index
         cooperative_matrix_store %m, %B[%c0, %c0]
-    }
-}""", "other", lambda: (matrix(8, 8),)),
+"""), "other", lambda: (matrix(8, 8),)),
     # uniform in subgroup 0, not in subgroup 1
-    "uniform_scalar": Fault("""\
-func @g(%A: memref<f32x8x8>, %B: memref<f32x8x8>) attributes {subgroup_size=16, work_group_size=[32,1]} {
-    parallel {
-        %i = subgroup_local_id : i32
+    "uniform_scalar": Fault(spmd("%A: memref<f32x8x8>, %B: memref<f32x8x8>", HALVES + """\
         %g = subgroup_linear_id : i32
-        %c8 = constant 8 : i32
-        %j = div %i, %c8 : i32
-        %jg = mul %j, %g : i32
-        %w = cast %jg : f32
+        %qg = mul %q, %g : i32
+        %w = cast %qg : f32
         %c0 = constant 0 : index
         %m = cooperative_matrix_load.n %A[%c0, %c0] : coopmatrix<f32x8x8,matrix_acc>
         %s = cooperative_matrix_scale %w, %m : coopmatrix<f32x8x8,matrix_acc>   ; OFFENDING
         cooperative_matrix_store %s, %B[%c0, %c0]
-    }
-}""", "other", lambda: (matrix(8, 8), matrix(8, 8))),
-    "partial_load": Fault("""\
-func @g(%A: memref<f32x8x8>, %B: memref<f32x8x8>) attributes {subgroup_size=16, work_group_size=[32,1]} {
-    parallel {
-        %i = subgroup_local_id : i32
+"""), "other", lambda: (matrix(8, 8), matrix(8, 8))),
+    "partial_load": Fault(spmd("%A: memref<f32x8x8>, %B: memref<f32x8x8>", """\
         %three = constant 3 : i32
         %is3 = equal %i, %three : bool
+        %q = constant 0 : i32
         if %is3 {
-            %c0 = constant 0 : index
-            %m = cooperative_matrix_load.n %A[%c0, %c0] : coopmatrix<f32x8x8,matrix_acc>   ; OFFENDING
-            cooperative_matrix_store %m, %B[%c0, %c0]
+""" + LOAD_AT_X + """\
         }
-    }
-}""", "other", lambda: (matrix(8, 8), matrix(8, 8))),
+"""), "other", lambda: (matrix(8, 8), matrix(8, 8))),
     # all but work-items 16..24 of subgroup 1 (work-item 16 the first that does not run)
-    "partial_reduce": Fault("""\
-func @g(%A: memref<f32x16x8>, %B: memref<f32x16x1>) attributes {subgroup_size=16, work_group_size=[48,1]} {
-    parallel {
+    "partial_reduce": Fault(spmd("%A: memref<f32x16x8>, %B: memref<f32x16x1>", """\
         %c0 = constant 0 : index
         %m = cooperative_matrix_load.n %A[%c0, %c0] : coopmatrix<f32x16x8,matrix_acc>
         %g = subgroup_linear_id : i32
-        %i = subgroup_local_id : i32
         %one = constant 1 : i32
         %is1 = equal %g, %one : bool
         %nine = constant 9 : i32
@@ -303,34 +289,18 @@ func @g(%A: memref<f32x16x8>, %B: memref<f32x16x1>) attributes {subgroup_size=16
             %r = cooperative_matrix_reduce_add.row %m : coopmatrix<f32x16x1,matrix_acc>   ; OFFENDING
             cooperative_matrix_store %r, %B[%c0, %c0]
         }
-    }
-}""", "other", lambda: (matrix(16, 8), matrix(16, 1))),
-    "broadcast_outside": Fault("""\
-func @g(%A: memref<i32x64>) attributes {subgroup_size=16, work_group_size=[32,1]} {
-    parallel {
-        %i = subgroup_local_id : i32
+""", work_items=48), "other", lambda: (matrix(16, 8), matrix(16, 1))),
+    "broadcast_outside": Fault(spmd("%A: memref<i32x64>", """\
         %l = constant 16 : i32
         %x = subgroup_broadcast %i, %l : i32   ; OFFENDING
-        %k = cast %i : index
-        store %x, %A[%k]
-    }
-}""", "other", lanes_i32),
+""" + STORE_AT_I), "other", lanes_i32),
     # the odd work-items broadcast from work-item 2 (work-item 1 the first that runs)
-    "broadcast_inactive": Fault("""\
-func @g(%A: memref<i32x64>) attributes {subgroup_size=16, work_group_size=[32,1]} {
-    parallel {
-        %i = subgroup_local_id : i32
-        %two = constant 2 : i32
-        %r = rem %i, %two : i32
-        %one = constant 1 : i32
-        %odd = equal %r, %one : bool
+    "broadcast_inactive": Fault(spmd("%A: memref<i32x64>", ODD + """\
         if %odd {
             %x = subgroup_broadcast %i, %two : i32   ; OFFENDING
-            %k = cast %i : index
-            store %x, %A[%k]
+""" + STORE_AT_I + """\
         }
-    }
-}""", "other", lanes_i32),
+"""), "other", lanes_i32),
     "lifetime_collective": Fault("""\
 func @g(%A: memref<f32x4>) {
     %L = alloca : memref<f32x4,local>
@@ -342,12 +312,7 @@ func @g(%A: memref<f32x4>) {
     store %w, %A[%c1]
 }""", "other", lambda: (guarded(4),)),
     # work-items 4..31 store: work-item 4 reports
-    "lifetime_spmd": Fault("""\
-func @g(%A: memref<f32x32>) attributes {subgroup_size=16, work_group_size=[32,1]} {
-    %L = alloca : memref<f32x32,local>
-    lifetime_stop %L
-    parallel {
-        %i = subgroup_local_id : i32
+    "lifetime_spmd": Fault(spmd("%A: memref<f32x32>", """\
         %g = subgroup_linear_id : i32
         %c16 = constant 16 : i32
         %gg = mul %g, %c16 : i32
@@ -359,8 +324,10 @@ func @g(%A: memref<f32x32>) attributes {subgroup_size=16, work_group_size=[32,1]
         if %big {
             store %v, %L[%k]   ; OFFENDING
         }
-    }
-}""", "other", lambda: (guarded(32),)),
+""", before="""\
+    %L = alloca : memref<f32x32,local>
+    lifetime_stop %L
+"""), "other", lambda: (guarded(32),)),
     # the second trip stores after the first trip's lifetime_stop
     "lifetime_loop": Fault("""\
 func @g(%A: memref<f32x4>) {
@@ -374,16 +341,14 @@ func @g(%A: memref<f32x4>) {
         lifetime_stop %L
     }
 }""", "other", lambda: (guarded(4),)),
-    "lifetime_coopmatrix": Fault("""\
-func @g(%A: memref<f32x8x8>) attributes {subgroup_size=16, work_group_size=[32,1]} {
-    %L = alloca : memref<f32x8x8,local>
-    lifetime_stop %L
-    parallel {
+    "lifetime_coopmatrix": Fault(spmd("%A: memref<f32x8x8>", """\
         %c0 = constant 0 : index
         %m = cooperative_matrix_load.n %L[%c0, %c0] : coopmatrix<f32x8x8,matrix_acc>   ; OFFENDING
         cooperative_matrix_store %m, %A[%c0, %c0]
-    }
-}""", "other", lambda: (matrix(8, 8),)),
+""", before="""\
+    %L = alloca : memref<f32x8x8,local>
+    lifetime_stop %L
+"""), "other", lambda: (matrix(8, 8),)),
     "lifetime_blas": Fault("""\
 func @g(%A: memref<f32x8>) {
     %L = alloca : memref<f32x8,local>
@@ -466,18 +431,11 @@ def test_a_correct_launch_reports_nothing_and_computes_what_unchecked_code_does(
 #: condition uniform in each subgroup, a padding subgroup (48 work-items in a tile of 64),
 #: an alloca in a loop (a new one, alive, in every trip)
 PASSING = {
-    "broadcast_among_the_running": """\
-func @g(%A: memref<i32x64>) attributes {subgroup_size=16, work_group_size=[48,1]} {
-    parallel {
-        %i = subgroup_local_id : i32
+    "broadcast_among_the_running": spmd("%A: memref<i32x64>", ODD + """\
         %g = subgroup_linear_id : i32
         %c16 = constant 16 : i32
         %gg = mul %g, %c16 : i32
         %w = add %gg, %i : i32
-        %two = constant 2 : i32
-        %r = rem %i, %two : i32
-        %one = constant 1 : i32
-        %odd = equal %r, %one : bool
         if %odd {
             %g2 = mul %g, %two : i32
             %l = add %r, %g2 : i32
@@ -485,16 +443,8 @@ func @g(%A: memref<i32x64>) attributes {subgroup_size=16, work_group_size=[48,1]
             %k = cast %w : index
             store %x, %A[%k]
         }
-    }
-}""",
-    "construct_among_the_running": """\
-func @g(%B: memref<f32x8x8>) attributes {subgroup_size=16, work_group_size=[32,1]} {
-    parallel {
-        %i = subgroup_local_id : i32
-        %two = constant 2 : i32
-        %r = rem %i, %two : i32
-        %one = constant 1 : i32
-        %odd = equal %r, %one : bool
+""", work_items=48),
+    "construct_among_the_running": spmd("%B: memref<f32x8x8>", ODD + """\
         %w = cast %r : f32
         %z = constant 0.0 : f32
         %m0 = cooperative_matrix_construct %z : coopmatrix<f32x8x8,matrix_acc>
@@ -507,11 +457,9 @@ func @g(%B: memref<f32x8x8>) attributes {subgroup_size=16, work_group_size=[32,1
         }
         %c0 = constant 0 : index
         cooperative_matrix_store %m, %B[%c0, %c0]
-    }
-}""",
-    "whole_subgroups_under_a_condition": """\
-func @g(%A: memref<f32x16x8>, %B: memref<f32x16x8>, %C: memref<f32x16x1>) attributes {subgroup_size=16, work_group_size=[48,1]} {
-    parallel {
+"""),
+    "whole_subgroups_under_a_condition": spmd(
+        "%A: memref<f32x16x8>, %B: memref<f32x16x8>, %C: memref<f32x16x1>", """\
         %g = subgroup_linear_id : i32
         %one = constant 1 : i32
         %is1 = equal %g, %one : bool
@@ -524,8 +472,7 @@ func @g(%A: memref<f32x16x8>, %B: memref<f32x16x8>, %C: memref<f32x16x1>) attrib
             cooperative_matrix_store %r, %C[%c0, %c0]
             cooperative_matrix_store %n, %B[%c0, %x]
         }
-    }
-}""",
+""", work_items=48),
     "alloca_per_trip": """\
 func @g(%A: memref<f32x4>) {
     %c0 = constant 0 : index
