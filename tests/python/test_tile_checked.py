@@ -491,7 +491,7 @@ func @g(%A: memref<f32x4>) {
 }
 
 
-def _passing_args(name: str) -> list:
+def passing_args(name: str) -> list:
     """Distinct values in every argument (column-major matrices)."""
     program = ttlc.parse(PASSING[name], FILE)
     out = []
@@ -509,10 +509,10 @@ def test_kernels_keeping_the_rules_report_nothing_and_write_what_the_interpreter
     """Checked code finds nothing in them; checked or not, it writes what the
     interpreter writes (a uniform operand is the first running work-item's, not the
     subgroup's first work-item's)."""
-    want = _passing_args(name)
+    want = passing_args(name)
     ttlc.compile(PASSING[name], target="interp", checked=True, filename=FILE)["g"](*want)
     program = ttlc.parse(PASSING[name], FILE)
-    got = _passing_args(name)
+    got = passing_args(name)
     simulate.run(translate(program, checked=checked).entries[0], program.functions[0], got, (1, 1, 1), FILE)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
