@@ -518,6 +518,26 @@ def test_kernels_keeping_the_rules_report_nothing_and_write_what_the_interpreter
         np.testing.assert_array_equal(g, w)
 
 
+def _first_class() -> dict:
+    import test_tile_backend
+
+    return test_tile_backend.FIRST_CLASS
+
+
+@pytest.mark.parametrize("name", sorted(_first_class()))
+def test_every_kind_of_kernel_checked_reports_nothing_and_writes_what_the_interpreter_writes(name):
+    """The first class of target cuda-tile (one kernel of each kind: BLAS, SPMD regions,
+    foreach_tile, coopmatrices, subgroup operations, allocas), checked: no finding where
+    the interpreter has none, and the same results."""
+    import test_tile_backend
+
+    def run(text, kernel, args, grid):
+        program = ttlc.parse(text, FILE)
+        k = [f.name for f in program.functions].index(kernel)
+        simulate.run(translate(program, checked=True).entries[k], program.functions[k], args, grid, FILE)
+    test_tile_backend._compare_meaning(_first_class()[name], "k", run=run)
+
+
 def test_unchecked_entries_have_no_record_and_no_checks():
     """Unchecked code is what it was: the entry ABI's parameters alone, no atomic
     compare-and-swap, no read of a record."""
