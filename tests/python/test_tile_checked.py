@@ -301,6 +301,12 @@ SUBGROUP_FAULTS = {
 """ + STORE_AT_I + """\
         }
 """), "other", lanes_i32),
+    # a subgroup's access names no work-item, as the interpreter's
+    "null_coopmatrix": Fault(spmd("%A: memref<f32x8x8>, %B: memref<f32x8x8>", """\
+        %c0 = constant 0 : index
+        %m = cooperative_matrix_load.n %A[%c0, %c0] : coopmatrix<f32x8x8,matrix_acc>   ; OFFENDING
+        cooperative_matrix_store %m, %B[%c0, %c0]
+"""), "null", lambda: (None, matrix(8, 8))),
     "lifetime_collective": Fault("""\
 func @g(%A: memref<f32x4>) {
     %L = alloca : memref<f32x4,local>
