@@ -524,6 +524,27 @@ def test_kernels_keeping_the_rules_report_nothing_and_write_what_the_interpreter
         np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.parametrize("element", ["f16", "bf16", "f64", "i8"])
+def test_a_non_uniform_number_of_each_type_reads_as_the_interpreters_finding(element):
+    """The record holds a float's bits (a bf16 as an f32): the values read back as the
+    interpreter prints them."""
+    import ml_dtypes
+
+    fault = Fault(spmd(f"%B: memref<{element}x16x16>", HALVES + f"""\
+        %w = cast %q : {element}
+        %m = cooperative_matrix_construct %w : coopmatrix<{element}x16x16,matrix_acc>   ; OFFENDING
+        %c0 = constant 0 : index
+        cooperative_matrix_store %m, %B[%c0, %c0]
+"""), "other", lambda: (np.zeros((16, 16), {"f16": np.float16, "bf16": ml_dtypes.bfloat16,
+                                            "f64": np.float64, "i8": np.int8}[element], order="F"),))
+    program = ttlc.parse(fault.text, FILE)
+    with pytest.raises(ttlc.KernelError) as e:
+        simulate.run(translate(program, checked=True).entries[0], program.functions[0], fault.args(),
+                     fault.grid, FILE)
+    assert str(e.value) == interp_finding(fault)
+    assert "(1" in str(e.value) and "0 at subgroup-local id 0)" in str(e.value)
+
+
 def _first_class() -> dict:
     import test_tile_backend
 

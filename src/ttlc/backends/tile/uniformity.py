@@ -52,7 +52,12 @@ def _reduce(t: Translator, x: Value, name: str, identity) -> Value:
 
 
 def _index(t: Translator, G: int) -> Value:
+    """The subgroups' numbers, 0 to G - 1."""
     return t.b.one("iota", Tile(I32, (G,)))
+
+
+def _not(t: Translator, x: Value) -> Value:
+    return t.binary("xori", x, t.const("i1", True, x.type.shape))
 
 
 def _who(t: Translator, lane: Value) -> Callable[[Value], Value]:
@@ -75,7 +80,7 @@ def whole_subgroup(t: Translator) -> None:
     G, S = m.type.shape
     some = _reduce(t, m, "ori", False)
     every = _reduce(t, m, "andi", True)
-    partial = t.binary("andi", some, t.binary("xori", every, t.const("i1", True, (G,))))
+    partial = t.binary("andi", some, _not(t, every))
     lanes = bcast(t, iota(t, S, 2, 1), (G, S))
     idle = _reduce(t, t.select(m, t.const("i32", S - 1, (G, S)), lanes), "mini", S - 1)
     checks.fail_if(t, partial, E_PARTIAL, [t.convert(_index(t, G), "i64")], item=_who(t, idle))
@@ -83,10 +88,12 @@ def whole_subgroup(t: Translator) -> None:
 
 def _comparable(t: Translator, v: Value):
     """`v` as i64 bits for the record, and how many bytes of a float they hold (0: an
-    integer or address)."""
+    integer or address; a bf16 as the f32 of its value, the record's floats being IEEE)."""
     element = v.type.element
     if isinstance(element, Ptr):
         return t.b.one("ptr_to_int", Tile(I64, v.type.shape), source=v), 0
+    if element.name == "bf16":
+        return _comparable(t, t.convert(v, "f32"))
     if element.is_float:
         bits = t.b.one("bitcast", Tile(Scalar(f"i{element.bits}"), v.type.shape), source=v)
         return t.convert(bits, "i64"), element.bits // 8
@@ -114,7 +121,7 @@ def uniform(t: Translator, v: Value, what: str) -> None:
         same = _same(t, subgroups(t, v), across(first_running(t, v)))
     else:
         same = t.compare("equal", subgroups(t, bits), across(first))
-    differ = t.binary("andi", m, t.binary("xori", same, t.const("i1", True, (G, S))))
+    differ = t.binary("andi", m, _not(t, same))
     flat = lambda x: reshape(t, across(x), (t.lanes,))  # noqa: E731
     checks.fail_if(t, reshape(t, differ, (t.lanes,)), E_UNIFORM,
                    [UNIFORM_OPERANDS.index(what), bits, flat(first), flat(t.convert(first_active(t), "i64")),
@@ -148,7 +155,7 @@ def broadcast_lane(t: Translator, lane: Value) -> None:
     chosen = equal(t, iota(t, S, 2, 1), reshape(t, lane, (G, 1)))
     source_runs = pick(t, chosen, m, [1])
     runs = _reduce(t, m, "ori", False)
-    idle = t.binary("xori", source_runs, t.const("i1", True, (G,)))
+    idle = _not(t, source_runs)
     bad = t.binary("andi", runs, t.binary("ori", outside, idle))
     kind = t.select(outside, t.const("i64", 0, (G,)), t.const("i64", 1, (G,)))
     checks.fail_if(t, bad, E_BROADCAST, [kind, t.convert(lane, "i64"), S], item=_who(t, first_active(t)))
