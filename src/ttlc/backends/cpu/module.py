@@ -506,7 +506,7 @@ class CpuModule(Module):
 
     def _error(self, info, err) -> KernelError:
         return kernel_error(self.program.filename, info.name, err, info.instructions,
-                            info.config.work_group_size, info.locals,
+                            info.config.work_group_size, [name for *_, name in info.locals],
                             lambda d: _race(info, d))
 
 
