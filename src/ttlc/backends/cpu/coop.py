@@ -40,7 +40,7 @@ from .function import FunctionCodegen, lane_loop
 from .memory import (_align, _component_ptrs, _masked_load, _masked_store, _note_write,
                      _store_atomic, atomic_update, check_alive, elem_type, is_null, lt_size)
 from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, MemVal,
-                     VectorConstant, is_vec, parts)
+                     VectorConstant, is_vec, parts, undef_of, zero_of)
 
 
 def _vt(t: CoopMatrixType) -> ir.VectorType:
@@ -92,12 +92,12 @@ def splat_n(cg: FunctionCodegen, x, n: int):
     vt = ir.VectorType(x.type, n)
     if isinstance(x, ir.Constant):
         return VectorConstant(x.type, [x.constant] * n)
-    v = cg.b.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(I32, 0))
-    return cg.b.shuffle_vector(v, ir.Constant(vt, ir.Undefined), _consts([0] * n))
+    v = cg.b.insert_element(undef_of(vt), x, ir.Constant(I32, 0))
+    return cg.b.shuffle_vector(v, undef_of(vt), _consts([0] * n))
 
 
 def zero_mat(t: CoopMatrixType):
-    z = ir.Constant(_vt(t), None)
+    z = zero_of(_vt(t))
     return Cplx(z, z) if t.component.is_complex else z
 
 
@@ -125,7 +125,7 @@ def whole_subgroups(cg: FunctionCodegen) -> None:
     if not cg.checked or cg.mask is None:
         return
     b, S = cg.b, cg.S
-    ones = ir.Constant(ir.VectorType(I1, S), [1] * S)
+    ones = VectorConstant(I1, [1] * S)
     saved, cg.mask = cg.mask, None
     for g in range(subgroups(cg)):
         sub = b.shuffle_vector(saved, saved, _consts(range(g * S, g * S + S)))
@@ -172,7 +172,7 @@ def check_uniform(cg: FunctionCodegen, x: ir.Value, lane: ir.Value, g: int, what
         x = b.bitcast(x, ir.VectorType(ir.IntType(float_bytes * 8), x.type.count))
     ref = b.extract_element(x, lane)
     differ = b.icmp_unsigned("!=", x, cg.splat(ref))
-    inside = ir.Constant(ir.VectorType(I1, cg.W), [g * cg.S <= k < (g + 1) * cg.S
+    inside = VectorConstant(I1, [g * cg.S <= k < (g + 1) * cg.S
                                                    for k in range(cg.W)])
     cg.fail_if(b.and_(differ, inside), E_UNIFORM,
                [ir.Constant(I64, UNIFORM_OPERANDS.index(what)), x, ref,
@@ -275,11 +275,11 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
     else:
         ri, ci = b.add(xs, i_vec), b.add(ys, j_vec)
     s0, s1 = (cg.ival(s) for s in m.shape)
-    zero = ir.Constant(ir.VectorType(I64, n), None)
+    zero = zero_of(ir.VectorType(I64, n))
     in_rows = b.and_(b.icmp_signed(">=", ri, zero), b.icmp_signed("<", ri, splat_n(cg, s0, n)))
     in_cols = b.and_(b.icmp_signed(">=", ci, zero), b.icmp_signed("<", ci, splat_n(cg, s1, n)))
     row_guard, col_guard = (in_cols, in_rows) if transpose else (in_rows, in_cols)
-    valid = ir.Constant(ir.VectorType(I1, n), [1] * n)
+    valid = VectorConstant(I1, [1] * n)
     if checked in ("rows_checked", "both_checked"):
         valid = b.and_(valid, row_guard)
     if checked in ("cols_checked", "both_checked"):
@@ -368,7 +368,7 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
 
         def load(m: MemVal, off, valid, contiguous, at):
             if by_entry:
-                v = ir.Constant(ir.VectorType(lt, M * N), ir.Undefined)
+                v = undef_of(ir.VectorType(lt, M * N))
                 for c in range(N):
                     for r in range(M):
                         p = at(r, c)
@@ -408,7 +408,7 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
 def _gather_n(cg: FunctionCodegen, lt: ir.Type, ptrs, mask):
     vt = ir.VectorType(lt, ptrs.type.count)
     return cg.intrinsic("llvm.masked.gather", vt, [ptrs, ir.Constant(I32, lt_size(lt)), mask,
-                                                   ir.Constant(vt, None)], [vt, ptrs.type])
+                                                   zero_of(vt)], [vt, ptrs.type])
 
 
 def _scatter_n(cg: FunctionCodegen, v, ptrs, mask) -> None:
@@ -502,7 +502,7 @@ def emit_atomic(cg: FunctionCodegen, inst: Instruction):
             res = _entry_loop(cg, M * N, valid, one, types)
             if op != "store":
                 # components not accessed give 0
-                res = [b.select(valid, r, ir.Constant(r.type, None)) for r in res]
+                res = [b.select(valid, r, zero_of(r.type)) for r in res]
                 out["v"] = Cplx(*res) if comp.is_complex else res[0]
         _access(cg, inst, t, g, update)
         olds.append(out.get("v"))
@@ -586,7 +586,7 @@ def _rows(cg: FunctionCodegen, v, c: int, M: int, r0: int, lanes: int):
     if (r0, lanes) == (0, M):
         return _column(cg, v, c, M)
     n = (v.re if isinstance(v, Cplx) else v).type.count
-    zero = _map(lambda x: ir.Constant(x.type, None), v)
+    zero = _map(lambda x: zero_of(x.type), v)
     return shuffle(cg, v, zero, [c * M + r if r < M else n for r in range(r0, r0 + lanes)])
 
 
@@ -653,7 +653,7 @@ def emit_reduce(cg: FunctionCodegen, inst: Instruction):
 
 
 def _build(cg: FunctionCodegen, scalars: list, lt: ir.Type) -> ir.Value:
-    v = ir.Constant(ir.VectorType(lt, len(scalars)), ir.Undefined)
+    v = undef_of(ir.VectorType(lt, len(scalars)))
     for k, s in enumerate(scalars):
         v = cg.b.insert_element(v, s, ir.Constant(I32, k))
     return v
@@ -669,7 +669,7 @@ def extract(cg: FunctionCodegen, m: CoopVal, v: int):
     for mat in m.mats:
         idx = [int(cols[p, v]) * M + int(rows[p, v]) if valid[p, v] else n
                for p in range(cg.S)]
-        zero = _map(lambda x: ir.Constant(x.type, None), mat)
+        zero = _map(lambda x: zero_of(x.type), mat)
         pieces.append(shuffle(cg, mat, zero, idx))
     return concat(cg, pieces)
 
@@ -769,7 +769,7 @@ def _check_divisor(cg: FunctionCodegen, t: CoopMatrixType, a, c) -> None:
     owner = layout_of(t, cg.S).owners
     # entries in row-major order (the interpreter's): entry k is component by_rows[k]
     by_rows = [col * M + row for row in range(M) for col in range(N)]
-    order = ir.Constant(ir.VectorType(I32, n), by_rows)
+    order = VectorConstant(I32, by_rows)
     saved, cg.mask = cg.mask, None
     try:
         for g, (x, y) in enumerate(zip(a.mats, c.mats)):
@@ -778,7 +778,7 @@ def _check_divisor(cg: FunctionCodegen, t: CoopMatrixType, a, c) -> None:
                 zero = b.and_(zero, owner_mask(cg, t, saved, g))
             k = cg.first_lane(b.shuffle_vector(zero, zero, order))  # n when none: clamp
             k = b.select(b.icmp_unsigned("<", k, ir.Constant(I32, n)), k, ir.Constant(I32, 0))
-            owners = ir.Constant(ir.VectorType(I32, n), [g * cg.S + int(owner[e % M, e // M])
+            owners = VectorConstant(I32, [g * cg.S + int(owner[e % M, e // M])
                                                          for e in by_rows])
             cg.fail_if(cg.reduce_or(zero), E_COOP_DIV_ZERO,
                        [b.extract_element(x, b.extract_element(order, k)),
