@@ -252,11 +252,14 @@ def pinned(cg: FunctionCodegen, p: ir.Value) -> ir.Value:
 def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, fn) -> None:
     """Call fn(m, offsets, valid, contiguous, at) for subgroup g, under its activity.
 
-    offsets (i64 x M*N): element offsets of the components from m.ptr; valid (i1 x M*N):
+    offsets() (i64 x M*N): element offsets of the components from m.ptr; valid (i1 x M*N):
     the components accessed (the checked flags and the subgroup's activity);
     contiguous: which runs of the matrix are contiguous in memory (the memref's row
     stride is 1): "columns" (not transposed), "rows" (transposed) or None; at(r, c): a
-    pointer to component (r, c) (plain address arithmetic, no vector of offsets)."""
+    pointer to component (r, c) (plain address arithmetic, no vector of offsets).  The
+    vectors of indices and offsets are made only where used: accesses of whole tiles
+    through ``at`` need none of them, and writing them out for LLVM to delete was a
+    large part of the code generated for coopmatrix kernels."""
     b = cg.b
     lane = first_lane(cg, g) if cg.mask is not None else ir.Constant(I32, g * cg.S)
     m = memref_in(cg, cg.get(inst.slots["tensor"]), lane, g, "the memref")
@@ -266,24 +269,37 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
     checked = inst.modifier("checked")
     M, N = t.rows, t.cols
     n = M * N
-    rows = [e % M for e in range(n)]
-    cols = [e // M for e in range(n)]
-    i_vec, j_vec = _consts(rows, I64), _consts(cols, I64)
-    xs, ys = splat_n(cg, x, n), splat_n(cg, y, n)
-    if transpose:
-        ri, ci = b.add(xs, j_vec), b.add(ys, i_vec)
-    else:
-        ri, ci = b.add(xs, i_vec), b.add(ys, j_vec)
     s0, s1 = (cg.ival(s) for s in m.shape)
-    zero = zero_of(ir.VectorType(I64, n))
-    in_rows = b.and_(b.icmp_signed(">=", ri, zero), b.icmp_signed("<", ri, splat_n(cg, s0, n)))
-    in_cols = b.and_(b.icmp_signed(">=", ci, zero), b.icmp_signed("<", ci, splat_n(cg, s1, n)))
-    row_guard, col_guard = (in_cols, in_rows) if transpose else (in_rows, in_cols)
+    st0, st1 = (cg.ival(s) for s in m.stride)
+    made = {}
+
+    def indices():
+        """(row indices, column indices) of the components in the memref."""
+        if "indices" not in made:
+            i_vec = _consts([e % M for e in range(n)], I64)
+            j_vec = _consts([e // M for e in range(n)], I64)
+            xs, ys = splat_n(cg, x, n), splat_n(cg, y, n)
+            made["indices"] = ((b.add(xs, j_vec), b.add(ys, i_vec)) if transpose else
+                               (b.add(xs, i_vec), b.add(ys, j_vec)))
+        return made["indices"]
+
+    def offsets():
+        if "offsets" not in made:
+            ri, ci = indices()
+            made["offsets"] = b.add(b.mul(ri, splat_n(cg, st0, n)), b.mul(ci, splat_n(cg, st1, n)))
+        return made["offsets"]
+
     valid = VectorConstant(I1, [1] * n)
-    if checked in ("rows_checked", "both_checked"):
-        valid = b.and_(valid, row_guard)
-    if checked in ("cols_checked", "both_checked"):
-        valid = b.and_(valid, col_guard)
+    if checked is not None or cg.checked:
+        ri, ci = indices()
+        zero = zero_of(ir.VectorType(I64, n))
+        in_rows = b.and_(b.icmp_signed(">=", ri, zero), b.icmp_signed("<", ri, splat_n(cg, s0, n)))
+        in_cols = b.and_(b.icmp_signed(">=", ci, zero), b.icmp_signed("<", ci, splat_n(cg, s1, n)))
+        row_guard, col_guard = (in_cols, in_rows) if transpose else (in_rows, in_cols)
+        if checked in ("rows_checked", "both_checked"):
+            valid = b.and_(valid, row_guard)
+        if checked in ("cols_checked", "both_checked"):
+            valid = b.and_(valid, col_guard)
     active = subgroup_active(cg, g)
     if cg.checked:
         null = b.and_(is_null(cg, m), cg.reduce_or(valid))
@@ -292,7 +308,7 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         saved, cg.mask = cg.mask, None
         cg.fail_if(null, E_NULL, lane=lane)
         cg.mask = saved
-        bad = b.and_(valid, b.xor(b.and_(in_rows, in_cols), ir.Constant(valid.type, [1] * n)))
+        bad = b.and_(valid, b.xor(b.and_(in_rows, in_cols), VectorConstant(I1, [1] * n)))
         # the first bad component in row-major order (as the interpreter reports it)
         by_rows = [c * M + r for r in range(M) for c in range(N)]
         k = cg.first_lane(b.shuffle_vector(bad, bad, _consts(by_rows)))
@@ -309,8 +325,6 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         check_alive(cg, inst.slots["tensor"])
     if active is not None:
         valid = b.and_(valid, splat_n(cg, active, n))
-    st0, st1 = (cg.ival(s) for s in m.stride)
-    off = b.add(b.mul(ri, splat_n(cg, st0, n)), b.mul(ci, splat_n(cg, st1, n)))
     contiguous = ("rows" if transpose else "columns") if _unit_row_stride(m) else None
 
     origin = []
@@ -333,10 +347,10 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
                                        b.mul(ir.Constant(I64, j), st1))], source_etype=et)
     if cg.races is not None and races.is_local(m.type):
         size = splat_n(cg, ir.Constant(I64, m.type.element.size), n)
-        addrs = b.add(splat_n(cg, b.ptrtoint(m.ptr, I64), n), b.mul(off, size))
+        addrs = b.add(splat_n(cg, b.ptrtoint(m.ptr, I64), n), b.mul(offsets(), size))
         me = b.add(b.load(cg.races.base, typ=I64), b.zext(lane, I64))
-        races.track(cg, inst, addrs, valid, splat_n(cg, me, n), [ri, ci], lambda k: lane)
-    fn(m, off, valid, contiguous, at)
+        races.track(cg, inst, addrs, valid, splat_n(cg, me, n), list(indices()), lambda k: lane)
+    fn(m, offsets, valid, contiguous, at)
 
 
 def _column(cg: FunctionCodegen, v, c: int, M: int):
@@ -366,7 +380,7 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
     for g in range(subgroups(cg)):
         result = {}
 
-        def load(m: MemVal, off, valid, contiguous, at):
+        def load(m: MemVal, offsets, valid, contiguous, at):
             if by_entry:
                 v = undef_of(ir.VectorType(lt, M * N))
                 for c in range(N):
@@ -394,7 +408,7 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
                 result["v"] = shuffle(cg, by_rows, by_rows,
                                       [(e % M) * N + e // M for e in range(M * N)])
                 return
-            ptrs = b.gep(splat_n(cg, m.ptr, M * N), [off], source_etype=elem_type(comp))
+            ptrs = b.gep(splat_n(cg, m.ptr, M * N), [offsets()], source_etype=elem_type(comp))
             if comp.is_complex:
                 pi = b.gep(ptrs, [_consts([1] * (M * N), I64)], source_etype=lt)
                 result["v"] = Cplx(_gather_n(cg, lt, ptrs, valid), _gather_n(cg, lt, pi, valid))
@@ -435,7 +449,7 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
     for g in range(subgroups(cg)):
         mat = value.mats[g]
 
-        def store(m: MemVal, off, valid, contiguous, at):
+        def store(m: MemVal, offsets, valid, contiguous, at):
             if contiguous == "columns" and not comp.is_complex:
                 for c in range(N):
                     p = at(0, c)
@@ -446,7 +460,7 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
                 for r in range(M):
                     _masked_store(cg, _row(cg, mat, r, M, N), at(r, 0), _row(cg, valid, r, M, N))
                 return
-            ptrs = b.gep(splat_n(cg, m.ptr, M * N), [off], source_etype=elem_type(comp))
+            ptrs = b.gep(splat_n(cg, m.ptr, M * N), [offsets()], source_etype=elem_type(comp))
             if comp.is_complex:
                 pi = b.gep(ptrs, [_consts([1] * (M * N), I64)], source_etype=lt)
                 _scatter_n(cg, mat.re, ptrs, valid)
@@ -483,8 +497,8 @@ def emit_atomic(cg: FunctionCodegen, inst: Instruction):
         mat = value.mats[g]
         out = {}
 
-        def update(m: MemVal, off, valid, contiguous, at):
-            ptrs = b.gep(splat_n(cg, m.ptr, M * N), [off], source_etype=elem_type(comp))
+        def update(m: MemVal, offsets, valid, contiguous, at):
+            ptrs = b.gep(splat_n(cg, m.ptr, M * N), [offsets()], source_etype=elem_type(comp))
 
             def one(e):
                 p = b.extract_element(ptrs, e)
