@@ -131,6 +131,24 @@ def test_folding_builder_shuffles_constants():
     assert b.block.instructions == [kept]
 
 
+def test_folding_builder_extracts_inserted_entries():
+    b = _builder()
+    x, v = b.function.args
+    four = ir.VectorType(I32, 4)
+    y = b.add(x, x)
+    built = b.insert_element(b.insert_element(UndefVector(four), x, ir.Constant(I32, 2)), y,
+                             ir.Constant(I32, 0))
+    before = list(b.block.instructions)
+    assert b.extract_element(built, ir.Constant(I32, 2)) is x
+    assert b.extract_element(built, ir.Constant(I64, 0)) is y
+    assert b.block.instructions == before  # nothing emitted
+    kept = [b.extract_element(built, ir.Constant(I32, 1)),  # never inserted: undef
+            b.extract_element(built, x),  # a position known only when run
+            b.extract_element(v, ir.Constant(I32, 0))]
+    assert [i.opname for i in kept] == ["extractelement"] * 3
+    assert [i.operands[0] for i in kept] == [built, built, v]
+
+
 def test_short_vector_constants_keep_values_apart():
     """(a signed zero is not the other zero; a splat is not a vector with one lane else)"""
     assert llvm_reads(VectorConstant(F64, [-0.0] * 4)) != llvm_reads(VectorConstant(F64, [0.0] * 4))

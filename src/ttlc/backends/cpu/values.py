@@ -131,8 +131,8 @@ def undef_of(t: ir.Type) -> ir.Constant:
 
 class FoldingBuilder(ir.IRBuilder):
     """An IRBuilder whose integer ``add``, ``sub``, ``mul`` and ``shuffle_vector`` of
-    constants give the constant (wrapped to the type's width), and ``x + 0``, ``x - 0``,
-    ``x * 1`` give x.
+    constants give the constant (wrapped to the type's width), ``x + 0``, ``x - 0``,
+    ``x * 1`` give x, and ``extract_element`` of an inserted entry gives that entry.
 
     Address arithmetic of unrolled coopmatrix code is mostly such instructions (offsets
     ``r * 1 + c * ld`` with constant r and c): written out, they were a third of the LLVM
@@ -146,6 +146,20 @@ class FoldingBuilder(ir.IRBuilder):
 
     def mul(self, lhs, rhs, name="", flags=()):
         return _fold("mul", lhs, rhs, 1, (lhs, rhs)) or super().mul(lhs, rhs, name, flags)
+
+    def extract_element(self, vector, idx, name=""):
+        """An entry of a vector built by insertelements at constant positions (B's
+        entries in mul_add) is the value inserted there."""
+        at = _ints(idx)
+        v = vector
+        while at is not None and isinstance(v, ir.instructions.InsertElement):
+            where = _ints(v.operands[2])
+            if where is None:
+                break
+            if where == at:
+                return v.operands[1]
+            v = v.operands[0]
+        return super().extract_element(vector, idx, name)
 
     def shuffle_vector(self, vector1, vector2, mask, name=""):
         """A shuffle of integer constants (the masks of unmasked coopmatrix accesses) is
