@@ -139,13 +139,16 @@ class FoldingBuilder(ir.IRBuilder):
     IR, which LLVM parsed and folded again for every kernel."""
 
     def add(self, lhs, rhs, name="", flags=()):
-        return _fold("add", lhs, rhs, 0, (lhs, rhs)) or super().add(lhs, rhs, name, flags)
+        folded = _fold("add", lhs, rhs, 0, (lhs, rhs))
+        return super().add(lhs, rhs, name, flags) if folded is None else folded
 
     def sub(self, lhs, rhs, name="", flags=()):
-        return _fold("sub", lhs, rhs, 0, (lhs,)) or super().sub(lhs, rhs, name, flags)
+        folded = _fold("sub", lhs, rhs, 0, (lhs,))
+        return super().sub(lhs, rhs, name, flags) if folded is None else folded
 
     def mul(self, lhs, rhs, name="", flags=()):
-        return _fold("mul", lhs, rhs, 1, (lhs, rhs)) or super().mul(lhs, rhs, name, flags)
+        folded = _fold("mul", lhs, rhs, 1, (lhs, rhs))
+        return super().mul(lhs, rhs, name, flags) if folded is None else folded
 
     def extract_element(self, vector, idx, name=""):
         """An entry of a vector built by insertelements at constant positions (B's
