@@ -19,8 +19,8 @@ from ...ir.ops import ARITH_BINARY, ARITH_UNARY, BUILTIN_TYPES
 from ...ir.types import SCALAR_TYPES, BoolType, ScalarType, Type
 from ...runtime.findings import E_DIV_ZERO
 from .function import FunctionCodegen, lane_loop
-from .values import (COMPONENT, F32, F64, I1, I16, I32, LLTYPE, Cplx, Lanes, VectorConstant, is_vec,
-                     undef_of)
+from .values import (COMPONENT, F32, F64, I1, I16, I32, LLTYPE, Cplx, Lanes, VectorConstant,
+                     is_vec, undef_of)
 def emit_constant(cg: FunctionCodegen, inst: Instruction):
     return constant(inst.results[0].type, inst.attrs["value"])
 

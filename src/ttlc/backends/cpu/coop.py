@@ -172,8 +172,7 @@ def check_uniform(cg: FunctionCodegen, x: ir.Value, lane: ir.Value, g: int, what
         x = b.bitcast(x, ir.VectorType(ir.IntType(float_bytes * 8), x.type.count))
     ref = b.extract_element(x, lane)
     differ = b.icmp_unsigned("!=", x, cg.splat(ref))
-    inside = VectorConstant(I1, [g * cg.S <= k < (g + 1) * cg.S
-                                                   for k in range(cg.W)])
+    inside = VectorConstant(I1, [g * cg.S <= k < (g + 1) * cg.S for k in range(cg.W)])
     cg.fail_if(b.and_(differ, inside), E_UNIFORM,
                [ir.Constant(I64, UNIFORM_OPERANDS.index(what)), x, ref,
                 b.sub(lane, ir.Constant(I32, g * cg.S)), ir.Constant(I64, g),
@@ -793,7 +792,7 @@ def _check_divisor(cg: FunctionCodegen, t: CoopMatrixType, a, c) -> None:
             k = cg.first_lane(b.shuffle_vector(zero, zero, order))  # n when none: clamp
             k = b.select(b.icmp_unsigned("<", k, ir.Constant(I32, n)), k, ir.Constant(I32, 0))
             owners = VectorConstant(I32, [g * cg.S + int(owner[e % M, e // M])
-                                                         for e in by_rows])
+                                          for e in by_rows])
             cg.fail_if(cg.reduce_or(zero), E_COOP_DIV_ZERO,
                        [b.extract_element(x, b.extract_element(order, k)),
                         b.udiv(k, ir.Constant(I32, N)), b.urem(k, ir.Constant(I32, N))],

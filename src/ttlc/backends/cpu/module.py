@@ -76,9 +76,9 @@ def cache_key(program: Program, checked: bool, machine: Target) -> str:
     from ...version import __version__
     import llvmlite
 
-    return cache.key("ttlc", __version__, cache.compiler_version(), "llvmlite", llvmlite.__version__,
-                     f"target {machine.name}", f"checked={checked}", jit.versions(), str(program),
-                     _locations(program))
+    return cache.key("ttlc", __version__, cache.compiler_version(), "llvmlite",
+                     llvmlite.__version__, f"target {machine.name}", f"checked={checked}",
+                     jit.versions(), str(program), _locations(program))
 
 
 def _machine() -> Target:
