@@ -347,6 +347,112 @@ FAULTS = {
         }
     }
 }""", lambda: [F32(8, 8), np.zeros((8, 8), np.float32, order="F")]),
+    "broadcast_outside": ("""func @k(%A: memref<i32x?>, %l: i32) attributes {subgroup_size=16} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %x = subgroup_broadcast %i, %l : i32
+        %k = cast %i : index
+        store %x, %A[%k]
+    }
+}""", lambda: [np.zeros(16, np.int32), -1]),
+    "broadcast_inactive": ("""func @k(%A: memref<i32x?>) attributes {subgroup_size=16} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %four = constant 4 : i32
+        %low = less_than %i, %four : bool
+        if %low {
+            %six = constant 6 : i32
+            %x = subgroup_broadcast %i, %six : i32
+            %k = cast %i : index
+            store %x, %A[%k]
+        }
+    }
+}""", lambda: [np.zeros(16, np.int32)]),
+    "construct": ("""func @k(%B: memref<f32x8x8>) attributes {subgroup_size=16} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %eight = constant 8 : i32
+        %q = div %i, %eight : i32
+        %f = cast %q : f32
+        %m = cooperative_matrix_construct %f : coopmatrix<f32x8x8, matrix_acc>
+        %c0 = constant 0 : index
+        cooperative_matrix_store %m, %B[%c0, %c0]
+    }
+}""", lambda: [np.zeros((8, 8), np.float32, order="F")]),
+    "scale": ("""func @k(%A: memref<i16x8x8>, %B: memref<i16x8x8>) attributes {subgroup_size=16} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %five = constant 5 : i32
+        %q = sub %i, %five : i32
+        %s = cast %q : i16
+        %c0 = constant 0 : index
+        %m = cooperative_matrix_load.n %A[%c0, %c0] : coopmatrix<i16x8x8, matrix_acc>
+        %r = cooperative_matrix_scale %s, %m : coopmatrix<i16x8x8, matrix_acc>
+        cooperative_matrix_store %r, %B[%c0, %c0]
+    }
+}""", lambda: [np.ones((8, 8), np.int16, order="F"), np.zeros((8, 8), np.int16, order="F")]),
+    "prefetch_partial": ("""func @k(%A: memref<f32x?x?>) attributes {subgroup_size=16} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %three = constant 3 : i32
+        %is3 = equal %i, %three : bool
+        if %is3 {
+            %c0 = constant 0 : index
+            cooperative_matrix_prefetch 1, %A[%c0, %c0], 8, 8
+        }
+    }
+}""", lambda: [F32(8, 8)]),
+    "prefetch_position": ("""func @k(%A: memref<f32x?x?>) attributes {subgroup_size=16} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %eight = constant 8 : i32
+        %q = div %i, %eight : i32
+        %y = cast %q : index
+        %c0 = constant 0 : index
+        cooperative_matrix_prefetch 1, %A[%c0, %y], 4, 4
+    }
+}""", lambda: [F32(16, 8)]),
+    "lifetime": ("""func @k(%A: memref<f32x16>) attributes {subgroup_size=16, work_group_size=[16,1]} {
+    %L = alloca : memref<f32x16, local>
+    %c3 = constant 3 : index
+    %s = subview %L[%c3:4] : memref<f32x4, local>
+    lifetime_stop %L
+    parallel {
+        %i = subgroup_local_id : i32
+        %three = constant 3 : i32
+        %k = cast %i : index
+        %ge = greater_than_equal %i, %three : bool
+        if %ge {
+            %c0 = constant 0 : index
+            %x = load %s[%c0] : f32
+            store %x, %A[%k]
+        }
+    }
+}""", lambda: [np.zeros(16, np.float32)]),
+    "coop_lifetime": ("""func @k(%B: memref<f32x8x8>) attributes {subgroup_size=16} {
+    %L = alloca : memref<f32x8x8, local>
+    lifetime_stop %L
+    parallel {
+        %c0 = constant 0 : index
+        %m = cooperative_matrix_load.n %L[%c0, %c0] : coopmatrix<f32x8x8, matrix_acc>
+        cooperative_matrix_store %m, %B[%c0, %c0]
+    }
+}""", lambda: [np.zeros((8, 8), np.float32, order="F")]),
+    "coop_null": ("""func @k(%A: memref<f32x8x8>, %B: memref<f32x8x8>) attributes {subgroup_size=16} {
+    parallel {
+        %c0 = constant 0 : index
+        %m = cooperative_matrix_load.n %A[%c0, %c0] : coopmatrix<f32x8x8, matrix_acc>
+        cooperative_matrix_store %m, %B[%c0, %c0]
+    }
+}""", lambda: [None, np.zeros((8, 8), np.float32, order="F")]),
+    "coop_store_t": ("""func @k(%A: memref<f32x8x8>, %B: memref<f32x?x?>) attributes {subgroup_size=16} {
+    parallel {
+        %c0 = constant 0 : index
+        %c2 = constant 2 : index
+        %m = cooperative_matrix_load.n %A[%c0, %c0] : coopmatrix<f32x8x8, matrix_acc>
+        cooperative_matrix_store.t.rows_checked %m, %B[%c2, %c0]
+    }
+}""", lambda: [F32(8, 8), np.zeros((9, 6), np.float32, order="F")]),
 }
 
 
@@ -362,19 +468,49 @@ def _finding(target: str, name: str, grid=(2, 1, 1)) -> str:
 
 
 @needs_device
-@pytest.mark.parametrize("name", sorted(set(FAULTS) - {"coop"}))
+@pytest.mark.parametrize("name", sorted(FAULTS))
 def test_checked_findings_read_as_on_the_interpreter(name):
     assert _finding("opencl", name) == _finding("interp", name)
 
 
+#: a coopmatrix load of 8 x 8 from a 12 x 10 memref at dynamic positions (x, y)
+COOP_BOUNDS = """func @k(%A: memref<f32x?x?>, %B: memref<f32x8x8>, %x: index, %y: index)
+        attributes {subgroup_size=16} {
+    parallel {
+        %c0 = constant 0 : index
+        %m = cooperative_matrix_load${SUFFIX} %A[%x, %y] : coopmatrix<f32x8x8, matrix_acc>
+        cooperative_matrix_store %m, %B[%c0, %c0]
+    }
+}"""
+
+
+def _outcome(module, x: int, y: int):
+    """The KernelError's message of a checked launch, or the matrix loaded."""
+    B = np.zeros((8, 8), np.float32, order="F")
+    try:
+        module["k"](F32(12, 10), B, x, y)
+    except ttlc.KernelError as e:
+        return str(e)
+    return B.tolist()
+
+
 @needs_device
-def test_checked_coopmatrix_accesses_are_element_accesses():
-    """A coopmatrix load past its memref is found at the same instruction and work-item;
-    lower-simt made it element loads, so the message names the element's index."""
-    got, want = _finding("opencl", "coop"), _finding("interp", "coop")
-    assert finding(ttlc.KernelError(got)) == finding(ttlc.KernelError(want))
-    assert got.split(": index")[0] == want.split(": component")[0]
-    assert "index 6 of mode 1 is out of bounds (size 6)" in got
+@pytest.mark.parametrize("suffix", [t + f for t in ("", ".t") for f in
+                                    ("", ".rows_checked", ".cols_checked", ".both_checked")])
+def test_coopmatrix_accesses_past_the_memref_read_as_on_the_interpreter(suffix):
+    """Spec: cooperative_matrix_load, its table of which components are accessed under
+    each checked flag.  The first component outside the memref, row by row, and the
+    index it reaches, at positions before, inside and past each mode, as the
+    interpreter names them; where none is outside, the same matrix."""
+    text = COOP_BOUNDS.replace("${SUFFIX}", suffix)
+    interp, opencl = (ttlc.compile(text, target=t, checked=True) for t in ("interp", "opencl"))
+    errors = 0
+    for x in (-9, -3, 0, 4, 7, 12):
+        for y in (-2, 0, 2, 5, 10):
+            want = _outcome(interp, x, y)
+            assert _outcome(opencl, x, y) == want, (x, y)
+            errors += isinstance(want, str)
+    assert errors > 0 if suffix[-12:] != "both_checked" else errors == 0
 
 
 @needs_device

@@ -187,8 +187,8 @@ class OpenCLModule(Module):
             lowered = codegen.lower(program, machine, checked)
             spirv = codegen.generate(lowered, machine, checked)
             self.binary = spirv.binary()
-            #: per kernel, the instructions its findings name (checked code)
-            self.instructions = spirv.findings
+            #: per kernel, the instructions and allocas its findings name (checked code)
+            self.instructions, self.locals = spirv.findings, spirv.locals
         except (CompileError, RecursionError):
             raise
         except Exception as e:  # a bug in a pass or the emitter: never a raw exception
@@ -243,7 +243,8 @@ class OpenCLModule(Module):
             if found is not None:
                 raise kernel_error(self.program.filename, func.name, found,
                                    self.instructions[func.name],
-                                   self.configs[func.name].work_group_size)
+                                   self.configs[func.name].work_group_size,
+                                   self.locals[func.name])
 
     @staticmethod
     def _arguments(t, v, arena: _Arena) -> list:
