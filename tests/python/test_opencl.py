@@ -513,6 +513,54 @@ def test_coopmatrix_accesses_past_the_memref_read_as_on_the_interpreter(suffix):
     assert errors > 0 if suffix[-12:] != "both_checked" else errors == 0
 
 
+#: what the tests above find, done right: a local buffer used in its lifetime (an alloca
+#: in a loop lives again), a broadcast from an argument lane, a construct and a scale of
+#: numbers uniform in the subgroup, a prefetch by the whole subgroup
+UNIFORM_AND_ALIVE = """func @k(%A: memref<f32x16>, %B: memref<f32x8x8>, %l: i32)
+        attributes {subgroup_size=16, work_group_size=[16,1]} {
+    %c0 = constant 0 : index
+    %c3 = constant 3 : index
+    for %t = %c0, %c3 {
+        %L = alloca : memref<f32x16, local>
+        parallel {
+            %i = subgroup_local_id : i32
+            %k = cast %i : index
+            %x = subgroup_broadcast %i, %l : i32
+            %f = cast %x : f32
+            store %f, %L[%k]
+        }
+        barrier.local
+        parallel {
+            %i = subgroup_local_id : i32
+            %k = cast %i : index
+            %v = load %L[%k] : f32
+            %a = load %A[%k] : f32
+            %s = add %a, %v : f32
+            store %s, %A[%k]
+        }
+        lifetime_stop %L
+    }
+    parallel {
+        %g = subgroup_id.x : i32
+        %u = add %g, %l : i32
+        %f = cast %u : f32
+        %m = cooperative_matrix_construct %f : coopmatrix<f32x8x8, matrix_acc>
+        %s = cooperative_matrix_scale %f, %m : coopmatrix<f32x8x8, matrix_acc>
+        cooperative_matrix_prefetch 1, %B[%c0, %c0], 8, 8
+        cooperative_matrix_store %s, %B[%c0, %c0]
+    }
+}"""
+
+
+@needs_device
+def test_checked_kernels_without_faults_run_as_unchecked():
+    for target in ("interp", "opencl"):
+        A, B = np.zeros(16, np.float32), np.zeros((8, 8), np.float32, order="F")
+        ttlc.compile(UNIFORM_AND_ALIVE, target=target, checked=True)["k"](A, B, 5)
+        assert np.array_equal(A, np.full(16, 15.0)), target  # 3 times work-item 5's id
+        assert np.array_equal(B, np.full((8, 8), 25.0)), target
+
+
 @needs_device
 def test_checked_code_writes_nothing_outside_the_arguments():
     """The issue's example: a subview past the end of a view of a larger array is found,
@@ -761,6 +809,32 @@ def test_subgroup_operations_the_device_lacks_are_a_compile_error(monkeypatch):
         assert re.search(r"subgroup_\w+: this subgroup operation \(a GroupNonUniform "
                          rf"instruction of SPIR-V 1.3\): not supported by {message}",
                          e.value.diagnostics[0][3]), e.value.diagnostics[0][3]
+
+
+@needs_device
+@pytest.mark.parametrize("spirv,lacks", [((1, 4), "cl_khr_subgroup_ballot"),
+                                         ((1, 2), "SPIR-V 1.3 and cl_khr_subgroup_ballot")])
+def test_checked_code_needing_ballots_the_device_lacks_is_a_compile_error(monkeypatch, spirv,
+                                                                          lacks):
+    """The uniformity tests of a coopmatrix load are ballots: on a device without
+    cl_khr_subgroup_ballot (or SPIR-V 1.3) checked code is refused at the load, naming
+    the device and what it lacks; unchecked, and checked code without ballots, build."""
+    from ttlc.backends.opencl import device
+
+    dev, _ = device.find()
+    monkeypatch.setattr(dev, "extensions", dev.extensions - {"cl_khr_subgroup_ballot"})
+    monkeypatch.setattr(dev, "spirv", spirv)
+    with pytest.raises(ttlc.CompileError) as e:
+        ttlc.compile(FAULTS["coop"][0], target="opencl", checked=True)
+    line, message = e.value.diagnostics[0][0], e.value.diagnostics[0][3]
+    assert line == 4, str(e.value)
+    assert message == ("cooperative_matrix_load: checked code tests it with subgroup ballots, "
+                       "which need SPIR-V 1.3 and cl_khr_subgroup_ballot; the OpenCL device "
+                       f"{dev.name} lacks {lacks} (compile it unchecked, or check it on target "
+                       "interp or cpu)")
+    ttlc.compile(FAULTS["coop"][0], target="opencl")
+    with pytest.raises(ttlc.KernelError, match="index 7 of mode 0 is out of bounds"):
+        ttlc.compile(FAULTS["load"][0], target="opencl", checked=True)["k"](*FAULTS["load"][1]())
 
 
 XE_MEMORY = """func @k(%E: memref<f32x?x?>, %G: memref<f32x16x8>, %H: memref<f16x4x16>,
