@@ -513,6 +513,34 @@ def test_coopmatrix_accesses_past_the_memref_read_as_on_the_interpreter(suffix):
     assert errors > 0 if suffix[-12:] != "both_checked" else errors == 0
 
 
+ELEMENT = """func @k(%A: memref<f32x?x3x?>, %B: memref<f32x1>, %i: index, %j: index, %l: index)
+        attributes {subgroup_size=16} {
+    %x = load %A[%i, %j, %l] : f32
+    %c0 = constant 0 : index
+    store %x, %B[%c0]
+}"""
+
+
+@needs_device
+def test_the_first_finding_of_an_element_access_is_reported():
+    """Spec: load, its Restrictions (a null memref, then each index in its mode, in order
+    of the modes): the first that fails is reported, as the interpreter reports it."""
+    interp, opencl = (ttlc.compile(ELEMENT, target=t, checked=True) for t in ("interp", "opencl"))
+    A = np.zeros((4, 3, 2), np.float32, order="F")
+    cases = [(A, 5, 3, 2), (A, 1, 3, 2), (A, 1, 1, 2), (A, -1, 1, -1), (A, 3, 2, 1),
+             (None, 5, 3, 2)]
+    for a, i, j, l in cases:
+        got, want = [], []
+        for module, out in ((interp, want), (opencl, got)):
+            try:
+                module["k"](a, np.zeros(1, np.float32), i, j, l)
+                out.append(None)
+            except ttlc.KernelError as e:
+                out.append(str(e))
+        assert got == want, (i, j, l)
+        assert (want[0] is None) == ((i, j, l) == (3, 2, 1)), want
+
+
 #: what the tests above find, done right: a local buffer used in its lifetime (an alloca
 #: in a loop lives again), a broadcast from an argument lane, a construct and a scale of
 #: numbers uniform in the subgroup, a prefetch by the whole subgroup
@@ -583,6 +611,13 @@ def test_checked_code_writes_nothing_outside_the_arguments():
     with pytest.raises(ttlc.KernelError, match="work-item \\(3, 0\\): index 13 of mode 0"):
         ttlc.compile(FAULTS["store_spmd"][0], target="opencl", checked=True)["k"](buf[:8])
     assert not buf.any()
+    # a coopmatrix store of 8 x 8 into the first 6 rows of an 8 x 8 array: nothing stored
+    text, make = FAULTS["coop_store_t"]
+    big = np.zeros((8, 8), np.float32, order="F")
+    with pytest.raises(ttlc.KernelError, match=r"component \(0, 6\) accesses index \(6, 0\)"):
+        ttlc.compile(text.replace("%c2, %c0", "%c0, %c0"), target="opencl",
+                     checked=True)["k"](make()[0], big[:6])
+    assert not big.any()
 
 
 @needs_device

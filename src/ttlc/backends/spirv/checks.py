@@ -28,6 +28,7 @@ find those).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
 
 from ...ir.builder import Builder
@@ -94,10 +95,20 @@ def inst_id(k: Kernel, inst: Instruction) -> int:
     return k.inst_ids[key]
 
 
+@dataclass(frozen=True)
+class _Id:
+    """An i64 id where a Static could be (a code or detail chosen at run time)."""
+
+    id: int
+
+
 def _i64(k: Kernel, x) -> int:
-    """An i64 id of a Static, an i64 id or a narrower integer id (of type ``bits``)."""
+    """An i64 id of a Static, an _Id, an i64 id or a narrower integer id (of type
+    ``bits``)."""
     if isinstance(x, tuple):  # (id, bits) of a narrower integer
         return k.op("SConvert", k.i64(), x[0]) if x[1] != 64 else x[0]
+    if isinstance(x, _Id):
+        return x.id
     return k.ival(x) if isinstance(x, Static) else x
 
 
@@ -120,11 +131,13 @@ def _word(k: Kernel, j: int) -> int:
                 k.c64(2 * j))
 
 
-def fail_if(k: Kernel, bad: int, code: int, details: Sequence = (),
+def fail_if(k: Kernel, bad: int, code, details: Sequence = (),
             item: Optional[int] = None) -> None:
     """Where ``bad`` holds: note the finding in this work-item's flag and report it
-    through the kernel's report function (``finish``; details: Statics or ids, i64
-    unless given as (id, bits); ``item``: the work-item named, if not this one)."""
+    through the kernel's report function (``finish``; code: an ``E_*`` or a Static-like
+    i64 id of one; details: Statics or ids, i64 unless given as (id, bits); ``item``:
+    the work-item named, if not this one)."""
+    code = k.c64(code) if isinstance(code, int) else code.id
     values = [_i64(k, d) for d in details][:ERR_DETAILS]
     values += [k.c64(0)] * (ERR_DETAILS - len(values))
     if k.report is None:
@@ -132,17 +145,23 @@ def fail_if(k: Kernel, bad: int, code: int, details: Sequence = (),
 
     def report() -> List[int]:
         k.op("Store", None, k.failed, k.m.constant_bool(True))
-        k.op("FunctionCall", k.m.type_void(), k.report, k.record, k.c64(code),
-             k.c64(inst_id(k, k.current)), work_item(k) if item is None else item, *values)
+        k.op("FunctionCall", k.m.type_void(), k.report, k.record, code,
+             k.c64(inst_id(k, k.current)),
+             k.c64(CALLER if k.spmd else -1) if item is None else item, *values)
         return []
     k.select(bad, report, [], [])
 
 
+#: the work-item a test passes to name the one that calls the report function (which
+#: computes its linear id there, once, rather than each test before its call)
+CALLER = -2
+
+
 def finish(k: Kernel) -> None:
     """After the kernel's function: the function its tests call to report a finding
-    (parameters: the error buffer, the code, the instruction, the work-item and the
-    details).  If this work-group is the lowest to make a finding so far, it writes the
-    finding into a record of its own."""
+    (parameters: the error buffer, the code, the instruction, the work-item (``CALLER``:
+    this one) and the details).  If this work-group is the lowest to make a finding so
+    far, it writes the finding into a record of its own."""
     if k.report is None:
         return
     m = k.m
@@ -172,6 +191,8 @@ def finish(k: Kernel) -> None:
         at = k.op("IAdd", i64, k.c64(HEADER), k.op("IMul", i64, k.c64(ERR_SLOTS), k.op(
             "UConvert", i64, k.op("UMod", i32, n, k.c32(RECORDS)))))
         code, inst, lane, *details = ids[1:]
+        lane = k.op("Select", i64, k.op("IEqual", bt, lane, k.c64(CALLER)), work_item(k, True),
+                    lane)
         for j, v in enumerate([code, *gid, inst, lane, *details]):
             k.op("Store", None, _slot(k, k.op("IAdd", i64, at, k.c64(j))), v)
         return []
@@ -181,10 +202,10 @@ def finish(k: Kernel) -> None:
     k.record = kernel_buffer
 
 
-def work_item(k: Kernel) -> int:
-    """The work-item a finding names: its linear id in SPMD code, -1 in collective code
-    (whose values every work-item shares)."""
-    if not k.spmd:
+def work_item(k: Kernel, spmd: bool = False) -> int:
+    """The work-item a finding names: its linear id in SPMD code (``spmd``: here), -1 in
+    collective code (whose values every work-item shares)."""
+    if not (k.spmd or spmd):
         return k.c64(-1)
     i64 = k.i64()
     local = k.builtin("LocalInvocationId")
@@ -201,9 +222,13 @@ def guarded(k: Kernel, bad: Optional[int], perform: Callable[[], List[int]],
     return k.select(k.op("LogicalNot", bt, stop), perform, types, [k.m.null(t) for t in types])
 
 
-def _outside(k: Kernel, i: int, n: int) -> int:
-    """i < 0 or i >= n (i64 ids)."""
+def _outside(k: Kernel, i, n) -> int:
+    """i < 0 or i >= n (Statics or i64 ids); one unsigned comparison where n is known
+    not to be negative (a negative i is then a number past it)."""
     bt = k.m.type_bool()
+    if isinstance(n, Static) and n.value >= 0:
+        return k.op("UGreaterThanEqual", bt, k.ival(i), k.ival(n))
+    i, n = k.ival(i), k.ival(n)
     return k.op("LogicalOr", bt, k.op("SLessThan", bt, i, k.c64(0)),
                 k.op("SGreaterThanEqual", bt, i, n))
 
@@ -215,28 +240,43 @@ def _static_inside(i, n) -> bool:
 def access(k: Kernel, inst: Instruction) -> Optional[int]:
     """Test an element access (a null memref, then each index against its mode's size,
     then local memory after its lifetime); the condition under which it must not happen
-    (None: never).  An access a coopmatrix instruction became is not reported: the test
-    of the instruction (``coop_access``) found whatever it would find."""
+    (None: never).  An access a coopmatrix instruction became is not tested: the test of
+    the instruction (``coop_access``) finds exactly the components it accesses outside
+    the memref, and a subgroup that found anything accesses no memory after it."""
+    if _from_coop_access(inst):
+        return None
     m = k.get(inst.slots["tensor"])
-    report = not _from_coop_access(inst)
-    bad = None
+    null = None
     if m.type.space == "global":
         null = k.op("IEqual", k.m.type_bool(), k.op("ConvertPtrToU", k.i64(), m.ptr), k.c64(0))
-        if report:
-            fail_if(k, null, E_NULL)
-        bad = null
     index = [k.index(i) for i in inst.slots["index"]]
-    shown = [k.ival(i) for i in index[:ERR_DETAILS - 4]] if report else []
-    for mode, (i, n) in enumerate(zip(index, m.shape)):
-        if _static_inside(i, n):
-            continue
-        out = _outside(k, k.ival(i), k.ival(n))
-        if report:
-            fail_if(k, out, E_INDEX, [Static(mode), i, n, Static(len(index)), *shown])
-        bad = _or(k, bad, out)
-    if report:
-        _alive(k, inst.slots["tensor"], None, None)
+    outside = [(_outside(k, i, n), [Static(mode), i, n])
+               for mode, (i, n) in enumerate(zip(index, m.shape)) if not _static_inside(i, n)]
+    out = None
+    for o, _ in outside:
+        out = _or(k, out, o)
+    bad = out if null is None else _or(k, out, null)
+    if bad is not None:
+        _first_finding(k, bad, out, outside, index)
+    _alive(k, inst.slots["tensor"], None, None)
     return bad
+
+
+def _first_finding(k: Kernel, bad: int, out: Optional[int], outside: list, index: list) -> None:
+    """One report of an access's first finding, in the interpreter's order: the first
+    index outside its mode (``outside``: (condition, [mode, index, size]) of each mode
+    tested; ``out``: any of them), else the null memref."""
+    if out is None:
+        fail_if(k, bad, E_NULL)
+        return
+    code = E_INDEX if out == bad else _Id(k.op("Select", k.i64(), out, k.c64(E_INDEX),
+                                               k.c64(E_NULL)))
+    which = outside[-1][1]
+    for o, details in reversed(outside[:-1]):
+        which = [a if a == b else _Id(k.op("Select", k.i64(), o, _i64(k, a), _i64(k, b)))
+                 for a, b in zip(details, which)]
+    shown = [k.ival(i) for i in index[:ERR_DETAILS - 4]]
+    fail_if(k, bad, code, [*which, Static(len(index)), *shown])
 
 
 def member_index(k: Kernel, g: GroupVal, i) -> Optional[int]:
@@ -244,7 +284,7 @@ def member_index(k: Kernel, g: GroupVal, i) -> Optional[int]:
     must not be read."""
     if _static_inside(i, g.size):
         return None
-    out = _outside(k, k.ival(i), k.ival(g.size))
+    out = _outside(k, i, g.size)
     fail_if(k, out, E_GROUP_INDEX, [i, g.size])
     return out
 
@@ -432,8 +472,9 @@ def _uniform_by_definition(k: Kernel, v: Value) -> bool:
 
 
 def _subgroup(k: Kernel) -> int:
-    """The subgroup of this work-item in its work-group (i64), as the interpreter counts."""
-    return k.op("UDiv", k.i64(), work_item(k), k.c64(k.S))
+    """The subgroup of this work-item in its work-group (i64), as the interpreter counts
+    (the linear work-item id over S: SubgroupId)."""
+    return k.op("UConvert", k.i64(), k.builtin("SubgroupId"))
 
 
 def broadcast(k: Kernel, inst: Instruction, lane: int) -> None:
@@ -608,6 +649,52 @@ def whole_subgroup(k: Kernel, inst: Instruction) -> None:
     k.op("Store", None, k.failed, _or(k, found, k.op("Load", bt, k.failed)))
 
 
+class _Fold:
+    """Index arithmetic and comparisons on Statics (folded here) or i64 ids; conditions
+    are Python bools or bool ids."""
+
+    def __init__(self, k: Kernel):
+        self.k, self.bt, self.i64 = k, k.m.type_bool(), k.i64()
+
+    def add(self, a, b):
+        return self.k.iadd(a, b)
+
+    def sub(self, a, b):
+        if isinstance(a, Static) and isinstance(b, Static):
+            return Static(a.value - b.value)
+        return self.k.op("ISub", self.i64, self.k.ival(a), self.k.ival(b))
+
+    def lt(self, a, b):
+        if isinstance(a, Static) and isinstance(b, Static):
+            return a.value < b.value
+        return self.k.op("SLessThan", self.bt, self.k.ival(a), self.k.ival(b))
+
+    def id_of(self, c) -> int:
+        return self.k.m.constant_bool(c) if isinstance(c, bool) else c
+
+    def not_(self, c):
+        return (not c) if isinstance(c, bool) else self.k.op("LogicalNot", self.bt, c)
+
+    def and_(self, a, b):
+        if isinstance(a, bool) or isinstance(b, bool):
+            c, other = (a, b) if isinstance(a, bool) else (b, a)
+            return other if c else False
+        return self.k.op("LogicalAnd", self.bt, a, b)
+
+    def or_(self, a, b):
+        if isinstance(a, bool) or isinstance(b, bool):
+            c, other = (a, b) if isinstance(a, bool) else (b, a)
+            return True if c else other
+        return self.k.op("LogicalOr", self.bt, a, b)
+
+    def pick(self, c, a, b):
+        if isinstance(c, bool):
+            return a if c else b
+        if a == b:
+            return a
+        return self.k.op("Select", self.i64, c, self.k.ival(a), self.k.ival(b))
+
+
 def coop_access(k: Kernel, inst: Instruction, found: int) -> int:
     """A coopmatrix load, store or atomic: its first component (row-major) outside the
     memref that the checked flag does not exclude (E_COOP_BOUNDS), then a null memref
@@ -620,30 +707,24 @@ def coop_access(k: Kernel, inst: Instruction, found: int) -> int:
     m: MemVal = k.get(inst.slots["tensor"])
     t: CoopMatrixType = (inst.slots["value"] if "value" in inst.slots else inst.results[0]).type
     i64, bt = k.i64(), k.m.type_bool()
-    x, y = (k.ival(k.index(inst.slots[s])) for s in "xy")
-    s1, s2 = (k.ival(n) for n in m.shape)
+    f = _Fold(k)
+    x, y = (k.index(inst.slots[s]) for s in "xy")
+    s1, s2 = m.shape
     transpose = inst.modifier("ta") == "t"
     (pi, ni), (pj, nj) = ((y, s2), (x, s1)) if transpose else ((x, s1), (y, s2))
     checked = inst.modifier("checked") or ""
     rows, cols = checked in ("rows_checked", "both_checked"), checked in ("cols_checked",
                                                                           "both_checked")
-    R, C = k.c64(t.rows), k.c64(t.cols)
-
-    def lt(a, b):
-        return k.op("SLessThan", bt, a, b)
-
-    def pick(c, a, b):
-        return k.op("Select", i64, c, a, b)
+    R, C, zero = Static(t.rows), Static(t.cols), Static(0)
 
     def first_in(p, n, count):  # the first i < count with 0 <= p + i < n, else count
-        f = pick(lt(p, k.c64(0)), k.op("SNegate", i64, p), k.c64(0))
-        ok = k.op("LogicalAnd", bt, lt(f, count), lt(k.op("IAdd", i64, p, f), n))
-        return pick(ok, f, count)
+        i = f.pick(f.lt(p, zero), f.sub(zero, p), zero)
+        return f.pick(f.and_(f.lt(i, count), f.lt(f.add(p, i), n)), i, count)
 
     def first_out(p, n, count):  # the first i < count with p + i outside [0, n), else count
-        rest = k.op("ISub", i64, n, p)
-        out = k.op("LogicalOr", bt, lt(p, k.c64(0)), k.op("SGreaterThanEqual", bt, p, n))
-        return pick(out, k.c64(0), pick(lt(rest, count), rest, count))
+        rest = f.sub(n, p)
+        return f.pick(f.or_(f.lt(p, zero), f.not_(f.lt(p, n))), zero,
+                      f.pick(f.lt(rest, count), rest, count))
 
     if not (rows and cols):
         if rows:
@@ -652,15 +733,17 @@ def coop_access(k: Kernel, inst: Instruction, found: int) -> int:
             a, b = first_out(pi, ni, R), first_in(pj, nj, C)
         else:  # the rows outside, or every row where some column is outside
             oi, oj = first_out(pi, ni, R), first_out(pj, nj, C)
-            row = pick(lt(oj, C), k.c64(0), R)
-            a = pick(lt(oi, row), oi, row)
-            b = pick(k.op("IEqual", bt, a, oi), k.c64(0), oj)
-        outside = k.op("LogicalAnd", bt, lt(a, R), lt(b, C))
-        r = k.op("IAdd", i64, x, b if transpose else a)
-        c = k.op("IAdd", i64, y, a if transpose else b)
-        fail_if(k, _unless(k, k.op("LogicalAnd", bt, _elect(k), outside), found),
-                E_COOP_BOUNDS, [a, b, r, c, s1, s2])
-        found = _or(k, found, outside)
+            row = f.pick(f.lt(oj, C), zero, R)
+            a = f.pick(f.lt(oi, row), oi, row)
+            b = f.pick(f.not_(f.or_(f.lt(a, oi), f.lt(oi, a))), zero, oj)
+        outside = f.and_(f.lt(a, R), f.lt(b, C))
+        if outside is not False:
+            outside = f.id_of(outside)
+            r = f.add(x, b if transpose else a)
+            c = f.add(y, a if transpose else b)
+            fail_if(k, _unless(k, k.op("LogicalAnd", bt, _elect(k), outside), found),
+                    E_COOP_BOUNDS, [a, b, r, c, s1, s2])
+            found = _or(k, found, outside)
     if m.type.space == "global":
         null = k.op("IEqual", bt, k.op("ConvertPtrToU", i64, m.ptr), k.c64(0))
         fail_if(k, _unless(k, k.op("LogicalAnd", bt, _elect(k), null), found), E_NULL,
