@@ -360,6 +360,15 @@ def division(k: Kernel, t, a: int, b: int, present: Optional[int] = None) -> Non
     fail_if(k, zero, E_DIV_ZERO, [(a, t.bits)])
 
 
+def may_be_zero(v: Value) -> bool:
+    """A divisor that is not a constant other than zero (such as the ones lower-simt
+    divides lane ids by), which ``division`` tests."""
+    owner = v.owner
+    value = owner.attrs.get("value") if owner is not None and owner.opcode == "constant" \
+        else None
+    return not (isinstance(value, int) and not isinstance(value, bool) and value != 0)
+
+
 def present(k: Kernel, t, v: int) -> Optional[int]:
     """Where component v of a coopmatrix of type t is an entry, not padding (None:
     everywhere)."""
