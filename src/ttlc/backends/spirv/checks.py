@@ -16,15 +16,19 @@ The access a finding concerns is not performed (``guarded``: a load gives zero),
 work-item that made a finding performs no memory access after it (a private flag), so
 that a view the tests found broken (a subview past its memref, an expand of the wrong
 size) never reaches memory outside the arguments.  What is tested: the index of every
-element access (loads, stores, atomics; collective instructions and coopmatrix accesses
-are such accesses after ``lower-simt``) against its memref's sizes, null memrefs, group
-indices, the slices of subviews, expand and fuse consistency, the shape rules of BLAS
-instructions with dynamic sizes (``check_shapes``), integer division by zero and ``for``
-loops whose step never ends them; with GroupNonUniform ballots (SPIR-V 1.3), operands
-that must be uniform in the subgroup (``uniform``) and coopmatrix instructions reached by
-part of a subgroup (``whole_subgroup``, on the instructions lower-simt replaces them by:
-``mark``, ``at_marks``).  Data races are not tested (target cpu and the interpreter
-find those).
+element access (loads, stores, atomics; collective instructions are such accesses after
+``lower-simt``) against its memref's sizes, null memrefs, local memory after its
+``lifetime_stop`` (``alloca``, ``lifetime_stop``), group indices, the slices of
+subviews, expand and fuse consistency, the shape rules of BLAS instructions with
+dynamic sizes (``check_shapes``), integer division by zero and ``for`` loops whose step
+never ends them; with GroupNonUniform ballots (SPIR-V 1.3, ``cl_khr_subgroup_ballot``:
+``_ballots`` notes the first instruction needing them), operands that must be uniform
+in the subgroup (``uniform``), ``subgroup_broadcast`` sources (``broadcast``), and
+coopmatrix instructions as a whole (``whole_subgroup``, on the instructions lower-simt
+replaces them by: ``mark``, ``at_marks``): reached by the whole subgroup, uniform
+operands, and for loads, stores and atomics the components outside the memref
+(``coop_access``), so that the element accesses they became are not tested one by one.
+Data races are not tested (target cpu and the interpreter find those).
 """
 from __future__ import annotations
 
@@ -134,9 +138,9 @@ def _word(k: Kernel, j: int) -> int:
 def fail_if(k: Kernel, bad: int, code, details: Sequence = (),
             item: Optional[int] = None) -> None:
     """Where ``bad`` holds: note the finding in this work-item's flag and report it
-    through the kernel's report function (``finish``; code: an ``E_*`` or a Static-like
-    i64 id of one; details: Statics or ids, i64 unless given as (id, bits); ``item``:
-    the work-item named, if not this one)."""
+    through the kernel's report function (``finish``; code: an ``E_*``, or an ``_Id`` of
+    one chosen at run time; details: Statics, ``_Id``s or ids, i64 unless given as (id,
+    bits); ``item``: the work-item named, if not this one)."""
     code = k.c64(code) if isinstance(code, int) else code.id
     values = [_i64(k, d) for d in details][:ERR_DETAILS]
     values += [k.c64(0)] * (ERR_DETAILS - len(values))
@@ -429,7 +433,7 @@ def uniform(k: Kernel, x: int, bits: int, what: str, float_bytes: int = 0,
     than OpGroupNonUniformAllEqual, which cannot say which work-item reports or what the
     first value was.  Where some work-item differs (the same in the whole subgroup)."""
     if not k.spmd:
-        return None
+        return found
     _ballots(k)
     i32, bt, scope = k.i32(), k.m.type_bool(), k.c32(SUBGROUP)
     lid = k.builtin("SubgroupLocalInvocationId")
