@@ -429,6 +429,15 @@ FAULTS = {
         }
     }
 }""", lambda: [np.zeros(16, np.float32)]),
+    "lifetime_collective": ("""func @k(%A: memref<f32x4>) attributes {subgroup_size=16} {
+    %L = alloca : memref<f32x4, local>
+    %c0 = constant 0 : index
+    %one = constant 1.0 : f32
+    store %one, %L[%c0]
+    lifetime_stop %L
+    %x = load %L[%c0] : f32
+    store %x, %A[%c0]
+}""", lambda: [np.zeros(4, np.float32)]),
     "coop_lifetime": ("""func @k(%B: memref<f32x8x8>) attributes {subgroup_size=16} {
     %L = alloca : memref<f32x8x8, local>
     lifetime_stop %L
