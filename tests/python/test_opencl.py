@@ -21,7 +21,7 @@ from interp_testing import BAD_GRIDS, opencl_problem
 from ttlc.backends import get_backend
 from ttlc.runtime.inputs import generated_inputs
 from ttlc.testing import generate
-from ttlc.testing.differential import arrays_of, compare_case, differences, finding
+from ttlc.testing.differential import arrays_of, compare_case, differences
 
 from test_spirv import SUBGROUP_TYPES, divergent_subgroups, subgroup_columns  # noqa: E402
 
@@ -232,8 +232,9 @@ def test_grids_no_device_launches_are_refused(grid, message):
 
 
 #: kernels with one fault each (spec: the Restrictions of load, store, atomic_add, subview,
-#: expand, fuse, axpby, div, for, group members, cooperative_matrix_load) and their
-#: arguments: checked opencl must raise the interpreter's KernelError
+#: expand, fuse, axpby, div, for, group members, subgroup_broadcast, the coopmatrix
+#: load, store, construct, scale and prefetch; lifetime_stop) and their arguments:
+#: checked opencl must raise the interpreter's KernelError
 FAULTS = {
     "load": ("""func @k(%A: memref<f32x?>, %B: memref<f32x4>, %i: index) attributes {subgroup_size=16} {
     %x = load %A[%i] : f32
@@ -532,8 +533,9 @@ ELEMENT = """func @k(%A: memref<f32x?x3x?>, %B: memref<f32x1>, %i: index, %j: in
 
 @needs_device
 def test_the_first_finding_of_an_element_access_is_reported():
-    """Spec: load, its Restrictions (a null memref, then each index in its mode, in order
-    of the modes): the first that fails is reported, as the interpreter reports it."""
+    """Spec: load, its Restrictions (each index in its mode, in order of the modes, then
+    a memref that is not null): the first that fails is reported, as the interpreter
+    reports it."""
     interp, opencl = (ttlc.compile(ELEMENT, target=t, checked=True) for t in ("interp", "opencl"))
     A = np.zeros((4, 3, 2), np.float32, order="F")
     cases = [(A, 5, 3, 2), (A, 1, 3, 2), (A, 1, 1, 2), (A, -1, 1, -1), (A, 3, 2, 1),
