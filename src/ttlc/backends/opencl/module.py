@@ -253,7 +253,7 @@ class OpenCLModule(Module):
                 raise kernel_error(self.program.filename, func.name, found,
                                    self.instructions[func.name],
                                    self.configs[func.name].work_group_size,
-                                   self.locals[func.name])
+                                   [name for *_, name in self.locals[func.name]])
 
     @staticmethod
     def _arguments(t, v, arena: _Arena) -> list:
