@@ -44,6 +44,8 @@ class Checked:
     work_group_size: Tuple[int, int] = (1, 1)
     #: the index of the instruction being translated
     current: int = 0
+    #: how E_RACE records are worded (``races.RaceTable``; None: no local memory)
+    race_table: object = None
 
     def enter(self, inst: Instruction) -> None:
         self.current = len(self.instructions)
@@ -225,7 +227,8 @@ def raise_finding(entry, filename: str, record: np.ndarray) -> None:
     """The KernelError of a checked entry's error record, if it holds a finding."""
     if entry.checked is not None and int(record[0]):
         c: Checked = entry.checked
-        raise kernel_error(filename, entry.name, record, c.instructions, c.work_group_size)
+        race = c.race_table and (lambda d: c.race_table.message(d, c.instructions, c.work_group_size[0]))
+        raise kernel_error(filename, entry.name, record, c.instructions, c.work_group_size, race=race)
 
 
 def new_record() -> np.ndarray:
