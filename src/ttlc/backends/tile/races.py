@@ -50,6 +50,8 @@ I64 = Scalar("i64")
 #: details of an E_RACE record before the index: element, other actor, what (``_pack``),
 #: this actor, the unfenced barrier (-1: none), the index's number of modes
 FIXED_DETAILS = 6
+#: bits of an E_RACE record's alloca number (``RaceTable.names``), below the instruction's
+NUMBER_BITS = 16
 #: the registers: the actors' base, the interval's floor, the last barrier without .local
 BASE, FLOOR, UNFENCED = range(3)
 #: the shadow's arrays of each class, in this order (the largest actors first, the only
@@ -70,7 +72,7 @@ class RaceTable:
         element, other, packed, me, unfenced, order = d[:FIXED_DETAILS]
         packed, mine = divmod(packed, 8)
         packed, other_class = divmod(packed, 8)
-        other_inst, number = divmod(packed, len(self.names))
+        other_inst, number = divmod(packed, 1 << NUMBER_BITS)
         kind, coop = RACE_CLASSES[mine]
         L = self.lanes
         shown = [str(x) for x in d[FIXED_DETAILS:FIXED_DETAILS + order]]
@@ -161,12 +163,12 @@ class Races:
 
     # ---- accesses ---------------------------------------------------------------------------
     def track(self, t: "Translator", inst: Instruction, ptrs: Value, active: Optional[Value],
-              me: Value, index: Sequence, item=None) -> None:
+              me: Value, index: Sequence, lanes: Optional[Value] = None) -> None:
         """The accesses of `inst` at element pointers `ptrs` (a tile) where `active` (None:
         all), by actors `me` (of ptrs' shape): report a race with an earlier access of the
         interval (or, for plain writes, of this instruction), then record them.  `index`
-        (ints or i64 tiles) is the index each was made through, `item` (for checks.fail_if)
-        the lane of an access where the tile is not one of work-items."""
+        (ints or i64 tiles) is the index each was made through, `lanes` (i64, of ptrs'
+        shape) the work-item that made each where the tile is not one of work-items."""
         sh = self.shadows[_alloca_of(inst.slots["tensor"])]
         shape = ptrs.type.shape
         address = t.b.one("ptr_to_int", Tile(I64, shape), source=ptrs)
@@ -192,14 +194,7 @@ class Races:
         def unit(v: Value, group: int) -> Value:
             return v if group == 1 else t.binary("divi", v, t.const("i64", group), signedness="signed")
 
-        def report(bad: Value, other: Value, other_inst: Value, other_class: int) -> None:
-            what = t.binary("addi", t.binary("muli", other_inst, t.const("i64", len(self.table.names))),
-                            t.const("i64", sh.number))
-            what = t.binary("addi", t.binary("muli", what, t.const("i64", 64)),
-                            t.const("i64", other_class * 8 + mine))
-            details = [element, other, what, me, unfenced, len(index), *index]
-            checks.fail_if(t, bad, E_RACE, details[:ERR_DETAILS], item)
-
+        found = []  # (bad, other actor, other instruction, other class), first found first
         for j, cls in enumerate(self.classes):
             other_kind, other_coop = RACE_CLASSES[cls]
             if not conflicts(kind, other_kind):
@@ -211,7 +206,7 @@ class Races:
             differ = t.binary("ori", differ_low, t.compare("not_equal", unit(high, group), me_u))
             bad = t.binary("andi", t.binary("andi", act, t.compare("greater_than_or_equal", high, floor)),
                            differ)
-            report(bad, t.select(differ_low, low, high), gather(j, INST), cls)
+            found.append((bad, t.select(differ_low, low, high), gather(j, INST), cls))
         j = self.classes.index(mine)
         stale = t.binary("andi", act, t.compare("less_than", gather(j, HIGH), floor))
         for array in (HIGH, LOW):
@@ -221,9 +216,9 @@ class Races:
             t.token = t.b.op("atomic_rmw_tko", [me.type, TOKEN], pointers=at(j, array), arg=me,
                              mask=act, token=t.token, memory_ordering_semantics="relaxed",
                              memory_scope="tl_blk", mode=mode)[1]
-        t.token = t.b.one("store_ptr_tko", TOKEN, destination=at(j, INST),
-                          value=t.const("i64", inst_id, shape), mask=act, token=t.token,
-                          memory_ordering_semantics="weak")
+        here = t.const("i64", inst_id, shape)
+        t.token = t.b.one("store_ptr_tko", TOKEN, destination=at(j, INST), value=here, mask=act,
+                          token=t.token, memory_ordering_semantics="weak")
         if kind == WRITE:  # two lanes (subgroups) of this write on one element
             group = S if coop else 1
             low = gather(j, LOW)
@@ -233,7 +228,42 @@ class Races:
                 lowest = t.along("reduce", flat, 0,
                                  lambda x, y: t.binary("mini", x, y, signedness="signed"), n)
                 bad = t.binary("andi", bad, t.compare("equal", element, t.splat(lowest, shape)))
-            report(bad, low, t.const("i64", inst_id, shape), mine)
+            found.append((bad, low, here, mine))
+        if found:
+            self._report(t, found, mine, sh.number, [element, me, unfenced, *index], lanes)
+
+    @staticmethod
+    def _report(t: "Translator", found, mine: int, number: int, values: Sequence,
+                lanes: Optional[Value]) -> None:
+        """One E_RACE record for an access: of the first of `found` that holds anywhere, the
+        first lane where it holds (as the interpreter reports the first kind of access it
+        finds conflicting).  The details are picked out of their tiles here, by a one-hot
+        sum (``tileiras`` takes far longer over an ``extract`` at a computed index of a
+        tile of gathered values), so that ``checks.fail_if`` is given rank-0 ones."""
+        bad, other, other_inst, cls = found[-1]
+        what = t.const("i64", cls * 8 + mine)
+        for b, o, i, c in reversed(found[:-1]):
+            anywhere = t.along("reduce", checks._flat(t, b), 0, lambda x, y: t.binary("ori", x, y), False)
+            bad, other, other_inst = (t.select(anywhere, x, y) for x, y in ((b, bad), (o, other), (i, other_inst)))
+            what = t.select(anywhere, t.const("i64", c * 8 + mine), what)
+        flat = checks._flat(t, bad)
+        n = flat.type.shape[0]
+        hot = t.compare("equal", t.b.one("iota", Tile(Scalar("i32"), (n,))),
+                        t.splat(checks._first(t, flat), (n,)))
+
+        def pick(v) -> Value:
+            if isinstance(v, int) or not v.type.shape:
+                return v
+            zero = t.const("i64", 0, (n,))
+            return t.along("reduce", t.select(hot, checks._flat(t, v), zero), 0,
+                           lambda x, y: t.binary("addi", x, y), 0)
+        what = t.binary("addi", t.binary("muli", t.binary("addi", t.binary(
+            "muli", pick(other_inst), t.const("i64", 1 << NUMBER_BITS)), t.const("i64", number)),
+            t.const("i64", 64)), what)
+        element, me, unfenced, *index = (pick(v) for v in values)
+        details = [element, pick(other), what, me, unfenced, len(index), *index]
+        checks.fail_if(t, bad, E_RACE, details[:ERR_DETAILS],
+                       None if lanes is None else lambda k: pick(lanes))
 
 
 def _alloca_of(v: IRValue) -> Instruction:
@@ -315,12 +345,9 @@ def matrix(t: "Translator", inst: Instruction, ptrs: Value, mask: Optional[Value
     first = t.b.one("broadcast", Tile(I64, shape),
                     source=t.b.one("reshape", Tile(I64, (G, 1, 1)), source=first))
     me = t.binary("addi", first, t.races._get(t, BASE))
-
-    def item(k: Value) -> Value:
-        return checks._at(t, first, k)
     index = [t.b.one("broadcast", Tile(I64, shape), source=v) if v.type.shape != shape else v
              for v in (rows, cols)]
-    t.races.track(t, inst, ptrs, mask, me, index, item)
+    t.races.track(t, inst, ptrs, mask, me, index, first)
 
 
 def barrier(t: "Translator", inst: Instruction) -> None:
