@@ -47,15 +47,16 @@ from .ops import TOKEN, Ptr, Scalar, Tile
 from .tir import Value
 
 I64 = Scalar("i64")
-#: details of an E_RACE record before the index: element, other actor, what (``_pack``),
+#: details of an E_RACE record before the index: element, other actor, what (the other
+#: instruction, the alloca's number, the other and this kind of access: ``RaceTable``),
 #: this actor, the unfenced barrier (-1: none), the index's number of modes
 FIXED_DETAILS = 6
 #: bits of an E_RACE record's alloca number (``RaceTable.names``), below the instruction's
 NUMBER_BITS = 16
 #: the registers: the actors' base, the interval's floor, the last barrier without .local
 BASE, FLOOR, UNFENCED = range(3)
-#: the shadow's arrays of each class, in this order (the largest actors first, the only
-#: ones to clear)
+#: the shadow's arrays, each of one stretch of the alloca's size per class: the largest
+#: actors (first: the only ones to clear), the smallest, the last instructions
 HIGH, LOW, INST = range(3)
 
 
@@ -183,8 +184,10 @@ class Races:
         n, S = sh.entries, self.table.subgroup_size
         floor, unfenced = self._get(t, FLOOR), self._get(t, UNFENCED)
 
+        C = len(self.classes)
+
         def at(j: int, array: int) -> Value:
-            return t.offset(sh.shadow, t.binary("addi", element, t.const("i64", (3 * j + array) * n)))
+            return t.offset(sh.shadow, t.binary("addi", element, t.const("i64", (array * C + j) * n)))
 
         def gather(j: int, array: int) -> Value:
             v, t.token = t.b.op("load_ptr_tko", [Tile(I64, shape), TOKEN], source=at(j, array),
