@@ -46,7 +46,7 @@ from . import checks
 from .ops import TOKEN, Ptr, Scalar, Tile
 from .tir import Value
 
-I64 = Scalar("i64")
+I64, I32 = Scalar("i64"), Scalar("i32")
 #: details of an E_RACE record before the index: element, other actor, what (the other
 #: instruction, the alloca's number, the other and this kind of access: ``RaceTable``),
 #: this actor, the unfenced barrier (-1: none), the index's number of modes
@@ -227,9 +227,7 @@ class Races:
             low = gather(j, LOW)
             bad = t.binary("andi", act, t.compare("not_equal", unit(low, group), unit(me, group)))
             if not coop:  # the lowest such element, as the interpreter picks
-                flat = checks._flat(t, t.select(bad, element, t.const("i64", n, shape)))
-                lowest = t.along("reduce", flat, 0,
-                                 lambda x, y: t.binary("mini", x, y, signedness="signed"), n)
+                lowest = _total(t, t.select(bad, element, t.const("i64", n, shape)), "mini", n)
                 bad = t.binary("andi", bad, t.compare("equal", element, t.splat(lowest, shape)))
             found.append((bad, low, here, mine))
         if found:
@@ -241,32 +239,49 @@ class Races:
         """One E_RACE record for an access: of the first of `found` that holds anywhere, the
         first lane where it holds (as the interpreter reports the first kind of access it
         finds conflicting).  The details are picked out of their tiles here, by a one-hot
-        sum (``tileiras`` takes far longer over an ``extract`` at a computed index of a
-        tile of gathered values), so that ``checks.fail_if`` is given rank-0 ones."""
+        sum over the tile's own shape (``tileiras`` -O0 takes seconds over each ``extract``
+        at a computed index, or ``reshape``, of a matrix tile), so that ``checks.fail_if``
+        is given rank-0 ones."""
         bad, other, other_inst, cls = found[-1]
         what = t.const("i64", cls * 8 + mine)
         for b, o, i, c in reversed(found[:-1]):
-            anywhere = t.along("reduce", checks._flat(t, b), 0, lambda x, y: t.binary("ori", x, y), False)
+            anywhere = _total(t, b, "ori", False)
             bad, other, other_inst = (t.select(anywhere, x, y) for x, y in ((b, bad), (o, other), (i, other_inst)))
             what = t.select(anywhere, t.const("i64", c * 8 + mine), what)
-        flat = checks._flat(t, bad)
-        n = flat.type.shape[0]
-        hot = t.compare("equal", t.b.one("iota", Tile(Scalar("i32"), (n,))),
-                        t.splat(checks._first(t, flat), (n,)))
+        shape = bad.type.shape
+        position = None  # of each entry in row-major order
+        for d, n in enumerate(shape):
+            along = t.b.one("reshape", Tile(I32, tuple(n if k == d else 1 for k in range(len(shape)))),
+                            source=t.b.one("iota", Tile(I32, (n,))))
+            along = t.b.one("broadcast", Tile(I32, shape), source=along)
+            position = along if position is None else t.binary(
+                "addi", t.binary("muli", position, t.const("i32", n, shape)), along)
+        end = t.const("i32", 1 << 30, shape)
+        first = _total(t, t.select(bad, position, end), "mini", 1 << 30)
+        hot = t.compare("equal", position, t.splat(first, shape))
 
         def pick(v) -> Value:
             if isinstance(v, int) or not v.type.shape:
                 return v
-            zero = t.const("i64", 0, (n,))
-            return t.along("reduce", t.select(hot, checks._flat(t, v), zero), 0,
-                           lambda x, y: t.binary("addi", x, y), 0)
+            return _total(t, t.select(hot, v, t.const("i64", 0, shape)), "addi", 0)
         what = t.binary("addi", t.binary("muli", t.binary("addi", t.binary(
             "muli", pick(other_inst), t.const("i64", 1 << NUMBER_BITS)), t.const("i64", number)),
             t.const("i64", 64)), what)
         element, me, unfenced, *index = (pick(v) for v in values)
         details = [element, pick(other), what, me, unfenced, len(index), *index]
+        if lanes is not None:  # one test of the whole tile: fail_if need not reshape it
+            bad = t.b.one("reshape", Tile(bad.type.element, (1,)), source=_total(t, bad, "ori", False))
         checks.fail_if(t, bad, E_RACE, details[:ERR_DETAILS],
                        None if lanes is None else lambda k: pick(lanes))
+
+
+def _total(t: "Translator", v: Value, name: str, identity) -> Value:
+    """`v` reduced over all its modes by `name` (mode by mode: no ``reshape``)."""
+    signed = {"signedness": "signed"} if name == "mini" else {}
+    while v.type.shape:
+        v = t.along("reduce", v, len(v.type.shape) - 1, lambda x, y: t.binary(name, x, y, **signed),
+                    identity)
+    return v
 
 
 def _alloca_of(v: IRValue) -> Instruction:
