@@ -10,6 +10,7 @@ The tests at the end need a GPU and skip with the reason when there is none.
 from __future__ import annotations
 
 import ctypes
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -271,7 +272,7 @@ def test_checked_launch_finds_races_and_barriers_as_the_interpreter_does(fake, n
     assert_alike(launch, outcome(lambda args: module[launch.kernel](*args, grid=launch.grid), launch))
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(int(os.environ.get("TTLC_CUDA_RACE_SEEDS", "12"))))
 def test_generated_races_are_found_as_the_interpreter_finds_them(fake, seed):
     """compare_races (test_differential.py) with target cuda: generated kernels sharing
     local memory, with and without races and barriers."""
