@@ -98,6 +98,21 @@ func @early(%A: memref<f32x16>) attributes {subgroup_size=16, work_group_size=[1
 }
 """
 
+#: a barrier in foreach: its last trip runs the points left, on part of the work-group
+FOREACH_BARRIER = """\
+func @fe(%A: memref<f32x40>, %n: index) attributes {subgroup_size=16, work_group_size=[16,1]} {
+    %tmp = alloca : memref<f32x40,local>
+    %c0 = constant 0 : index
+    foreach (%i) = (%c0), (%n) {
+        %v = load %A[%i] : f32
+        store %v, %tmp[%i]
+        barrier.local   ; OFFENDING
+        %w = load %tmp[%i] : f32
+        store %w, %A[%i]
+    }
+}
+"""
+
 A256 = lambda: (f32(np.arange(256).reshape(16, 16)), f32(np.zeros((16, 16))))  # noqa: E731
 A512 = lambda: (f32(np.arange(512).reshape(32, 16)), f32(np.zeros((32, 16))))  # noqa: E731
 RACE, BARRIER = "data race on local memory", "barrier not reached by all work-items"
@@ -147,6 +162,9 @@ LAUNCHES = {
                                   lambda: (np.where(np.arange(16) == 6, 2, 3).astype(np.int64),),
                                   (2, 1, 1), "work-item (6, 0): " + BARRIER),
     "barrier_even_loop": Launch(K.LOOP_BARRIER, "ragged", lambda: (np.full(16, 3, np.int64),), (2, 1, 1)),
+    "barrier_foreach_whole_trips": Launch(FOREACH_BARRIER, "fe", lambda: (f32(np.arange(40)), 32)),
+    "barrier_foreach_last_trip": Launch(FOREACH_BARRIER, "fe", lambda: (f32(np.arange(40)), 20),
+                                        says="work-item (4, 0): " + BARRIER),
     "barrier_if_all": Launch(K.CONVERGENT_IF, "both", lambda: (f32(np.zeros(32)),)),
 }
 
