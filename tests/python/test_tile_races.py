@@ -113,6 +113,15 @@ func @fe(%A: memref<f32x40>, %n: index) attributes {subgroup_size=16, work_group
 }
 """
 
+#: FOREACH with a barrier.local in a branch no work-item takes: not an interval's end
+FOREACH_UNTAKEN = K.FOREACH.replace("""        store %v, %tmp[%j]   ; OFFENDING""", """\
+        %c99 = constant 99 : index
+        %never = greater_than %i, %c99 : bool
+        if %never {
+            barrier.local
+        }
+        store %v, %tmp[%j]   ; OFFENDING""")
+
 A256 = lambda: (f32(np.arange(256).reshape(16, 16)), f32(np.zeros((16, 16))))  # noqa: E731
 A512 = lambda: (f32(np.arange(512).reshape(32, 16)), f32(np.zeros((32, 16))))  # noqa: E731
 RACE, BARRIER = "data race on local memory", "barrier not reached by all work-items"
@@ -151,6 +160,8 @@ LAUNCHES = {
     "regions": Launch(K.REGIONS, "two_phases", lambda: (f32(np.arange(16)),)),
     "foreach_points": Launch(K.FOREACH, "fold", lambda: (f32(np.arange(40)), 40),
                              says="in another chunk of foreach iterations"),
+    "foreach_untaken_barrier": Launch(FOREACH_UNTAKEN, "fold", lambda: (f32(np.arange(40)), 40),
+                                      says="in another chunk of foreach iterations"),
     "foreach_apart": Launch(K.FOREACH, "fold", lambda: (f32(np.arange(40)), 20)),
     # barriers: in an if on the local id, on the subgroup, in a loop of ragged trip counts
     "barrier_local_id": Launch(LOCAL_ID_BARRIER, "early", lambda: (f32(np.zeros(16)),),

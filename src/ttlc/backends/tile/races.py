@@ -131,11 +131,10 @@ class Races:
         return base
 
     def interval(self, t: "Translator", reached: Optional[Value] = None) -> None:
-        """A new interval (an SPMD region, a barrier.local): earlier accesses are ordered."""
-        self._set(t, FLOOR, self._bump(t, reached))
-        minus = t.const("i64", -1)
-        self._set(t, UNFENCED, minus if reached is None else t.select(reached, minus,
-                                                                       self._get(t, UNFENCED)))
+        """A new interval (an SPMD region, a barrier.local reached by the work-items, where
+        `reached`): earlier accesses are ordered."""
+        for k, v in ((FLOOR, self._bump(t, reached)), (UNFENCED, t.const("i64", -1))):
+            self._set(t, k, v if reached is None else t.select(reached, v, self._get(t, k)))
 
     def next_point(self, t: "Translator") -> None:
         """A new trip of foreach: its points are made by other actors."""
