@@ -133,12 +133,13 @@ LAUNCHES = {
                          "write by work-item (0, 1)"),
     "read_write_unfenced": Launch(K.TRANSPOSE.replace("BARRIER", "barrier.global"), "transpose",
                                   A256, says="has no .local fence"),
-    "read_write_ordered": Launch(K.TRANSPOSE.replace("BARRIER", "barrier.local"), "transpose", A256),
+    "read_write_ordered": Launch(K.TRANSPOSE.replace("BARRIER", "barrier.local"), "transpose",
+                                 A256),
     # two work-items of one store on one element
     "write_write": Launch(K.WRITE_WRITE, "last", lambda: (f32(np.arange(16)), f32(np.zeros(1))),
                           says="work-item (6, 0): " + RACE),
     "atomic_atomic": Launch(K.ATOMICS.replace("READ", ""), "count",
-                            lambda: ((np.arange(64, dtype=np.int32) * 7) % 4, np.zeros(4, np.int32))),
+                            lambda: (np.arange(64, dtype=np.int32) * 7 % 4, np.zeros(4, np.int32))),
     "read_atomic": Launch(K.ATOMICS.replace("READ", "%peek = load %h[%bin] : i32   ; OFFENDING"),
                           "count", lambda: (np.zeros(64, np.int32), np.zeros(4, np.int32)),
                           (1, 1, 3), "conflicts with an atomic write"),
@@ -172,7 +173,8 @@ LAUNCHES = {
     "barrier_ragged_loop": Launch(K.LOOP_BARRIER, "ragged",
                                   lambda: (np.where(np.arange(16) == 6, 2, 3).astype(np.int64),),
                                   (2, 1, 1), "work-item (6, 0): " + BARRIER),
-    "barrier_even_loop": Launch(K.LOOP_BARRIER, "ragged", lambda: (np.full(16, 3, np.int64),), (2, 1, 1)),
+    "barrier_even_loop": Launch(K.LOOP_BARRIER, "ragged", lambda: (np.full(16, 3, np.int64),),
+                                (2, 1, 1)),
     "barrier_foreach_whole_trips": Launch(FOREACH_BARRIER, "fe", lambda: (f32(np.arange(40)), 32)),
     "barrier_foreach_last_trip": Launch(FOREACH_BARRIER, "fe", lambda: (f32(np.arange(40)), 20),
                                         says="work-item (4, 0): " + BARRIER),
@@ -232,8 +234,10 @@ def test_the_shadow_is_cleared_where_it_is_made(monkeypatch):
 
     def dirty(f, op, a):
         address = zeroed(f, op, a)
-        size = op.attrs["num_elem"] * np.dtype(simulate.dtype(op.results[0].type.element.pointee)).itemsize
-        f.memory.write(np.arange(size, dtype=np.int64) + int(address[0]), np.full(size, 0x7f, np.uint8))
+        element = simulate.dtype(op.results[0].type.element.pointee)
+        size = op.attrs["num_elem"] * np.dtype(element).itemsize
+        start = int(address[0])
+        f.memory.write(np.arange(start, start + size, dtype=np.int64), np.full(size, 0x7f, np.uint8))
         return address
     monkeypatch.setitem(simulate.SEMANTICS, "alloca", dirty)
     for name in ("read_write_ordered", "coopmatrix_scalar_ordered", "foreach_apart", "read_atomic"):

@@ -110,31 +110,31 @@ class Races:
         self.shadows: Dict[Instruction, _Shadow] = {}
         self.registers = t.b.one("alloca", Tile(Ptr(I64)), num_elem=3, alignment=64)
         for k, v in ((BASE, 0), (FLOOR, 0), (UNFENCED, -1)):
-            self._set(t, k, t.const("i64", v))
+            self.put(t, k, t.const("i64", v))
 
     # ---- registers -------------------------------------------------------------------------
-    def _get(self, t: "Translator", k: int) -> Value:
+    def get(self, t: "Translator", k: int) -> Value:
         v, t.token = t.b.op("load_ptr_tko", [Tile(I64), TOKEN], source=t.offset(self.registers, k),
                             token=t.token, memory_ordering_semantics="weak")
         return v
 
-    def _set(self, t: "Translator", k: int, v: Value) -> None:
+    def put(self, t: "Translator", k: int, v: Value) -> None:
         t.token = t.b.one("store_ptr_tko", TOKEN, destination=t.offset(self.registers, k), value=v,
                           token=t.token, memory_ordering_semantics="weak")
 
     def _bump(self, t: "Translator", reached: Optional[Value]) -> Value:
         """The next actors' base (where `reached`: the barrier is reached at all)."""
-        old = self._get(t, BASE)
+        old = self.get(t, BASE)
         base = t.binary("addi", old, t.const("i64", t.lanes))
         base = base if reached is None else t.select(reached, base, old)
-        self._set(t, BASE, base)
+        self.put(t, BASE, base)
         return base
 
     def interval(self, t: "Translator", reached: Optional[Value] = None) -> None:
         """A new interval (an SPMD region, a barrier.local reached by the work-items, where
         `reached`): earlier accesses are ordered."""
         for k, v in ((FLOOR, self._bump(t, reached)), (UNFENCED, t.const("i64", -1))):
-            self._set(t, k, v if reached is None else t.select(reached, v, self._get(t, k)))
+            self.put(t, k, v if reached is None else t.select(reached, v, self.get(t, k)))
 
     def next_point(self, t: "Translator") -> None:
         """A new trip of foreach: its points are made by other actors."""
@@ -146,8 +146,8 @@ class Races:
         n = inst.results[0].type.extent
         C = len(self.classes)
         shadow = t.b.one("alloca", Tile(Ptr(I64)), num_elem=3 * C * n, alignment=64)
-        self.shadows[inst] = _Shadow(len(self.table.names), t.b.one("ptr_to_int", Tile(I64), source=ptr),
-                                     shadow, n, element_bytes)
+        address = t.b.one("ptr_to_int", Tile(I64), source=ptr)
+        self.shadows[inst] = _Shadow(len(self.table.names), address, shadow, n, element_bytes)
         name = inst.results[0].name
         self.table.names.append(f"%{name}" if name is not None else "")
         ext = min(64, 1 << max(0, C * n - 1).bit_length())
@@ -181,12 +181,12 @@ class Races:
         kind, coop = RACE_CLASSES[mine]
         inst_id = t.checks.current
         n, S = sh.entries, self.table.subgroup_size
-        floor, unfenced = self._get(t, FLOOR), self._get(t, UNFENCED)
-
+        floor, unfenced = self.get(t, FLOOR), self.get(t, UNFENCED)
         C = len(self.classes)
 
         def at(j: int, array: int) -> Value:
-            return t.offset(sh.shadow, t.binary("addi", element, t.const("i64", (array * C + j) * n)))
+            start = t.const("i64", (array * C + j) * n)
+            return t.offset(sh.shadow, t.binary("addi", element, start))
 
         def gather(j: int, array: int) -> Value:
             v, t.token = t.b.op("load_ptr_tko", [Tile(I64, shape), TOKEN], source=at(j, array),
@@ -194,7 +194,9 @@ class Races:
             return v
 
         def unit(v: Value, group: int) -> Value:
-            return v if group == 1 else t.binary("divi", v, t.const("i64", group), signedness="signed")
+            if group == 1:
+                return v
+            return t.binary("divi", v, t.const("i64", group), signedness="signed")
 
         found = []  # (bad, other actor, other instruction, other class), first found first
         for j, cls in enumerate(self.classes):
@@ -206,14 +208,14 @@ class Races:
             me_u = unit(me, group)
             differ_low = t.compare("not_equal", unit(low, group), me_u)
             differ = t.binary("ori", differ_low, t.compare("not_equal", unit(high, group), me_u))
-            bad = t.binary("andi", t.binary("andi", act, t.compare("greater_than_or_equal", high, floor)),
-                           differ)
+            fresh = t.compare("greater_than_or_equal", high, floor)
+            bad = t.binary("andi", t.binary("andi", act, fresh), differ)
             found.append((bad, t.select(differ_low, low, high), gather(j, INST), cls))
         j = self.classes.index(mine)
         stale = t.binary("andi", act, t.compare("less_than", gather(j, HIGH), floor))
         for array in (HIGH, LOW):
-            t.token = t.b.one("store_ptr_tko", TOKEN, destination=at(j, array), value=me, mask=stale,
-                              token=t.token, memory_ordering_semantics="weak")
+            t.token = t.b.one("store_ptr_tko", TOKEN, destination=at(j, array), value=me,
+                              mask=stale, token=t.token, memory_ordering_semantics="weak")
         for array, mode in ((HIGH, "max"), (LOW, "min")):
             t.token = t.b.op("atomic_rmw_tko", [me.type, TOKEN], pointers=at(j, array), arg=me,
                              mask=act, token=t.token, memory_ordering_semantics="relaxed",
@@ -245,13 +247,14 @@ class Races:
         what = t.const("i64", cls * 8 + mine)
         for b, o, i, c in reversed(found[:-1]):
             anywhere = _total(t, b, "ori", False)
-            bad, other, other_inst = (t.select(anywhere, x, y) for x, y in ((b, bad), (o, other), (i, other_inst)))
+            bad, other, other_inst = (t.select(anywhere, x, y)
+                                      for x, y in ((b, bad), (o, other), (i, other_inst)))
             what = t.select(anywhere, t.const("i64", c * 8 + mine), what)
         shape = bad.type.shape
         position = None  # of each entry in row-major order
         for d, n in enumerate(shape):
-            along = t.b.one("reshape", Tile(I32, tuple(n if k == d else 1 for k in range(len(shape)))),
-                            source=t.b.one("iota", Tile(I32, (n,))))
+            ones = tuple(n if k == d else 1 for k in range(len(shape)))
+            along = t.b.one("reshape", Tile(I32, ones), source=t.b.one("iota", Tile(I32, (n,))))
             along = t.b.one("broadcast", Tile(I32, shape), source=along)
             position = along if position is None else t.binary(
                 "addi", t.binary("muli", position, t.const("i32", n, shape)), along)
@@ -269,7 +272,8 @@ class Races:
         element, me, unfenced, *index = (pick(v) for v in values)
         details = [element, pick(other), what, me, unfenced, len(index), *index]
         if lanes is not None:  # one test of the whole tile: fail_if need not reshape it
-            bad = t.b.one("reshape", Tile(bad.type.element, (1,)), source=_total(t, bad, "ori", False))
+            bad = t.b.one("reshape", Tile(bad.type.element, (1,)),
+                          source=_total(t, bad, "ori", False))
         checks.fail_if(t, bad, E_RACE, details[:ERR_DETAILS],
                        None if lanes is None else lambda k: pick(lanes))
 
@@ -327,7 +331,8 @@ def point(t: "Translator") -> None:
 
 
 def _lanes(t: "Translator") -> Value:
-    return t.convert(t.b.one("iota", Tile(Scalar("i32"), (t.lanes,))), "i64")
+    """The work-items' numbers (i64)."""
+    return t.convert(t.b.one("iota", Tile(I32, (t.lanes,))), "i64")
 
 
 def element(t: "Translator", inst: Instruction, ptr: Value, inside: Optional[Value],
@@ -340,8 +345,8 @@ def element(t: "Translator", inst: Instruction, ptr: Value, inside: Optional[Val
     if inside is not None:
         active = inside if active is None else t.binary("andi", *t.matched(active, inside))
     active = None if active is None else t.per_lane(active)
-    base = t.races._get(t, BASE)
-    t.races.track(t, inst, t.per_lane(ptr), active, t.binary("addi", _lanes(t), t.splat(base, (t.lanes,))),
+    me = t.binary("addi", _lanes(t), t.splat(t.races.get(t, BASE), (t.lanes,)))
+    t.races.track(t, inst, t.per_lane(ptr), active, me,
                   [t.per_lane(t.i64(i)) if not isinstance(i, int) else i for i in index])
 
 
@@ -361,7 +366,7 @@ def matrix(t: "Translator", inst: Instruction, ptrs: Value, mask: Optional[Value
                     lambda x, y: t.binary("mini", x, y, signedness="signed"), t.lanes)
     first = t.b.one("broadcast", Tile(I64, shape),
                     source=t.b.one("reshape", Tile(I64, (G, 1, 1)), source=first))
-    me = t.binary("addi", first, t.races._get(t, BASE))
+    me = t.binary("addi", first, t.races.get(t, BASE))
     index = [t.b.one("broadcast", Tile(I64, shape), source=v) if v.type.shape != shape else v
              for v in (rows, cols)]
     t.races.track(t, inst, ptrs, mask, me, index, first)
@@ -377,13 +382,16 @@ def barrier(t: "Translator", inst: Instruction) -> None:
     if t.active is not None:
         active = t.active
         reached = t.along("reduce", active, 0, lambda x, y: t.binary("ori", x, y), False)
-        lanes = t.b.one("iota", Tile(Scalar("i32"), (t.lanes,)))
-        exists = t.compare("less_than", lanes, t.const("i32", t.config().lanes, (t.lanes,)))
-        missing = t.binary("andi", exists, t.binary("xori", active, t.const("i1", True, (t.lanes,))))
+        lanes = _lanes(t)
+        exists = t.compare("less_than", lanes, t.const("i64", t.config().lanes, (t.lanes,)))
+        away = t.binary("xori", active, t.const("i1", True, (t.lanes,)))
+        missing = t.binary("andi", exists, away)
+        none = t.const("i64", t.lanes, (t.lanes,))
+        first = _total(t, t.select(active, lanes, none), "mini", t.lanes)
         t.active = None  # the work-items that do not arrive report
         try:
             checks.fail_if(t, t.binary("andi", missing, t.splat(reached, (t.lanes,))), E_BARRIER,
-                           [t.convert(checks._first(t, active), "i64")])
+                           [first])
         finally:
             t.active = active
     if t.races is None:
@@ -392,5 +400,5 @@ def barrier(t: "Translator", inst: Instruction) -> None:
         t.races.interval(t, reached)
     else:
         here = t.const("i64", t.checks.current)
-        t.races._set(t, UNFENCED, here if reached is None else
-                     t.select(reached, here, t.races._get(t, UNFENCED)))
+        t.races.put(t, UNFENCED, here if reached is None else
+                    t.select(reached, here, t.races.get(t, UNFENCED)))
