@@ -227,8 +227,10 @@ def raise_finding(entry, filename: str, record: np.ndarray) -> None:
     """The KernelError of a checked entry's error record, if it holds a finding."""
     if entry.checked is not None and int(record[0]):
         c: Checked = entry.checked
-        race = c.race_table and (lambda d: c.race_table.message(d, c.instructions, c.work_group_size[0]))
-        raise kernel_error(filename, entry.name, record, c.instructions, c.work_group_size, race=race)
+        table = c.race_table  # races.RaceTable
+        race = table and (lambda d: table.message(d, c.instructions, c.work_group_size[0]))
+        raise kernel_error(filename, entry.name, record, c.instructions, c.work_group_size,
+                           race=race)
 
 
 def new_record() -> np.ndarray:
