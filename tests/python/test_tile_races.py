@@ -246,13 +246,21 @@ def test_the_shadow_is_cleared_where_it_is_made(monkeypatch):
 
 def test_unchecked_and_local_free_code_has_no_shadow():
     """Unchecked code has no shadow (the kernel's alloca alone) and no barrier test;
-    checked code of a kernel without local memory has no shadow either."""
+    checked code of a kernel without local memory, or using it in collective code alone,
+    has no shadow either."""
     program = ttlc.parse(source(LAUNCHES["read_write"]), FILE)
     plain, checked = (text.print_module(translate(program, checked=c)) for c in (False, True))
     assert plain.count("alloca") == 1 and checked.count("alloca") == 3  # + shadow, registers
     assert "atomic_rmw_tko" not in plain and "atomic_rmw_tko" in checked
     barrier = ttlc.parse(source(LAUNCHES["barrier_subgroup"]), FILE)
     assert "alloca" not in text.print_module(translate(barrier, checked=True))
+    collective = ttlc.parse("""func @k(%A: memref<f32x4>) {
+        %tmp = alloca : memref<f32x4,local>
+        %c0 = constant 0 : index
+        %v = load %A[%c0] : f32
+        store %v, %tmp[%c0]
+    }""", FILE)  # local memory outside SPMD regions: no work-items to race
+    assert text.print_module(translate(collective, checked=True)).count("alloca") == 1
 
 
 #: the modules tileiras compiles in ``make test`` (one of each kind of access and barrier:

@@ -301,10 +301,24 @@ def _tracked(inst: Instruction) -> bool:
     return access_kind(inst, "tensor") is not None and isinstance(v, IRValue) and is_local(v.type)
 
 
+#: the SPMD regions, where work-items access memory on their own
+SPMD = ("parallel", "foreach", "foreach_tile")
+
+
+def _spmd_accesses(region, spmd: bool = False):
+    """The instructions of `region` that access local memory in SPMD regions (those
+    outside run between the implicit barriers of collective code)."""
+    for inst in region.instructions:
+        if spmd and _tracked(inst):
+            yield inst
+        for r in inst.regions:
+            yield from _spmd_accesses(r, spmd or inst.opcode in SPMD)
+
+
 def setup(t: "Translator") -> Optional[Races]:
-    """The race detection of a checked entry that accesses local memory (None for others);
-    called where the entry's code starts."""
-    classes = sorted({race_class(inst) for inst in t.function.body.walk() if _tracked(inst)})
+    """The race detection of a checked entry that accesses local memory in SPMD regions
+    (None for others); called where the entry's code starts."""
+    classes = sorted({race_class(inst) for inst in _spmd_accesses(t.function.body)})
     if not classes:
         return None
     t.checks.race_table = RaceTable(0, 1)
