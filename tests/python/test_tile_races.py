@@ -122,6 +122,28 @@ FOREACH_UNTAKEN = K.FOREACH.replace("""        store %v, %tmp[%j]   ; OFFENDING"
         }
         store %v, %tmp[%j]   ; OFFENDING""")
 
+#: work-item i writes element i, reads it, then writes element i + 1, which work-item i + 1
+#: wrote and read: the interpreter reports the conflict with the kind of access made first
+#: in the interval (the write)
+SECOND_WRITE = """\
+func @k(%B: memref<f32x16>) attributes {subgroup_size=16, work_group_size=[16,1]} {
+    %tmp = alloca : memref<f32x16,local>
+    parallel {
+        %x = subgroup_local_id : i32
+        %i = cast %x : index
+        %f = cast %x : f32
+        store %f, %tmp[%i]
+        %w = load %tmp[%i] : f32
+        %c1 = constant 1 : index
+        %c16 = constant 16 : index
+        %j0 = add %i, %c1 : index
+        %j = rem %j0, %c16 : index
+        store %w, %tmp[%j]   ; OFFENDING
+        store %w, %B[%i]
+    }
+}
+"""
+
 A256 = lambda: (f32(np.arange(256).reshape(16, 16)), f32(np.zeros((16, 16))))  # noqa: E731
 A512 = lambda: (f32(np.arange(512).reshape(32, 16)), f32(np.zeros((32, 16))))  # noqa: E731
 RACE, BARRIER = "data race on local memory", "barrier not reached by all work-items"
@@ -138,6 +160,9 @@ LAUNCHES = {
     # two work-items of one store on one element
     "write_write": Launch(K.WRITE_WRITE, "last", lambda: (f32(np.arange(16)), f32(np.zeros(1))),
                           says="work-item (6, 0): " + RACE),
+    "first_kind_made": Launch(SECOND_WRITE, "k", lambda: (f32(np.zeros(16)),),
+                              says="write of index [1] (element 1) by work-item (0, 0) conflicts "
+                                   "with a write by work-item (1, 0)"),
     "atomic_atomic": Launch(K.ATOMICS.replace("READ", ""), "count",
                             lambda: (np.arange(64, dtype=np.int32) * 7 % 4, np.zeros(4, np.int32))),
     "read_atomic": Launch(K.ATOMICS.replace("READ", "%peek = load %h[%bin] : i32   ; OFFENDING"),

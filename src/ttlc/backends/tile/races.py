@@ -53,11 +53,17 @@ I64, I32 = Scalar("i64"), Scalar("i32")
 FIXED_DETAILS = 6
 #: bits of an E_RACE record's alloca number (``RaceTable.names``), below the instruction's
 NUMBER_BITS = 16
-#: the registers: the actors' base, the interval's floor, the last barrier without .local
-BASE, FLOOR, UNFENCED = range(3)
-#: the shadow's arrays, each of one stretch of the alloca's size per class: the largest
-#: actors (first: the only ones to clear), the smallest, the last instructions
+#: the registers: the actors' base, the interval's floor, the last barrier without .local,
+#: the number of the last access tracked and of the interval's first
+BASE, FLOOR, UNFENCED, SEQ, SEQ_FLOOR = range(5)
+#: the shadow: one entry per class, the number of the access that first made that kind of
+#: access to the alloca in the interval (the order in which the interpreter looks for
+#: conflicts), then arrays of one stretch of the alloca's size per class: the largest
+#: actors (these and the numbers the only entries to clear), the smallest, the last
+#: instructions
 HIGH, LOW, INST = range(3)
+#: a number above every access's
+LAST = 1 << 62
 
 
 @dataclass
@@ -108,8 +114,8 @@ class Races:
         self.classes = classes
         self.table = table
         self.shadows: Dict[Instruction, _Shadow] = {}
-        self.registers = t.b.one("alloca", Tile(Ptr(I64)), num_elem=3, alignment=64)
-        for k, v in ((BASE, 0), (FLOOR, 0), (UNFENCED, -1)):
+        self.registers = t.b.one("alloca", Tile(Ptr(I64)), num_elem=5, alignment=64)
+        for k, v in ((BASE, 0), (FLOOR, 0), (UNFENCED, -1), (SEQ, 0), (SEQ_FLOOR, 0)):
             self.put(t, k, t.const("i64", v))
 
     # ---- registers -------------------------------------------------------------------------
@@ -133,7 +139,9 @@ class Races:
     def interval(self, t: "Translator", reached: Optional[Value] = None) -> None:
         """A new interval (an SPMD region, a barrier.local reached by the work-items, where
         `reached`): earlier accesses are ordered."""
-        for k, v in ((FLOOR, self._bump(t, reached)), (UNFENCED, t.const("i64", -1))):
+        first = t.binary("addi", self.get(t, SEQ), t.const("i64", 1))
+        for k, v in ((FLOOR, self._bump(t, reached)), (UNFENCED, t.const("i64", -1)),
+                     (SEQ_FLOOR, first)):
             self.put(t, k, v if reached is None else t.select(reached, v, self.get(t, k)))
 
     def next_point(self, t: "Translator") -> None:
@@ -145,21 +153,22 @@ class Races:
         """The shadow of a local alloca, its largest actors zeroed."""
         n = inst.results[0].type.extent
         C = len(self.classes)
-        shadow = t.b.one("alloca", Tile(Ptr(I64)), num_elem=3 * C * n, alignment=64)
+        shadow = t.b.one("alloca", Tile(Ptr(I64)), num_elem=C + 3 * C * n, alignment=64)
         address = t.b.one("ptr_to_int", Tile(I64), source=ptr)
         self.shadows[inst] = _Shadow(len(self.table.names), address, shadow, n, element_bytes)
         name = inst.results[0].name
         self.table.names.append(f"%{name}" if name is not None else "")
-        ext = min(64, 1 << max(0, C * n - 1).bit_length())
+        cleared = C + C * n
+        ext = min(64, 1 << max(0, cleared - 1).bit_length())
         zeros, lanes = t.const("i64", 0, (ext,)), t.b.one("iota", Tile(I64, (ext,)))
 
         def clear(k: Value, _) -> List[Value]:
             at = t.binary("addi", lanes, t.splat(t.binary("muli", k, t.const("i64", ext)), (ext,)))
-            inside = t.compare("less_than", at, t.const("i64", C * n, (ext,)))
+            inside = t.compare("less_than", at, t.const("i64", cleared, (ext,)))
             t.token = t.b.one("store_ptr_tko", TOKEN, destination=t.offset(shadow, at), value=zeros,
                               mask=inside, token=t.token, memory_ordering_semantics="weak")
             return []
-        t.loop(t.const("i64", -(-C * n // ext)), [], clear)
+        t.loop(t.const("i64", -(-cleared // ext)), [], clear)
 
     # ---- accesses ---------------------------------------------------------------------------
     def track(self, t: "Translator", inst: Instruction, ptrs: Value, active: Optional[Value],
@@ -185,7 +194,7 @@ class Races:
         C = len(self.classes)
 
         def at(j: int, array: int) -> Value:
-            start = t.const("i64", (array * C + j) * n)
+            start = t.const("i64", C + (array * C + j) * n)
             return t.offset(sh.shadow, t.binary("addi", element, start))
 
         def gather(j: int, array: int) -> Value:
@@ -198,7 +207,16 @@ class Races:
                 return v
             return t.binary("divi", v, t.const("i64", group), signedness="signed")
 
-        found = []  # (bad, other actor, other instruction, other class), first found first
+        seq = t.binary("addi", self.get(t, SEQ), t.const("i64", 1))
+        self.put(t, SEQ, seq)
+
+        def number(j: int) -> Value:
+            v, t.token = t.b.op("load_ptr_tko", [Tile(I64), TOKEN], source=t.offset(sh.shadow, j),
+                                token=t.token, memory_ordering_semantics="weak")
+            return v
+
+        # (bad, other actor, other instruction, other class, the class's number)
+        found = []
         for j, cls in enumerate(self.classes):
             other_kind, other_coop = RACE_CLASSES[cls]
             if not conflicts(kind, other_kind):
@@ -210,8 +228,12 @@ class Races:
             differ = t.binary("ori", differ_low, t.compare("not_equal", unit(high, group), me_u))
             fresh = t.compare("greater_than_or_equal", high, floor)
             bad = t.binary("andi", t.binary("andi", act, fresh), differ)
-            found.append((bad, t.select(differ_low, low, high), gather(j, INST), cls))
+            found.append((bad, t.select(differ_low, low, high), gather(j, INST), cls, number(j)))
         j = self.classes.index(mine)
+        first = t.binary("andi", _total(t, act, "ori", False),
+                         t.compare("less_than", number(j), self.get(t, SEQ_FLOOR)))
+        t.token = t.b.one("store_ptr_tko", TOKEN, destination=t.offset(sh.shadow, j), value=seq,
+                          mask=first, token=t.token, memory_ordering_semantics="weak")
         stale = t.binary("andi", act, t.compare("less_than", gather(j, HIGH), floor))
         for array in (HIGH, LOW):
             t.token = t.b.one("store_ptr_tko", TOKEN, destination=at(j, array), value=me,
@@ -230,26 +252,35 @@ class Races:
             if not coop:  # the lowest such element, as the interpreter picks
                 lowest = _total(t, t.select(bad, element, t.const("i64", n, shape)), "mini", n)
                 bad = t.binary("andi", bad, t.compare("equal", element, t.splat(lowest, shape)))
-            found.append((bad, low, here, mine))
+            found.append((bad, low, here, mine, None))
         if found:
             self._report(t, found, mine, sh.number, [element, me, unfenced, *index], lanes)
 
     @staticmethod
     def _report(t: "Translator", found, mine: int, number: int, values: Sequence,
                 lanes: Optional[Value]) -> None:
-        """One E_RACE record for an access: of the first of `found` that holds anywhere, the
-        first lane where it holds (as the interpreter reports the first kind of access it
-        finds conflicting).  The details are picked out of their tiles here, by a one-hot
+        """One E_RACE record for an access: of the conflicts `found` that hold anywhere, the
+        one with the kind of access first made in the interval (the interpreter looks at
+        them in that order; two lanes of this write last), at the first lane where it
+        holds.  The details are picked out of their tiles here, by a one-hot
         sum over the tile's own shape (``tileiras`` -O0 takes seconds over each ``extract``
         at a computed index, or ``reshape``, of a matrix tile), so that ``checks.fail_if``
         is given rank-0 ones."""
-        bad, other, other_inst, cls = found[-1]
+        bad, other, other_inst, cls, _ = found[0]
         what = t.const("i64", cls * 8 + mine)
-        for b, o, i, c in reversed(found[:-1]):
+        best = t.const("i64", LAST)
+        for b, o, i, c, made in found:
             anywhere = _total(t, b, "ori", False)
-            bad, other, other_inst = (t.select(anywhere, x, y)
+            if made is None:  # this write's own lanes: only where nothing else conflicts
+                better = t.compare("equal", best, t.const("i64", LAST))
+            else:  # the kind of access made first in the interval
+                better = t.compare("less_than", made, best)
+            better = t.binary("andi", anywhere, better)
+            bad, other, other_inst = (t.select(better, x, y)
                                       for x, y in ((b, bad), (o, other), (i, other_inst)))
-            what = t.select(anywhere, t.const("i64", c * 8 + mine), what)
+            what = t.select(better, t.const("i64", c * 8 + mine), what)
+            if made is not None:
+                best = t.select(better, made, best)
         shape = bad.type.shape
         position = None  # of each entry in row-major order
         for d, n in enumerate(shape):
