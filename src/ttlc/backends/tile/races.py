@@ -24,8 +24,10 @@ involved) is there.  It then records its own: lanes whose entry is stale scatter
 actor into it, and ``atomic_rmw_tko`` ``min`` and ``max`` of every lane's actor make the
 smallest and largest whatever the order of lanes sharing an element.  Two lanes of one
 plain write on one element (two subgroups of one coopmatrix store) are found by reading
-the smallest actor back.  Findings are E_RACE records worded by ``race_message``, the
-interpreter's words.
+the smallest actor back.  Accesses are numbered, and the shadow keeps per kind the number
+of the first in the interval: of several conflicts, the one reported is with the kind
+first made, as the interpreter looks for them.  Findings are E_RACE records worded by
+``race_message``, the interpreter's words.
 
 Barriers.  A divergent branch or loop runs under the mask of its running work-items
 (``Translator.active``); a barrier reached where that mask holds some of the work-group's
