@@ -29,7 +29,7 @@ from ttlc.backends.tile.abi import dtype  # noqa: E402
 from ttlc.runtime.dlpack import _get_pointer, _Tensor  # noqa: E402
 from ttlc.runtime.inputs import generated_inputs  # noqa: E402
 from ttlc.testing.differential import compare_fault, compare_races  # noqa: E402
-from test_tile_checked import FAULTS, check_alike  # noqa: E402
+from test_tile_checked import FAULTS, PASSING, check_alike, passing_args  # noqa: E402
 from test_tile_checked import FILE as FAULTS_FILE  # noqa: E402
 from test_tile_races import LAUNCHES, assert_alike, outcome, source  # noqa: E402
 from test_tile_races import FILE as RACES_FILE  # noqa: E402
@@ -239,6 +239,20 @@ def test_checked_launch_reports_what_the_interpreter_reports(fake, name):
     with pytest.raises(ttlc.KernelError) as e:
         module["g"](*args, grid=fault.grid)
     check_alike(name, fault, str(e.value), args)
+
+
+@pytest.mark.parametrize("name", PASSING)
+def test_checked_launches_keeping_the_rules_report_nothing(fake, name):
+    """The kernels of test_tile_checked.py that keep the rules tests there get wrong
+    (uniform among the running work-items only, padding subgroups, an alloca per trip):
+    launched checked, nothing is found, and they write what the interpreter writes."""
+    want = passing_args(name)
+    ttlc.compile(PASSING[name], target="interp", checked=True)["g"](*want)
+    got = passing_args(name)
+    ttlc.compile(PASSING[name], target="cuda", checked=True)["g"](*got)
+    assert fake.launches
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
 
 
 def test_checked_launch_passes_a_zeroed_record_and_reads_it_back(fake):

@@ -35,7 +35,7 @@ from ...ir.layout import layout_of
 from ...ir.traits import blas_shape_rules, shapes_of
 from ...runtime.findings import (E_DIV_ZERO, E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_NULL,
                                  E_PARTIAL, E_SHAPES, E_STEP, E_SUBVIEW, E_UNIFORM, ERR_DETAILS,
-                                 ERR_SLOTS, UNIFORM_OPERANDS, InstRef)
+                                 ERR_SLOTS, UNIFORM_OPERANDS, WHOLE_SUBGROUP, InstRef)
 from .builder import Enum, Lit
 from .function import GroupVal, Kernel, MemVal, Static
 
@@ -359,20 +359,6 @@ def _subgroup(k: Kernel) -> int:
 
 
 # ---- coopmatrix instructions: whole subgroups, uniform operands ---------------------------------
-_ACCESS = (("x", "the row position"), ("y", "the column position"), ("tensor", "the memref"))
-#: coopmatrix instructions that whole subgroups must execute (E_PARTIAL), with their
-#: operands that must be uniform in the subgroup (slot, as E_UNIFORM names it), as the
-#: interpreter tests them.  (A prefetch is removed by lower-simt, so it is not tested.)
-WHOLE_SUBGROUP = {
-    **dict.fromkeys(("cooperative_matrix_load", "cooperative_matrix_store",
-                     "cooperative_matrix_atomic_load", "cooperative_matrix_atomic_store",
-                     "cooperative_matrix_atomic_add", "cooperative_matrix_atomic_max",
-                     "cooperative_matrix_atomic_min"), _ACCESS),
-    **dict.fromkeys(("cooperative_matrix_mul_add", "cooperative_matrix_reduce_add",
-                     "cooperative_matrix_reduce_max", "cooperative_matrix_reduce_min"), ()),
-}
-
-
 class Marked(Location):
     """The location of a coopmatrix instruction before lower-simt, which hands it on to
     the instructions that replace it: the first of them emitted tests the instruction

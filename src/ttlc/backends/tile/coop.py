@@ -105,7 +105,7 @@ def _access(t: Translator, inst: Instruction, ct: CoopMatrixType, shape):
     if checked in ("cols_checked", "both_checked"):
         mask = _and(t, mask, within(col_index, col_size))
     if t.checks:  # a null memref, the entries outside it that no *_checked guards, then none
-        checks.check_null(t, m)
+        checks.check_memref(t, m, named=False)
         inside_memref = both(t, "andi", within(ri, m.shape[0]), within(ci, m.shape[1]))
         exists = bcast(t, mask, shape) if mask is not None else t.const("i1", True, shape)
         outside = both(t, "andi", exists, both(t, "xori", inside_memref, t.const("i1", True)))
@@ -205,14 +205,14 @@ def prefetch(t: Translator, inst: Instruction) -> None:
 @_rule("cooperative_matrix_construct")
 def construct(t: Translator, inst: Instruction) -> None:
     tile = matrix_tile(t, inst, inst.results[0].type)
-    t.values[inst.results[0]] = each(lambda v: bcast(t, uniform(t, v), tile.shape),
+    t.values[inst.results[0]] = each(lambda v: bcast(t, uniform(t, v, partial=True), tile.shape),
                                      t.tile_of(inst.slots["a"]))
 
 
 @_rule("cooperative_matrix_scale")
 def scale(t: Translator, inst: Instruction) -> None:
     tile = matrix_tile(t, inst, inst.results[0].type)
-    a = each(lambda v: bcast(t, uniform(t, v), tile.shape), t.tile_of(inst.slots["a"]))
+    a = each(lambda v: bcast(t, uniform(t, v, partial=True), tile.shape), t.tile_of(inst.slots["a"]))
     t.values[inst.results[0]] = t.arith("mul", a, t.tile_of(inst.slots["b"]))
 
 

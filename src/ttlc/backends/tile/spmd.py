@@ -20,7 +20,7 @@ from ...diagnostics import CompileError
 from ...ir.core import Instruction
 from ...ir.types import CoopMatrixType
 from ...target import ExecConfig
-from . import races
+from . import races, uniformity
 from .layout import bcast, both, iota, reshape, to_entries, uniform
 from .ops import Scalar, Tile
 from .tir import Value
@@ -271,8 +271,10 @@ def subgroup_broadcast(t: Translator, inst: Instruction) -> None:
     x = t.per_lane(t.tile_of(inst.slots["a"]))
     size = exec_config(t, inst).subgroup_size
     lane = t.convert(t.tile_of(inst.slots["lane"]), "i32")
-    if lane.type.shape:  # dynamically uniform: the subgroup's first work-item's
-        lane = reshape(t, bcast(t, reshape(t, uniform(t, lane), (t.lanes // size, 1)),
+    if t.checks:
+        uniformity.broadcast_lane(t, lane)
+    if lane.type.shape:  # dynamically uniform: the subgroup's first running work-item's
+        lane = reshape(t, bcast(t, reshape(t, uniform(t, lane, partial=True), (t.lanes // size, 1)),
                                 (t.lanes // size, size)), (t.lanes,))
     local = t.binary("remi", t.b.one("iota", Tile(Scalar("i32"), (t.lanes,))),
                      t.const("i32", size), signedness="signed")
