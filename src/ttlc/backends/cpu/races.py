@@ -27,26 +27,15 @@ from typing import Callable, List, Optional, Sequence
 
 from llvmlite import ir
 
-from ...analysis.effects import KINDS, WRITE, access_kind, accesses, conflicts
+from ...analysis.effects import COOP_MEMORY, WRITE, accesses, conflicts, is_local
+from ...analysis.effects import RACE_CLASSES as CLASSES
+from ...analysis.effects import race_class as class_of
 from ...ir.core import Function, Instruction
-from ...ir.types import MemrefType
 from ...runtime.findings import E_RACE, ERR_DETAILS
 from .values import I1, I8, I32, I64, PTR, VectorConstant, undef_of, zero_of
 
-#: the kinds of access the shadow keeps apart: (kind, made by a coopmatrix instruction)
-CLASSES = tuple((kind, coop) for coop in (False, True) for kind in KINDS)
-#: families of the coopmatrix memory instructions (accesses by a whole subgroup)
-COOP_MEMORY = ("coop_load", "coop_store", "coop_atomic_update")
 #: details of an E_RACE record before the index values
 FIXED_DETAILS = 6
-
-
-def is_local(t) -> bool:
-    return isinstance(t, MemrefType) and t.space == "local"
-
-
-def class_of(inst: Instruction) -> int:
-    return CLASSES.index((access_kind(inst, "tensor"), inst.opdef.family in COOP_MEMORY))
 
 
 class Shadow:
