@@ -122,8 +122,7 @@ def _message(code: int, d: list, inst: InstRef, wgx: int) -> str:
         return f"expand shape product {d[0]} does not equal the mode size {d[1]}"
     if code == E_COOP_BOUNDS:
         return (f"component ({d[0]}, {d[1]}) accesses index ({d[2]}, {d[3]}) outside the "
-                f"memref of shape {d[4]} x {d[5]} (use rows_checked/cols_checked for "
-                "partial tiles)")
+                f"memref of shape {d[4]} x {d[5]}")
     if code == E_FUSE:
         return f"modes {d[0]} and {d[0] + 1} cannot be fused: their strides do not match"
     if code == E_UNIFORM:

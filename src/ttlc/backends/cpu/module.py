@@ -33,7 +33,6 @@ import ctypes
 import dataclasses
 import functools
 import gc
-import hashlib
 import json
 import os
 import struct
@@ -60,32 +59,6 @@ _KERNEL_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64,
                                 ctypes.c_void_p, ctypes.c_void_p)
 
 
-def _compiler_version() -> str:
-    """A hash of ttlc's sources (passes, code generator, ...): code compiled by an older
-    compiler is never reused, even when the version number did not change."""
-    h = hashlib.sha256()
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    for folder, dirs, files in sorted(os.walk(root)):
-        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
-        for name in sorted(files):
-            if name.endswith(".py"):
-                path = os.path.join(folder, name)
-                h.update(os.path.relpath(path, root).encode())
-                with open(path, "rb") as f:
-                    h.update(f.read())
-    return h.hexdigest()
-
-
-_VERSION: Optional[str] = None
-
-
-def compiler_version() -> str:
-    global _VERSION
-    if _VERSION is None:
-        _VERSION = _compiler_version()
-    return _VERSION
-
-
 def _locations(program: Program) -> str:
     """Where the functions and instructions are in the source: the cached error messages
     point there (programs that print the same may be laid out differently)."""
@@ -103,9 +76,9 @@ def cache_key(program: Program, checked: bool, machine: Target) -> str:
     from ...version import __version__
     import llvmlite
 
-    return cache.key("ttlc", __version__, compiler_version(), "llvmlite", llvmlite.__version__,
-                     f"target {machine.name}", f"checked={checked}", jit.versions(), str(program),
-                     _locations(program))
+    return cache.key("ttlc", __version__, cache.compiler_version(), "llvmlite",
+                     llvmlite.__version__, f"target {machine.name}", f"checked={checked}",
+                     jit.versions(), str(program), _locations(program))
 
 
 def _machine() -> Target:

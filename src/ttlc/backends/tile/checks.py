@@ -49,6 +49,8 @@ class Checked:
     ended: Dict[int, Value] = field(default_factory=dict)
     #: the index of the instruction being translated
     current: int = 0
+    #: how E_RACE records are worded (``races.RaceTable``; None: no local memory)
+    race_table: object = None
 
     def enter(self, inst: Instruction) -> None:
         self.current = len(self.instructions)
@@ -260,7 +262,10 @@ def raise_finding(entry, filename: str, record: np.ndarray) -> None:
     """The KernelError of a checked entry's error record, if it holds a finding."""
     if entry.checked is not None and int(record[0]):
         c: Checked = entry.checked
-        raise kernel_error(filename, entry.name, record, c.instructions, c.work_group_size, c.locals)
+        table = c.race_table  # races.RaceTable
+        race = table and (lambda d: table.message(d, c.instructions, c.work_group_size[0]))
+        raise kernel_error(filename, entry.name, record, c.instructions, c.work_group_size,
+                           c.locals, race=race)
 
 
 def new_record() -> np.ndarray:

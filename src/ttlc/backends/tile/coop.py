@@ -22,7 +22,7 @@ from typing import Dict, Optional
 from ...ir.core import Instruction
 from ...ir.types import CoopMatrixType
 from ...runtime.findings import E_COOP_BOUNDS, E_COOP_DIV_ZERO
-from . import atomics, checks
+from . import atomics, checks, races
 from .blas import accumulate_type_name
 from .layout import bcast, both, held, iota, layout, pick, reshape, subgroups, to_entries, uniform
 from .ops import Scalar, Tile
@@ -117,7 +117,10 @@ def _access(t: Translator, inst: Instruction, ct: CoopMatrixType, shape):
                        lambda k: t.binary("muli", t.binary("divi", k, t.const("i32", shape[1] * shape[2]),
                                                            signedness="signed"), t.const("i32", sg)))
         mask = _and(t, _and(t, mask, inside_memref), bcast(t, checks.ok(t), shape))
-    return ptrs, None if mask is None else bcast(t, mask, shape)
+    mask = None if mask is None else bcast(t, mask, shape)
+    if t.checks:
+        races.matrix(t, inst, ptrs[0], mask, ri, ci)
+    return ptrs, mask
 
 
 def check_division(t: Translator, ct: CoopMatrixType, a: Value, zero: Value) -> None:

@@ -16,7 +16,7 @@ from .ops import Ptr, Scalar, Tile
 from . import coop
 from .coop import matrix_tile
 from .spmd import divergent_for, exec_config, masked_if
-from . import checks, complexes
+from . import checks, complexes, races
 from .translate import (Group, Memref, Pair, Rule, Translator, component_name, element_name,
                         is_complex, registrar, unsupported)
 
@@ -186,6 +186,7 @@ def alloca(t: Translator, inst: Instruction) -> None:
     pair = is_complex(mt.element)
     ptr = t.b.one("alloca", Tile(Ptr(Scalar(element))), num_elem=mt.extent * (2 if pair else 1),
                   alignment=alignment)
+    races.alloca(t, inst, ptr, Scalar(element).bits // 8 * (2 if pair else 1))
     name = inst.results[0].name
     t.values[inst.results[0]] = Memref(element, ptr, list(mt.shape), list(mt.stride), pair,
                                        alloca=checks.new_local(t, f"%{name}" if name is not None else None))
@@ -210,7 +211,9 @@ def lifetime_stop(t: Translator, inst: Instruction) -> None:
 def barrier(t: Translator, inst: Instruction) -> None:
     """Nothing to do: the tile block's memory operations are already ordered by the
     token chain, each run by all the work-items of an SPMD region together, which is
-    all a barrier adds."""
+    all a barrier adds (checked code tests that all arrive and orders the race
+    detection's intervals: ``races``)."""
+    races.barrier(t, inst)
 
 
 @_rule("size")
@@ -244,6 +247,7 @@ def load(t: Translator, inst: Instruction) -> None:
     else:
         inside = checks.check_access(t, src, index) if t.checks else None
         ptr = t.element_ptr(src, index)
+        races.element(t, inst, ptr, inside, index)
         t.values[inst.results[0]] = Pair(t.load_scalar(ptr, inside),
                                          t.load_scalar(t.offset(ptr, 1), inside)) \
             if src.complex else t.load_scalar(ptr, inside)
@@ -255,6 +259,7 @@ def store(t: Translator, inst: Instruction) -> None:
     index = [_index(t, v) for v in inst.slots["index"]]
     inside = checks.check_access(t, m, index) if t.checks else None
     ptr = t.element_ptr(m, index)
+    races.element(t, inst, ptr, inside, index)
     if m.complex:
         value = t.convert(t.tile_of(inst.slots["value"]), m.number)
         t.store_scalar(ptr, value.re, inside)

@@ -20,7 +20,7 @@ from ...diagnostics import CompileError
 from ...ir.core import Instruction
 from ...ir.types import CoopMatrixType
 from ...target import ExecConfig
-from . import uniformity
+from . import races, uniformity
 from .layout import bcast, both, iota, reshape, to_entries, uniform
 from .ops import Scalar, Tile
 from .tir import Value
@@ -59,6 +59,7 @@ def _spmd(t: Translator, inst: Instruction, active: Optional[Value]) -> None:
 @_rule("parallel")
 def parallel(t: Translator, inst: Instruction) -> None:
     exists = _work_items(t, inst)
+    races.region(t)
     try:
         _spmd(t, inst, None if t.lanes == exec_config(t, inst).lanes else exists)
     finally:
@@ -73,6 +74,7 @@ def foreach(t: Translator, inst: Instruction) -> None:
     the first mode fastest, as the reference interpreter numbers them."""
     config = exec_config(t, inst)
     exists = _work_items(t, inst)
+    races.region(t)
     lows = [t.convert(t.tile_of(v), "i64") for v in inst.slots["from"]]
     highs = [t.convert(t.tile_of(v), "i64") for v in inst.slots["to"]]
     zero = t.const("i64", 0)
@@ -95,6 +97,7 @@ def foreach(t: Translator, inst: Instruction) -> None:
     region, n = inst.regions[0], len(lows)
 
     def trip(c: Value, _) -> List[Value]:
+        races.point(t)
         rest = t.binary("addi", t.binary("muli", c, per), mine)
         active = t.binary("andi", exists, t.compare("less_than", rest, total))
         for k in range(n):

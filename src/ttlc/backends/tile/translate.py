@@ -28,7 +28,7 @@ from ...ir.core import Instruction, Region
 from ...ir.core import Value as IRValue
 from ...ir.types import BoolType, CoopMatrixType, GroupType, MemrefType, ScalarType
 from ...target import ExecConfig
-from . import checks
+from . import checks, races
 from .ops import TOKEN, PartitionView, Ptr, Scalar, TensorView, Tile
 from .tir import Block, Builder, Entry, Value
 
@@ -168,6 +168,8 @@ class Translator:
         #: of checked code, the error record and the instruction table (``checks``)
         self.checks: Optional[checks.Checked] = checks.Checked(checks.record_parameter()) \
             if checked else None
+        #: of checked code that accesses local memory, its race detection (``races``)
+        self.races: Optional[races.Races] = None
         self.rules = rules
         #: the subgroup and work-group sizes (``num_subgroups`` and ``subgroup_size``),
         #: computed where they are used: a size the machine lacks is an error only there
@@ -654,6 +656,7 @@ class Translator:
         self.token = self.b.one("make_token", TOKEN)
         if self.checks:
             args.append(self.checks.record)
+            self.races = races.setup(self)
             for m in null_args:
                 m.null = checks.is_null(self, self.b.one("ptr_to_int", Tile(Scalar("i64")), source=m.ptr))
         self.region(self.function.body)
