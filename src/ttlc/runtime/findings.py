@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..analysis.effects import KINDS, access_kind, race_message
 from ..diagnostics import KernelError
 from ..ir.core import Instruction
 from ..ir.traits import first_broken_rule, shapes_of
@@ -28,6 +29,15 @@ ERR_DETAILS = ERR_SLOTS - 6
 E_INDEX, E_GROUP_INDEX, E_NULL, E_DIV_ZERO, E_STEP, E_BARRIER, E_EXPAND, E_FUSE = range(1, 9)
 E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_BROADCAST, E_SUBVIEW, E_SHAPES, E_UNIFORM = 9, 10, 11, 12, 13, 14
 E_RACE, E_PARTIAL, E_LIFETIME = 15, 16, 17
+#: the kinds of access race detection keeps apart: (kind, made by a coopmatrix instruction)
+RACE_CLASSES = tuple((kind, coop) for coop in (False, True) for kind in KINDS)
+#: families of the coopmatrix memory instructions (accesses by a whole subgroup)
+COOP_MEMORY = ("coop_load", "coop_store", "coop_atomic_update")
+#: details of an E_RACE record before the values of the index: the element (an offset
+#: into the ``locals_`` table of ``kernel_error``), the other actor, (other instruction,
+#: other class, this class) packed, this actor, the barrier without .local fence of the
+#: interval (-1: none), the number of index values
+RACE_FIXED_DETAILS = 6
 #: operands that must be dynamically uniform in a subgroup, as E_UNIFORM names them
 UNIFORM_OPERANDS = ("the row position", "the column position", "the memref", "the number",
                     "the scalar", "the lane index")
@@ -51,20 +61,25 @@ class InstRef:
         return InstRef(inst.opcode, inst.loc, rule)
 
 
+def race_class(inst: Instruction) -> int:
+    """The index in ``RACE_CLASSES`` of the accesses ``inst`` makes to its memref."""
+    return RACE_CLASSES.index((access_kind(inst, "tensor"), inst.opdef.family in COOP_MEMORY))
+
+
 def kernel_error(filename: str, kernel: str, record: Sequence[int],
                  instructions: Sequence[InstRef], work_group_size: Tuple[int, int],
-                 locals_: Sequence[tuple] = (),
-                 race: Optional[Callable[[list], str]] = None) -> KernelError:
+                 locals_: Sequence[tuple] = (), subgroup_size: int = 1) -> KernelError:
     """The KernelError of an error record; ``locals_`` names the kernel's allocas (offset,
-    bytes, element size, name) for E_LIFETIME, ``race`` words an E_RACE record's details."""
+    bytes, element size, name; in the units of an E_RACE record's element) for E_LIFETIME
+    and E_RACE."""
     code, gx, gy, gz, inst_id, lane = (int(x) for x in record[:6])
     d = [int(x) for x in record[6:]]
     inst = instructions[inst_id]
     wgx = work_group_size[0]
     where = f"{filename}:{inst.loc}"
     item = f", work-item ({lane % wgx}, {lane // wgx})" if lane >= 0 else ""
-    if code == E_RACE and race is not None:
-        msg = race(d)
+    if code == E_RACE:
+        msg = _race(d, instructions, work_group_size, locals_, subgroup_size)
     elif code == E_LIFETIME:
         name = locals_[d[1]][3]
         msg = (f"access to local memory{' ' + name if name else ''} after its lifetime "
@@ -72,6 +87,33 @@ def kernel_error(filename: str, kernel: str, record: Sequence[int],
     else:
         msg = _message(code, d, inst, wgx)
     return KernelError(f"{where}: kernel @{kernel}, group {(gx, gy, gz)}{item}: {msg}")
+
+
+def _race(d: list, instructions: Sequence[InstRef], work_group_size: Tuple[int, int],
+          locals_: Sequence[tuple], S: int) -> str:
+    """The message of a data race on local memory (``RACE_FIXED_DETAILS``): actors are
+    work-items counted from the first of their interval, plus the work-group size for
+    each foreach point a work-item ran before."""
+    rel, other, packed, me, unfenced, order = d[:RACE_FIXED_DETAILS]
+    other_inst, other_class, mine = packed // 64, packed // 8 % 8, packed % 8
+    kind, coop = RACE_CLASSES[mine]
+    offset, _, size, name = next(x for x in locals_ if x[0] <= rel < x[0] + x[1])
+    wgx = work_group_size[0]
+    W = wgx * work_group_size[1]
+    shown = [str(x) for x in d[RACE_FIXED_DETAILS:RACE_FIXED_DETAILS + order]]
+    index = "[" + ", ".join(shown + (["..."] if order > len(shown) else [])) + "]"
+
+    def work_item(lane: int) -> str:
+        return f"({lane % wgx}, {lane // wgx})"
+    lane = me % W
+    who = work_item(lane) + (f" (subgroup {lane // S})" if coop else "")
+    by = work_item(other % W)
+    if other // W != me // W:
+        by += " in another chunk of foreach iterations"
+    return race_message(f"local memory {name}" if name else "local memory", kind, index,
+                        (rel - offset) // size, who, RACE_CLASSES[other_class][0], by,
+                        instructions[other_inst].loc,
+                        instructions[unfenced].loc if unfenced >= 0 else None)
 
 
 def _message(code: int, d: list, inst: InstRef, wgx: int) -> str:

@@ -27,26 +27,16 @@ from typing import Callable, List, Optional, Sequence
 
 from llvmlite import ir
 
-from ...analysis.effects import KINDS, WRITE, access_kind, accesses, conflicts
+from ...analysis.effects import WRITE, accesses, conflicts
 from ...ir.core import Function, Instruction
 from ...ir.types import MemrefType
-from ...runtime.findings import E_RACE, ERR_DETAILS
+from ...runtime.findings import (E_RACE, ERR_DETAILS, RACE_CLASSES as CLASSES,
+                                 RACE_FIXED_DETAILS as FIXED_DETAILS, race_class as class_of)
 from .values import I1, I8, I32, I64, PTR, VectorConstant
-
-#: the kinds of access the shadow keeps apart: (kind, made by a coopmatrix instruction)
-CLASSES = tuple((kind, coop) for coop in (False, True) for kind in KINDS)
-#: families of the coopmatrix memory instructions (accesses by a whole subgroup)
-COOP_MEMORY = ("coop_load", "coop_store", "coop_atomic_update")
-#: details of an E_RACE record before the index values
-FIXED_DETAILS = 6
 
 
 def is_local(t) -> bool:
     return isinstance(t, MemrefType) and t.space == "local"
-
-
-def class_of(inst: Instruction) -> int:
-    return CLASSES.index((access_kind(inst, "tensor"), inst.opdef.family in COOP_MEMORY))
 
 
 class Shadow:
