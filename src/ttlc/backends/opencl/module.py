@@ -189,6 +189,8 @@ class OpenCLModule(Module):
             self.binary = spirv.binary()
             #: per kernel, the instructions its findings name (checked code)
             self.instructions = spirv.findings
+            #: per kernel, its allocas as data-race findings name them
+            self.race_locals = spirv.race_locals
         except (CompileError, RecursionError):
             raise
         except Exception as e:  # a bug in a pass or the emitter: never a raw exception
@@ -241,9 +243,10 @@ class OpenCLModule(Module):
         if record is not None:
             found = checks.first_finding(staging[record:record + errors.nbytes].view(np.int64))
             if found is not None:
+                config = self.configs[func.name]
                 raise kernel_error(self.program.filename, func.name, found,
-                                   self.instructions[func.name],
-                                   self.configs[func.name].work_group_size)
+                                   self.instructions[func.name], config.work_group_size,
+                                   self.race_locals[func.name], config.subgroup_size)
 
     @staticmethod
     def _arguments(t, v, arena: _Arena) -> list:

@@ -176,8 +176,11 @@ def finish(k: Kernel) -> None:
 def work_item(k: Kernel) -> int:
     """The work-item a finding names: its linear id in SPMD code, -1 in collective code
     (whose values every work-item shares)."""
-    if not k.spmd:
-        return k.c64(-1)
+    return linear_id(k) if k.spmd else k.c64(-1)
+
+
+def linear_id(k: Kernel) -> int:
+    """This work-item's linear id in its work-group (i64), as the interpreter counts."""
     i64 = k.i64()
     local = k.builtin("LocalInvocationId")
     x, y = (k.op("CompositeExtract", i64, local, Lit(d)) for d in (0, 1))
@@ -345,15 +348,22 @@ def uniform(k: Kernel, x: int, bits: int, what: str) -> None:
     lid = k.builtin("SubgroupLocalInvocationId")
     first = k.op("GroupNonUniformBroadcastFirst", k.m.type_int(bits), scope, x)
     first_id = k.op("GroupNonUniformBroadcastFirst", i32, scope, lid)
-    differ = k.op("INotEqual", bt, x, first)
-    ballot = k.op("GroupNonUniformBallot", k.m.type_vector(i32, 4), scope, differ)
-    lowest = k.op("GroupNonUniformBallotFindLSB", i32, scope, ballot)
-    bad = k.op("LogicalAnd", bt, differ, k.op("IEqual", bt, lid, lowest))
+    bad = lowest_in_subgroup(k, k.op("INotEqual", bt, x, first))
     fail_if(k, bad, E_UNIFORM, [Static(UNIFORM_OPERANDS.index(what)), (x, bits), (first, bits),
-                                (first_id, 32), _subgroup(k), Static(0)])
+                                (first_id, 32), subgroup(k), Static(0)])
 
 
-def _subgroup(k: Kernel) -> int:
+def lowest_in_subgroup(k: Kernel, cond: int) -> int:
+    """cond, in the active work-item of lowest subgroup-local id where it holds only (the
+    one the interpreter names among lanes that make the same finding)."""
+    i32, bt, scope = k.i32(), k.m.type_bool(), k.c32(SUBGROUP)
+    ballot = k.op("GroupNonUniformBallot", k.m.type_vector(i32, 4), scope, cond)
+    lowest = k.op("GroupNonUniformBallotFindLSB", i32, scope, ballot)
+    lid = k.builtin("SubgroupLocalInvocationId")
+    return k.op("LogicalAnd", bt, cond, k.op("IEqual", bt, lid, lowest))
+
+
+def subgroup(k: Kernel) -> int:
     """The subgroup of this work-item in its work-group (i64), as the interpreter counts."""
     return k.op("UDiv", k.i64(), work_item(k), k.c64(k.S))
 
@@ -425,7 +435,7 @@ def whole_subgroup(k: Kernel, inst: Instruction) -> None:
     inactive = k.op("GroupNonUniformBallotFindLSB", i32, scope, k.op("Not", u4, active))
     bad = k.op("LogicalAnd", bt, k.op("GroupNonUniformElect", bt, scope),
                k.op("INotEqual", bt, count, k.c32(k.S)))
-    g = _subgroup(k)
+    g = subgroup(k)
     item = k.op("IAdd", i64, k.op("IMul", i64, g, k.c64(k.S)), k.op("UConvert", i64, inactive))
     fail_if(k, bad, E_PARTIAL, [g], item=item)
     for slot, what in WHOLE_SUBGROUP[inst.opcode]:

@@ -63,7 +63,7 @@ def lower(program: Program, machine: Target, checked: bool = False) -> Program:
     if not checked:
         return lower_copy(program, names, target)
     at = names.index("lower-linalg")
-    names[at:at] = ["insert-shape-checks"]
+    names[at:at] = ["insert-shape-checks", "insert-iteration-marks"]
     names = [n for n in names if n != "dead-code-elimination"]
     # coopmatrix instructions marked before they become per-work-item code
     return lower_copy(program, names, target, before={"lower-coopmatrix": checks.mark})
@@ -88,6 +88,7 @@ def generate(program: Program, machine: Target, checked: bool = False) -> Module
     its findings name."""
     module = Module(VERSION)
     module.findings = {}
+    module.race_locals = {}
     if not program.functions:
         module.require_capability("Linkage")  # a module without entry points is a library
     for func in program.functions:
@@ -98,6 +99,7 @@ def generate(program: Program, machine: Target, checked: bool = False) -> Module
         except Unsupported as e:
             raise k.error(e) from None
         module.findings[func.name] = k.instructions
+        module.race_locals[func.name] = k.races.locals if k.races is not None else []
     return module
 
 

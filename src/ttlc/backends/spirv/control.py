@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List
 
 from ...ir.core import Instruction
-from . import checks
+from . import checks, races
 from .builder import Enum, Inst
 from .function import Kernel
 
@@ -81,9 +81,11 @@ def emit_if(k: Kernel, inst: Instruction):
 
 
 def emit_parallel(k: Kernel, inst: Instruction):
+    shadow = races.enter_parallel(k, inst)
     k.spmd += 1
     k.emit_region(inst.regions[0])
     k.spmd -= 1
+    k.races = shadow
 
 
 def emit_barrier(k: Kernel, inst: Instruction):
@@ -97,6 +99,7 @@ def emit_barrier(k: Kernel, inst: Instruction):
     wg = k.c32(2)  # Scope Workgroup
     k.op("ControlBarrier", None, wg, wg,
          k.c32(Enum("MemorySemantics", "|".join(sem)).value))
+    races.barrier(k, inst)
 
 
 def emit_nothing(k: Kernel, inst: Instruction):
@@ -109,4 +112,5 @@ EMITTERS: Dict[str, Callable] = {
     "parallel": emit_parallel,
     "barrier": emit_barrier,
     "lifetime_stop": emit_nothing,
+    "check_iteration": races.emit_check_iteration,
 }

@@ -79,6 +79,8 @@ class Kernel:
         #: the id of the function reporting a finding (``checks.finish`` defines it)
         self.report: Optional[int] = None
         self.inst_ids: Dict[int, int] = {}
+        #: checked code accessing local memory: its shadow (``races``)
+        self.races = None
 
     # ---- types -------------------------------------------------------------------------------
     def scalar(self, t: Type) -> int:

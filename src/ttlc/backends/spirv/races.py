@@ -1,0 +1,272 @@
+"""Checked SPIR-V: data races on local memory, found as the interpreter finds them.
+
+The rule is the interpreter's (``ttlc.interp.checks``): two accesses to one element of
+local memory race when they come from different work-items, at least one writes, they
+are not both atomic, and no ``barrier.local`` lies between them (the start of an SPMD
+region ends an interval too).  Coopmatrix accesses (the element accesses lower-simt
+makes of them, which carry a ``checks.Marked`` location) are their subgroup's, so they
+race only with other subgroups; the points of a foreach are different work-items even
+when one work-item runs several of them (``check_iteration`` at the top of each lowered
+body, as on target cpu).  Lowered BLAS instructions (``DISJOINT`` SPMD regions) and
+collective code are not tracked, as the interpreter does not track them.
+
+Only kernels that access local memory pay, and only in checked code.  Such a kernel gets
+a shadow in Workgroup memory next to its allocas: for each kind of access it makes
+(``findings.RACE_CLASSES``) and each element of each alloca, two 64-bit keys and the
+last instruction.  A work-item counts the intervals it went through (``interval``, the
+same in every work-item, since barriers are reached by whole work-groups) and, within
+an SPMD region, the foreach points it ran before (``chunk``: the work-group size per
+point); its *actor* is ``chunk`` plus its linear id (plus the first id of its subgroup
+for coopmatrix accesses).  The keys are ``interval << 32 | (2**32 - 1 - actor)`` (the
+smallest actor of the newest interval wins an atomic maximum) and ``interval << 32 |
+actor`` (the largest): keys of an older interval are stale, so nothing is cleared at a
+barrier; the shadow is zeroed once at the start of the kernel.
+
+Work-items run at once, so each access first records itself (OpAtomicSMax, sequentially
+consistent: whichever of two conflicting accesses records second sees the first) and
+then compares the actors it finds for the kinds it conflicts with: for its own kind the
+keys the atomics replaced, for the others atomic loads.  The lowest work-item of the
+subgroup that finds a race reports it (``checks.fail_if``, E_RACE with the details of
+``findings.RACE_FIXED_DETAILS``), worded by ``findings.kernel_error`` as the
+interpreter words it.  Which of two racing accesses is reported depends on the order the
+device ran them in: the one that came second.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence
+
+from ...analysis.effects import DISJOINT, accesses, conflicts
+from ...ir.core import Instruction
+from ...ir.types import MemrefType
+from ...runtime.findings import (E_RACE, ERR_DETAILS, RACE_CLASSES, RACE_FIXED_DETAILS,
+                                 race_class)
+from . import checks
+from .builder import Enum, Lit
+from .function import Kernel, MemVal, Static
+
+WORKGROUP = 2  # Scope Workgroup
+LOW = 0xFFFFFFFF  # the low 32 bits of a key: the actor (or its complement)
+
+
+def is_local(t) -> bool:
+    return isinstance(t, MemrefType) and t.space == "local"
+
+
+def class_of(inst: Instruction) -> int:
+    """The kind of access (``RACE_CLASSES``) of an element access: its coopmatrix
+    instruction's, if lower-simt made it of one."""
+    loc = inst.loc
+    return race_class(loc.inst if isinstance(loc, checks.Marked) else inst)
+
+
+class Shadow:
+    """The shadow of one kernel's local memory and this work-item's interval registers."""
+
+    def __init__(self, k: Kernel, allocas: List[Instruction], classes: List[int]):
+        self.classes = classes
+        #: per alloca: (first shadow element, elements); ``locals`` the table the host
+        #: words races with (``findings.kernel_error``)
+        self.spans: Dict[Instruction, tuple] = {}
+        self.locals: List[tuple] = []
+        n = 0
+        for inst in allocas:
+            t = inst.results[0].type
+            count = max(1, t.extent)
+            self.spans[inst] = (n, count, t.element.size)
+            name = inst.results[0].name
+            self.locals.append((n, count, 1, f"%{name}" if name else None))
+            n += count
+        self.elements = n
+        #: the Workgroup variable of each alloca emitted so far (``emit_alloca``)
+        self.variables: Dict[Instruction, int] = {}
+        m, i64, i32 = k.m, k.i64(), k.i32()
+        m.require_capability("Int64Atomics")
+        size = len(classes) * n
+
+        def workgroup(t: int, length: int) -> int:
+            return m.add("global", "Variable", m.type_pointer("Workgroup", m.type_array(t, length)),
+                         m.id(), Enum("StorageClass", "Workgroup"))
+        self.keys, self.insts = workgroup(i64, 2 * size), workgroup(i32, size)
+        self.interval, self.chunk, self.unfenced = (k.variable(i64) for _ in range(3))
+        for var, v in ((self.interval, 1), (self.chunk, 0), (self.unfenced, -1)):
+            k.op("Store", None, var, k.c64(v))
+        # zero the keys (interval 0: stale), each work-item its share, before any access
+        W = k.cfg.lanes
+        _loop(k, checks.linear_id(k), k.c64(2 * size), k.c64(W),
+              lambda j: k.op("Store", None, self._at(k, self.keys, i64, j), k.c64(0)))
+        scope = k.c32(WORKGROUP)
+        k.op("ControlBarrier", None, scope, scope,
+             k.c32(Enum("MemorySemantics", "AcquireRelease|WorkgroupMemory").value))
+
+    @staticmethod
+    def _at(k: Kernel, var: int, t: int, j: int) -> int:
+        return k.op("AccessChain", k.m.type_pointer("Workgroup", t), var, j)
+
+    def key(self, k: Kernel, cls: int, e: int, high: bool) -> int:
+        at = k.op("IMul", k.i64(), k.op("IAdd", k.i64(), k.c64(self.classes.index(cls) *
+                                                               self.elements), e), k.c64(2))
+        return self._at(k, self.keys, k.i64(), k.op("IAdd", k.i64(), at, k.c64(int(high))))
+
+    def inst(self, k: Kernel, cls: int, e: int) -> int:
+        at = k.op("IAdd", k.i64(), k.c64(self.classes.index(cls) * self.elements), e)
+        return self._at(k, self.insts, k.i32(), at)
+
+    def element(self, k: Kernel, ptr: int) -> int:
+        """The shadow element (i64) of an element pointer into an alloca: the alloca
+        whose bytes hold it (allocas are Workgroup variables of their own)."""
+        i64, bt = k.i64(), k.m.type_bool()
+        addr = k.op("ConvertPtrToU", i64, ptr)
+        e = None
+        for inst, var in self.variables.items():
+            first, count, size = self.spans[inst]
+            rel = k.op("ISub", i64, addr, k.op("ConvertPtrToU", i64, var))
+            here = k.op("IAdd", i64, k.c64(first), k.op("UDiv", i64, rel, k.c64(size)))
+            if e is None:
+                e = here
+            else:
+                inside = k.op("ULessThan", bt, rel, k.c64(count * size))
+                e = k.op("Select", i64, inside, here, e)
+        return e
+
+
+def _loop(k: Kernel, start: int, end: int, step: int, body) -> None:
+    """for (j = start; j < end; j += step) body(j), on i64 ids."""
+    i64 = k.i64()
+    pre = k.label
+    header, inner, cont, merge = (k.m.id() for _ in range(4))
+    k.branch(header)
+    k.block(header)
+    k.m.add("function", "Phi", i64, k.m.id())
+    phi = k.m.sections["function"][-1]
+    cond = k.op("SLessThan", k.m.type_bool(), phi.result, end)
+    k.op("LoopMerge", None, merge, cont, Enum("LoopControl", "None"))
+    k.op("BranchConditional", None, cond, inner, merge)
+    k.block(inner)
+    body(phi.result)
+    k.branch(cont)
+    k.block(cont)
+    nxt = k.op("IAdd", i64, phi.result, step)
+    k.branch(header)
+    phi.operands = [start, pre, nxt, cont]
+    k.block(merge)
+
+
+def setup(k: Kernel) -> None:
+    """At the start of a checked kernel: the shadow, if it accesses local memory in SPMD
+    code (``k.races``; None for others)."""
+    allocas, classes = [], set()
+
+    def walk(region, spmd: bool) -> None:
+        for inst in region.instructions:
+            if inst.opcode == "alloca" and is_local(inst.results[0].type):
+                allocas.append(inst)
+            if spmd and any(is_local(v.type) for v, _ in accesses(inst)):
+                classes.add(class_of(inst))
+            inner = spmd or (inst.opcode == "parallel" and not inst.attrs.get(DISJOINT))
+            for r in inst.regions:
+                walk(r, inner)
+    walk(k.func.body, False)
+    k.races = Shadow(k, allocas, sorted(classes)) if allocas and classes else None
+
+
+def alloca(k: Kernel, inst: Instruction, var: int) -> None:
+    if k.races is not None:
+        k.races.variables[inst] = var
+
+
+# ---- intervals ----------------------------------------------------------------------------------
+def _add(k: Kernel, var: int, n: int) -> None:
+    k.op("Store", None, var, k.op("IAdd", k.i64(), k.op("Load", k.i64(), var), k.c64(n)))
+
+
+def enter_parallel(k: Kernel, inst: Instruction) -> Optional[Shadow]:
+    """An SPMD region begins an interval (its foreach points counted from 0); a lowered
+    BLAS instruction is not tracked.  The shadow to restore after the region."""
+    sh = k.races
+    if sh is None:
+        return None
+    if inst.attrs.get(DISJOINT):
+        k.races = None
+        return sh
+    _add(k, sh.interval, 1)
+    k.op("Store", None, sh.chunk, k.c64(0))
+    k.op("Store", None, sh.unfenced, k.c64(-1))
+    return sh
+
+
+def barrier(k: Kernel, inst: Instruction) -> None:
+    """After a barrier in SPMD code: barrier.local begins an interval; a barrier without
+    it is remembered for the message."""
+    sh = k.races
+    if sh is None or not k.spmd:
+        return
+    if inst.modifier("local"):
+        _add(k, sh.interval, 1)
+        k.op("Store", None, sh.unfenced, k.c64(-1))
+    else:
+        k.op("Store", None, sh.unfenced, k.c64(checks.inst_id(k, inst)))
+
+
+def emit_check_iteration(k: Kernel, inst: Instruction):
+    """A new foreach point: the accesses after it are by new actors."""
+    if k.races is not None:
+        _add(k, k.races.chunk, k.cfg.lanes)
+
+
+# ---- accesses -----------------------------------------------------------------------------------
+def access(k: Kernel, inst: Instruction, m: MemVal, ptr: int, index: Sequence) -> None:
+    """Checked SPMD code: the access of ``inst`` to the element at ``ptr`` of ``m``
+    (through ``index``, Values), if ``m`` is local memory: record it, then report a race
+    with an earlier access of this interval.  Call it where the access is performed."""
+    sh: Optional[Shadow] = k.races
+    if sh is None or not k.spmd or not is_local(m.type):
+        return
+    i64, i32, bt = k.i64(), k.i32(), k.m.type_bool()
+    mine = class_of(inst)
+    kind, coop = RACE_CLASSES[mine]
+    e = sh.element(k, ptr)
+    chunk = k.op("Load", i64, sh.chunk)
+    lane = (k.op("IMul", i64, checks.subgroup(k), k.c64(k.S)) if coop
+            else checks.work_item(k))
+    me = k.op("IAdd", i64, chunk, lane)
+    interval = k.op("ShiftLeftLogical", i64, k.op("Load", i64, sh.interval), k.c64(32))
+    scope = k.c32(WORKGROUP)
+    sem = k.c32(Enum("MemorySemantics", "SequentiallyConsistent|WorkgroupMemory").value)
+    relaxed = k.c32(0)
+    keys = (k.op("IAdd", i64, interval, k.op("ISub", i64, k.c64(LOW), me)),
+            k.op("IAdd", i64, interval, me))
+    old = [k.op("AtomicSMax", i64, sh.key(k, mine, e, high), scope, sem, key)
+           for high, key in enumerate(keys)]
+    old_inst = k.op("AtomicExchange", i32, sh.inst(k, mine, e), scope, relaxed,
+                    k.c32(checks.inst_id(k, inst)))
+    index = [k.ival(k.index(i)) for i in index]
+    room = ERR_DETAILS - RACE_FIXED_DETAILS
+    unfenced = k.op("Load", i64, sh.unfenced)
+    for cls in sh.classes:
+        other_kind, other_coop = RACE_CLASSES[cls]
+        if not conflicts(kind, other_kind):
+            continue
+        if cls == mine:
+            low, high, other_inst = old[0], old[1], old_inst
+        else:
+            low, high = (k.op("AtomicLoad", i64, sh.key(k, cls, e, h), scope, sem)
+                         for h in (False, True))
+            other_inst = k.op("AtomicLoad", i32, sh.inst(k, cls, e), scope, relaxed)
+        unit = k.c64(k.S if coop or other_coop else 1)
+        me_u = k.op("UDiv", i64, me, unit)
+
+        def differs(key: int, actor: int) -> int:
+            current = k.op("IEqual", bt, k.op("ShiftLeftLogical", i64, k.op(
+                "ShiftRightLogical", i64, key, k.c64(32)), k.c64(32)), interval)
+            return k.op("LogicalAnd", bt, current, k.op(
+                "INotEqual", bt, k.op("UDiv", i64, actor, unit), me_u))
+        low_actor = k.op("ISub", i64, k.c64(LOW), k.op("BitwiseAnd", i64, low, k.c64(LOW)))
+        high_actor = k.op("BitwiseAnd", i64, high, k.c64(LOW))
+        by_low = differs(low, low_actor)
+        bad = k.op("LogicalOr", bt, by_low, differs(high, high_actor))
+        other = k.op("Select", i64, by_low, low_actor, high_actor)
+        packed = k.op("IAdd", i64, k.op("IMul", i64, k.op("SConvert", i64, other_inst),
+                                        k.c64(64)), k.c64(cls * 8 + mine))
+        details = [e, other, packed, me, unfenced, Static(len(index))] + index[:room]
+        checks.fail_if(k, checks.lowest_in_subgroup(k, bad), E_RACE, details,
+                       item=lane if coop else None)
