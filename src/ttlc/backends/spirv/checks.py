@@ -113,10 +113,11 @@ def _word(k: Kernel, j: int) -> int:
 
 
 def fail_if(k: Kernel, bad: int, code: int, details: Sequence = (),
-            item: Optional[int] = None) -> None:
+            item: Optional[int] = None, inst: Optional[int] = None) -> None:
     """Where ``bad`` holds: note the finding in this work-item's flag and report it
     through the kernel's report function (``finish``; details: Statics or ids, i64
-    unless given as (id, bits); ``item``: the work-item named, if not this one)."""
+    unless given as (id, bits); ``item``: the work-item named, if not this one;
+    ``inst``: the instruction's index (an i64 id), if not the current one's)."""
     values = [_i64(k, d) for d in details][:ERR_DETAILS]
     values += [k.c64(0)] * (ERR_DETAILS - len(values))
     if k.report is None:
@@ -125,7 +126,8 @@ def fail_if(k: Kernel, bad: int, code: int, details: Sequence = (),
     def report() -> List[int]:
         k.op("Store", None, k.failed, k.m.constant_bool(True))
         k.op("FunctionCall", k.m.type_void(), k.report, k.record, k.c64(code),
-             k.c64(inst_id(k, k.current)), work_item(k) if item is None else item, *values)
+             k.c64(inst_id(k, k.current)) if inst is None else inst,
+             work_item(k) if item is None else item, *values)
         return []
     k.select(bad, report, [], [])
 

@@ -79,6 +79,8 @@ class Shadow:
         self.elements = n
         #: the Workgroup variable of each alloca emitted so far (``emit_alloca``)
         self.variables: Dict[Instruction, int] = {}
+        #: the function (id) checking each kind of access (``_checker``)
+        self.checkers: Dict[int, int] = {}
         m, i64, i32 = k.m, k.i64(), k.i32()
         m.require_capability("Int64Atomics")
         size = len(classes) * n
@@ -111,11 +113,10 @@ class Shadow:
         at = k.op("IAdd", k.i64(), k.c64(self.classes.index(cls) * self.elements), e)
         return self._at(k, self.insts, k.i32(), at)
 
-    def element(self, k: Kernel, ptr: int) -> int:
-        """The shadow element (i64) of an element pointer into an alloca: the alloca
-        whose bytes hold it (allocas are Workgroup variables of their own)."""
+    def element(self, k: Kernel, addr: int) -> int:
+        """The shadow element (i64) of the address (i64) of an element of an alloca: the
+        alloca whose bytes hold it (allocas are Workgroup variables of their own)."""
         i64, bt = k.i64(), k.m.type_bool()
-        addr = k.op("ConvertPtrToU", i64, ptr)
         e = None
         for inst, var in self.variables.items():
             first, count, size = self.spans[inst]
@@ -214,22 +215,68 @@ def emit_check_iteration(k: Kernel, inst: Instruction):
 
 
 # ---- accesses -----------------------------------------------------------------------------------
+#: index values an E_RACE record holds
+ROOM = ERR_DETAILS - RACE_FIXED_DETAILS
+
+
 def access(k: Kernel, inst: Instruction, m: MemVal, ptr: int, index: Sequence) -> None:
     """Checked SPMD code: the access of ``inst`` to the element at ``ptr`` of ``m``
-    (through ``index``, Values), if ``m`` is local memory: record it, then report a race
-    with an earlier access of this interval.  Call it where the access is performed."""
+    (through ``index``, Values), if ``m`` is local memory: record it and report a race
+    with an earlier access of this interval, by a call of the checker of its kind of
+    access (``_checker``), so that an access costs little more than a call.  Call it
+    where the access is performed."""
     sh: Optional[Shadow] = k.races
     if sh is None or not k.spmd or not is_local(m.type):
         return
-    i64, i32, bt = k.i64(), k.i32(), k.m.type_bool()
+    i64 = k.i64()
     mine = class_of(inst)
-    kind, coop = RACE_CLASSES[mine]
-    e = sh.element(k, ptr)
-    chunk = k.op("Load", i64, sh.chunk)
-    lane = (k.op("IMul", i64, checks.subgroup(k), k.c64(k.S)) if coop
+    lane = (k.op("IMul", i64, checks.subgroup(k), k.c64(k.S)) if RACE_CLASSES[mine][1]
             else checks.work_item(k))
-    me = k.op("IAdd", i64, chunk, lane)
-    interval = k.op("ShiftLeftLogical", i64, k.op("Load", i64, sh.interval), k.c64(32))
+    me = k.op("IAdd", i64, k.op("Load", i64, sh.chunk), lane)
+    if mine not in sh.checkers:
+        sh.checkers[mine] = k.m.id()
+    index = [k.ival(k.index(i)) for i in index][:ROOM]
+    index += [k.c64(0)] * (ROOM - len(index))
+    k.op("FunctionCall", k.m.type_void(), sh.checkers[mine], k.op("ConvertPtrToU", i64, ptr),
+         me, lane, k.op("Load", i64, sh.interval), k.op("Load", i64, sh.unfenced),
+         k.c64(checks.inst_id(k, inst)), k.c64(len(inst.slots["index"])), *index, k.failed,
+         k.record)
+
+
+def finish(k: Kernel) -> None:
+    """After the kernel's function: the checkers its accesses call."""
+    if k.races is None:
+        return
+    failed, record = k.failed, k.record
+    for mine, fid in k.races.checkers.items():
+        _checker(k, mine, fid)
+    k.failed, k.record = failed, record
+
+
+def _checker(k: Kernel, mine: int, fid: int) -> None:
+    """The function that records an access of kind ``mine`` (parameters: its address,
+    actor, work-item, the interval, the barrier without .local fence, the instruction,
+    the number of index values and the first ``ROOM`` of them, the work-item's finding
+    flag and the error buffer) and reports the race it makes, if any.  Its own kind is
+    compared with the keys its atomics replaced (accesses before it) and with the
+    smallest actor read back (lanes of one instruction, which the device may merge into
+    one atomic); other kinds with atomic loads.  The first race in the order of
+    ``classes`` is reported, by the work-item of lowest subgroup-local id that finds
+    one."""
+    sh: Shadow = k.races
+    m, i64, i32, bt = k.m, k.i64(), k.i32(), k.m.type_bool()
+    params = [i64] * (7 + ROOM) + [m.type_pointer("Function", bt),
+                                   m.type_pointer("CrossWorkgroup", i64)]
+    m.add("function", "Function", m.type_void(), fid, Enum("FunctionControl", "DontInline"),
+          m.type_function(m.type_void(), params))
+    addr, me, lane, interval, unfenced, inst, order, *rest = (
+        m.add("function", "FunctionParameter", t, m.id()) for t in params)
+    index, (k.failed, k.record) = rest[:ROOM], rest[ROOM:]
+    m.name(fid, f"ttlc.race.{mine}")
+    k.block(m.id())
+    e = sh.element(k, addr)
+    interval = k.op("ShiftLeftLogical", i64, interval, k.c64(32))
+    kind, coop = RACE_CLASSES[mine]
     scope = k.c32(WORKGROUP)
     sem = k.c32(Enum("MemorySemantics", "SequentiallyConsistent|WorkgroupMemory").value)
     relaxed = k.c32(0)
@@ -238,35 +285,41 @@ def access(k: Kernel, inst: Instruction, m: MemVal, ptr: int, index: Sequence) -
     old = [k.op("AtomicSMax", i64, sh.key(k, mine, e, high), scope, sem, key)
            for high, key in enumerate(keys)]
     old_inst = k.op("AtomicExchange", i32, sh.inst(k, mine, e), scope, relaxed,
-                    k.c32(checks.inst_id(k, inst)))
-    index = [k.ival(k.index(i)) for i in index]
-    room = ERR_DETAILS - RACE_FIXED_DETAILS
-    unfenced = k.op("Load", i64, sh.unfenced)
+                    k.op("UConvert", i32, inst))
+    other, packed = k.c64(0), k.c64(-1)
     for cls in sh.classes:
         other_kind, other_coop = RACE_CLASSES[cls]
         if not conflicts(kind, other_kind):
             continue
         if cls == mine:
-            low, high, other_inst = old[0], old[1], old_inst
+            back = k.op("AtomicLoad", i64, sh.key(k, mine, e, False), scope, sem)
+            keys, other_inst = [old[0], old[1], back], old_inst
         else:
-            low, high = (k.op("AtomicLoad", i64, sh.key(k, cls, e, h), scope, sem)
-                         for h in (False, True))
+            keys = [k.op("AtomicLoad", i64, sh.key(k, cls, e, h), scope, sem)
+                    for h in (False, True)]
             other_inst = k.op("AtomicLoad", i32, sh.inst(k, cls, e), scope, relaxed)
         unit = k.c64(k.S if coop or other_coop else 1)
         me_u = k.op("UDiv", i64, me, unit)
-
-        def differs(key: int, actor: int) -> int:
+        # the first key (in the order above) of this interval whose actor is not this one
+        for j, key in reversed(list(enumerate(keys))):
+            bits = k.op("BitwiseAnd", i64, key, k.c64(LOW))
+            actor = bits if j == 1 else k.op("ISub", i64, k.c64(LOW), bits)
             current = k.op("IEqual", bt, k.op("ShiftLeftLogical", i64, k.op(
                 "ShiftRightLogical", i64, key, k.c64(32)), k.c64(32)), interval)
-            return k.op("LogicalAnd", bt, current, k.op(
+            differs = k.op("LogicalAnd", bt, current, k.op(
                 "INotEqual", bt, k.op("UDiv", i64, actor, unit), me_u))
-        low_actor = k.op("ISub", i64, k.c64(LOW), k.op("BitwiseAnd", i64, low, k.c64(LOW)))
-        high_actor = k.op("BitwiseAnd", i64, high, k.c64(LOW))
-        by_low = differs(low, low_actor)
-        bad = k.op("LogicalOr", bt, by_low, differs(high, high_actor))
-        other = k.op("Select", i64, by_low, low_actor, high_actor)
-        packed = k.op("IAdd", i64, k.op("IMul", i64, k.op("SConvert", i64, other_inst),
-                                        k.c64(64)), k.c64(cls * 8 + mine))
-        details = [e, other, packed, me, unfenced, Static(len(index))] + index[:room]
-        checks.fail_if(k, checks.lowest_in_subgroup(k, bad), E_RACE, details,
-                       item=lane if coop else None)
+            if j == len(keys) - 1:
+                bad, by = differs, actor
+            else:
+                bad, by = (k.op("LogicalOr", bt, differs, bad),
+                           k.op("Select", i64, differs, actor, by))
+        code = k.op("IAdd", i64, k.op("IMul", i64, k.op("SConvert", i64, other_inst),
+                                      k.c64(64)), k.c64(cls * 8 + mine))
+        take = k.op("LogicalAnd", bt, k.op("SLessThan", bt, packed, k.c64(0)), bad)
+        other = k.op("Select", i64, take, by, other)
+        packed = k.op("Select", i64, take, code, packed)
+    bad = k.op("SGreaterThanEqual", bt, packed, k.c64(0))
+    checks.fail_if(k, checks.lowest_in_subgroup(k, bad), E_RACE,
+                   [e, other, packed, me, unfenced, order, *index], item=lane, inst=inst)
+    k.op("Return", None)
+    k.op("FunctionEnd", None)
