@@ -107,9 +107,36 @@ def _atomics(read, X):
             lambda: (X.copy(), np.zeros(4, np.int32)), (1, 1, 3))
 
 
+#: test_interp_checked.py's COOP_LOCAL on 8 x 8 blocks (16 x 16 ones take Intel's CPU
+#: runtime half a minute to build checked)
+STAGE = """\
+func @stage(%A: memref<f32x16x8>, %B: memref<f32x16x8>) attributes {subgroup_size=8, work_group_size=[16,1]} {
+    %tmp = alloca : memref<f32x16x8,local>
+    parallel {
+        %sg = subgroup_id.x : i32
+        %s = cast %sg : index
+        %c8 = constant 8 : index
+        %c0 = constant 0 : index
+        %x = mul %s, %c8 : index
+        %t = cooperative_matrix_load %A[%x, %c0] : coopmatrix<f32x8x8,matrix_acc>
+        cooperative_matrix_store %t, %tmp[%x, %c0]
+        %u = cooperative_matrix_load.t %tmp[%x, %c0] : coopmatrix<f32x8x8,matrix_acc>
+        BARRIER
+        %c1 = constant 1 : i32
+        %o = sub %c1, %sg : i32
+        %os = cast %o : index
+        %ox = mul %os, %c8 : index
+        %v = cooperative_matrix_load %tmp[%ox, %c0] : coopmatrix<f32x8x8,matrix_acc>
+        %w = add %u, %v : coopmatrix<f32x8x8,matrix_acc>
+        cooperative_matrix_store %w, %B[%x, %c0]
+    }
+}
+"""
+
+
 def _stage(barrier):
-    return (C.COOP_LOCAL.replace("BARRIER", barrier), "stage",
-            lambda: (C.farray(np.arange(512).reshape(32, 16)), C.farray(np.zeros((32, 16)))),
+    return (STAGE.replace("BARRIER", barrier), "stage",
+            lambda: (C.farray(np.arange(128).reshape(16, 8)), C.farray(np.zeros((16, 8)))),
             (1, 2, 1))
 
 
@@ -235,3 +262,35 @@ def test_unchecked_modules_have_no_shadow_and_no_barrier_tests():
                                       checked).text() for checked in (False, True)}
     for op in ("OpAtomicSMax", "OpGroupAny", "OpGroupAll", "Int64Atomics"):
         assert op in text[True] and op not in text[False], op
+
+
+LARGE = """\
+func @large(%out: memref<f32x16>) attributes {subgroup_size=16, work_group_size=[16,1]} {
+    %L = alloca : memref<f32x8192,local>
+    parallel {
+        %i = subgroup_local_id : i32
+        %k = cast %i : index
+        %x = cast %i : f32
+        store %x, %L[%k]
+        %y = load %L[%k] : f32
+        store %y, %out[%k]
+    }
+}
+"""
+
+
+def test_local_memory_the_device_lacks_is_a_compile_error():
+    """32 KiB of local memory fit Intel's CPU runtime (256 KiB) unchecked; checked, the
+    shadow of its reads and writes (2 x 20 bytes per element) does not: a CompileError
+    saying so, not the runtime's OUT_OF_RESOURCES at launch."""
+    from ttlc.backends.opencl import device
+
+    found, _ = device.find()
+    if found.device.local_mem_size >= 32768 * 11:
+        pytest.skip("the device has room for the shadow")
+    out = np.zeros(16, np.float32)
+    ttlc.compile(LARGE, target="opencl")["large"](out)
+    np.testing.assert_array_equal(out, np.arange(16))
+    with pytest.raises(ttlc.CompileError, match=r"kernel @large needs 360448 bytes of local "
+                                                r"memory, with the 20 bytes .* data races"):
+        ttlc.compile(LARGE, target="opencl", checked=True)

@@ -45,7 +45,7 @@ from ...target import Target
 from ...target.config import ExecConfig
 from ..copies import check_writable, members, stretches, written
 from ..simt import pointer_arguments
-from ..spirv import checks, codegen
+from ..spirv import checks, codegen, races
 from . import device as devices
 
 #: alignment of everything in the arena (bytes): the largest any element type needs
@@ -55,6 +55,23 @@ ALIGN = 128
 def _error(program: Program, message: str) -> CompileError:
     loc = program.functions[0].loc if program.functions else Location(1, 1, 1, 1)
     return CompileError([Diagnostic(loc, message)], program.source, program.filename)
+
+
+def _fits(program: Program, spirv, dev: "devices.Device") -> None:
+    """Each kernel's local memory (in checked code with the shadow that finds data races,
+    which needs 64-bit atomics) fits the device: else a CompileError saying why."""
+    for name, used in spirv.local_bytes.items():
+        shadow = bool(spirv.race_locals[name])
+        if shadow and races.EXTENSION not in dev.extensions:
+            raise _error(program, f"kernel @{name}: checked code finds data races on local "
+                                  f"memory with 64-bit atomics, which {dev.name} lacks "
+                                  f"({races.EXTENSION}); run it unchecked or on target cpu")
+        limit = dev.device.local_mem_size
+        if used > limit:
+            extra = (f", with the {races.BYTES} bytes per element and kind of access that "
+                     "checked code keeps to find data races" if shadow else "")
+            raise _error(program, f"kernel @{name} needs {used} bytes of local memory{extra}; "
+                                  f"{dev.name} has {limit}")
 
 
 def _spirv_val() -> Optional[str]:
@@ -197,6 +214,7 @@ class OpenCLModule(Module):
             raise _error(program, f"internal compiler error on target opencl ({type(e).__name__}: "
                                   f"{e})") from e
         self.configs = {f.name: ExecConfig.of(f, machine, lowered) for f in lowered.functions}
+        _fits(program, spirv, dev)
         problem = _invalid(spirv, self.binary)
         if problem is not None:
             raise _error(program, "internal compiler error on target opencl: the SPIR-V module "

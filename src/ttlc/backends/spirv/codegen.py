@@ -89,6 +89,7 @@ def generate(program: Program, machine: Target, checked: bool = False) -> Module
     module = Module(VERSION)
     module.findings = {}
     module.race_locals = {}
+    module.local_bytes = {}
     if not program.functions:
         module.require_capability("Linkage")  # a module without entry points is a library
     for func in program.functions:
@@ -100,6 +101,7 @@ def generate(program: Program, machine: Target, checked: bool = False) -> Module
             raise k.error(e) from None
         module.findings[func.name] = k.instructions
         module.race_locals[func.name] = k.races.locals if k.races is not None else []
+        module.local_bytes[func.name] = k.local_bytes
     return module
 
 

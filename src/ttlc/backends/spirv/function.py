@@ -81,6 +81,8 @@ class Kernel:
         self.inst_ids: Dict[int, int] = {}
         #: checked code accessing local memory: its shadow (``races``)
         self.races = None
+        #: bytes of Workgroup memory the kernel's variables take
+        self.local_bytes = 0
 
     # ---- types -------------------------------------------------------------------------------
     def scalar(self, t: Type) -> int:

@@ -299,6 +299,8 @@ def emit_alloca(k: Kernel, inst: Instruction):
     array = k.m.type_array(elem, -(-count * t.element.bits // 32) if words else count)
     var = k.m.add("global", "Variable", k.m.type_pointer("Workgroup", array), k.m.id(),
                   Enum("StorageClass", "Workgroup"))
+    k.local_bytes += (-(-count * t.element.bits // 32) * 4 if words
+                      else count * t.element.size // (2 if t.element.is_complex else 1))
     races.alloca(k, inst, var)
     ptr = k.op("InBoundsAccessChain", k.m.type_pointer("Workgroup", elem), var, k.c64(0))
     if words:

@@ -46,6 +46,10 @@ from .function import Kernel, MemVal, Static
 
 WORKGROUP = 2  # Scope Workgroup
 LOW = 0xFFFFFFFF  # the low 32 bits of a key: the actor (or its complement)
+#: bytes of shadow per element of local memory and kind of access: two keys, an instruction
+BYTES = 20
+#: the device extension the shadow's atomics need
+EXTENSION = "cl_khr_int64_extended_atomics"
 
 
 def is_local(t) -> bool:
@@ -89,6 +93,7 @@ class Shadow:
             return m.add("global", "Variable", m.type_pointer("Workgroup", m.type_array(t, length)),
                          m.id(), Enum("StorageClass", "Workgroup"))
         self.keys, self.insts = workgroup(i64, 2 * size), workgroup(i32, size)
+        k.local_bytes += BYTES * size
         self.interval, self.chunk, self.unfenced = (k.variable(i64) for _ in range(3))
         for var, v in ((self.interval, 1), (self.chunk, 0), (self.unfenced, -1)):
             k.op("Store", None, var, k.c64(v))
