@@ -109,29 +109,12 @@ def _atomics(read, X):
 
 #: test_interp_checked.py's COOP_LOCAL on 8 x 8 blocks (16 x 16 ones take Intel's CPU
 #: runtime half a minute to build checked)
-STAGE = """\
-func @stage(%A: memref<f32x16x8>, %B: memref<f32x16x8>) attributes {subgroup_size=8, work_group_size=[16,1]} {
-    %tmp = alloca : memref<f32x16x8,local>
-    parallel {
-        %sg = subgroup_id.x : i32
-        %s = cast %sg : index
-        %c8 = constant 8 : index
-        %c0 = constant 0 : index
-        %x = mul %s, %c8 : index
-        %t = cooperative_matrix_load %A[%x, %c0] : coopmatrix<f32x8x8,matrix_acc>
-        cooperative_matrix_store %t, %tmp[%x, %c0]
-        %u = cooperative_matrix_load.t %tmp[%x, %c0] : coopmatrix<f32x8x8,matrix_acc>
-        BARRIER
-        %c1 = constant 1 : i32
-        %o = sub %c1, %sg : i32
-        %os = cast %o : index
-        %ox = mul %os, %c8 : index
-        %v = cooperative_matrix_load %tmp[%ox, %c0] : coopmatrix<f32x8x8,matrix_acc>
-        %w = add %u, %v : coopmatrix<f32x8x8,matrix_acc>
-        cooperative_matrix_store %w, %B[%x, %c0]
-    }
-}
-"""
+STAGE = C.COOP_LOCAL
+for _old, _new in (("subgroup_size=16, work_group_size=[32,1]", "subgroup_size=8, "
+                    "work_group_size=[16,1]"), ("16x16", "8x8"), ("32x16", "16x8"),
+                   ("%c16 = constant 16", "%c16 = constant 8")):
+    assert _old in STAGE, _old
+    STAGE = STAGE.replace(_old, _new)
 
 
 def _stage(barrier):
