@@ -350,18 +350,20 @@ def uniform(k: Kernel, x: int, bits: int, what: str) -> None:
     lid = k.builtin("SubgroupLocalInvocationId")
     first = k.op("GroupNonUniformBroadcastFirst", k.m.type_int(bits), scope, x)
     first_id = k.op("GroupNonUniformBroadcastFirst", i32, scope, lid)
-    bad = lowest_in_subgroup(k, k.op("INotEqual", bt, x, first))
+    bad = lowest_in_subgroup(k, k.op("INotEqual", bt, x, first), lid)
     fail_if(k, bad, E_UNIFORM, [Static(UNIFORM_OPERANDS.index(what)), (x, bits), (first, bits),
                                 (first_id, 32), subgroup(k), Static(0)])
 
 
-def lowest_in_subgroup(k: Kernel, cond: int) -> int:
+def lowest_in_subgroup(k: Kernel, cond: int, lid: Optional[int] = None) -> int:
     """cond, in the active work-item of lowest subgroup-local id where it holds only (the
-    one the interpreter names among lanes that make the same finding)."""
+    one the interpreter names among lanes that make the same finding); ``lid``: that id,
+    if loaded already."""
     i32, bt, scope = k.i32(), k.m.type_bool(), k.c32(SUBGROUP)
     ballot = k.op("GroupNonUniformBallot", k.m.type_vector(i32, 4), scope, cond)
     lowest = k.op("GroupNonUniformBallotFindLSB", i32, scope, ballot)
-    lid = k.builtin("SubgroupLocalInvocationId")
+    if lid is None:
+        lid = k.builtin("SubgroupLocalInvocationId")
     return k.op("LogicalAnd", bt, cond, k.op("IEqual", bt, lid, lowest))
 
 

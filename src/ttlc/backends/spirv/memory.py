@@ -93,7 +93,9 @@ def checked_access(emit: Callable) -> Callable:
         bad = checks.access(k, m, inst.slots["index"])
 
         def perform() -> List[int]:
-            races.access(k, inst, m, address(k, m, inst.slots["index"]), inst.slots["index"])
+            if races.tracks(k, m):
+                races.access(k, inst, m, address(k, m, inst.slots["index"]),
+                             inst.slots["index"])
             return [x for x in k.flatten(emit(k, inst)) if x is not None]
         if not inst.results:
             checks.guarded(k, bad, perform, [])
@@ -233,7 +235,7 @@ def emit_atomic_update(k: Kernel, inst: Instruction):
     all get the previous value."""
     m = k.get(inst.slots["tensor"])
     bad = checks.access(k, m, inst.slots["index"]) if k.checked else None
-    if k.checked and k.races is not None and k.spmd:
+    if k.checked and races.tracks(k, m):
         checks.guarded(k, bad, lambda: races.access(k, inst, m, address(
             k, m, inst.slots["index"]), inst.slots["index"]) or [], [])
     cells, scope, sem, failure = _atomic(k, inst)

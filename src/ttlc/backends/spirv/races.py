@@ -224,15 +224,17 @@ def emit_check_iteration(k: Kernel, inst: Instruction):
 ROOM = ERR_DETAILS - RACE_FIXED_DETAILS
 
 
+def tracks(k: Kernel, m: MemVal) -> bool:
+    """Whether accesses to m here are tracked: checked SPMD code, local memory."""
+    return k.races is not None and k.spmd > 0 and is_local(m.type)
+
+
 def access(k: Kernel, inst: Instruction, m: MemVal, ptr: int, index: Sequence) -> None:
-    """Checked SPMD code: the access of ``inst`` to the element at ``ptr`` of ``m``
-    (through ``index``, Values), if ``m`` is local memory: record it and report a race
-    with an earlier access of this interval, by a call of the checker of its kind of
-    access (``_checker``), so that an access costs little more than a call.  Call it
-    where the access is performed."""
-    sh: Optional[Shadow] = k.races
-    if sh is None or not k.spmd or not is_local(m.type):
-        return
+    """The access of ``inst`` to the element at ``ptr`` of ``m`` (through ``index``,
+    Values), where ``tracks``: record it and report a race with an earlier access of this
+    interval, by a call of the checker of its kind of access (``_checker``), so that an
+    access costs little more than a call.  Call it where the access is performed."""
+    sh: Shadow = k.races
     i64 = k.i64()
     mine = class_of(inst)
     lane = (k.op("IMul", i64, checks.subgroup(k), k.c64(k.S)) if RACE_CLASSES[mine][1]
