@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..analysis.effects import KINDS, access_kind, race_message
+from ..analysis.effects import RACE_CLASSES, race_message
 from ..diagnostics import KernelError
 from ..ir.core import Instruction
 from ..ir.traits import first_broken_rule, shapes_of
@@ -29,18 +29,25 @@ ERR_DETAILS = ERR_SLOTS - 6
 E_INDEX, E_GROUP_INDEX, E_NULL, E_DIV_ZERO, E_STEP, E_BARRIER, E_EXPAND, E_FUSE = range(1, 9)
 E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_BROADCAST, E_SUBVIEW, E_SHAPES, E_UNIFORM = 9, 10, 11, 12, 13, 14
 E_RACE, E_PARTIAL, E_LIFETIME = 15, 16, 17
-#: the kinds of access race detection keeps apart: (kind, made by a coopmatrix instruction)
-RACE_CLASSES = tuple((kind, coop) for coop in (False, True) for kind in KINDS)
-#: families of the coopmatrix memory instructions (accesses by a whole subgroup)
-COOP_MEMORY = ("coop_load", "coop_store", "coop_atomic_update")
-#: details of an E_RACE record before the values of the index: the element (an offset
-#: into the ``locals_`` table of ``kernel_error``), the other actor, (other instruction,
-#: other class, this class) packed, this actor, the barrier without .local fence of the
-#: interval (-1: none), the number of index values
-RACE_FIXED_DETAILS = 6
 #: operands that must be dynamically uniform in a subgroup, as E_UNIFORM names them
 UNIFORM_OPERANDS = ("the row position", "the column position", "the memref", "the number",
                     "the scalar", "the lane index")
+_ACCESS = (("x", "the row position"), ("y", "the column position"), ("tensor", "the memref"))
+#: coopmatrix instructions that whole subgroups must execute (E_PARTIAL), with their
+#: operands that must be uniform in the subgroup (slot, as E_UNIFORM names it), as the
+#: interpreter tests them
+WHOLE_SUBGROUP = {
+    **dict.fromkeys(("cooperative_matrix_load", "cooperative_matrix_store",
+                     "cooperative_matrix_atomic_load", "cooperative_matrix_atomic_store",
+                     "cooperative_matrix_atomic_add", "cooperative_matrix_atomic_max",
+                     "cooperative_matrix_atomic_min", "cooperative_matrix_prefetch"), _ACCESS),
+    **dict.fromkeys(("cooperative_matrix_mul_add", "cooperative_matrix_reduce_add",
+                     "cooperative_matrix_reduce_max", "cooperative_matrix_reduce_min"), ()),
+}
+#: the uniform operands of instructions that part of a subgroup may run
+UNIFORM_SLOTS = {"cooperative_matrix_construct": (("a", "the number"),),
+                 "cooperative_matrix_scale": (("a", "the scalar"),),
+                 "subgroup_broadcast": (("lane", "the lane index"),)}
 
 
 @dataclass(frozen=True)
@@ -61,27 +68,22 @@ class InstRef:
         return InstRef(inst.opcode, inst.loc, rule)
 
 
-def race_class(inst: Instruction) -> int:
-    """The index in ``RACE_CLASSES`` of the accesses ``inst`` makes to its memref."""
-    return RACE_CLASSES.index((access_kind(inst, "tensor"), inst.opdef.family in COOP_MEMORY))
-
-
 def kernel_error(filename: str, kernel: str, record: Sequence[int],
                  instructions: Sequence[InstRef], work_group_size: Tuple[int, int],
-                 locals_: Sequence[tuple] = (), subgroup_size: int = 1) -> KernelError:
-    """The KernelError of an error record; ``locals_`` names the kernel's allocas (offset,
-    bytes, element size, name; in the units of an E_RACE record's element) for E_LIFETIME
-    and E_RACE."""
+                 local_names: Sequence[Optional[str]] = (),
+                 race: Optional[Callable[[list], str]] = None) -> KernelError:
+    """The KernelError of an error record; ``local_names`` names the kernel's allocas for
+    E_LIFETIME, ``race`` words an E_RACE record's details."""
     code, gx, gy, gz, inst_id, lane = (int(x) for x in record[:6])
     d = [int(x) for x in record[6:]]
     inst = instructions[inst_id]
     wgx = work_group_size[0]
     where = f"{filename}:{inst.loc}"
     item = f", work-item ({lane % wgx}, {lane // wgx})" if lane >= 0 else ""
-    if code == E_RACE:
-        msg = _race(d, instructions, work_group_size, locals_, subgroup_size)
+    if code == E_RACE and race is not None:
+        msg = race(d)
     elif code == E_LIFETIME:
-        name = locals_[d[1]][3]
+        name = local_names[d[1]]
         msg = (f"access to local memory{' ' + name if name else ''} after its lifetime "
                f"ended (lifetime_stop at {instructions[d[0]].loc})")
     else:
@@ -89,11 +91,19 @@ def kernel_error(filename: str, kernel: str, record: Sequence[int],
     return KernelError(f"{where}: kernel @{kernel}, group {(gx, gy, gz)}{item}: {msg}")
 
 
-def _race(d: list, instructions: Sequence[InstRef], work_group_size: Tuple[int, int],
-          locals_: Sequence[tuple], S: int) -> str:
-    """The message of a data race on local memory (``RACE_FIXED_DETAILS``): actors are
-    work-items counted from the first of their interval, plus the work-group size for
-    each foreach point a work-item ran before."""
+#: details of an E_RACE record of targets cpu and opencl before the values of the index:
+#: the element (an offset into the kernel's table of allocas, ``race_words``), the other
+#: actor, (other instruction, other kind, this kind) packed, this actor, the barrier
+#: without .local fence of the interval (-1: none), the number of index values
+RACE_FIXED_DETAILS = 6
+
+
+def race_words(d: Sequence[int], locals_: Sequence[tuple], instructions: Sequence[InstRef],
+               work_group_size: Tuple[int, int], S: int) -> str:
+    """The message of a data race on local memory from the details of its E_RACE record
+    (``RACE_FIXED_DETAILS``); ``locals_``: the kernel's allocas (offset, extent, element
+    size, name) in the units of the record's element.  Actors are work-items plus the
+    work-group size for each foreach point a work-item ran before in the interval."""
     rel, other, packed, me, unfenced, order = d[:RACE_FIXED_DETAILS]
     other_inst, other_class, mine = packed // 64, packed // 8 % 8, packed % 8
     kind, coop = RACE_CLASSES[mine]
@@ -148,8 +158,7 @@ def _message(code: int, d: list, inst: InstRef, wgx: int) -> str:
         return f"expand shape product {d[0]} does not equal the mode size {d[1]}"
     if code == E_COOP_BOUNDS:
         return (f"component ({d[0]}, {d[1]}) accesses index ({d[2]}, {d[3]}) outside the "
-                f"memref of shape {d[4]} x {d[5]} (use rows_checked/cols_checked for "
-                "partial tiles)")
+                f"memref of shape {d[4]} x {d[5]}")
     if code == E_FUSE:
         return f"modes {d[0]} and {d[0] + 1} cannot be fused: their strides do not match"
     if code == E_UNIFORM:

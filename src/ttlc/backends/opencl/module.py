@@ -17,7 +17,8 @@ copied back (whole stretches: elements a strided view skips are written back unc
 Checked modules (``spirv.checks``) take an error buffer as their last argument, placed in
 the arena like a group table; after the kernel the finding of the lowest work-group in
 it, if any, is raised as the ``ttlc.KernelError`` the other targets raise
-(``runtime.findings``), after the arguments were copied back.
+(``runtime.findings``), after the arguments were copied back.  Checked code whose tests
+take subgroup ballots is refused on a device without them (``device.lacks_ballots``).
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ from ...ir.core import Function, Location, Program
 from ...ir.types import BoolType, GroupType, MemrefType, ScalarType
 from ...runtime import Module
 from ...runtime.args import marshal
-from ...runtime.findings import kernel_error
+from ...runtime.findings import kernel_error, race_words
 from ...runtime.values import Memory, MemRef
 from ...target import Target
 from ...target.config import ExecConfig
@@ -204,10 +205,8 @@ class OpenCLModule(Module):
             lowered = codegen.lower(program, machine, checked)
             spirv = codegen.generate(lowered, machine, checked)
             self.binary = spirv.binary()
-            #: per kernel, the instructions its findings name (checked code)
-            self.instructions = spirv.findings
-            #: per kernel, its allocas as data-race findings name them
-            self.race_locals = spirv.race_locals
+            #: per kernel, the instructions and allocas its findings name (checked code)
+            self.instructions, self.locals = spirv.findings, spirv.locals
         except (CompileError, RecursionError):
             raise
         except Exception as e:  # a bug in a pass or the emitter: never a raw exception
@@ -215,6 +214,16 @@ class OpenCLModule(Module):
                                   f"{e})") from e
         self.configs = {f.name: ExecConfig.of(f, machine, lowered) for f in lowered.functions}
         _fits(program, spirv, dev)
+        #: per kernel, its allocas as data-race findings name them
+        self.race_locals = spirv.race_locals
+        lacks = devices.lacks_ballots(dev) if spirv.ballots is not None else None
+        if lacks is not None:
+            inst = spirv.ballots
+            raise CompileError([Diagnostic(
+                inst.loc, f"{inst.opcode}: checked code tests it with subgroup ballots, which "
+                          f"need SPIR-V 1.3 and {devices.BALLOT_EXTENSION}; the OpenCL device "
+                          f"{dev.name} lacks {lacks} (compile it unchecked, or check it on "
+                          "target interp or cpu)")], program.source, program.filename)
         problem = _invalid(spirv, self.binary)
         if problem is not None:
             raise _error(program, "internal compiler error on target opencl: the SPIR-V module "
@@ -261,10 +270,13 @@ class OpenCLModule(Module):
         if record is not None:
             found = checks.first_finding(staging[record:record + errors.nbytes].view(np.int64))
             if found is not None:
-                config = self.configs[func.name]
-                raise kernel_error(self.program.filename, func.name, found,
-                                   self.instructions[func.name], config.work_group_size,
-                                   self.race_locals[func.name], config.subgroup_size)
+                instructions, config = self.instructions[func.name], self.configs[func.name]
+                raise kernel_error(self.program.filename, func.name, found, instructions,
+                                   config.work_group_size,
+                                   [name for *_, name in self.locals[func.name]],
+                                   lambda d: race_words(d, self.race_locals[func.name],
+                                                        instructions, config.work_group_size,
+                                                        config.subgroup_size))
 
     @staticmethod
     def _arguments(t, v, arena: _Arena) -> list:

@@ -86,7 +86,7 @@ def leave_if(k: Kernel, part: int, arrive: int, barrier: Instruction) -> None:
     k.op("SelectionMerge", None, merge, Enum("SelectionControl", "None"))
     k.op("BranchConditional", None, part, report, merge)
     k.block(report)
-    me, none = checks.linear_id(k), k.c64(k.cfg.lanes)
+    me, none = checks.work_item(k, True), k.c64(k.cfg.lanes)
     scope, reduce = k.c32(WORKGROUP), Enum("GroupOperation", "Reduce")
     absent = k.op("GroupSMin", i64, scope, reduce, k.op("Select", i64, arrive, none, me))
     arrived = k.op("GroupSMin", i64, scope, reduce, k.op("Select", i64, arrive, me, none))

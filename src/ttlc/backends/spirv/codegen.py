@@ -87,9 +87,11 @@ def generate(program: Program, machine: Target, checked: bool = False) -> Module
     checked code, ``module.findings`` gives each kernel's table of the instructions
     its findings name."""
     module = Module(VERSION)
-    module.findings = {}
-    module.race_locals = {}
-    module.local_bytes = {}
+    module.findings, module.locals = {}, {}
+    #: per kernel: its allocas as data-race findings name them, its Workgroup memory
+    module.race_locals, module.local_bytes = {}, {}
+    #: the first instruction whose checks take ballots (``checks``; None: none does)
+    module.ballots = None
     if not program.functions:
         module.require_capability("Linkage")  # a module without entry points is a library
     for func in program.functions:
@@ -99,7 +101,7 @@ def generate(program: Program, machine: Target, checked: bool = False) -> Module
             define_kernel(k)
         except Unsupported as e:
             raise k.error(e) from None
-        module.findings[func.name] = k.instructions
+        module.findings[func.name], module.locals[func.name] = k.instructions, k.locals
         module.race_locals[func.name] = k.races.locals if k.races is not None else []
         module.local_bytes[func.name] = k.local_bytes
     return module

@@ -83,6 +83,8 @@ class Kernel:
         self.races = None
         #: bytes of Workgroup memory the kernel's variables take
         self.local_bytes = 0
+        #: the allocas, as findings name them (``checks.alloca``)
+        self.locals: List[tuple] = []
 
     # ---- types -------------------------------------------------------------------------------
     def scalar(self, t: Type) -> int:

@@ -35,11 +35,10 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence
 
-from ...analysis.effects import DISJOINT, accesses, conflicts
-from ...ir.core import Instruction
-from ...ir.types import MemrefType
-from ...runtime.findings import (E_RACE, ERR_DETAILS, RACE_CLASSES, RACE_FIXED_DETAILS,
+from ...analysis.effects import (DISJOINT, RACE_CLASSES, accesses, conflicts, is_local,
                                  race_class)
+from ...ir.core import Instruction
+from ...runtime.findings import E_RACE, ERR_DETAILS, RACE_FIXED_DETAILS
 from . import checks
 from .builder import Enum, Lit
 from .function import Kernel, MemVal, Static
@@ -50,10 +49,6 @@ LOW = 0xFFFFFFFF  # the low 32 bits of a key: the actor (or its complement)
 BYTES = 20
 #: the device extension the shadow's atomics need
 EXTENSION = "cl_khr_int64_extended_atomics"
-
-
-def is_local(t) -> bool:
-    return isinstance(t, MemrefType) and t.space == "local"
 
 
 def class_of(inst: Instruction) -> int:
@@ -99,7 +94,7 @@ class Shadow:
             k.op("Store", None, var, k.c64(v))
         # zero the keys (interval 0: stale), each work-item its share, before any access
         W = k.cfg.lanes
-        _loop(k, checks.linear_id(k), k.c64(2 * size), k.c64(W),
+        _loop(k, checks.work_item(k, True), k.c64(2 * size), k.c64(W),
               lambda j: k.op("Store", None, self._at(k, self.keys, i64, j), k.c64(0)))
         scope = k.c32(WORKGROUP)
         k.op("ControlBarrier", None, scope, scope,
@@ -237,8 +232,9 @@ def access(k: Kernel, inst: Instruction, m: MemVal, ptr: int, index: Sequence) -
     sh: Shadow = k.races
     i64 = k.i64()
     mine = class_of(inst)
-    lane = (k.op("IMul", i64, checks.subgroup(k), k.c64(k.S)) if RACE_CLASSES[mine][1]
+    lane = (k.op("IMul", i64, checks._subgroup(k), k.c64(k.S)) if RACE_CLASSES[mine][1]
             else checks.work_item(k))
+    checks._ballots(k)  # the checker's
     me = k.op("IAdd", i64, k.op("Load", i64, sh.chunk), lane)
     if mine not in sh.checkers:
         sh.checkers[mine] = k.m.id()
@@ -326,7 +322,9 @@ def _checker(k: Kernel, mine: int, fid: int) -> None:
         other = k.op("Select", i64, take, by, other)
         packed = k.op("Select", i64, take, code, packed)
     bad = k.op("SGreaterThanEqual", bt, packed, k.c64(0))
-    checks.fail_if(k, checks.lowest_in_subgroup(k, bad), E_RACE,
+    ballot = k.op("GroupNonUniformBallot", m.type_vector(i32, 4), k.c32(checks.SUBGROUP), bad)
+    first = k.op("IEqual", bt, k.builtin("SubgroupLocalInvocationId"), checks.lowest(k, ballot))
+    checks.fail_if(k, k.op("LogicalAnd", bt, bad, first), E_RACE,
                    [e, other, packed, me, unfenced, order, *index], item=lane, inst=inst)
     k.op("Return", None)
     k.op("FunctionEnd", None)
