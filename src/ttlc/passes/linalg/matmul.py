@@ -34,15 +34,15 @@ accumulates in the output's type (f32 for 16-bit float outputs).
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional, Tuple
 
 from ...ir.builder import coopmatrix
 from ...ir.core import Value
 from ...ir.numerics import accumulate_type
-from ...ir.types import INDEX
+from ...ir.types import INDEX, ScalarType
 from ..index_math import Int, known
 from .emit import Emitter, checked_flag
-from .tiles import choose_tiles
+from .tiles import MIN_ACC_BYTES, Tiles, choose_tiles, split_remainders
 from .unit_tiles import fit_to_unit
 
 FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
@@ -102,6 +102,68 @@ def _pieces(M: Int, MT: int, pieces) -> list:
     return out
 
 
+#: a block of rows of one tile: (first row, rows, rows checked)
+Rows = Tuple[Value, int, bool]
+
+
+def chains(target, tiles: Tiles, acc: ScalarType, ea: ScalarType, eb: ScalarType,
+           acc_bytes: int, k_full: Optional[int]) -> int:
+    """How many sets of accumulators (``acc_bytes`` each) the K loop carries, each taking
+    every P-th step and added up after it: where remainders are split (the FMA
+    microkernel, static K), enough for MIN_ACC_BYTES of FMAs in flight, else one.  A
+    gemv tile has a single column: f32 56x56 in one K loop of 2 accumulators was 28
+    dependent FMAs per register."""
+    if k_full is None or not split_remainders(target, acc, ea, eb):
+        return 1
+    return max(1, min(-(-MIN_ACC_BYTES // acc_bytes), k_full // tiles.k))
+
+
+def fused_rows(em: Emitter, m_pieces: list, n_pieces: list, acc: ScalarType) -> bool:
+    """Whether the pieces of M, each a single tile, are computed as one tile of several
+    blocks of rows (one K loop, B's tile loaded once per step for all of them): where
+    one subgroup does all the work, N is one tile and the accumulators of all pieces
+    fit half the register budget (gemv: f32 56 rows as 32 + 16 + 8 loaded b three
+    times, the load ports' limit before the FMAs')."""
+    if len(m_pieces) < 2 or len(n_pieces) != 1 or em.subgroups[0] * em.subgroups[1] != 1:
+        return False
+    ne, NT = known(n_pieces[0][1]), n_pieces[0][2]
+    rows = sum(tile for _, _, tile, _ in m_pieces)
+    return (ne is not None and ne <= NT and all(extent <= tile for _, extent, tile, _ in m_pieces)
+            and rows * NT * acc.size <= em.target.register_budget // 2)
+
+
+def k_loop(em: Emitter, step, zeros: List[Value], k_full: Int, KT: int, P: int) -> List[Value]:
+    """The accumulators over the K steps [0, k_full) of KT, in P sets, step s updating set
+    s mod P: a loop of P steps a round (straight-line for one round), the steps left
+    (static k_full), then the sets added pairwise.  ``step(k, xs)`` is one step from xs."""
+    b = em.b
+    kf = known(k_full)
+    if kf == 0:
+        return zeros
+    n = len(zeros)
+    sets = [list(zeros) for _ in range(P)]
+    rounds = kf // (KT * P) if kf is not None else None
+    if rounds == 1:
+        sets = [step(p * KT, xs) for p, xs in enumerate(sets)]
+    else:
+        end = k_full if rounds is None else rounds * P * KT
+        names = ["acc"] if n * P == 1 else [f"acc{q}" for q in range(n * P)]
+        loop = b.for_(em.index(0), em.index(end), em.index(P * KT),
+                      init=[x for xs in sets for x in xs], arg_names=["k"] + names, names=names)
+        with loop as (k, *carried):
+            b.yield_([x for p in range(P)
+                      for x in step(em.m.add(k, p * KT, INDEX), carried[p * n:(p + 1) * n])])
+        sets = [list(loop.results[p * n:(p + 1) * n]) for p in range(P)]
+    if rounds is not None:
+        first = rounds * P * KT
+        for q in range((kf - first) // KT):
+            sets[q] = step(first + q * KT, sets[q])
+    while len(sets) > 1:
+        sets = [[b.add(x, y) for x, y in zip(*sets[p:p + 2])] if p + 1 < len(sets) else sets[p]
+                for p in range(0, len(sets), 2)]
+    return sets[0]
+
+
 def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
            M: Int, N: Int, K: Int) -> None:
     """C := alpha op(A) op(B) + beta C with op(A): M x K, op(B): K x N (2-D memrefs)."""
@@ -120,57 +182,65 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     k_full = em.pm.sub(K, em.pm.rem(K, KT, INDEX), INDEX)
     has_rem = False if tiles.k_rest else em.pm.less_than(k_full, K, INDEX)
 
-    def step(i: Value, j: Value, k: Int, x: Value, MT: int, NT: int, KS: int,
-             check_m: bool, check_n: bool, check_k: bool) -> Value:
+    def step(rows: List[Rows], j: Value, k: Int, xs: List[Value], NT: int, KS: int,
+             check_n: bool, check_k: bool) -> List[Value]:
+        """One K step of KS for each block of rows: their A tiles, B's tile (once)."""
         kv = em.index(k)
-        a_t = coopmatrix(ea, MT, KS, "matrix_a")
         b_t = coopmatrix(eb, KS, NT, "matrix_b")
-        a_flag = checked_flag(check_m, check_k)
         b_flag = checked_flag(check_k, check_n)
-        if ta == "n":
-            a = b.cooperative_matrix_load(A, i, kv, a_t, checked=a_flag, name="a")
-        else:
-            a = b.cooperative_matrix_load(A, kv, i, a_t, ta="t", checked=a_flag, name="a")
+        As = []
+        for i, MT, check_m in rows:
+            a_t = coopmatrix(ea, MT, KS, "matrix_a")
+            a_flag = checked_flag(check_m, check_k)
+            if ta == "n":
+                As.append(b.cooperative_matrix_load(A, i, kv, a_t, checked=a_flag, name="a"))
+            else:
+                As.append(b.cooperative_matrix_load(A, kv, i, a_t, ta="t", checked=a_flag,
+                                                    name="a"))
         if tb == "n":
             bm = b.cooperative_matrix_load(B, kv, j, b_t, checked=b_flag, name="b")
         else:
             bm = b.cooperative_matrix_load(B, j, kv, b_t, ta="t", checked=b_flag, name="b")
-        return b.cooperative_matrix_mul_add(a, bm, x, name="ab")
+        return [b.cooperative_matrix_mul_add(a, bm, x, name="ab") for a, x in zip(As, xs)]
 
-    def tile(i: Value, j: Value, MT: int, NT: int, check_m: bool, check_n: bool) -> None:
-        # the zero accumulator is made in the tile's SPMD region: coopmatrix values live
-        # in subgroups (a collective region holds no subgroup's registers)
-        acc_t = coopmatrix(acc, MT, NT, "matrix_acc")
-        x = b.constant(0, acc_t, name="zero")
-        kf = known(k_full)
-        if kf is None or kf > 0:
-            if kf == KT:  # a single full step: no loop
-                x = step(i, j, 0, x, MT, NT, KT, check_m, check_n, False)
-            else:
-                loop = b.for_(em.index(0), em.index(k_full), em.index(KT), init=[x],
-                              arg_names=["k", "acc"], names=["acc"])
-                with loop as (k, carried):
-                    b.yield_([step(i, j, k, carried, MT, NT, KT, check_m, check_n, False)])
-                x = loop.result
-        k = kf
+    def tile(rows: List[Rows], j: Value, NT: int, check_n: bool) -> None:
+        """The blocks of rows `rows` of C's columns j .. j + NT - 1."""
+        # the zero accumulators are made in the tile's SPMD region: coopmatrix values
+        # live in subgroups (a collective region holds no subgroup's registers)
+        acc_ts = [coopmatrix(acc, MT, NT, "matrix_acc") for _, MT, _ in rows]
+        xs = [b.constant(0, t, name="zero") for t in acc_ts]
+        P = chains(em.target, tiles, acc, ea, eb, sum(MT for _, MT, _ in rows) * NT * acc.size,
+                   known(k_full))
+        xs = k_loop(em, lambda k, xs: step(rows, j, k, xs, NT, KT, check_n, False), xs,
+                    k_full, KT, P)
+        k = known(k_full)
         for ks in tiles.k_rest:
-            x = step(i, j, k, x, MT, NT, ks, check_m, check_n, False)
+            xs = step(rows, j, k, xs, NT, ks, check_n, False)
             k += ks
         if has_rem is True:
-            x = step(i, j, k_full, x, MT, NT, KT, check_m, check_n, True)
+            xs = step(rows, j, k_full, xs, NT, KT, check_n, True)
         elif isinstance(has_rem, Value):
-            branch = b.if_(has_rem, results=[acc_t], names=["acc"])
+            branch = b.if_(has_rem, results=acc_ts, names=["acc"] * len(rows))
             with branch:
-                b.yield_([step(i, j, k_full, x, MT, NT, KT, check_m, check_n, True)])
+                b.yield_(step(rows, j, k_full, xs, NT, KT, check_n, True))
             with branch.else_():
-                b.yield_([x])
-            x = branch.result
-        flag = checked_flag(check_m, check_n)
-        v = em.scale_tile(x)
-        em.beta_cases(lambda read: em.update_tile(v, C, i, j, flag, read, scaled=True))
+                b.yield_(xs)
+            xs = list(branch.results)
+        for (i, _, check_m), x in zip(rows, xs):
+            flag = checked_flag(check_m, check_n)
+            v = em.scale_tile(x)
+            em.beta_cases(lambda read: em.update_tile(v, C, i, j, flag, read, scaled=True))
 
-    for m0, me, MT, m_status in _pieces(M, tiles.m, tiles.m_pieces):
-        for n0, ne, NT, n_status in _pieces(N, tiles.n, tiles.n_pieces):
+    m_pieces, n_pieces = _pieces(M, tiles.m, tiles.m_pieces), _pieces(N, tiles.n, tiles.n_pieces)
+    if fused_rows(em, m_pieces, n_pieces, acc):
+        (_, me, MT, _), (n0, ne, NT, n_status) = m_pieces[0], n_pieces[0]
+        lo, hi = [em.index(0), em.index(n0)], [em.index(me), em.index(em.pm.add(n0, ne, INDEX))]
+        with b.foreach_tile(lo, hi, [MT, NT], arg_names=["i", "j", "ti", "tj"]) as (i, j, _, _):
+            tile([(em.index(m0), mt, status == PARTIAL) for m0, _, mt, status in m_pieces],
+                 j, NT, n_status == PARTIAL)
+        return
+    for m0, me, MT, m_status in m_pieces:
+        for n0, ne, NT, n_status in n_pieces:
             lo = [em.index(m0), em.index(n0)]
             hi = [em.index(em.pm.add(m0, me, INDEX)), em.index(em.pm.add(n0, ne, INDEX))]
             with b.foreach_tile(lo, hi, [MT, NT], arg_names=["i", "j", "ti", "tj"]) \
@@ -181,10 +251,10 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
                 if n_status == MAYBE:
                     full = m.and_(full, m.equal(tj, NT, INDEX))
                 if full is True:
-                    tile(i, j, MT, NT, m_status == PARTIAL, n_status == PARTIAL)
+                    tile([(i, MT, m_status == PARTIAL)], j, NT, n_status == PARTIAL)
                 else:
                     branch = b.if_(full)
                     with branch:
-                        tile(i, j, MT, NT, m_status == PARTIAL, n_status == PARTIAL)
+                        tile([(i, MT, m_status == PARTIAL)], j, NT, n_status == PARTIAL)
                     with branch.else_():
-                        tile(i, j, MT, NT, m_status != FULL, n_status != FULL)
+                        tile([(i, MT, m_status != FULL)], j, NT, n_status != FULL)
