@@ -29,6 +29,11 @@ and sizes are static, C is cut into pieces instead, each a foreach_tile of its o
 shape (M: the full tiles, then smaller power-of-two multiples of the subgroup size, the
 last rows checked; N: the full tiles, then one tile of the remaining columns), and the K
 remainder is unchecked steps of smaller powers of two: no masked full tile, no branch.
+Where one subgroup does all the work, the pieces of a static M are rows of one tile
+(``fused_columns``, the FMA microkernel only): a gemv's (one column) run one K loop
+together, b's entries loaded once per step; a ger's (K a single step) have A's blocks
+loaded once, then a loop over C's columns.  A tile whose accumulators are fewer than
+MIN_ACC_BYTES carries several of them over K, added up after the loop (``chains``).
 mul_add takes A and B in their own element types (promotion happens inside it), and
 accumulates in the output's type (f32 for 16-bit float outputs).
 """
@@ -42,7 +47,7 @@ from ...ir.numerics import accumulate_type
 from ...ir.types import INDEX, ScalarType
 from ..index_math import Int, known
 from .emit import Emitter, checked_flag
-from .tiles import MIN_ACC_BYTES, Tiles, choose_tiles, split_remainders
+from .tiles import ACC_SHARE, MIN_ACC_BYTES, Tiles, choose_tiles, column_pieces, split_remainders
 from .unit_tiles import fit_to_unit
 
 FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
@@ -118,18 +123,34 @@ def chains(target, tiles: Tiles, acc: ScalarType, ea: ScalarType, eb: ScalarType
     return max(1, min(-(-MIN_ACC_BYTES // acc_bytes), k_full // tiles.k))
 
 
-def fused_rows(em: Emitter, m_pieces: list, n_pieces: list, acc: ScalarType) -> bool:
-    """Whether the pieces of M, each a single tile, are computed as one tile of several
-    blocks of rows (one K loop, B's tile loaded once per step for all of them): where
-    one subgroup does all the work, N is one tile and the accumulators of all pieces
-    fit half the register budget (gemv: f32 56 rows as 32 + 16 + 8 loaded b three
-    times, the load ports' limit before the FMAs')."""
-    if len(m_pieces) < 2 or len(n_pieces) != 1 or em.subgroups[0] * em.subgroups[1] != 1:
-        return False
-    ne, NT = known(n_pieces[0][1]), n_pieces[0][2]
-    rows = sum(tile for _, _, tile, _ in m_pieces)
-    return (ne is not None and ne <= NT and all(extent <= tile for _, extent, tile, _ in m_pieces)
-            and rows * NT * acc.size <= em.target.register_budget // 2)
+def row_blocks(m_pieces: list) -> List[Tuple[int, int, bool]]:
+    """(first row, rows, checked) of every tile of the static pieces of M."""
+    return [(m0 + t, MT, t + MT > me) for m0, me, MT, _ in m_pieces for t in range(0, me, MT)]
+
+
+def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_step: bool,
+                  split: bool, ta: str) -> int:
+    """The columns of a tile made of all the row blocks of M (``row_blocks``), or 0 where
+    C keeps its tiles.  One such tile runs one K loop for all rows, B's tile loaded once
+    per step; with a single K step (ger), A's blocks are loaded once and the tile walks
+    C's columns.  Where remainders are split (``split``: the FMA microkernel), one
+    subgroup does all the work and M and N are static: with a single column and A not
+    transposed (gemv; a gemm's tiles of more columns are ``choose_tiles``' business; the
+    shuffles that build transposed A tiles need the registers: f64 120x120 gemv.t took
+    1.36x as long as one), if the accumulators fit
+    their part of the register budget (ACC_SHARE, as in ``choose_tiles``; f32 56 rows as
+    three tiles of 32, 16 and 8 rows loaded b three times and were three chains of
+    dependent FMAs); with a single K step, as many columns as fit it (ger: f64 56x56 as
+    16x8 tiles reloaded A's column for each and wrote the last 8 rows in a pass of their
+    own)."""
+    n, pieces = known(N), all(known(me) is not None for _, me, _, _ in m_pieces)
+    if not split or n is None or not pieces or em.subgroups[0] * em.subgroups[1] != 1:
+        return 0
+    column = sum(MT for _, MT, _ in row_blocks(m_pieces)) * acc.size
+    fit = int(em.target.register_budget * ACC_SHARE) // column
+    if single_step:
+        return min(fit, n)
+    return 1 if n == 1 and ta == "n" and fit and len(m_pieces) > 1 else 0
 
 
 def k_loop(em: Emitter, step, zeros: List[Value], k_full: Int, KT: int, P: int) -> List[Value]:
@@ -183,32 +204,43 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     has_rem = False if tiles.k_rest else em.pm.less_than(k_full, K, INDEX)
 
     def step(rows: List[Rows], j: Value, k: Int, xs: List[Value], NT: int, KS: int,
-             check_n: bool, check_k: bool) -> List[Value]:
-        """One K step of KS for each block of rows: their A tiles, B's tile (once)."""
+             check_n: bool, check_k: bool, As: Optional[List[Value]] = None) -> List[Value]:
+        """One K step of KS for each block of rows: their A tiles (unless given in
+        `As`), B's tile (once)."""
         kv = em.index(k)
         b_t = coopmatrix(eb, KS, NT, "matrix_b")
         b_flag = checked_flag(check_k, check_n)
-        As = []
-        for i, MT, check_m in rows:
-            a_t = coopmatrix(ea, MT, KS, "matrix_a")
-            a_flag = checked_flag(check_m, check_k)
-            if ta == "n":
-                As.append(b.cooperative_matrix_load(A, i, kv, a_t, checked=a_flag, name="a"))
-            else:
-                As.append(b.cooperative_matrix_load(A, kv, i, a_t, ta="t", checked=a_flag,
-                                                    name="a"))
+        if As is None:
+            As = [load_a(i, kv, MT, KS, check_m, check_k) for i, MT, check_m in rows]
         if tb == "n":
             bm = b.cooperative_matrix_load(B, kv, j, b_t, checked=b_flag, name="b")
         else:
             bm = b.cooperative_matrix_load(B, j, kv, b_t, ta="t", checked=b_flag, name="b")
         return [b.cooperative_matrix_mul_add(a, bm, x, name="ab") for a, x in zip(As, xs)]
 
+    def load_a(i: Value, kv: Value, MT: int, KS: int, check_m: bool, check_k: bool) -> Value:
+        a_t = coopmatrix(ea, MT, KS, "matrix_a")
+        flag = checked_flag(check_m, check_k)
+        if ta == "n":
+            return b.cooperative_matrix_load(A, i, kv, a_t, checked=flag, name="a")
+        return b.cooperative_matrix_load(A, kv, i, a_t, ta="t", checked=flag, name="a")
+
+    def zeros(rows: List[Rows], NT: int) -> List[Value]:
+        # made in the tile's SPMD region: coopmatrix values live in subgroups (a
+        # collective region holds no subgroup's registers)
+        return [b.constant(0, coopmatrix(acc, MT, NT, "matrix_acc"), name="zero")
+                for _, MT, _ in rows]
+
+    def update(rows: List[Rows], j: Value, xs: List[Value], check_n: bool) -> None:
+        for (i, _, check_m), x in zip(rows, xs):
+            flag = checked_flag(check_m, check_n)
+            v = em.scale_tile(x)
+            em.beta_cases(lambda read: em.update_tile(v, C, i, j, flag, read, scaled=True))
+
     def tile(rows: List[Rows], j: Value, NT: int, check_n: bool) -> None:
         """The blocks of rows `rows` of C's columns j .. j + NT - 1."""
-        # the zero accumulators are made in the tile's SPMD region: coopmatrix values
-        # live in subgroups (a collective region holds no subgroup's registers)
-        acc_ts = [coopmatrix(acc, MT, NT, "matrix_acc") for _, MT, _ in rows]
-        xs = [b.constant(0, t, name="zero") for t in acc_ts]
+        xs = zeros(rows, NT)
+        acc_ts = [x.type for x in xs]
         P = chains(em.target, tiles, acc, ea, eb, sum(MT for _, MT, _ in rows) * NT * acc.size,
                    known(k_full))
         xs = k_loop(em, lambda k, xs: step(rows, j, k, xs, NT, KT, check_n, False), xs,
@@ -226,18 +258,30 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
             with branch.else_():
                 b.yield_(xs)
             xs = list(branch.results)
-        for (i, _, check_m), x in zip(rows, xs):
-            flag = checked_flag(check_m, check_n)
-            v = em.scale_tile(x)
-            em.beta_cases(lambda read: em.update_tile(v, C, i, j, flag, read, scaled=True))
+        update(rows, j, xs, check_n)
+
+    def rank_one(rows: List[Rows], As: List[Value], n0: int, ne: int, NT: int) -> None:
+        """Columns n0 .. n0 + ne - 1 of C in tiles of NT columns, K a single step: each
+        column tile is B's tile times A's blocks `As` (loaded once)."""
+        loop = b.for_(em.index(n0), em.index(n0 + ne), em.index(NT), arg_names=["j"])
+        with loop as (j,):
+            update(rows, j, step(rows, j, 0, zeros(rows, NT), NT, KT, False, False, As), False)
 
     m_pieces, n_pieces = _pieces(M, tiles.m, tiles.m_pieces), _pieces(N, tiles.n, tiles.n_pieces)
-    if fused_rows(em, m_pieces, n_pieces, acc):
-        (_, me, MT, _), (n0, ne, NT, n_status) = m_pieces[0], n_pieces[0]
-        lo, hi = [em.index(0), em.index(n0)], [em.index(me), em.index(em.pm.add(n0, ne, INDEX))]
-        with b.foreach_tile(lo, hi, [MT, NT], arg_names=["i", "j", "ti", "tj"]) as (i, j, _, _):
-            tile([(em.index(m0), mt, status == PARTIAL) for m0, _, mt, status in m_pieces],
-                 j, NT, n_status == PARTIAL)
+    single_step = known(K) == KT and not tiles.k_rest
+    NT = fused_columns(em, m_pieces, N, acc, single_step, split_remainders(em.target, acc, ea, eb),
+                       ta)
+    if NT:  # one subgroup: a parallel region is its work
+        with b.parallel():
+            rows = [(em.index(m0), MT, checked) for m0, MT, checked in row_blocks(m_pieces)]
+            if not single_step:
+                tile(rows, em.index(0), NT, False)
+                return
+            As = [load_a(i, em.index(0), MT, KT, check_m, False) for i, MT, check_m in rows]
+            n0 = 0
+            for ne, nt in column_pieces(known(N), NT):
+                rank_one(rows, As, n0, ne, nt)
+                n0 += ne
         return
     for m0, me, MT, m_status in m_pieces:
         for n0, ne, NT, n_status in n_pieces:
