@@ -80,12 +80,6 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
         return C.mul_add(cg, inst, A, B)
     path = mul_add_path(A.type.component.name, B.type.component.name, ct.name)
     kernel = dpbf16.KERNEL if path == "AVX512-BF16" else coop.FMA
-    if path == "FMA" and cd.is_float and not cd.is_complex and _is_zero(inst.slots["c"]):
-        # from -0.0 the first FMA is the product exactly (x + -0.0 = x for every x, where
-        # +0.0 turns a product -0.0 into +0.0), which LLVM emits as a multiplication: on
-        # x86 an FMA onto zero also copies its broadcast operand first (it overwrites
-        # one), 12 copies for 14 FMAs in f64 56x56 ger
-        C = coop.constant(cg, inst.slots["c"].type, -0.0)
     out = []
     for g in range(coop.subgroups(cg)):
         if path == "AMX":  # bf16 x bf16 -> f32 on the tile unit
@@ -96,11 +90,6 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
             d = convert(cg, d, cd, ct)
         out.append(convert(cg, d, ct, D.component))
     return CoopVal(out, D)
-
-
-def _is_zero(v) -> bool:
-    """Whether v is made by a ``constant`` instruction of value 0."""
-    return v.owner is not None and v.owner.opcode == "constant" and v.owner.attrs["value"] == 0
 
 
 #: the product of coopmatrices
