@@ -51,6 +51,10 @@ from .tiles import ACC_SHARE, MIN_ACC_BYTES, Tiles, choose_tiles, column_pieces,
 from .unit_tiles import fit_to_unit
 
 FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
+#: the fewest columns of a ger's tile of all rows: a loop step of two columns did too
+#: little (f64 9x56 ger without AVX-512, 2 columns a step: 1.06x the time of the tiles
+#: of ``choose_tiles``)
+MIN_FUSED_COLUMNS = 3
 
 
 def _status(size: Int, tile: int) -> str:
@@ -140,16 +144,16 @@ def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_s
     1.36x as long as one), if the accumulators fit
     their part of the register budget (ACC_SHARE, as in ``choose_tiles``; f32 56 rows as
     three tiles of 32, 16 and 8 rows loaded b three times and were three chains of
-    dependent FMAs); with a single K step, as many columns as fit it (ger: f64 56x56 as
-    16x8 tiles reloaded A's column for each and wrote the last 8 rows in a pass of their
-    own)."""
+    dependent FMAs); with a single K step, as many columns as fit it, if that is at
+    least MIN_FUSED_COLUMNS or N (ger: f64 56x56 as 16x8 tiles reloaded A's column for
+    each and wrote the last 8 rows in a pass of their own)."""
     n, pieces = known(N), all(known(me) is not None for _, me, _, _ in m_pieces)
     if not split or n is None or not pieces or em.subgroups[0] * em.subgroups[1] != 1:
         return 0
     column = sum(MT for _, MT, _ in row_blocks(m_pieces)) * acc.size
     fit = int(em.target.register_budget * ACC_SHARE) // column
     if single_step:
-        return min(fit, n)
+        return min(fit, n) if min(fit, n) >= min(MIN_FUSED_COLUMNS, n) else 0
     return 1 if n == 1 and ta == "n" and fit and len(m_pieces) > 1 else 0
 
 
