@@ -130,8 +130,6 @@ func @chain(%A: memref<{t}x{m}x{k}>, %B: memref<{t}x{k}x{n}x?>, %C: memref<{t}x{
 """
 
 
-
-
 def member_kernel(t: str, instruction: str, operands) -> str:
     """One `instruction` per batch member through ``group_id`` and ``subview``:
     `operands` are (name, dims, shared) in the instruction's order, a shared operand
