@@ -475,14 +475,14 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
 
 def _static_rows(cg: FunctionCodegen, inst: Instruction, M: int) -> Optional[int]:
     """The rows of each column a rows_checked store (not transposed) writes where they
-    are known at compile time (a constant row position, static rows, every work-item
-    active), else None.  Those rows are stored as plain vectors of 2^k lanes: without
-    AVX-512 a masked store is ``vmaskmovps``, which took f32 9x56 ger (one masked row
-    per column) to 0.4x LIBXSMM's time on Zen 4."""
+    are known at compile time (a constant row position of at least 0, static rows,
+    every work-item active), else None.  Those rows are stored as plain vectors of 2^k
+    lanes: without AVX-512 a masked store is ``vmaskmovps``, which held f32 9x56 ger (one
+    masked row per column) to 0.39x LIBXSMM's speed on Zen 4."""
     x, rows = inst.slots["x"], inst.slots["tensor"].type.shape[0]
     if (inst.modifier("checked") != "rows_checked" or inst.modifier("ta") == "t"
             or cg.mask is not None or rows is None or x.owner is None
-            or x.owner.opcode != "constant"):
+            or x.owner.opcode != "constant" or x.owner.attrs["value"] < 0):
         return None
     return max(0, min(M, rows - x.owner.attrs["value"]))
 

@@ -119,9 +119,8 @@ def chains(target, tiles: Tiles, acc: ScalarType, ea: ScalarType, eb: ScalarType
            acc_bytes: int, k_full: Optional[int]) -> int:
     """How many sets of accumulators (``acc_bytes`` each) the K loop carries, each taking
     every P-th step and added up after it: where remainders are split (the FMA
-    microkernel, static K), enough for MIN_ACC_BYTES of FMAs in flight, else one.  A
-    gemv tile has a single column: f32 56x56 in one K loop of 2 accumulators was 28
-    dependent FMAs per register."""
+    microkernel, static K), enough for MIN_ACC_BYTES of FMAs in flight, else one: a
+    gemv tile of one register waited for each FMA's result before the next."""
     if k_full is None or not split_remainders(target, acc, ea, eb):
         return 1
     return max(1, min(-(-MIN_ACC_BYTES // acc_bytes), k_full // tiles.k))
@@ -137,16 +136,18 @@ def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_s
     """The columns of a tile made of all the row blocks of M (``row_blocks``), or 0 where
     C keeps its tiles.  One such tile runs one K loop for all rows, B's tile loaded once
     per step; with a single K step (ger), A's blocks are loaded once and the tile walks
-    C's columns.  Where remainders are split (``split``: the FMA microkernel), one
-    subgroup does all the work and M and N are static: with a single column and A not
-    transposed (gemv; a gemm's tiles of more columns are ``choose_tiles``' business; the
-    shuffles that build transposed A tiles need the registers: f64 120x120 gemv.t took
-    1.36x as long as one), if the accumulators fit
-    their part of the register budget (ACC_SHARE, as in ``choose_tiles``; f32 56 rows as
-    three tiles of 32, 16 and 8 rows loaded b three times and were three chains of
-    dependent FMAs); with a single K step, as many columns as fit it, if that is at
-    least MIN_FUSED_COLUMNS or N (ger: f64 56x56 as 16x8 tiles reloaded A's column for
-    each and wrote the last 8 rows in a pass of their own)."""
+    C's columns.  Only where remainders are split (``split``: the FMA microkernel), one
+    subgroup does all the work and M and N are static, and then:
+
+    * K a single step: as many columns as fit the accumulators' part of the register
+      budget (ACC_SHARE, as in ``choose_tiles``), if that is at least
+      MIN_FUSED_COLUMNS or N (ger: f64 56x56 as 16x8 tiles reloaded A's column for each
+      and wrote the last 8 rows in a pass of their own);
+    * else a single column, A not transposed, and the accumulators fitting (gemv: f32
+      56 rows as tiles of 32, 16 and 8 rows loaded b three times and were three chains
+      of dependent FMAs; gemm's tiles of more columns are ``choose_tiles``' business; the
+      shuffles that build transposed A tiles need the registers: f64 120x120 gemv.t
+      fused took 1.36x as long as with one tile per piece)."""
     n, pieces = known(N), all(known(me) is not None for _, me, _, _ in m_pieces)
     if not split or n is None or not pieces or em.subgroups[0] * em.subgroups[1] != 1:
         return 0
