@@ -268,20 +268,23 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     """Tiles of static M and N for one subgroup of one vector register of lanes whose FMAs
     take no broadcast operand (``target.broadcast_operands`` false: AVX2), where each of
     B's broadcasts takes a register and a tile that does not fit the register file spills
-    in the K loop (f32 32x3: 12 accumulators, 4 of A's column, 1 broadcast: 17 of 16 ymm).
+    in the K loop.
 
     A tile of m rows and n columns takes ``r = m / lanes`` registers per column; it fits
-    when ``r n + r`` (the accumulator and A's column) is at most the budget's registers
-    (``register_budget / vector_bytes``, which leaves one for the broadcast).  A K step of
-    a tile costs ``max(r n, r + n, latency)``: its FMAs and its loads (A's column and n
-    broadcasts) each issue two a cycle, and an accumulator of fewer than MIN_ACC_BYTES
-    waits for its FMAs; the tile's stores add ``r n``.  M is cut as ``row_pieces`` does
-    or with its rest as one partial tile (f32 10 rows: one 16-row tile, 16x5 and 16x4, not
-    8x9 and a masked 8x9: as many FMAs, fewer loads), for each power-of-two multiple of S
-    up to the next power of two of M, and each piece of rows takes the column count that
-    costs it least (f32 56x9: 48 rows in 16x5 and 16x4 tiles, the last 8 in one 8x9: the
-    63 FMAs per K step of LIBXSMM's 32x3 and 24x3); the least total cost wins, each piece
-    adding PIECE_COST."""
+    when ``r n + min(r, n)`` is at most the budget's registers (``register_budget /
+    vector_bytes``, which leaves one for a broadcast or a register of A): the accumulator
+    and either A's column (r registers, one broadcast at a time) or, where n < r, B's n
+    broadcasts with A taken one register at a time (the cpu's ``coop.StreamedA``; f32
+    32x3: 12 + 3 + 1 of 16 ymm, LIBXSMM's AVX2 blocking).  A K step of a tile costs
+    ``max(r n, latency) + LOAD_COST (r + n)`` (an accumulator of fewer than MIN_ACC_BYTES
+    waits for its FMAs) and its stores ``r n``.  For each power-of-two multiple m of S up
+    to the next power of two of M, M is cut as ``row_pieces`` does, or, where M is at most
+    two subgroups, as one partial tile (f32 10 rows: one 16-row tile in 16x5 and 16x4, not
+    8x9 and a masked 8x9: as many FMAs, fewer loads; a larger partial tile computes rows
+    for nothing: 24 rows of f32 as a masked 32x3 ran at 0.90 of LIBXSMM against 0.96 as
+    16x5, 16x4 and 8x9), and each piece of rows takes the column count that costs it least
+    (f32 56x9: 32x3, then 16 rows in 16x5 and 16x4, the last 8 in one 8x9: LIBXSMM's 63
+    FMAs per K step); the least total cost wins, each piece adding PIECE_COST."""
     regs = target.register_budget // target.vector_bytes
     lanes = max(1, target.vector_bytes // acc.size)
     latency = MIN_ACC_BYTES / target.vector_bytes
@@ -292,7 +295,7 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         r = _ceil_div(tile, lanes)
         best = None
         for n in range(1, N + 1):
-            if r * n + r > regs:
+            if r * n + min(r, n) > regs:
                 break
             pieces = column_pieces(N, n)
             cost = sum(_ceil_div(extent, tile) * _ceil_div(ne, nt)
@@ -307,7 +310,7 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     while m <= min(max(S, _next_pow2(M)), S * MAX_M_BLOCKS):
         full, rest = M - M % m, M % m
         cuts = {row_pieces(M, m, S)}
-        if rest > S:  # the rest as one partial tile
+        if not full and S < rest <= 2 * S:  # the rows as one partial tile
             cuts.add(((full, m),) * bool(full) + ((rest, _next_pow2(rest)),))
         for rows in cuts:
             chosen = [columns(extent, tile) for extent, tile in rows]
