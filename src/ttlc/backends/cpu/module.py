@@ -121,7 +121,8 @@ def _this_cpu(target: Target) -> Target:
     zmm registers would spill) and, without AVX-512, its vector registers of 32 bytes whose
     FMAs take no broadcast operand: subgroups of one ymm register of lanes (8 f32, 4 f64),
     so that gemm's tiles come in rows of one register, and tiles chosen register by
-    register (``linalg.tiles``: f32 56 rows as 48 + 8 where 16-lane subgroups computed 64)."""
+    register (``linalg.tiles``: f32 56 rows as 32 + 16 + 8 where 16-lane subgroups computed
+    64)."""
     budget = min(target.register_budget, jit.register_bytes())
     vector = min(target.vector_bytes, jit.vector_bits() // 8)
     broadcast = target.broadcast_operands and jit.broadcast_operands()
