@@ -80,7 +80,8 @@ $(GPU_TOOLS_STAMP): $(STAMP)
 # generated programs through iree-opt, 1000 faulty launches and 1000 kernels sharing local
 # memory (data races) reported alike by checked interp and cpu (300 faulty launches on
 # opencl), and target cuda-tile
-# (NVIDIA's tools, the Tile IR interpreter) over 500 generated programs, upstream
+# (NVIDIA's tools, the Tile IR interpreter) over 500 generated programs and every checked
+# race and barrier kernel, 1000 racy kernels on target cuda's fake driver, upstream
 # mlir-opt/mlir-translate over the xevm modules of 1,000 generated programs, and those
 # modules run by the xevm simulator
 fuzz: $(GPU_TOOLS_STAMP)
@@ -92,6 +93,8 @@ fuzz: $(GPU_TOOLS_STAMP)
 	TTLC_FAULT_SEEDS=1000 TTLC_RACE_SEEDS=1000 TTLC_OPENCL_FAULT_SEEDS=300 $(PY) -m pytest -q -n auto tests/python/test_differential.py -k faulty
 	TTLC_TILE_SEEDS=500 $(PY) -m pytest -q -s tests/python/test_tile_backend.py -k corpus_counts
 	TTLC_TILE_SEEDS=500 TTLC_TILE_OPT=3 TTLC_TILE_ARCHS=all $(PY) -m pytest -q -n auto tests/python/test_tile_backend.py -k corpus_emitted
+	TTLC_TILE_OPT=3 TTLC_TILE_ARCHS=all $(PY) -m pytest -q -n auto tests/python/test_tile_races.py -k nvidia
+	TTLC_CUDA_RACE_SEEDS=1000 $(PY) -m pytest -q -n auto tests/python/test_cuda.py -k generated_races
 	TTLC_XEVM_SEEDS=1000 $(PY) -m pytest -q -n auto tests/python/test_xevm.py -k generated
 	TTLC_XEVM_SIM_SEEDS=1000 $(PY) -m pytest -q -n auto tests/python/test_xevm_simulate.py -k generated
 

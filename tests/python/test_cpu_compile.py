@@ -1,8 +1,10 @@
 """Compiling for target cpu: pieces of the pipeline that exist to make it fast stay exact.
 
-* ``values.VectorConstant`` and ``values.UndefVector`` print as llvmlite's own vector
-  constants, or in a shorter form (``splat (...)``, ``undef``) that LLVM reads as the
-  same constant;
+* ``values.VectorConstant``, ``values.UndefVector`` and ``values.ZeroVector`` print as
+  llvmlite's own vector constants, or in a shorter form (``splat (...)``, ``undef``,
+  ``zeroinitializer``) that LLVM reads as the same constant;
+* ``values.FoldingBuilder`` folds integer arithmetic on constants as LLVM would (wrapping
+  like NumPy's fixed-width integers) and leaves every other instruction in place;
 * the disk cache keys on where instructions are in the source, so that errors found by
   cached code point at the right line of a program laid out differently;
 * the features of a CPU model (``TTLC_CPU``) follow ``TTLC_CPU_FEATURES``, removals
@@ -21,8 +23,8 @@ pytest.importorskip("llvmlite")
 
 from llvmlite import ir  # noqa: E402
 
-from ttlc.backends.cpu.values import (F16, F32, F64, I1, I8, I32, I64,  # noqa: E402
-                                     UndefVector, VectorConstant)
+from ttlc.backends.cpu.values import (F16, F32, F64, I1, I8, I16, I32, I64,  # noqa: E402
+                                     FoldingBuilder, UndefVector, VectorConstant, ZeroVector)
 from ttlc.backends.cpu import jit  # noqa: E402
 
 
@@ -68,8 +70,83 @@ def test_short_vector_constants_are_the_same_constants(elem):
         undef = UndefVector(vt)
         assert str(undef) == f"{vt} undef"
         assert llvm_reads(undef) == llvm_reads(ir.Constant(vt, ir.Undefined))
+        zero = ZeroVector(vt)
+        assert str(zero) == f"{vt} zeroinitializer"
+        assert llvm_reads(zero) == llvm_reads(ir.Constant(vt, None))
         for v in (0, 1) if isinstance(elem, ir.IntType) else (0.0, -0.0, 1.5):
             assert llvm_reads(VectorConstant(elem, [v] * n)) == llvm_reads(ir.Constant(vt, [v] * n))
+
+
+def _builder() -> FoldingBuilder:
+    fn = ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), [I32, ir.VectorType(I32, 4)]),
+                     "f")
+    return FoldingBuilder(fn.append_basic_block("entry"))
+
+
+_NUMPY_INT = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
+
+
+@pytest.mark.parametrize("elem", [I8, I16, I32, I64], ids=str)
+def test_folding_builder_wraps_like_fixed_width_integers(elem):
+    b, rng = _builder(), np.random.default_rng(5)
+    dtype = _NUMPY_INT[elem.width]
+    info = np.iinfo(dtype)
+    edge = [int(info.min), int(info.max), -1, 0, 1, 2]
+    for op in ("add", "sub", "mul"):
+        x = edge + [int(v) for v in rng.integers(info.min, info.max, 10, dtype=dtype)]
+        y = edge[::-1] + [int(v) for v in rng.integers(info.min, info.max, 10, dtype=dtype)]
+        with np.errstate(over="ignore"):
+            want = getattr(np, {"add": "add", "sub": "subtract", "mul": "multiply"}[op])(
+                np.array(x, dtype), np.array(y, dtype))
+        got = getattr(b, op)(VectorConstant(elem, x), VectorConstant(elem, y))
+        assert isinstance(got, VectorConstant) and list(got.ints) == want.tolist(), op
+        for k in range(len(x)):
+            one = getattr(b, op)(ir.Constant(elem, x[k]), ir.Constant(elem, y[k]))
+            assert type(one) is ir.Constant and one.constant == int(want[k]), (op, x[k], y[k])
+    assert not b.block.instructions  # all folded
+
+
+def test_folding_builder_keeps_what_it_cannot_fold():
+    b = _builder()
+    x, v = b.function.args
+    four = ir.VectorType(I32, 4)
+    assert b.add(x, ir.Constant(I32, 0)) is x and b.add(ir.Constant(I32, 0), x) is x
+    assert b.sub(x, ir.Constant(I32, 0)) is x and b.mul(ir.Constant(I32, 1), x) is x
+    assert b.mul(v, VectorConstant(I32, [1] * 4)) is v
+    kept = [b.sub(ir.Constant(I32, 0), x), b.mul(x, ir.Constant(I32, 0)), b.add(x, x),
+            b.mul(v, VectorConstant(I32, [1, 1, 2, 1])), b.add(v, ZeroVector(four))]
+    assert [i.opname for i in kept] == ["sub", "mul", "add", "mul", "add"]
+    assert b.block.instructions == kept
+
+
+def test_folding_builder_shuffles_constants():
+    b = _builder()
+    _, v = b.function.args
+    a, c = [3, -1, 7, 0], [5, 6, 8, 9]
+    mask = [7, 0, 2, 4, 4, 1]
+    got = b.shuffle_vector(VectorConstant(I32, a), VectorConstant(I32, c),
+                           VectorConstant(I32, mask))
+    assert list(got.ints) == [(a + c)[k] for k in mask] and not b.block.instructions
+    kept = b.shuffle_vector(v, VectorConstant(I32, c), VectorConstant(I32, mask))
+    assert b.block.instructions == [kept]
+
+
+def test_folding_builder_extracts_inserted_entries():
+    b = _builder()
+    x, v = b.function.args
+    four = ir.VectorType(I32, 4)
+    y = b.add(x, x)
+    built = b.insert_element(b.insert_element(UndefVector(four), x, ir.Constant(I32, 2)), y,
+                             ir.Constant(I32, 0))
+    before = list(b.block.instructions)
+    assert b.extract_element(built, ir.Constant(I32, 2)) is x
+    assert b.extract_element(built, ir.Constant(I64, 0)) is y
+    assert b.block.instructions == before  # nothing emitted
+    kept = [b.extract_element(built, ir.Constant(I32, 1)),  # never inserted: undef
+            b.extract_element(built, x),  # a position known only when run
+            b.extract_element(v, ir.Constant(I32, 0))]
+    assert [i.opname for i in kept] == ["extractelement"] * 3
+    assert [i.operands[0] for i in kept] == [built, built, v]
 
 
 def test_short_vector_constants_keep_values_apart():

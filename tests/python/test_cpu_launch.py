@@ -226,28 +226,73 @@ func @scale(%x: memref<f64x?>, %a: f64) {
 """
 
 
-def test_launches_from_several_threads():
-    """Each launch has its own argument buffer: concurrent launches do not mix."""
-    k = ttlc.compile(SCALE, target="cpu")["scale"]
-    arrays = [np.full(1000 + t, 1.0) for t in range(4)]
+def _on_threads(work, count: int = 4) -> list:
+    """Run work(0) ... work(count - 1) on threads at once; what they raised."""
     errors = []
 
-    def work(t):
+    def run(t):
         try:
-            for _ in range(300):
-                k(arrays[t], 2.0 ** (t + 1), grid=(1,))  # exact: any mix-up shows
-                k(arrays[t], 2.0 ** -(t + 1), grid=(1,))
-        except Exception as e:  # pragma: no cover - reported below
+            work(t)
+        except Exception as e:  # pragma: no cover - the caller reports it
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(count)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
-    assert not errors
+    return errors
+
+
+def test_launches_from_several_threads():
+    """Each launch has its own argument buffer: concurrent launches do not mix."""
+    k = ttlc.compile(SCALE, target="cpu")["scale"]
+    arrays = [np.full(1000 + t, 1.0) for t in range(4)]
+
+    def work(t):
+        for _ in range(300):
+            k(arrays[t], 2.0 ** (t + 1), grid=(1,))  # exact: any mix-up shows
+            k(arrays[t], 2.0 ** -(t + 1), grid=(1,))
+
+    assert not _on_threads(work)
     for t, x in enumerate(arrays):
         np.testing.assert_array_equal(x, np.ones(1000 + t))
+
+
+CHAIN = """
+func @chain(%A: memref<f64x{m}x{m}>, %B: memref<f64x{m}x{n}x?>, %D: memref<f64x{m}x{n}x?>) {{
+    %i = group_id.x : index
+    %b = subview %B[0:{m},0:{n},%i] : memref<f64x{m}x{n}>
+    %d = subview %D[0:{m},0:{n},%i] : memref<f64x{m}x{n}>
+    %tmp = alloca : memref<f64x{m}x{n},local>
+    %one = constant 1.0 : f64
+    %zero = constant 0.0 : f64
+    gemm %one, %A, %b, %zero, %tmp
+    gemm %one, %A, %tmp, %zero, %d
+}}
+"""
+
+
+def test_local_memory_of_launches_on_several_threads(monkeypatch):
+    """Launches of one chunk keep their thread's scratch memory for the next launch: each
+    thread has its own, and it grows for a kernel needing more (D_i = A A B_i through a
+    local temporary, checked against NumPy)."""
+    monkeypatch.setenv("TTLC_NUM_THREADS", "1")
+    kernels = {m: ttlc.compile(CHAIN.format(m=m, n=3), target="cpu")["chain"] for m in (4, 24)}
+    wrong = []
+
+    def work(t):
+        rng = np.random.default_rng(t)
+        for r in range(20):
+            m = (4, 24)[(r + t) % 2]
+            A = np.asfortranarray(rng.integers(-3, 4, (m, m)).astype(np.float64))
+            B = np.asfortranarray(rng.integers(-3, 4, (m, 3, 400)).astype(np.float64))
+            D = np.zeros((m, 3, 400), order="F")
+            kernels[m](A, B, D, grid=(400,))
+            if not np.array_equal(D, np.einsum("ij,jk,kbg->ibg", A, A, B)):  # exact
+                wrong.append((t, r, m))
+
+    assert not _on_threads(work) and not wrong
 
 
 def test_read_only_array_is_refused_on_the_quick_path():

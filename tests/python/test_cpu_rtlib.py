@@ -254,6 +254,24 @@ def test_runtime_library_needs_nothing():
     assert rtlib.undefined_symbols(obj) == []
 
 
+def test_runtime_library_comes_from_the_disk_cache(tmp_path, monkeypatch):
+    """Built once and stored; a later process reads it back instead of running LLVM
+    (here: LLVM refuses to run and the stored object is what comes back)."""
+    monkeypatch.setenv("TTLC_CACHE", "1")
+    monkeypatch.setenv("TTLC_CACHE_DIR", str(tmp_path))
+    built = rtlib.object_code()
+    assert rtlib.undefined_symbols(built) == [] and list((tmp_path / "cpu").iterdir())
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("LLVM ran on a cache hit")
+
+    monkeypatch.setattr(jit, "optimize", refuse)
+    assert rtlib.object_code() == built
+    monkeypatch.setenv("TTLC_CACHE", "0")  # no cache: built again
+    with pytest.raises(AssertionError, match="LLVM ran"):
+        rtlib.object_code()
+
+
 def test_undefined_symbols_reads_the_object():
     text = """
 declare double @sin(double)

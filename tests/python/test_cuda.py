@@ -10,6 +10,7 @@ The tests at the end need a GPU and skip with the reason when there is none.
 from __future__ import annotations
 
 import ctypes
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,9 +28,11 @@ from ttlc.backends.tile import simulate  # noqa: E402
 from ttlc.backends.tile.abi import dtype  # noqa: E402
 from ttlc.runtime.dlpack import _get_pointer, _Tensor  # noqa: E402
 from ttlc.runtime.inputs import generated_inputs  # noqa: E402
-from ttlc.testing.differential import compare_fault  # noqa: E402
-from test_tile_checked import FAULTS, check_alike  # noqa: E402
+from ttlc.testing.differential import compare_fault, compare_races  # noqa: E402
+from test_tile_checked import FAULTS, PASSING, check_alike, passing_args  # noqa: E402
 from test_tile_checked import FILE as FAULTS_FILE  # noqa: E402
+from test_tile_races import LAUNCHES, assert_alike, outcome, source  # noqa: E402
+from test_tile_races import FILE as RACES_FILE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ATTRS = ("COMPUTE_CAPABILITY_MAJOR", "COMPUTE_CAPABILITY_MINOR", "MAX_GRID_DIM_X",
@@ -238,6 +241,20 @@ def test_checked_launch_reports_what_the_interpreter_reports(fake, name):
     check_alike(name, fault, str(e.value), args)
 
 
+@pytest.mark.parametrize("name", PASSING)
+def test_checked_launches_keeping_the_rules_report_nothing(fake, name):
+    """The kernels of test_tile_checked.py that keep the rules tests there get wrong
+    (uniform among the running work-items only, padding subgroups, an alloca per trip):
+    launched checked, nothing is found, and they write what the interpreter writes."""
+    want = passing_args(name)
+    ttlc.compile(PASSING[name], target="interp", checked=True)["g"](*want)
+    got = passing_args(name)
+    ttlc.compile(PASSING[name], target="cuda", checked=True)["g"](*got)
+    assert fake.launches
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
 def test_checked_launch_passes_a_zeroed_record_and_reads_it_back(fake):
     """The entry's last parameter is a device allocation of the record's 16 words, copied
     in as zeros and back after the kernel; a launch without a finding returns."""
@@ -258,6 +275,23 @@ def test_faulty_generated_launches_are_found_as_the_interpreter_finds_them(fake,
     work-groups past their inputs."""
     outcome = compare_fault(seed, target="cuda")
     assert outcome.ok, outcome.report()
+
+
+@pytest.mark.parametrize("name", LAUNCHES)
+def test_checked_launch_finds_races_and_barriers_as_the_interpreter_does(fake, name):
+    """Each launch of test_tile_races.py through the driver: the interpreter's finding word
+    for word (the record's details read back from the device), or none and its results."""
+    launch = LAUNCHES[name]
+    module = ttlc.compile(source(launch), target="cuda", checked=True, filename=RACES_FILE)
+    assert_alike(launch, outcome(lambda args: module[launch.kernel](*args, grid=launch.grid), launch))
+
+
+@pytest.mark.parametrize("seed", range(int(os.environ.get("TTLC_CUDA_RACE_SEEDS", "12"))))
+def test_generated_races_are_found_as_the_interpreter_finds_them(fake, seed):
+    """compare_races (test_differential.py) with target cuda: generated kernels sharing
+    local memory, with and without races and barriers."""
+    found = compare_races(seed, target="cuda")
+    assert found.ok, found.report()
 
 
 def test_without_a_device_the_cubin_stage_asks_for_an_architecture(monkeypatch):

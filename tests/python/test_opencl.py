@@ -21,7 +21,7 @@ from interp_testing import BAD_GRIDS, opencl_problem
 from ttlc.backends import get_backend
 from ttlc.runtime.inputs import generated_inputs
 from ttlc.testing import generate
-from ttlc.testing.differential import arrays_of, compare_case, differences, finding
+from ttlc.testing.differential import arrays_of, compare_case, differences
 
 from test_spirv import SUBGROUP_TYPES, divergent_subgroups, subgroup_columns  # noqa: E402
 
@@ -232,8 +232,9 @@ def test_grids_no_device_launches_are_refused(grid, message):
 
 
 #: kernels with one fault each (spec: the Restrictions of load, store, atomic_add, subview,
-#: expand, fuse, axpby, div, for, group members, cooperative_matrix_load) and their
-#: arguments: checked opencl must raise the interpreter's KernelError
+#: expand, fuse, axpby, div, for, group members, subgroup_broadcast, the coopmatrix
+#: load, store, construct, scale and prefetch; lifetime_stop) and their arguments:
+#: checked opencl must raise the interpreter's KernelError
 FAULTS = {
     "load": ("""func @k(%A: memref<f32x?>, %B: memref<f32x4>, %i: index) attributes {subgroup_size=16} {
     %x = load %A[%i] : f32
@@ -347,6 +348,121 @@ FAULTS = {
         }
     }
 }""", lambda: [F32(8, 8), np.zeros((8, 8), np.float32, order="F")]),
+    "broadcast_outside": ("""func @k(%A: memref<i32x?>, %l: i32) attributes {subgroup_size=16} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %x = subgroup_broadcast %i, %l : i32
+        %k = cast %i : index
+        store %x, %A[%k]
+    }
+}""", lambda: [np.zeros(16, np.int32), -1]),
+    "broadcast_inactive": ("""func @k(%A: memref<i32x?>) attributes {subgroup_size=16} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %four = constant 4 : i32
+        %low = less_than %i, %four : bool
+        if %low {
+            %six = constant 6 : i32
+            %x = subgroup_broadcast %i, %six : i32
+            %k = cast %i : index
+            store %x, %A[%k]
+        }
+    }
+}""", lambda: [np.zeros(16, np.int32)]),
+    "construct": ("""func @k(%B: memref<f32x8x8>) attributes {subgroup_size=16} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %eight = constant 8 : i32
+        %q = div %i, %eight : i32
+        %f = cast %q : f32
+        %m = cooperative_matrix_construct %f : coopmatrix<f32x8x8, matrix_acc>
+        %c0 = constant 0 : index
+        cooperative_matrix_store %m, %B[%c0, %c0]
+    }
+}""", lambda: [np.zeros((8, 8), np.float32, order="F")]),
+    "scale": ("""func @k(%A: memref<i16x8x8>, %B: memref<i16x8x8>) attributes {subgroup_size=16} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %five = constant 5 : i32
+        %q = sub %i, %five : i32
+        %s = cast %q : i16
+        %c0 = constant 0 : index
+        %m = cooperative_matrix_load.n %A[%c0, %c0] : coopmatrix<i16x8x8, matrix_acc>
+        %r = cooperative_matrix_scale %s, %m : coopmatrix<i16x8x8, matrix_acc>
+        cooperative_matrix_store %r, %B[%c0, %c0]
+    }
+}""", lambda: [np.ones((8, 8), np.int16, order="F"), np.zeros((8, 8), np.int16, order="F")]),
+    "prefetch_partial": ("""func @k(%A: memref<f32x?x?>) attributes {subgroup_size=16} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %three = constant 3 : i32
+        %is3 = equal %i, %three : bool
+        if %is3 {
+            %c0 = constant 0 : index
+            cooperative_matrix_prefetch 1, %A[%c0, %c0], 8, 8
+        }
+    }
+}""", lambda: [F32(8, 8)]),
+    "prefetch_position": ("""func @k(%A: memref<f32x?x?>) attributes {subgroup_size=16} {
+    parallel {
+        %i = subgroup_local_id : i32
+        %eight = constant 8 : i32
+        %q = div %i, %eight : i32
+        %y = cast %q : index
+        %c0 = constant 0 : index
+        cooperative_matrix_prefetch 1, %A[%c0, %y], 4, 4
+    }
+}""", lambda: [F32(16, 8)]),
+    "lifetime": ("""func @k(%A: memref<f32x16>) attributes {subgroup_size=16, work_group_size=[16,1]} {
+    %L = alloca : memref<f32x16, local>
+    %c3 = constant 3 : index
+    %s = subview %L[%c3:4] : memref<f32x4, local>
+    lifetime_stop %L
+    parallel {
+        %i = subgroup_local_id : i32
+        %three = constant 3 : i32
+        %k = cast %i : index
+        %ge = greater_than_equal %i, %three : bool
+        if %ge {
+            %c0 = constant 0 : index
+            %x = load %s[%c0] : f32
+            store %x, %A[%k]
+        }
+    }
+}""", lambda: [np.zeros(16, np.float32)]),
+    "lifetime_collective": ("""func @k(%A: memref<f32x4>) attributes {subgroup_size=16} {
+    %L = alloca : memref<f32x4, local>
+    %c0 = constant 0 : index
+    %one = constant 1.0 : f32
+    store %one, %L[%c0]
+    lifetime_stop %L
+    %x = load %L[%c0] : f32
+    store %x, %A[%c0]
+}""", lambda: [np.zeros(4, np.float32)]),
+    "coop_lifetime": ("""func @k(%B: memref<f32x8x8>) attributes {subgroup_size=16} {
+    %L = alloca : memref<f32x8x8, local>
+    lifetime_stop %L
+    parallel {
+        %c0 = constant 0 : index
+        %m = cooperative_matrix_load.n %L[%c0, %c0] : coopmatrix<f32x8x8, matrix_acc>
+        cooperative_matrix_store %m, %B[%c0, %c0]
+    }
+}""", lambda: [np.zeros((8, 8), np.float32, order="F")]),
+    "coop_null": ("""func @k(%A: memref<f32x8x8>, %B: memref<f32x8x8>) attributes {subgroup_size=16} {
+    parallel {
+        %c0 = constant 0 : index
+        %m = cooperative_matrix_load.n %A[%c0, %c0] : coopmatrix<f32x8x8, matrix_acc>
+        cooperative_matrix_store %m, %B[%c0, %c0]
+    }
+}""", lambda: [None, np.zeros((8, 8), np.float32, order="F")]),
+    "coop_store_t": ("""func @k(%A: memref<f32x8x8>, %B: memref<f32x?x?>) attributes {subgroup_size=16} {
+    parallel {
+        %c0 = constant 0 : index
+        %c2 = constant 2 : index
+        %m = cooperative_matrix_load.n %A[%c0, %c0] : coopmatrix<f32x8x8, matrix_acc>
+        cooperative_matrix_store.t.rows_checked %m, %B[%c2, %c0]
+    }
+}""", lambda: [F32(8, 8), np.zeros((9, 6), np.float32, order="F")]),
 }
 
 
@@ -362,19 +478,126 @@ def _finding(target: str, name: str, grid=(2, 1, 1)) -> str:
 
 
 @needs_device
-@pytest.mark.parametrize("name", sorted(set(FAULTS) - {"coop"}))
+@pytest.mark.parametrize("name", sorted(FAULTS))
 def test_checked_findings_read_as_on_the_interpreter(name):
     assert _finding("opencl", name) == _finding("interp", name)
 
 
+#: a coopmatrix load of 8 x 8 from a 12 x 10 memref at dynamic positions (x, y)
+COOP_BOUNDS = """func @k(%A: memref<f32x?x?>, %B: memref<f32x8x8>, %x: index, %y: index)
+        attributes {subgroup_size=16} {
+    parallel {
+        %c0 = constant 0 : index
+        %m = cooperative_matrix_load${SUFFIX} %A[%x, %y] : coopmatrix<f32x8x8, matrix_acc>
+        cooperative_matrix_store %m, %B[%c0, %c0]
+    }
+}"""
+
+
+def _outcome(module, x: int, y: int):
+    """The KernelError's message of a checked launch, or the matrix loaded."""
+    B = np.zeros((8, 8), np.float32, order="F")
+    try:
+        module["k"](F32(12, 10), B, x, y)
+    except ttlc.KernelError as e:
+        return str(e)
+    return B.tolist()
+
+
 @needs_device
-def test_checked_coopmatrix_accesses_are_element_accesses():
-    """A coopmatrix load past its memref is found at the same instruction and work-item;
-    lower-simt made it element loads, so the message names the element's index."""
-    got, want = _finding("opencl", "coop"), _finding("interp", "coop")
-    assert finding(ttlc.KernelError(got)) == finding(ttlc.KernelError(want))
-    assert got.split(": index")[0] == want.split(": component")[0]
-    assert "index 6 of mode 1 is out of bounds (size 6)" in got
+@pytest.mark.parametrize("suffix", [t + f for t in ("", ".t") for f in
+                                    ("", ".rows_checked", ".cols_checked", ".both_checked")])
+def test_coopmatrix_accesses_past_the_memref_read_as_on_the_interpreter(suffix):
+    """Spec: cooperative_matrix_load, its table of which components are accessed under
+    each checked flag.  The first component outside the memref, row by row, and the
+    index it reaches, at positions before, inside and past each mode, as the
+    interpreter names them; where none is outside, the same matrix."""
+    text = COOP_BOUNDS.replace("${SUFFIX}", suffix)
+    interp, opencl = (ttlc.compile(text, target=t, checked=True) for t in ("interp", "opencl"))
+    errors = 0
+    for x in (-9, -3, 0, 4, 7, 12):
+        for y in (-2, 0, 2, 5, 10):
+            want = _outcome(interp, x, y)
+            assert _outcome(opencl, x, y) == want, (x, y)
+            errors += isinstance(want, str)
+    assert errors > 0 if suffix[-12:] != "both_checked" else errors == 0
+
+
+ELEMENT = """func @k(%A: memref<f32x?x3x?>, %B: memref<f32x1>, %i: index, %j: index, %l: index)
+        attributes {subgroup_size=16} {
+    %x = load %A[%i, %j, %l] : f32
+    %c0 = constant 0 : index
+    store %x, %B[%c0]
+}"""
+
+
+@needs_device
+def test_the_first_finding_of_an_element_access_is_reported():
+    """Spec: load, its Restrictions (each index in its mode, in order of the modes, then
+    a memref that is not null): the first that fails is reported, as the interpreter
+    reports it."""
+    interp, opencl = (ttlc.compile(ELEMENT, target=t, checked=True) for t in ("interp", "opencl"))
+    A = np.zeros((4, 3, 2), np.float32, order="F")
+    cases = [(A, 5, 3, 2), (A, 1, 3, 2), (A, 1, 1, 2), (A, -1, 1, -1), (A, 3, 2, 1),
+             (None, 5, 3, 2)]
+    for a, i, j, l in cases:
+        got, want = [], []
+        for module, out in ((interp, want), (opencl, got)):
+            try:
+                module["k"](a, np.zeros(1, np.float32), i, j, l)
+                out.append(None)
+            except ttlc.KernelError as e:
+                out.append(str(e))
+        assert got == want, (i, j, l)
+        assert (want[0] is None) == ((i, j, l) == (3, 2, 1)), want
+
+
+#: what the tests above find, done right: a local buffer used in its lifetime (an alloca
+#: in a loop lives again), a broadcast from an argument lane, a construct and a scale of
+#: numbers uniform in the subgroup, a prefetch by the whole subgroup
+UNIFORM_AND_ALIVE = """func @k(%A: memref<f32x16>, %B: memref<f32x8x8>, %l: i32)
+        attributes {subgroup_size=16, work_group_size=[16,1]} {
+    %c0 = constant 0 : index
+    %c3 = constant 3 : index
+    for %t = %c0, %c3 {
+        %L = alloca : memref<f32x16, local>
+        parallel {
+            %i = subgroup_local_id : i32
+            %k = cast %i : index
+            %x = subgroup_broadcast %i, %l : i32
+            %f = cast %x : f32
+            store %f, %L[%k]
+        }
+        barrier.local
+        parallel {
+            %i = subgroup_local_id : i32
+            %k = cast %i : index
+            %v = load %L[%k] : f32
+            %a = load %A[%k] : f32
+            %s = add %a, %v : f32
+            store %s, %A[%k]
+        }
+        lifetime_stop %L
+    }
+    parallel {
+        %g = subgroup_id.x : i32
+        %u = add %g, %l : i32
+        %f = cast %u : f32
+        %m = cooperative_matrix_construct %f : coopmatrix<f32x8x8, matrix_acc>
+        %s = cooperative_matrix_scale %f, %m : coopmatrix<f32x8x8, matrix_acc>
+        cooperative_matrix_prefetch 1, %B[%c0, %c0], 8, 8
+        cooperative_matrix_store %s, %B[%c0, %c0]
+    }
+}"""
+
+
+@needs_device
+def test_checked_kernels_without_faults_run_as_unchecked():
+    for target in ("interp", "opencl"):
+        A, B = np.zeros(16, np.float32), np.zeros((8, 8), np.float32, order="F")
+        ttlc.compile(UNIFORM_AND_ALIVE, target=target, checked=True)["k"](A, B, 5)
+        assert np.array_equal(A, np.full(16, 15.0)), target  # 3 times work-item 5's id
+        assert np.array_equal(B, np.full((8, 8), 25.0)), target
 
 
 @needs_device
@@ -399,6 +622,13 @@ def test_checked_code_writes_nothing_outside_the_arguments():
     with pytest.raises(ttlc.KernelError, match="work-item \\(3, 0\\): index 13 of mode 0"):
         ttlc.compile(FAULTS["store_spmd"][0], target="opencl", checked=True)["k"](buf[:8])
     assert not buf.any()
+    # a coopmatrix store of 8 x 8 into the first 6 rows of an 8 x 8 array: nothing stored
+    text, make = FAULTS["coop_store_t"]
+    big = np.zeros((8, 8), np.float32, order="F")
+    with pytest.raises(ttlc.KernelError, match=r"component \(0, 6\) accesses index \(6, 0\)"):
+        ttlc.compile(text.replace("%c2, %c0", "%c0, %c0"), target="opencl",
+                     checked=True)["k"](make()[0], big[:6])
+    assert not big.any()
 
 
 @needs_device
@@ -625,6 +855,32 @@ def test_subgroup_operations_the_device_lacks_are_a_compile_error(monkeypatch):
         assert re.search(r"subgroup_\w+: this subgroup operation \(a GroupNonUniform "
                          rf"instruction of SPIR-V 1.3\): not supported by {message}",
                          e.value.diagnostics[0][3]), e.value.diagnostics[0][3]
+
+
+@needs_device
+@pytest.mark.parametrize("spirv,lacks", [((1, 4), "cl_khr_subgroup_ballot"),
+                                         ((1, 2), "SPIR-V 1.3 and cl_khr_subgroup_ballot")])
+def test_checked_code_needing_ballots_the_device_lacks_is_a_compile_error(monkeypatch, spirv,
+                                                                          lacks):
+    """The uniformity tests of a coopmatrix load are ballots: on a device without
+    cl_khr_subgroup_ballot (or SPIR-V 1.3) checked code is refused at the load, naming
+    the device and what it lacks; unchecked, and checked code without ballots, build."""
+    from ttlc.backends.opencl import device
+
+    dev, _ = device.find()
+    monkeypatch.setattr(dev, "extensions", dev.extensions - {"cl_khr_subgroup_ballot"})
+    monkeypatch.setattr(dev, "spirv", spirv)
+    with pytest.raises(ttlc.CompileError) as e:
+        ttlc.compile(FAULTS["coop"][0], target="opencl", checked=True)
+    line, message = e.value.diagnostics[0][0], e.value.diagnostics[0][3]
+    assert line == 4, str(e.value)
+    assert message == ("cooperative_matrix_load: checked code tests it with subgroup ballots, "
+                       "which need SPIR-V 1.3 and cl_khr_subgroup_ballot; the OpenCL device "
+                       f"{dev.name} lacks {lacks} (compile it unchecked, or check it on target "
+                       "interp or cpu)")
+    ttlc.compile(FAULTS["coop"][0], target="opencl")
+    with pytest.raises(ttlc.KernelError, match="index 7 of mode 0 is out of bounds"):
+        ttlc.compile(FAULTS["load"][0], target="opencl", checked=True)["k"](*FAULTS["load"][1]())
 
 
 XE_MEMORY = """func @k(%E: memref<f32x?x?>, %G: memref<f32x16x8>, %H: memref<f16x4x16>,

@@ -19,7 +19,6 @@ subgroup size 16.
 from __future__ import annotations
 
 import dataclasses
-
 import functools
 from typing import Callable, List, Sequence
 
@@ -630,6 +629,25 @@ def test_register_tiles_compute_no_row_beyond_a_register():
     assert (t.m_pieces, t.row_n_pieces) == (((48, 16), (8, 8)), (((9, 3),), ((5, 5), (4, 4))))
     # AVX-512 keeps one column count for all pieces
     assert choose_tiles(TARGETS["cpu"], 16, 1, 56, 9, 56, f32, f32, f32).row_n_pieces == ()
+
+
+def test_choose_tiles_cpu_reads_a_large_a_once():
+    """AVX-512: an A larger than L1 (128x128 f64: 128 KiB) is read once, 9-column tiles
+    (f64 16x9, f32 32x9: 18 zmm) rather than 3-column ones reading A three times (32x3,
+    64x3: 12 zmm, fewer B broadcasts); an A within L1 (100x16 f64) keeps the tiles of
+    fewer loads (32x4), and AVX2's 15 ymm registers have no tile of 9 columns (8x5 and
+    8x4: A read twice)."""
+    f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
+    cpu = TARGETS["cpu"]
+    big = choose_tiles(cpu, 8, 1, 128, 9, 128, f64, f64, f64)
+    assert (big.m, big.n, big.n_pieces) == (16, 9, ((9, 9),))
+    big32 = choose_tiles(cpu, 16, 1, 128, 9, 128, f32, f32, f32)
+    assert (big32.m, big32.n, big32.n_pieces) == (32, 9, ((9, 9),))
+    small = choose_tiles(cpu, 8, 1, 100, 16, 16, f64, f64, f64)
+    assert (small.m, small.n) == (32, 4)
+    avx2 = dataclasses.replace(cpu, register_budget=15 * 32)
+    narrow = choose_tiles(avx2, 8, 1, 128, 9, 128, f64, f64, f64)
+    assert (narrow.m, narrow.n_pieces) == (8, ((5, 5), (4, 4)))
 
 
 @pytest.mark.parametrize("size,tile,unit", [(35, 32, 8), (56, 32, 8), (9, 16, 16), (120, 32, 16),

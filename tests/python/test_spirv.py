@@ -595,7 +595,10 @@ def test_block_io_hands_each_lane_its_elements_of_the_language_layout(rows, cols
 @pytest.mark.parametrize("machine", ["opencl", "pvc"])
 @pytest.mark.parametrize("name", ["load", "store_spmd", "group", "div", "expand", "fuse",
                                   "axpby", "atomic", "step", "subview_neg", "coop", "broadcast_lane",
-                                  "coop_offset", "coop_partial"])
+                                  "coop_offset", "coop_partial", "broadcast_outside",
+                                  "broadcast_inactive", "construct", "scale", "prefetch_partial",
+                                  "prefetch_position", "lifetime", "lifetime_collective",
+                                  "coop_lifetime", "coop_null", "coop_store_t"])
 def test_checked_modules_are_valid(name, machine, tmp_path):
     """Checked modules (the faulty kernels of test_opencl) pass spirv-val: the error
     buffer is the last kernel argument; unchecked modules have no trace of it."""

@@ -23,7 +23,8 @@ _ATOMICS = (ATOMIC_READ, ATOMIC_WRITE)
 Access = Tuple[Value, str]
 
 __all__ = ["READ", "WRITE", "ATOMIC_READ", "ATOMIC_WRITE", "KINDS", "Access", "accesses",
-           "access_kind", "conflicts", "is_atomic"]
+           "access_kind", "conflicts", "is_atomic", "RACE_CLASSES", "COOP_MEMORY", "is_local",
+           "race_class"]
 
 
 def _kind(inst: Instruction, effect: MemoryEffect) -> str:
@@ -61,6 +62,23 @@ def conflicts(a: str, b: str) -> bool:
 
 def is_atomic(kind: str) -> bool:
     return kind in _ATOMICS
+
+
+#: the kinds of access checked code's race detection keeps apart, numbered as the error
+#: records of every compiled target number them: (kind, made by a coopmatrix instruction)
+RACE_CLASSES = tuple((kind, coop) for coop in (False, True) for kind in KINDS)
+#: families of the coopmatrix memory instructions (accesses by a whole subgroup)
+COOP_MEMORY = ("coop_load", "coop_store", "coop_atomic_update")
+
+
+def is_local(t) -> bool:
+    """Whether a type is a memref of local memory (what data races are looked for on)."""
+    return isinstance(t, MemrefType) and t.space == "local"
+
+
+def race_class(inst: Instruction) -> int:
+    """The index in ``RACE_CLASSES`` of inst's access to its ``tensor`` operand."""
+    return RACE_CLASSES.index((access_kind(inst, "tensor"), inst.opdef.family in COOP_MEMORY))
 
 
 #: attribute (not printed) of the SPMD regions lower-linalg makes of BLAS instructions, kept by

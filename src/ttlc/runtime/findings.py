@@ -31,6 +31,22 @@ E_RACE, E_PARTIAL, E_LIFETIME = 15, 16, 17
 #: operands that must be dynamically uniform in a subgroup, as E_UNIFORM names them
 UNIFORM_OPERANDS = ("the row position", "the column position", "the memref", "the number",
                     "the scalar", "the lane index")
+_ACCESS = (("x", "the row position"), ("y", "the column position"), ("tensor", "the memref"))
+#: coopmatrix instructions that whole subgroups must execute (E_PARTIAL), with their
+#: operands that must be uniform in the subgroup (slot, as E_UNIFORM names it), as the
+#: interpreter tests them
+WHOLE_SUBGROUP = {
+    **dict.fromkeys(("cooperative_matrix_load", "cooperative_matrix_store",
+                     "cooperative_matrix_atomic_load", "cooperative_matrix_atomic_store",
+                     "cooperative_matrix_atomic_add", "cooperative_matrix_atomic_max",
+                     "cooperative_matrix_atomic_min", "cooperative_matrix_prefetch"), _ACCESS),
+    **dict.fromkeys(("cooperative_matrix_mul_add", "cooperative_matrix_reduce_add",
+                     "cooperative_matrix_reduce_max", "cooperative_matrix_reduce_min"), ()),
+}
+#: the uniform operands of instructions that part of a subgroup may run
+UNIFORM_SLOTS = {"cooperative_matrix_construct": (("a", "the number"),),
+                 "cooperative_matrix_scale": (("a", "the scalar"),),
+                 "subgroup_broadcast": (("lane", "the lane index"),)}
 
 
 @dataclass(frozen=True)
@@ -53,10 +69,10 @@ class InstRef:
 
 def kernel_error(filename: str, kernel: str, record: Sequence[int],
                  instructions: Sequence[InstRef], work_group_size: Tuple[int, int],
-                 locals_: Sequence[tuple] = (),
+                 local_names: Sequence[Optional[str]] = (),
                  race: Optional[Callable[[list], str]] = None) -> KernelError:
-    """The KernelError of an error record; ``locals_`` names the kernel's allocas (offset,
-    bytes, element size, name) for E_LIFETIME, ``race`` words an E_RACE record's details."""
+    """The KernelError of an error record; ``local_names`` names the kernel's allocas for
+    E_LIFETIME, ``race`` words an E_RACE record's details."""
     code, gx, gy, gz, inst_id, lane = (int(x) for x in record[:6])
     d = [int(x) for x in record[6:]]
     inst = instructions[inst_id]
@@ -66,7 +82,7 @@ def kernel_error(filename: str, kernel: str, record: Sequence[int],
     if code == E_RACE and race is not None:
         msg = race(d)
     elif code == E_LIFETIME:
-        name = locals_[d[1]][3]
+        name = local_names[d[1]]
         msg = (f"access to local memory{' ' + name if name else ''} after its lifetime "
                f"ended (lifetime_stop at {instructions[d[0]].loc})")
     else:
@@ -106,8 +122,7 @@ def _message(code: int, d: list, inst: InstRef, wgx: int) -> str:
         return f"expand shape product {d[0]} does not equal the mode size {d[1]}"
     if code == E_COOP_BOUNDS:
         return (f"component ({d[0]}, {d[1]}) accesses index ({d[2]}, {d[3]}) outside the "
-                f"memref of shape {d[4]} x {d[5]} (use rows_checked/cols_checked for "
-                "partial tiles)")
+                f"memref of shape {d[4]} x {d[5]}")
     if code == E_FUSE:
         return f"modes {d[0]} and {d[0] + 1} cannot be fused: their strides do not match"
     if code == E_UNIFORM:

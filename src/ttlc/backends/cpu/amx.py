@@ -49,7 +49,7 @@ from ...ir.types import CoopMatrixType
 from . import jit
 from .coop import concat
 from .memory import lt_size
-from .values import F32, I8, I16, I32, I64, PTR, CoopVal, HeldMatrix
+from .values import F32, I8, I16, I32, I64, PTR, CoopVal, HeldMatrix, VectorConstant, zero_of
 
 TILE_ROWS = 16
 TILE_BYTES = 64  # bytes of one accumulator tile row (16 floats)
@@ -81,8 +81,8 @@ def _column(b: ir.IRBuilder, src: ir.Value, elem: ir.Type, c: int, rows: int,
     if rows == length:
         return col
     idx = [r if r < rows else rows for r in range(length)]
-    return b.shuffle_vector(col, ir.Constant(col.type, None),
-                            ir.Constant(ir.VectorType(I32, length), idx))
+    return b.shuffle_vector(col, zero_of(col.type),
+                            VectorConstant(I32, idx))
 
 
 #: matrices of at most this many components are split into columns by shuffles; larger
@@ -98,9 +98,9 @@ def _columns(b: ir.IRBuilder, v: ir.Value, rows: int, length: int,
     if n > SHUFFLE_LIMIT:
         b.store(v, tmp, align=64)
         return lambda c: _column(b, tmp, v.type.element, c, rows, length)
-    zero = ir.Constant(v.type, None)
-    return lambda c: b.shuffle_vector(v, zero, ir.Constant(
-        ir.VectorType(I32, length), [c * rows + r if r < rows else n for r in range(length)]))
+    zero = zero_of(v.type)
+    return lambda c: b.shuffle_vector(v, zero, VectorConstant(
+        I32, [c * rows + r if r < rows else n for r in range(length)]))
 
 
 def _store_padded(b: ir.IRBuilder, v: ir.Value, rows: int, cols: int, prows: int,
@@ -114,7 +114,7 @@ def _store_padded(b: ir.IRBuilder, v: ir.Value, rows: int, cols: int, prows: int
         return
     column = _columns(b, v, rows, prows, tmp)
     for c in range(pcols):
-        col = column(c) if c < cols else ir.Constant(ir.VectorType(elem, prows), None)
+        col = column(c) if c < cols else zero_of(ir.VectorType(elem, prows))
         b.store(col, _at(b, dst, c * prows * size), align=4)
 
 
@@ -125,9 +125,9 @@ def _store_vnni(b: ir.IRBuilder, a: ir.Value, M: int, K: int, Mp: int, Kp: int,
     column = _columns(b, a, M, Mp, tmp)
     pair = [m // 2 + (m % 2) * Mp for m in range(2 * Mp)]  # interleave two columns
     for k2 in range(Kp // 2):
-        cols = [column(k) if k < K else ir.Constant(ir.VectorType(I16, Mp), None)
+        cols = [column(k) if k < K else zero_of(ir.VectorType(I16, Mp))
                 for k in (2 * k2, 2 * k2 + 1)]
-        row = b.shuffle_vector(cols[0], cols[1], ir.Constant(ir.VectorType(I32, 2 * Mp), pair))
+        row = b.shuffle_vector(cols[0], cols[1], VectorConstant(I32, pair))
         b.store(row, _at(b, dst, 4 * k2 * Mp), align=4)
 
 

@@ -19,7 +19,8 @@ from ...ir.ops import ARITH_BINARY, ARITH_UNARY, BUILTIN_TYPES
 from ...ir.types import SCALAR_TYPES, BoolType, ScalarType, Type
 from ...runtime.findings import E_DIV_ZERO
 from .function import FunctionCodegen, lane_loop
-from .values import COMPONENT, F32, F64, I1, I16, I32, LLTYPE, Cplx, Lanes, is_vec
+from .values import (COMPONENT, F32, F64, I1, I16, I32, LLTYPE, Cplx, Lanes, VectorConstant,
+                     is_vec, undef_of)
 def emit_constant(cg: FunctionCodegen, inst: Instruction):
     return constant(inst.results[0].type, inst.attrs["value"])
 
@@ -330,7 +331,7 @@ def _cexp(cg: FunctionCodegen, x: Cplx) -> Cplx:
         fn = cg.extern("cexpf", v2, [v2])
 
         def one(re_, im_):
-            v = b.insert_element(ir.Constant(v2, ir.Undefined), re_, ir.Constant(I32, 0))
+            v = b.insert_element(undef_of(v2), re_, ir.Constant(I32, 0))
             v = b.insert_element(v, im_, ir.Constant(I32, 1))
             r = b.call(fn, [v])
             return b.extract_element(r, ir.Constant(I32, 0)), b.extract_element(r, ir.Constant(I32, 1))
@@ -358,27 +359,25 @@ def _vector_math(cg: FunctionCodegen, fn: str, x) -> Optional[ir.Value]:
     W = x.type.count
     total = -(-W // n) * n
     if total != W:  # pad with copies of lane 0
-        x = b.shuffle_vector(x, x, ir.Constant(ir.VectorType(I32, total),
-                                               [k if k < W else 0 for k in range(total)]))
+        x = b.shuffle_vector(x, x, VectorConstant(I32, [k if k < W else 0 for k in range(total)]))
     vt = ir.VectorType(elem, n)
     callee = cg.extern(symbol, vt, [vt])
     pieces = []
     for k in range(0, total, n):
-        piece = b.shuffle_vector(x, x, ir.Constant(ir.VectorType(I32, n), list(range(k, k + n))))
+        piece = b.shuffle_vector(x, x, VectorConstant(I32, list(range(k, k + n))))
         pieces.append(b.call(callee, [piece]))
     while len(pieces) > 1:
         m = pieces[0].type.count
-        cat = ir.Constant(ir.VectorType(I32, 2 * m), list(range(2 * m)))
+        cat = VectorConstant(I32, list(range(2 * m)))
         nxt = [b.shuffle_vector(pieces[i], pieces[i + 1], cat) for i in range(0, len(pieces) - 1, 2)]
         if len(pieces) % 2:
             last = pieces[-1]
-            pad = b.shuffle_vector(last, last, ir.Constant(ir.VectorType(I32, 2 * m),
-                                                           [k % m for k in range(2 * m)]))
+            pad = b.shuffle_vector(last, last, VectorConstant(I32, [k % m for k in range(2 * m)]))
             nxt.append(pad)
         pieces = nxt
     out = pieces[0]
     if out.type.count != W:
-        out = b.shuffle_vector(out, out, ir.Constant(ir.VectorType(I32, W), list(range(W))))
+        out = b.shuffle_vector(out, out, VectorConstant(I32, list(range(W))))
     return out
 
 

@@ -1,12 +1,14 @@
 """The disk cache of compiled code.
 
 Entries live in ``$TTLC_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/ttlc`` (default
-``~/.cache/ttlc``), one file per key under a folder per target (``cpu/<key>.o``; other
-users of this format, such as ``ttlc.autotune``, keep their own folder and suffix).
+``~/.cache/ttlc``), one file per key under a folder per target (``cpu/<key>.o``; the CPU
+back end's runtime library is ``cpu/<key>.rtlib``; other users of this format, such as
+``ttlc.autotune``, keep their own folder and suffix).
 ``TTLC_CACHE=0`` disables the cache (nothing is read or written).
 
 A key is the SHA-256 of everything the code depends on (``key(...)``): the program, the
-target, the options, the CPU name and features, and the ttlc and llvmlite versions.
+target, the options, the CPU name and features, and the ttlc and llvmlite versions
+(ttlc's: ``compiler_version``, a hash of its sources).
 An entry is ``MAGIC``, the SHA-256 of the payload, a newline and the payload; an entry
 whose checksum does not match (a damaged file) is deleted and reported as a miss, so
 the caller rebuilds it.  Entries are written to a temporary file in the same folder and
@@ -15,6 +17,7 @@ last writer wins with identical contents.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tempfile
@@ -35,6 +38,24 @@ def directory() -> Path:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "ttlc"
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_version() -> str:
+    """A hash of ttlc's sources (passes, code generator, runtime library, ...): code
+    compiled by an older compiler is never reused, even when the version number did not
+    change.  Part of every key of compiled code."""
+    h = hashlib.sha256()
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for folder, dirs, files in sorted(os.walk(root)):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                h.update(os.path.relpath(path, root).encode())
+                with open(path, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()
 
 
 def key(*parts: str) -> str:

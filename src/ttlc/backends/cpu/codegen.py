@@ -74,7 +74,6 @@ runtime turns into a KernelError (codes ``runtime.findings.E_*``).
 """
 from __future__ import annotations
 
-import re
 from typing import Callable, Dict, Tuple
 
 from llvmlite import ir
@@ -136,11 +135,13 @@ def generate(program: Program, checked: bool) -> Tuple[str, Dict[str, KernelInfo
     module.triple = jit.triple()
     module.data_layout = jit.data_layout()
     kernels: Dict[str, KernelInfo] = {}
+    defined = []
     for func in program.functions:
         cg = FunctionCodegen(module, func, symbol_of(func.name), checked, EMITTERS,
                              LOOP_CARRIERS)
         try:
             kernels[func.name] = cg.build()
+            defined.append(cg.fn)
         except Unsupported as e:
             what = e.args[0]
             if isinstance(what, Instruction):
@@ -153,6 +154,9 @@ def generate(program: Program, checked: bool) -> Tuple[str, Dict[str, KernelInfo
     text = str(module)
     attrs = jit.function_attributes()
     if attrs:
-        text = re.sub(r'^(define i32 @"ttlc\.[^"]*"\(.*\))$', r"\1 #0", text, flags=re.M)
+        for fn in defined:  # the kernels' define lines (a search of the whole text was slow)
+            line = []
+            fn.descr_prototype(line)
+            text = text.replace(line[0], line[0].rstrip("\n") + " #0\n", 1)
         text += "\nattributes #0 = { nounwind " + " ".join(attrs) + " }\n"
     return text, kernels

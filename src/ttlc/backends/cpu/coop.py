@@ -40,7 +40,7 @@ from .function import FunctionCodegen, lane_loop
 from .memory import (_align, _component_ptrs, _masked_load, _masked_store, _note_write,
                      _store_atomic, atomic_update, check_alive, elem_type, is_null, lt_size)
 from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, MemVal,
-                     VectorConstant, is_vec, parts)
+                     VectorConstant, is_vec, parts, undef_of, zero_of)
 
 
 def _vt(t: CoopMatrixType) -> ir.VectorType:
@@ -92,12 +92,12 @@ def splat_n(cg: FunctionCodegen, x, n: int):
     vt = ir.VectorType(x.type, n)
     if isinstance(x, ir.Constant):
         return VectorConstant(x.type, [x.constant] * n)
-    v = cg.b.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(I32, 0))
-    return cg.b.shuffle_vector(v, ir.Constant(vt, ir.Undefined), _consts([0] * n))
+    v = cg.b.insert_element(undef_of(vt), x, ir.Constant(I32, 0))
+    return cg.b.shuffle_vector(v, undef_of(vt), _consts([0] * n))
 
 
 def zero_mat(t: CoopMatrixType):
-    z = ir.Constant(_vt(t), None)
+    z = zero_of(_vt(t))
     return Cplx(z, z) if t.component.is_complex else z
 
 
@@ -125,7 +125,7 @@ def whole_subgroups(cg: FunctionCodegen) -> None:
     if not cg.checked or cg.mask is None:
         return
     b, S = cg.b, cg.S
-    ones = ir.Constant(ir.VectorType(I1, S), [1] * S)
+    ones = VectorConstant(I1, [1] * S)
     saved, cg.mask = cg.mask, None
     for g in range(subgroups(cg)):
         sub = b.shuffle_vector(saved, saved, _consts(range(g * S, g * S + S)))
@@ -172,8 +172,7 @@ def check_uniform(cg: FunctionCodegen, x: ir.Value, lane: ir.Value, g: int, what
         x = b.bitcast(x, ir.VectorType(ir.IntType(float_bytes * 8), x.type.count))
     ref = b.extract_element(x, lane)
     differ = b.icmp_unsigned("!=", x, cg.splat(ref))
-    inside = ir.Constant(ir.VectorType(I1, cg.W), [g * cg.S <= k < (g + 1) * cg.S
-                                                   for k in range(cg.W)])
+    inside = VectorConstant(I1, [g * cg.S <= k < (g + 1) * cg.S for k in range(cg.W)])
     cg.fail_if(b.and_(differ, inside), E_UNIFORM,
                [ir.Constant(I64, UNIFORM_OPERANDS.index(what)), x, ref,
                 b.sub(lane, ir.Constant(I32, g * cg.S)), ir.Constant(I64, g),
@@ -252,11 +251,14 @@ def pinned(cg: FunctionCodegen, p: ir.Value) -> ir.Value:
 def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, fn) -> None:
     """Call fn(m, offsets, valid, contiguous, at) for subgroup g, under its activity.
 
-    offsets (i64 x M*N): element offsets of the components from m.ptr; valid (i1 x M*N):
+    offsets() (i64 x M*N): element offsets of the components from m.ptr; valid (i1 x M*N):
     the components accessed (the checked flags and the subgroup's activity);
     contiguous: which runs of the matrix are contiguous in memory (the memref's row
     stride is 1): "columns" (not transposed), "rows" (transposed) or None; at(r, c): a
-    pointer to component (r, c) (plain address arithmetic, no vector of offsets)."""
+    pointer to component (r, c) (plain address arithmetic, no vector of offsets).  The
+    vectors of indices and offsets are made only where used: accesses of whole tiles
+    through ``at`` need none of them, and writing them out for LLVM to delete was a
+    large part of the code generated for coopmatrix kernels."""
     b = cg.b
     lane = first_lane(cg, g) if cg.mask is not None else ir.Constant(I32, g * cg.S)
     m = memref_in(cg, cg.get(inst.slots["tensor"]), lane, g, "the memref")
@@ -266,24 +268,37 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
     checked = inst.modifier("checked")
     M, N = t.rows, t.cols
     n = M * N
-    rows = [e % M for e in range(n)]
-    cols = [e // M for e in range(n)]
-    i_vec, j_vec = _consts(rows, I64), _consts(cols, I64)
-    xs, ys = splat_n(cg, x, n), splat_n(cg, y, n)
-    if transpose:
-        ri, ci = b.add(xs, j_vec), b.add(ys, i_vec)
-    else:
-        ri, ci = b.add(xs, i_vec), b.add(ys, j_vec)
     s0, s1 = (cg.ival(s) for s in m.shape)
-    zero = ir.Constant(ir.VectorType(I64, n), None)
-    in_rows = b.and_(b.icmp_signed(">=", ri, zero), b.icmp_signed("<", ri, splat_n(cg, s0, n)))
-    in_cols = b.and_(b.icmp_signed(">=", ci, zero), b.icmp_signed("<", ci, splat_n(cg, s1, n)))
-    row_guard, col_guard = (in_cols, in_rows) if transpose else (in_rows, in_cols)
-    valid = ir.Constant(ir.VectorType(I1, n), [1] * n)
-    if checked in ("rows_checked", "both_checked"):
-        valid = b.and_(valid, row_guard)
-    if checked in ("cols_checked", "both_checked"):
-        valid = b.and_(valid, col_guard)
+    st0, st1 = (cg.ival(s) for s in m.stride)
+    made = {}
+
+    def indices():
+        """(row indices, column indices) of the components in the memref."""
+        if "indices" not in made:
+            i_vec = _consts([e % M for e in range(n)], I64)
+            j_vec = _consts([e // M for e in range(n)], I64)
+            xs, ys = splat_n(cg, x, n), splat_n(cg, y, n)
+            made["indices"] = ((b.add(xs, j_vec), b.add(ys, i_vec)) if transpose else
+                               (b.add(xs, i_vec), b.add(ys, j_vec)))
+        return made["indices"]
+
+    def offsets():
+        if "offsets" not in made:
+            ri, ci = indices()
+            made["offsets"] = b.add(b.mul(ri, splat_n(cg, st0, n)), b.mul(ci, splat_n(cg, st1, n)))
+        return made["offsets"]
+
+    valid = VectorConstant(I1, [1] * n)
+    if checked is not None or cg.checked:
+        ri, ci = indices()
+        zero = zero_of(ir.VectorType(I64, n))
+        in_rows = b.and_(b.icmp_signed(">=", ri, zero), b.icmp_signed("<", ri, splat_n(cg, s0, n)))
+        in_cols = b.and_(b.icmp_signed(">=", ci, zero), b.icmp_signed("<", ci, splat_n(cg, s1, n)))
+        row_guard, col_guard = (in_cols, in_rows) if transpose else (in_rows, in_cols)
+        if checked in ("rows_checked", "both_checked"):
+            valid = b.and_(valid, row_guard)
+        if checked in ("cols_checked", "both_checked"):
+            valid = b.and_(valid, col_guard)
     active = subgroup_active(cg, g)
     if cg.checked:
         null = b.and_(is_null(cg, m), cg.reduce_or(valid))
@@ -292,7 +307,7 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         saved, cg.mask = cg.mask, None
         cg.fail_if(null, E_NULL, lane=lane)
         cg.mask = saved
-        bad = b.and_(valid, b.xor(b.and_(in_rows, in_cols), ir.Constant(valid.type, [1] * n)))
+        bad = b.and_(valid, b.xor(b.and_(in_rows, in_cols), VectorConstant(I1, [1] * n)))
         # the first bad component in row-major order (as the interpreter reports it)
         by_rows = [c * M + r for r in range(M) for c in range(N)]
         k = cg.first_lane(b.shuffle_vector(bad, bad, _consts(by_rows)))
@@ -309,8 +324,6 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         check_alive(cg, inst.slots["tensor"])
     if active is not None:
         valid = b.and_(valid, splat_n(cg, active, n))
-    st0, st1 = (cg.ival(s) for s in m.stride)
-    off = b.add(b.mul(ri, splat_n(cg, st0, n)), b.mul(ci, splat_n(cg, st1, n)))
     contiguous = ("rows" if transpose else "columns") if _unit_row_stride(m) else None
 
     origin = []
@@ -333,10 +346,10 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
                                        b.mul(ir.Constant(I64, j), st1))], source_etype=et)
     if cg.races is not None and races.is_local(m.type):
         size = splat_n(cg, ir.Constant(I64, m.type.element.size), n)
-        addrs = b.add(splat_n(cg, b.ptrtoint(m.ptr, I64), n), b.mul(off, size))
+        addrs = b.add(splat_n(cg, b.ptrtoint(m.ptr, I64), n), b.mul(offsets(), size))
         me = b.add(b.load(cg.races.base, typ=I64), b.zext(lane, I64))
-        races.track(cg, inst, addrs, valid, splat_n(cg, me, n), [ri, ci], lambda k: lane)
-    fn(m, off, valid, contiguous, at)
+        races.track(cg, inst, addrs, valid, splat_n(cg, me, n), list(indices()), lambda k: lane)
+    fn(m, offsets, valid, contiguous, at)
 
 
 def _column(cg: FunctionCodegen, v, c: int, M: int):
@@ -366,9 +379,9 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
     for g in range(subgroups(cg)):
         result = {}
 
-        def load(m: MemVal, off, valid, contiguous, at):
+        def load(m: MemVal, offsets, valid, contiguous, at):
             if by_entry:
-                v = ir.Constant(ir.VectorType(lt, M * N), ir.Undefined)
+                v = undef_of(ir.VectorType(lt, M * N))
                 for c in range(N):
                     for r in range(M):
                         p = at(r, c)
@@ -394,7 +407,7 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
                 result["v"] = shuffle(cg, by_rows, by_rows,
                                       [(e % M) * N + e // M for e in range(M * N)])
                 return
-            ptrs = b.gep(splat_n(cg, m.ptr, M * N), [off], source_etype=elem_type(comp))
+            ptrs = b.gep(splat_n(cg, m.ptr, M * N), [offsets()], source_etype=elem_type(comp))
             if comp.is_complex:
                 pi = b.gep(ptrs, [_consts([1] * (M * N), I64)], source_etype=lt)
                 result["v"] = Cplx(_gather_n(cg, lt, ptrs, valid), _gather_n(cg, lt, pi, valid))
@@ -408,7 +421,7 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
 def _gather_n(cg: FunctionCodegen, lt: ir.Type, ptrs, mask):
     vt = ir.VectorType(lt, ptrs.type.count)
     return cg.intrinsic("llvm.masked.gather", vt, [ptrs, ir.Constant(I32, lt_size(lt)), mask,
-                                                   ir.Constant(vt, None)], [vt, ptrs.type])
+                                                   zero_of(vt)], [vt, ptrs.type])
 
 
 def _scatter_n(cg: FunctionCodegen, v, ptrs, mask) -> None:
@@ -435,7 +448,7 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
     for g in range(subgroups(cg)):
         mat = value.mats[g]
 
-        def store(m: MemVal, off, valid, contiguous, at):
+        def store(m: MemVal, offsets, valid, contiguous, at):
             if contiguous == "columns" and not comp.is_complex:
                 for c in range(N):
                     p = at(0, c)
@@ -446,7 +459,7 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
                 for r in range(M):
                     _masked_store(cg, _row(cg, mat, r, M, N), at(r, 0), _row(cg, valid, r, M, N))
                 return
-            ptrs = b.gep(splat_n(cg, m.ptr, M * N), [off], source_etype=elem_type(comp))
+            ptrs = b.gep(splat_n(cg, m.ptr, M * N), [offsets()], source_etype=elem_type(comp))
             if comp.is_complex:
                 pi = b.gep(ptrs, [_consts([1] * (M * N), I64)], source_etype=lt)
                 _scatter_n(cg, mat.re, ptrs, valid)
@@ -483,8 +496,8 @@ def emit_atomic(cg: FunctionCodegen, inst: Instruction):
         mat = value.mats[g]
         out = {}
 
-        def update(m: MemVal, off, valid, contiguous, at):
-            ptrs = b.gep(splat_n(cg, m.ptr, M * N), [off], source_etype=elem_type(comp))
+        def update(m: MemVal, offsets, valid, contiguous, at):
+            ptrs = b.gep(splat_n(cg, m.ptr, M * N), [offsets()], source_etype=elem_type(comp))
 
             def one(e):
                 p = b.extract_element(ptrs, e)
@@ -502,7 +515,7 @@ def emit_atomic(cg: FunctionCodegen, inst: Instruction):
             res = _entry_loop(cg, M * N, valid, one, types)
             if op != "store":
                 # components not accessed give 0
-                res = [b.select(valid, r, ir.Constant(r.type, None)) for r in res]
+                res = [b.select(valid, r, zero_of(r.type)) for r in res]
                 out["v"] = Cplx(*res) if comp.is_complex else res[0]
         _access(cg, inst, t, g, update)
         olds.append(out.get("v"))
@@ -588,7 +601,7 @@ def _rows(cg: FunctionCodegen, v, c: int, M: int, r0: int, lanes: int):
     if (r0, lanes) == (0, M):
         return _column(cg, v, c, M)
     n = (v.re if isinstance(v, Cplx) else v).type.count
-    zero = _map(lambda x: ir.Constant(x.type, None), v)
+    zero = _map(lambda x: zero_of(x.type), v)
     return shuffle(cg, v, zero, [c * M + r if r < M else n for r in range(r0, r0 + lanes)])
 
 
@@ -694,7 +707,7 @@ def emit_reduce(cg: FunctionCodegen, inst: Instruction):
 
 
 def _build(cg: FunctionCodegen, scalars: list, lt: ir.Type) -> ir.Value:
-    v = ir.Constant(ir.VectorType(lt, len(scalars)), ir.Undefined)
+    v = undef_of(ir.VectorType(lt, len(scalars)))
     for k, s in enumerate(scalars):
         v = cg.b.insert_element(v, s, ir.Constant(I32, k))
     return v
@@ -710,7 +723,7 @@ def extract(cg: FunctionCodegen, m: CoopVal, v: int):
     for mat in m.mats:
         idx = [int(cols[p, v]) * M + int(rows[p, v]) if valid[p, v] else n
                for p in range(cg.S)]
-        zero = _map(lambda x: ir.Constant(x.type, None), mat)
+        zero = _map(lambda x: zero_of(x.type), mat)
         pieces.append(shuffle(cg, mat, zero, idx))
     return concat(cg, pieces)
 
@@ -810,7 +823,7 @@ def _check_divisor(cg: FunctionCodegen, t: CoopMatrixType, a, c) -> None:
     owner = layout_of(t, cg.S).owners
     # entries in row-major order (the interpreter's): entry k is component by_rows[k]
     by_rows = [col * M + row for row in range(M) for col in range(N)]
-    order = ir.Constant(ir.VectorType(I32, n), by_rows)
+    order = VectorConstant(I32, by_rows)
     saved, cg.mask = cg.mask, None
     try:
         for g, (x, y) in enumerate(zip(a.mats, c.mats)):
@@ -819,8 +832,8 @@ def _check_divisor(cg: FunctionCodegen, t: CoopMatrixType, a, c) -> None:
                 zero = b.and_(zero, owner_mask(cg, t, saved, g))
             k = cg.first_lane(b.shuffle_vector(zero, zero, order))  # n when none: clamp
             k = b.select(b.icmp_unsigned("<", k, ir.Constant(I32, n)), k, ir.Constant(I32, 0))
-            owners = ir.Constant(ir.VectorType(I32, n), [g * cg.S + int(owner[e % M, e // M])
-                                                         for e in by_rows])
+            owners = VectorConstant(I32, [g * cg.S + int(owner[e % M, e // M])
+                                          for e in by_rows])
             cg.fail_if(cg.reduce_or(zero), E_COOP_DIV_ZERO,
                        [b.extract_element(x, b.extract_element(order, k)),
                         b.udiv(k, ir.Constant(I32, N)), b.urem(k, ir.Constant(I32, N))],

@@ -51,7 +51,7 @@ from ...ir.types import ScalarType
 from . import jit
 from .coop import Microkernel, _consts, splat_n
 from .function import FunctionCodegen
-from .values import I16, I32
+from .values import I16, I32, zero_of
 
 #: vector registers (of AVX-512's 32) that hold the accumulators of a block; the others
 #: hold the block's A pairs of a step and B's broadcasts
@@ -169,7 +169,7 @@ class PairKernel(Microkernel):
         zero = a.type.count  # (lane 0 of the zero vector)
         idx = [c * M + r if r < M and c < K else zero
                for r in range(r0, r0 + lanes) for c in (k, k + 1)]
-        return cg.b.shuffle_vector(a, ir.Constant(a.type, None), _consts(idx))
+        return cg.b.shuffle_vector(a, zero_of(a.type), _consts(idx))
 
     def b_operand(self, cg: FunctionCodegen, b, t: ScalarType, K: int, k: int, j: int,
                   cd: ScalarType):

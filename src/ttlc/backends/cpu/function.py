@@ -21,8 +21,9 @@ from ...target import ExecConfig, get_target
 from . import races
 from .abi import ArgSlots, InstRef, KernelInfo, arg_layout
 from ...runtime.findings import ERR_SLOTS
-from .values import (F32, I1, I8, I16, I32, I64, LLTYPE, PTR, CoopVal, Cplx, GroupVal, IndexLike,
-                     Lanes, MemVal, UndefVector, Unsupported, VectorConstant, is_vec, mangle, parts)
+from .values import (F32, I1, I8, I16, I32, I64, LLTYPE, PTR, CoopVal, Cplx, FoldingBuilder,
+                     GroupVal, IndexLike, Lanes, MemVal, UndefVector, Unsupported, VectorConstant,
+                     is_vec, mangle, parts, zero_of)
 
 
 def _pow2_vector(t: ir.Type) -> Optional[ir.VectorType]:
@@ -103,7 +104,7 @@ class FunctionCodegen:
 
     def const_like(self, x, t: ir.Type, value) -> ir.Value:
         if is_vec(x):
-            return ir.Constant(ir.VectorType(t, x.type.count), [value] * x.type.count)
+            return VectorConstant(t, [value] * x.type.count)
         return ir.Constant(t, value)
 
     def block(self, name: str) -> ir.Block:
@@ -322,7 +323,7 @@ class FunctionCodegen:
         return Cplx(ps[0], ps[1]) if isinstance(t, ScalarType) and t.is_complex else ps[0]
 
     def zero(self, t: Type, varying: bool):
-        return self.from_parts(t, [ir.Constant(x, None) for x in self.part_types(t, varying)])
+        return self.from_parts(t, [zero_of(x) for x in self.part_types(t, varying)])
 
     def phi(self, t: Type, varying: bool):
         """A phi of type t at the start of the current block.  A vector whose length is
@@ -459,7 +460,7 @@ class FunctionCodegen:
         args.name, first.name, end.name, local.name, err.name = "args", "first", "end", "local", "err"
         self.local, self.err = local, err
         entry = self.fn.append_basic_block("entry")
-        self.builder = ir.IRBuilder(entry)
+        self.builder = FoldingBuilder(entry)
         b = self.b
 
         def slot(k: int) -> ir.Value:
@@ -638,7 +639,7 @@ def lane_loop(cg: FunctionCodegen, mask, fn, result_types: Sequence[ir.Type],
     lane.add_incoming(ir.Constant(I32, 0), pre)
     acc = [b.phi(vt(t)) for t in result_types]
     for p, t in zip(acc, result_types):
-        p.add_incoming(ir.Constant(vt(t), None), pre)
+        p.add_incoming(zero_of(vt(t)), pre)
     active = b.extract_element(mask, lane) if mask is not None else ir.Constant(I1, 1)
     b.cbranch(active, body, latch)
     b.position_at_end(body)

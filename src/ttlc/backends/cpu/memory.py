@@ -21,7 +21,7 @@ from ...runtime.findings import (ERR_DETAILS, E_EXPAND, E_FUSE, E_GROUP_INDEX, E
 from .arith import binary
 from .function import FunctionCodegen, lane_loop
 from .values import (F16, F32, F64, I1, I8, I16, I32, I64, LLTYPE, PTR, Cplx, GroupVal, IndexLike,
-                     Lanes, MemVal, is_vec, parts)
+                     Lanes, MemVal, VectorConstant, is_vec, parts, zero_of)
 
 
 def _derive(cg: FunctionCodegen, inst: Instruction, source: Value) -> None:
@@ -53,7 +53,7 @@ def is_null(cg: FunctionCodegen, m: MemVal) -> ir.Value:
     """Whether m is a null memref (``None`` passed), per lane where m varies."""
     b = cg.b
     if not is_vec(m.ptr):
-        return b.icmp_unsigned("==", m.ptr, ir.Constant(PTR, None))
+        return b.icmp_unsigned("==", m.ptr, zero_of(PTR))
     return b.icmp_unsigned("==", b.ptrtoint(m.ptr, cg.vt(I64)), cg.const_like(m.ptr, I64, 0))
 
 
@@ -116,7 +116,7 @@ def _masked_load(cg: FunctionCodegen, lt: ir.Type, p, mask, n: int):
     if mask is None:
         return cg.b.load(p, typ=vt, align=lt_size(lt))
     return cg.intrinsic("llvm.masked.load", vt, [p, ir.Constant(I32, lt_size(lt)), mask,
-                                                 ir.Constant(vt, None)], [vt, PTR])
+                                                 zero_of(vt)], [vt, PTR])
 
 
 def _short_lanes(lt: ir.Type, n: int) -> int:
@@ -143,9 +143,9 @@ def _masked_store(cg: FunctionCodegen, v, p, mask) -> None:
         lt = F16
     wide = _short_lanes(lt, n)
     if wide != n:  # the extra lanes are masked off: never written
-        pick = ir.Constant(ir.VectorType(I32, wide), [k if k < n else n for k in range(wide)])
-        v = cg.b.shuffle_vector(v, ir.Constant(v.type, None), pick)
-        mask = cg.b.shuffle_vector(mask, ir.Constant(mask.type, None), pick)
+        pick = VectorConstant(I32, [k if k < n else n for k in range(wide)])
+        v = cg.b.shuffle_vector(v, zero_of(v.type), pick)
+        mask = cg.b.shuffle_vector(mask, zero_of(mask.type), pick)
     cg.intrinsic("llvm.masked.store", ir.VoidType(), [v, p, ir.Constant(I32, lt_size(lt)), mask],
                  [v.type, PTR])
 
@@ -160,7 +160,7 @@ def _gather(cg: FunctionCodegen, lt: ir.Type, ptrs, mask):
     vt = cg.vt(lt)
     m = mask if mask is not None else cg.const_like(ptrs, I1, 1)
     return cg.intrinsic("llvm.masked.gather", vt, [ptrs, ir.Constant(I32, lt_size(lt)), m,
-                                                   ir.Constant(vt, None)], [vt, ptrs.type])
+                                                   zero_of(vt)], [vt, ptrs.type])
 
 
 def _scatter(cg: FunctionCodegen, v, ptrs, mask) -> None:
@@ -196,8 +196,7 @@ def _double_mask(cg: FunctionCodegen, mask):
     """A lane mask for the 2W components of W complex numbers."""
     if mask is None:
         return None
-    return cg.b.shuffle_vector(mask, mask, ir.Constant(ir.VectorType(I32, 2 * cg.W),
-                                                       [k // 2 for k in range(2 * cg.W)]))
+    return cg.b.shuffle_vector(mask, mask, VectorConstant(I32, [k // 2 for k in range(2 * cg.W)]))
 
 
 def _load_contiguous(cg: FunctionCodegen, t: ScalarType, ptr, first, mask):
@@ -209,8 +208,8 @@ def _load_contiguous(cg: FunctionCodegen, t: ScalarType, ptr, first, mask):
         return _masked_load(cg, lt, p, mask, cg.W)
     even, odd, _ = _interleave_masks(cg.W)
     both = _masked_load(cg, lt, p, _double_mask(cg, mask), 2 * cg.W)
-    return Cplx(b.shuffle_vector(both, both, ir.Constant(ir.VectorType(I32, cg.W), even)),
-                b.shuffle_vector(both, both, ir.Constant(ir.VectorType(I32, cg.W), odd)))
+    return Cplx(b.shuffle_vector(both, both, VectorConstant(I32, even)),
+                b.shuffle_vector(both, both, VectorConstant(I32, odd)))
 
 
 def _store_contiguous(cg: FunctionCodegen, t: ScalarType, value, ptr, first, mask) -> None:
@@ -220,7 +219,7 @@ def _store_contiguous(cg: FunctionCodegen, t: ScalarType, value, ptr, first, mas
         _masked_store(cg, value, p, mask)
         return
     _, _, inter = _interleave_masks(cg.W)
-    both = b.shuffle_vector(value.re, value.im, ir.Constant(ir.VectorType(I32, 2 * cg.W), inter))
+    both = b.shuffle_vector(value.re, value.im, VectorConstant(I32, inter))
     _masked_store(cg, both, p, _double_mask(cg, mask))
 
 
@@ -559,7 +558,7 @@ def emit_associated(cg: FunctionCodegen, inst: Instruction):
     b = cg.b
     if is_vec(x.ptr):
         return b.icmp_unsigned("!=", b.ptrtoint(x.ptr, cg.vt(I64)), cg.const_like(x.ptr, I64, 0))
-    return b.icmp_unsigned("!=", x.ptr, ir.Constant(PTR, None))
+    return b.icmp_unsigned("!=", x.ptr, zero_of(PTR))
 
 
 def emit_size(cg: FunctionCodegen, inst: Instruction):

@@ -27,26 +27,15 @@ from typing import Callable, List, Optional, Sequence
 
 from llvmlite import ir
 
-from ...analysis.effects import KINDS, WRITE, access_kind, accesses, conflicts
+from ...analysis.effects import COOP_MEMORY, WRITE, accesses, conflicts, is_local
+from ...analysis.effects import RACE_CLASSES as CLASSES
+from ...analysis.effects import race_class as class_of
 from ...ir.core import Function, Instruction
-from ...ir.types import MemrefType
 from ...runtime.findings import E_RACE, ERR_DETAILS
-from .values import I1, I8, I32, I64, PTR, VectorConstant
+from .values import I1, I8, I32, I64, PTR, VectorConstant, undef_of, zero_of
 
-#: the kinds of access the shadow keeps apart: (kind, made by a coopmatrix instruction)
-CLASSES = tuple((kind, coop) for coop in (False, True) for kind in KINDS)
-#: families of the coopmatrix memory instructions (accesses by a whole subgroup)
-COOP_MEMORY = ("coop_load", "coop_store", "coop_atomic_update")
 #: details of an E_RACE record before the index values
 FIXED_DETAILS = 6
-
-
-def is_local(t) -> bool:
-    return isinstance(t, MemrefType) and t.space == "local"
-
-
-def class_of(inst: Instruction) -> int:
-    return CLASSES.index((access_kind(inst, "tensor"), inst.opdef.family in COOP_MEMORY))
 
 
 class Shadow:
@@ -140,8 +129,8 @@ def _splat(cg, x: ir.Value, n: int) -> ir.Value:
     vt = ir.VectorType(x.type, n)
     if isinstance(x, ir.Constant):
         return VectorConstant(x.type, [x.constant] * n)
-    v = cg.b.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(I32, 0))
-    return cg.b.shuffle_vector(v, ir.Constant(vt, ir.Undefined), VectorConstant(I32, [0] * n))
+    v = cg.b.insert_element(undef_of(vt), x, ir.Constant(I32, 0))
+    return cg.b.shuffle_vector(v, undef_of(vt), VectorConstant(I32, [0] * n))
 
 
 def _gather(cg, base: ir.Value, idx: ir.Value, width: int, mask: ir.Value) -> ir.Value:
@@ -150,7 +139,7 @@ def _gather(cg, base: ir.Value, idx: ir.Value, width: int, mask: ir.Value) -> ir
     ptrs = cg.b.gep(_splat(cg, base, n), [idx], source_etype=et)
     vt = ir.VectorType(et, n)
     return cg.intrinsic("llvm.masked.gather", vt, [ptrs, ir.Constant(I32, width), mask,
-                                                   ir.Constant(vt, None)], [vt, ptrs.type])
+                                                   zero_of(vt)], [vt, ptrs.type])
 
 
 def _scatter(cg, base: ir.Value, idx: ir.Value, value: ir.Value, mask: ir.Value,
@@ -161,7 +150,7 @@ def _scatter(cg, base: ir.Value, idx: ir.Value, value: ir.Value, mask: ir.Value,
     et = value.type.element
     if reverse:
         order = VectorConstant(I32, list(range(n - 1, -1, -1)))
-        idx, value, mask = (cg.b.shuffle_vector(x, ir.Constant(x.type, ir.Undefined), order)
+        idx, value, mask = (cg.b.shuffle_vector(x, undef_of(x.type), order)
                             for x in (idx, value, mask))
     ptrs = cg.b.gep(_splat(cg, base, n), [idx], source_etype=et)
     cg.intrinsic("llvm.masked.scatter", ir.VoidType(),
@@ -171,7 +160,7 @@ def _scatter(cg, base: ir.Value, idx: ir.Value, value: ir.Value, mask: ir.Value,
 def _masked_load(cg, base: ir.Value, first: ir.Value, vt: ir.VectorType, mask: ir.Value):
     p = cg.b.gep(base, [first], source_etype=vt.element)
     return cg.intrinsic("llvm.masked.load", vt, [p, ir.Constant(I32, vt.element.width // 8),
-                                                 mask, ir.Constant(vt, None)], [vt, PTR])
+                                                 mask, zero_of(vt)], [vt, PTR])
 
 
 def _masked_store(cg, base: ir.Value, first: ir.Value, value: ir.Value, mask: ir.Value) -> None:
@@ -263,7 +252,7 @@ def track(cg, inst: Instruction, addrs: ir.Value, active: Optional[ir.Value], me
     new_high = b.select(b.and_(b.xor(stale, ir.Constant(stale.type, [1] * n)), larger), high, me)
     store(sh.high[j], new_high)
     store(sh.low[j], new_low, reverse=True)
-    store(sh.inst[j], ir.Constant(ir.VectorType(I32, n), [inst_id] * n))
+    store(sh.inst[j], VectorConstant(I32, [inst_id] * n))
     if kind == WRITE and not coop and first is None:  # two lanes writing one element
         first = _gather(cg, sh.low[j], idx, 8, act)
         packed = ir.Constant(vt, [(inst_id * 8 + mine) * 8 + mine] * n)

@@ -29,7 +29,7 @@ from typing import Dict, List, Tuple
 
 import llvmlite.binding as llvm
 
-from . import jit
+from . import cache, jit
 
 
 class UnresolvedSymbols(RuntimeError):
@@ -293,13 +293,28 @@ _installed: Dict[str, int] = {}
 _keep: list = []
 
 
+#: the suffix of the runtime library's entry in the disk cache (kernels' entries: ".o")
+SUFFIX = ".rtlib"
+
+
+def object_code() -> bytes:
+    """The runtime library compiled for the target CPU: from the disk cache when it holds
+    it (compiling it took most of a process's first cache hit), else built and stored."""
+    text = source()
+    key = cache.key("ttlc runtime library", cache.compiler_version(), jit.versions(), text)
+    obj = cache.load("cpu", key, SUFFIX)
+    if obj is None:
+        obj = jit.emit_object(jit.optimize(jit.parse(text), level=2))
+        cache.store("cpu", key, obj, SUFFIX)
+    return obj
+
+
 def install() -> Dict[str, int]:
-    """Compile the runtime library for the target CPU (once per process) and register its
-    routines with LLVM's symbol table: {name: address}."""
+    """Load the runtime library (once per process) and register its routines with LLVM's
+    symbol table: {name: address}."""
     with _LOCK:
         if not _installed:
-            mod = jit.optimize(jit.parse(source()), level=2)
-            obj = jit.emit_object(mod)
+            obj = object_code()
             missing = [n for n in undefined_symbols(obj) if not llvm.address_of_symbol(n)]
             assert not missing, f"the runtime library itself needs {missing}"
             library = jit.Library(obj)

@@ -19,13 +19,14 @@ from ...runtime.findings import E_BROADCAST
 from .arith import binary
 from .coop import first_lane, subgroup_active, uniform_in
 from .function import FunctionCodegen
-from .values import F16, F32, I1, I32, I64, Cplx, Lanes, is_vec, parts
+from .values import (F16, F32, I1, I32, I64, Cplx, Lanes, VectorConstant, is_vec, parts,
+                     undef_of, zero_of)
 
 
 def _subgroup_lanes(cg: FunctionCodegen, k: int) -> ir.Constant:
     """Shuffle mask picking lane k of every subgroup (one entry per subgroup)."""
     G = cg.W // cg.S
-    return ir.Constant(ir.VectorType(I32, G), [g * cg.S + k for g in range(G)])
+    return VectorConstant(I32, [g * cg.S + k for g in range(G)])
 
 
 def emit_subgroup_op(cg: FunctionCodegen, inst: Instruction):
@@ -75,7 +76,7 @@ def emit_subgroup_op(cg: FunctionCodegen, inst: Instruction):
             combined = binary(cg, op, cst, cst_value(cst, acc), cst_value(cst, cur))
             acc = parts(combined)
         prefix.append(acc)
-    ident_g = [ir.Constant(ir.VectorType(elem, G), [ident] * G) for _ in xs]
+    ident_g = [VectorConstant(elem, [ident] * G) for _ in xs]
     if kind == "reduce":
         per_k = [prefix[-1]] * S
     elif kind == "inclusive_scan":
@@ -95,11 +96,11 @@ def _transpose_back(cg: FunctionCodegen, per_k: List[ir.Value]) -> ir.Value:
     vecs = list(per_k)
     while len(vecs) > 1:  # concatenate pairwise: the order of the vectors is kept
         n = vecs[0].type.count
-        cat = ir.Constant(ir.VectorType(I32, 2 * n), list(range(2 * n)))
+        cat = VectorConstant(I32, list(range(2 * n)))
         vecs = [b.shuffle_vector(vecs[i], vecs[i + 1], cat) for i in range(0, len(vecs), 2)]
     # vecs[0][k * G + g] is lane g * S + k
     perm = [(lane % S) * G + lane // S for lane in range(S * G)]
-    return b.shuffle_vector(vecs[0], vecs[0], ir.Constant(ir.VectorType(I32, S * G), perm))
+    return b.shuffle_vector(vecs[0], vecs[0], VectorConstant(I32, perm))
 
 
 def cst_value(t: ScalarType, ps: list):
@@ -150,13 +151,13 @@ def emit_subgroup_broadcast(cg: FunctionCodegen, inst: Instruction):
     mask = cg.mask
     outs = []
     for p in parts(a):
-        vec = ir.Constant(ir.VectorType(p.type.element, G), ir.Undefined)
+        vec = undef_of(ir.VectorType(p.type.element, G))
         for g in range(G):
             if mask is None:
                 src_l = b.extract_element(lane, ir.Constant(I32, g * S))
             else:
-                sub = b.shuffle_vector(mask, mask, ir.Constant(ir.VectorType(I32, S),
-                                                               list(range(g * S, g * S + S))))
+                sub = b.shuffle_vector(mask, mask,
+                                       VectorConstant(I32, list(range(g * S, g * S + S))))
                 first = cg.first_lane(sub)
                 # an inactive subgroup: take its first lane (any value will do)
                 first = b.select(b.icmp_unsigned("==", first, ir.Constant(I32, S)),
@@ -165,11 +166,11 @@ def emit_subgroup_broadcast(cg: FunctionCodegen, inst: Instruction):
             bad = b.or_(b.icmp_signed("<", src_l, ir.Constant(I32, 0)),
                         b.icmp_signed(">=", src_l, ir.Constant(I32, S)))
             idx = b.add(b.select(bad, ir.Constant(I32, 0), src_l), ir.Constant(I32, g * S))
-            val = b.select(bad, ir.Constant(p.type.element, None), b.extract_element(p, idx))
+            val = b.select(bad, zero_of(p.type.element), b.extract_element(p, idx))
             vec = b.insert_element(vec, val, ir.Constant(I32, g))
         # every lane of subgroup g takes entry g
-        outs.append(b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(I32, cg.W),
-                                                           [lane // S for lane in range(cg.W)])))
+        outs.append(b.shuffle_vector(vec, vec,
+                                     VectorConstant(I32, [lane // S for lane in range(cg.W)])))
     return cg.from_parts(t, outs)
 
 

@@ -9,11 +9,13 @@ on these; this one imports none of them.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from llvmlite import ir
 
+from ...ir.numerics import fold_int
 from ...ir.types import CoopMatrixType, GroupType, MemrefType
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
@@ -31,18 +33,35 @@ class VectorConstant(ir.Constant):
 
     llvmlite makes one Constant per element and formats each anew; the long shuffle
     masks and splats of coopmatrix code made that the largest part of code generation.
-    Here the elements (and their text) come from a cache.  A splat (every element the
+    Here the elements (and their text) come from a cache, and integer vectors (shuffle
+    masks, most of the constants) are made once per process: constants are immutable,
+    so one object serves every instruction that uses it.  A splat (every element the
     same number) prints as ``splat (<elem> <value>)``, which LLVM reads as the same
     constant as the list of elements llvmlite writes: most of the IR text of coopmatrix
     code was such lists, and LLVM parses the short form much faster."""
 
     _cache: Dict[tuple, Tuple[ir.Value, str]] = {}
+    #: (element type, values, their types) -> VectorConstant, for integer elements
+    _vectors: Dict[tuple, "VectorConstant"] = {}
 
-    def __init__(self, elem: ir.Type, values: Sequence[Any]):
-        name, cache = str(elem), VectorConstant._cache
+    def __new__(cls, elem: ir.Type, values: Sequence[Any]):
+        values = tuple(values)
+        if isinstance(elem, ir.IntType) and set(map(type, values)) <= _INTEGERS:
+            key = (elem.width, values, tuple(map(type, values)))
+            hit = cls._vectors.get(key)
+            if hit is None:
+                if len(cls._vectors) > 10_000:
+                    cls._vectors.clear()
+                hit = cls._vectors[key] = cls._make(elem, values)
+            return hit
+        return cls._make(elem, values)
+
+    @classmethod
+    def _make(cls, elem: ir.Type, values: tuple) -> "VectorConstant":
+        self = object.__new__(cls)
+        name, cache = str(elem), cls._cache
         if len(cache) > 100_000:
             cache.clear()
-        values = values if isinstance(values, (list, tuple)) else list(values)
         splat = _is_splat(values)  # most vector constants: one lookup for all lanes
         parts, texts = [], []
         for v in values[:1] if splat else values:
@@ -61,10 +80,21 @@ class VectorConstant(ir.Constant):
             parts = parts * len(values)
         self.type = ir.VectorType(elem, len(parts))
         self.constant = parts
+        #: the values, where all are Python integers of an integer type (for folding)
+        self.ints = values if isinstance(elem, ir.IntType) and \
+            set(map(type, values)) <= _INTEGERS else None
         self._text = f"splat ({texts[0]})" if splat else "<" + ", ".join(texts) + ">"
+        return self
+
+    def __init__(self, elem: ir.Type, values: Sequence[Any]):
+        pass  # made by __new__ (perhaps an existing one)
 
     def _get_reference(self) -> str:
         return self._text
+
+
+#: the Python types of integer constants VectorConstant makes once per process
+_INTEGERS = frozenset((int, bool))
 
 
 class UndefVector(ir.Constant):
@@ -76,6 +106,105 @@ class UndefVector(ir.Constant):
 
     def _get_reference(self) -> str:
         return "undef"
+
+
+class ZeroVector(ir.Constant):
+    """``ir.Constant(vector_type, None)``, printed as ``zeroinitializer`` (llvmlite lists
+    every zero)."""
+
+    def __init__(self, vt: ir.VectorType):
+        super().__init__(vt, None)
+
+    def _get_reference(self) -> str:
+        return "zeroinitializer"
+
+
+def zero_of(t: ir.Type) -> ir.Constant:
+    """The zero (null) constant of type t, in short form for vectors."""
+    return ZeroVector(t) if isinstance(t, ir.VectorType) else ir.Constant(t, None)
+
+
+def undef_of(t: ir.Type) -> ir.Constant:
+    """The undef constant of type t, in short form for vectors."""
+    return UndefVector(t) if isinstance(t, ir.VectorType) else ir.Constant(t, ir.Undefined)
+
+
+class FoldingBuilder(ir.IRBuilder):
+    """An IRBuilder whose integer ``add``, ``sub``, ``mul`` and ``shuffle_vector`` of
+    constants give the constant (wrapped to the type's width), ``x + 0``, ``x - 0``,
+    ``x * 1`` give x, and ``extract_element`` of an inserted entry gives that entry.
+
+    Address arithmetic of unrolled coopmatrix code is mostly such instructions (offsets
+    ``r * 1 + c * ld`` with constant r and c): written out, they were a third of the LLVM
+    IR, which LLVM parsed and folded again for every kernel."""
+
+    def add(self, lhs, rhs, name="", flags=()):
+        folded = _fold("add", lhs, rhs, 0, (lhs, rhs))
+        return super().add(lhs, rhs, name, flags) if folded is None else folded
+
+    def sub(self, lhs, rhs, name="", flags=()):
+        folded = _fold("sub", lhs, rhs, 0, (lhs,))
+        return super().sub(lhs, rhs, name, flags) if folded is None else folded
+
+    def mul(self, lhs, rhs, name="", flags=()):
+        folded = _fold("mul", lhs, rhs, 1, (lhs, rhs))
+        return super().mul(lhs, rhs, name, flags) if folded is None else folded
+
+    def extract_element(self, vector, idx, name=""):
+        """An entry of a vector built by insertelements at constant positions (B's
+        entries in mul_add) is the value inserted there."""
+        at = _ints(idx)
+        v = vector
+        while at is not None and isinstance(v, ir.instructions.InsertElement):
+            where = _ints(v.operands[2])
+            if where is None:
+                break
+            if where == at:
+                return v.operands[1]
+            v = v.operands[0]
+        return super().extract_element(vector, idx, name)
+
+    def shuffle_vector(self, vector1, vector2, mask, name=""):
+        """A shuffle of integer constants (the masks of unmasked coopmatrix accesses) is
+        the constant it picks."""
+        a, b, picks = _ints(vector1), _ints(vector2), _ints(mask)
+        if a is not None and b is not None and picks is not None and \
+                isinstance(vector1, VectorConstant) and max(picks) < 2 * len(a):
+            pool = a + b
+            return VectorConstant(vector1.type.element, [pool[k] for k in picks])
+        return super().shuffle_vector(vector1, vector2, mask, name)
+
+
+def _ints(x: ir.Value) -> Optional[Tuple[int, ...]]:
+    """The integers an integer constant (scalar: one; vector: one per lane) holds."""
+    if isinstance(x, VectorConstant):
+        return x.ints
+    if type(x) is ir.Constant and isinstance(x.type, ir.IntType) and type(x.constant) is int:
+        return (x.constant,)
+    return None
+
+
+#: FoldingBuilder's operations on the lanes of vector constants
+_FOLDED = {"add": operator.add, "sub": operator.sub, "mul": operator.mul}
+
+
+def _fold(op: str, lhs, rhs, identity: int, keep: tuple) -> Optional[ir.Value]:
+    """lhs op rhs as a constant, or the operand of `keep` whose other operand is the
+    identity; None where the instruction is needed."""
+    elem = getattr(lhs.type, "element", lhs.type)
+    if lhs.type != rhs.type or not isinstance(elem, ir.IntType) or elem.width < 2:
+        return None
+    a, b = _ints(lhs), _ints(rhs)
+    if a is not None and b is not None:
+        if not isinstance(lhs.type, ir.VectorType):
+            return ir.Constant(elem, fold_int(op, a[0], b[0], elem.width))
+        fn, half = _FOLDED[op], 1 << (elem.width - 1)  # (v + half) mod 2^w - half: wrapped
+        mask = 2 * half - 1
+        return VectorConstant(elem, [((fn(x, y) + half) & mask) - half for x, y in zip(a, b)])
+    for x, other in ((lhs, b), (rhs, a)):
+        if any(x is k for k in keep) and other is not None and set(other) == {identity}:
+            return x
+    return None
 
 
 def _is_splat(values: Sequence[Any]) -> bool:

@@ -44,6 +44,9 @@ ATOMIC64_EXTENSION = "cl_khr_int64_base_atomics"
 #: wants (target spirv, ``subgroup.py``)
 SUBGROUP_EXTENSIONS = {"subgroup_broadcast": "cl_khr_subgroup_shuffle",
                        **dict.fromkeys(SUBGROUP_OPS, "cl_khr_subgroup_non_uniform_arithmetic")}
+#: the tests of checked code that compare work-items of a subgroup are GroupNonUniform
+#: ballots (``spirv.checks``): SPIR-V 1.3 and this extension
+BALLOT_EXTENSION = "cl_khr_subgroup_ballot"
 
 
 class Device:
@@ -78,6 +81,13 @@ class Device:
         return replace(machine, name=f"{machine.name} on {self.name}", types=types,
                        atomic_types=atomics, subgroup_sizes=sizes or machine.subgroup_sizes,
                        subgroup_ops=subgroup_ops)
+
+
+def lacks_ballots(dev: Device) -> Optional[str]:
+    """What a device lacks of the ballots checked code takes (None: nothing)."""
+    missing = ([] if dev.spirv >= (1, 3) else ["SPIR-V 1.3"]) + \
+        ([] if BALLOT_EXTENSION in dev.extensions else [BALLOT_EXTENSION])
+    return " and ".join(missing) or None
 
 
 def newest_spirv(d: "cl.Device") -> Tuple[int, int]:

@@ -17,7 +17,8 @@ copied back (whole stretches: elements a strided view skips are written back unc
 Checked modules (``spirv.checks``) take an error buffer as their last argument, placed in
 the arena like a group table; after the kernel the finding of the lowest work-group in
 it, if any, is raised as the ``ttlc.KernelError`` the other targets raise
-(``runtime.findings``), after the arguments were copied back.
+(``runtime.findings``), after the arguments were copied back.  Checked code whose tests
+take subgroup ballots is refused on a device without them (``device.lacks_ballots``).
 """
 from __future__ import annotations
 
@@ -187,14 +188,22 @@ class OpenCLModule(Module):
             lowered = codegen.lower(program, machine, checked)
             spirv = codegen.generate(lowered, machine, checked)
             self.binary = spirv.binary()
-            #: per kernel, the instructions its findings name (checked code)
-            self.instructions = spirv.findings
+            #: per kernel, the instructions and allocas its findings name (checked code)
+            self.instructions, self.locals = spirv.findings, spirv.locals
         except (CompileError, RecursionError):
             raise
         except Exception as e:  # a bug in a pass or the emitter: never a raw exception
             raise _error(program, f"internal compiler error on target opencl ({type(e).__name__}: "
                                   f"{e})") from e
         self.configs = {f.name: ExecConfig.of(f, machine, lowered) for f in lowered.functions}
+        lacks = devices.lacks_ballots(dev) if spirv.ballots is not None else None
+        if lacks is not None:
+            inst = spirv.ballots
+            raise CompileError([Diagnostic(
+                inst.loc, f"{inst.opcode}: checked code tests it with subgroup ballots, which "
+                          f"need SPIR-V 1.3 and {devices.BALLOT_EXTENSION}; the OpenCL device "
+                          f"{dev.name} lacks {lacks} (compile it unchecked, or check it on "
+                          "target interp or cpu)")], program.source, program.filename)
         problem = _invalid(spirv, self.binary)
         if problem is not None:
             raise _error(program, "internal compiler error on target opencl: the SPIR-V module "
@@ -243,7 +252,8 @@ class OpenCLModule(Module):
             if found is not None:
                 raise kernel_error(self.program.filename, func.name, found,
                                    self.instructions[func.name],
-                                   self.configs[func.name].work_group_size)
+                                   self.configs[func.name].work_group_size,
+                                   [name for *_, name in self.locals[func.name]])
 
     @staticmethod
     def _arguments(t, v, arena: _Arena) -> list:

@@ -198,7 +198,8 @@ def convert(k: Kernel, src: ScalarType, dst: ScalarType, a: int) -> int:
 def emit_binary(k: Kernel, inst: Instruction):
     t = inst.slots["a"].type
     t = element_type(t) or t
-    if k.checked and inst.opcode in ("div", "rem") and isinstance(t, ScalarType) and t.is_int:
+    if (k.checked and inst.opcode in ("div", "rem") and isinstance(t, ScalarType) and t.is_int
+            and checks.may_be_zero(inst.slots["b"])):
         rt = inst.results[0].type
         where = iter([checks.present(k, rt, v) for v in range(k.components(rt))]
                      if isinstance(rt, CoopMatrixType) else [None])

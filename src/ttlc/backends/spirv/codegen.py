@@ -87,7 +87,9 @@ def generate(program: Program, machine: Target, checked: bool = False) -> Module
     checked code, ``module.findings`` gives each kernel's table of the instructions
     its findings name."""
     module = Module(VERSION)
-    module.findings = {}
+    module.findings, module.locals = {}, {}
+    #: the first instruction whose checks take ballots (``checks``; None: none does)
+    module.ballots = None
     if not program.functions:
         module.require_capability("Linkage")  # a module without entry points is a library
     for func in program.functions:
@@ -97,7 +99,7 @@ def generate(program: Program, machine: Target, checked: bool = False) -> Module
             define_kernel(k)
         except Unsupported as e:
             raise k.error(e) from None
-        module.findings[func.name] = k.instructions
+        module.findings[func.name], module.locals[func.name] = k.instructions, k.locals
     return module
 
 

@@ -99,8 +99,11 @@ def emit_barrier(k: Kernel, inst: Instruction):
          k.c32(Enum("MemorySemantics", "|".join(sem)).value))
 
 
-def emit_nothing(k: Kernel, inst: Instruction):
-    """lifetime_stop: the memory of an alloca is a Workgroup variable of its own."""
+def emit_lifetime_stop(k: Kernel, inst: Instruction):
+    """Nothing (the memory of an alloca is a Workgroup variable of its own); checked code
+    notes that the alloca's lifetime ended (``checks.lifetime_stop``)."""
+    if k.checked:
+        checks.lifetime_stop(k, inst)
 
 
 EMITTERS: Dict[str, Callable] = {
@@ -108,5 +111,5 @@ EMITTERS: Dict[str, Callable] = {
     "if": emit_if,
     "parallel": emit_parallel,
     "barrier": emit_barrier,
-    "lifetime_stop": emit_nothing,
+    "lifetime_stop": emit_lifetime_stop,
 }

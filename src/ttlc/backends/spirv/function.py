@@ -79,6 +79,8 @@ class Kernel:
         #: the id of the function reporting a finding (``checks.finish`` defines it)
         self.report: Optional[int] = None
         self.inst_ids: Dict[int, int] = {}
+        #: the allocas, as findings name them (``checks.alloca``)
+        self.locals: List[tuple] = []
 
     # ---- types -------------------------------------------------------------------------------
     def scalar(self, t: Type) -> int:

@@ -90,7 +90,7 @@ def checked_access(emit: Callable) -> Callable:
         m = k.get(inst.slots["tensor"])
         if not k.checked or isinstance(m, GroupVal):  # a member: ``_member`` tests it
             return emit(k, inst)
-        bad = checks.access(k, m, inst.slots["index"])
+        bad = checks.access(k, inst)
         if not inst.results:
             checks.guarded(k, bad, lambda: [x for x in [emit(k, inst)] if x is not None], [])
             return None
@@ -228,8 +228,7 @@ def emit_atomic_update(k: Kernel, inst: Instruction):
     """Integers of 32 and 64 bits: OpAtomicIAdd/SMax/SMin; others: compare-and-swap
     loops; complex numbers part by part.  In collective code one work-item updates, and
     all get the previous value."""
-    bad = (checks.access(k, k.get(inst.slots["tensor"]), inst.slots["index"]) if k.checked
-           else None)
+    bad = checks.access(k, inst) if k.checked else None
     cells, scope, sem, failure = _atomic(k, inst)
     op = inst.opcode[len("atomic_"):]
     results = []
@@ -296,6 +295,9 @@ def emit_alloca(k: Kernel, inst: Instruction):
     ptr = k.op("InBoundsAccessChain", k.m.type_pointer("Workgroup", elem), var, k.c64(0))
     if words:
         ptr = k.op("Bitcast", k.pointer(t), ptr)
+    if k.checked:
+        checks.alloca(k, inst, inst.results[0].name, t.extent * t.element.size,
+                      t.element.size)
     return MemVal(ptr, [Static(d) for d in t.shape], [Static(d) for d in t.stride], t)
 
 

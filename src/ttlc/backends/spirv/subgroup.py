@@ -69,8 +69,8 @@ def emit_broadcast(k: Kernel, inst: Instruction):
     _offered(k, inst)
     t: ScalarType = inst.results[0].type
     lane = k.get(inst.slots["lane"])
-    if k.checked and getattr(inst.slots["lane"].owner, "opcode", None) != "constant":
-        checks.uniform(k, lane, 32, "the lane index")
+    if k.checked:
+        checks.broadcast(k, inst, lane)
 
     def one(t: ScalarType, x: int) -> int:
         w = wide_type(t)

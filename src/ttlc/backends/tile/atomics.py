@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Dict, Tuple
 
 from ...ir.core import Instruction
-from . import checks
+from . import checks, races
 from .ops import TOKEN, Ptr, Scalar, Tile
 from .tir import Value
 from .translate import Pair, Rule, Translator, component_name, registrar, unsupported
@@ -48,6 +48,7 @@ def _pointers(t: Translator, inst: Instruction):
     index = [t.convert(t.tile_of(v), "i64") for v in inst.slots["index"]]
     inside = checks.check_access(t, m, index) if t.checks else None
     ptr = t.element_ptr(m, index)
+    races.element(t, inst, ptr, inside, index)
     if t.lanes:
         ptr = t.per_lane(ptr)
     return ptr, m.complex, t.access_mask(ptr, inside) if t.checks else t.active if t.lanes else None

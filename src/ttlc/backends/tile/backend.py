@@ -17,11 +17,12 @@ from ...ir.rewrite import clone_program
 from ...passes.insert_shape_checks import insert_shape_checks
 from ...ir.ops import compose_tables
 from ...target import ExecConfig, Target, get_target
-from . import atomics, blas, bytecode, coop, scalar, spmd, text
+from . import atomics, blas, bytecode, coop, scalar, spmd, text, uniformity
 from .tir import Module
 from .translate import Translator
 
-RULES = compose_tables(scalar.RULES, blas.RULES, spmd.RULES, coop.RULES, atomics.RULES)
+RULES = uniformity.checked_rules(compose_tables(scalar.RULES, blas.RULES, spmd.RULES, coop.RULES,
+                                                atomics.RULES))
 
 
 #: subgroup sizes a Tile IR kernel can run with: a subgroup is a slice of the tile of

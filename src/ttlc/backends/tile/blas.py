@@ -172,7 +172,7 @@ def _check_operands(t: Translator, inst: Instruction) -> None:
             raise unsupported(inst, f"operands of type {mt} are")
     if t.checks:  # checked code: no operand is null
         for slot in inst.opdef.blas.slots:
-            checks.check_null(t, t.memref(inst.slots[slot]))
+            checks.check_memref(t, t.memref(inst.slots[slot]))
 
 
 @_rule("cumsum")

@@ -134,7 +134,10 @@ class Writer:
 
     # ---- attributes ----------------------------------------------------------------
     def constant(self, element: str, value) -> int:
-        data = scalar_bytes(element, value)
+        """A splat constant: one element's bytes.  Of i1, true is 0xFF: MLIR reads one
+        byte of i1 data as a splat only if it is 0x00 or 0xFF, else as packed bits (0x01:
+        true, then false in every other element)."""
+        data = b"\xff" if element == "i1" and value else scalar_bytes(element, value)
         out = bytearray()
         varint(len(data), out)
         return self.constants.add(bytes(out + data))

@@ -18,14 +18,14 @@ module).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ...ir.core import Instruction
 from ...ir.traits import blas_shape_rules, shapes_of
-from ...runtime.findings import (E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_NULL, E_SHAPES, E_SUBVIEW,
-                                 ERR_DETAILS, ERR_SLOTS, InstRef, kernel_error)
+from ...runtime.findings import (E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_LIFETIME, E_NULL, E_SHAPES,
+                                 E_SUBVIEW, ERR_DETAILS, ERR_SLOTS, InstRef, kernel_error)
 from .ops import TOKEN as TOKEN_TYPE
 from .ops import Ptr, Scalar, Tile
 from .tir import Value
@@ -42,8 +42,15 @@ class Checked:
     record: Value
     instructions: List[InstRef] = field(default_factory=list)
     work_group_size: Tuple[int, int] = (1, 1)
+    #: the names of the allocas a lifetime_stop may end (``Memref.alloca`` indexes them)
+    locals: List[Optional[str]] = field(default_factory=list)
+    #: of each of them, the address of an i64 of the tile block: -1 while it lives, then
+    #: the lifetime_stop that ended it (its index in ``instructions``)
+    ended: Dict[int, Value] = field(default_factory=dict)
     #: the index of the instruction being translated
     current: int = 0
+    #: how E_RACE records are worded (``races.RaceTable``; None: no local memory)
+    race_table: object = None
 
     def enter(self, inst: Instruction) -> None:
         self.current = len(self.instructions)
@@ -87,12 +94,12 @@ def _at(t: "Translator", v: "Size", at: Optional[Value]) -> Value:
 
 
 def fail_if(t: "Translator", bad: Value, code: int, details: Sequence["Size"],
-            item: Optional[Callable[[Value], Value]] = None) -> None:
+            item: Optional[Callable[[Value], Value]] = None, named: bool = True) -> None:
     """Report `code` with `details` (Python ints or i64 tiles, rank 0 or shaped as `bad`)
     where `bad` (rank 0, one per work-item of the SPMD region or per entry of a matrix
     tile) is set; a work-item that does not run reports nothing.  The work-item reported
-    is the failing one of a test per work-item, ``item(flat index)`` (an i32) of another
-    shape, else none."""
+    is the failing one of a test per work-item (unless not `named`: the subgroup's
+    instructions), ``item(flat index)`` (an i32) of another shape, else none."""
     c: Checked = t.checks
     shaped = [d.type.shape for d in details if isinstance(d, Value) and d.type.shape]
     if shaped and not bad.type.shape:  # a test of one value whose details vary
@@ -112,7 +119,7 @@ def fail_if(t: "Translator", bad: Value, code: int, details: Sequence["Size"],
                           memory_ordering_semantics="relaxed", memory_scope="device")
     won = t.binary("andi", any_bad, t.compare("equal", old, zero))
     block = [t.convert(v, "i64") for v in t.b.op("get_tile_block_id", [Tile(I32)] * 3)]
-    per_item = t.lanes and t.items is None and bad.type.shape == (t.lanes,)
+    per_item = named and t.lanes and t.items is None and bad.type.shape == (t.lanes,)
     if per_item:
         who = t.convert(at, "i64")
     elif item is not None and at is not None:
@@ -162,15 +169,45 @@ def is_null(t: "Translator", address: Value) -> Value:
     return t.compare("equal", address, t.const("i64", 0))
 
 
-def check_null(t: "Translator", m: "Memref") -> None:
-    """E_NULL where an access goes through a null memref (nothing is accessed after it)."""
+def check_memref(t: "Translator", m: "Memref", named: bool = True) -> None:
+    """E_NULL where an access goes through a null memref, E_LIFETIME through one whose
+    alloca a lifetime_stop ended (nothing is accessed after either).  In SPMD code the
+    first running work-item reports, unless not `named` (a subgroup's coopmatrix access
+    names none, as the interpreter's)."""
     if m.null is not None:
-        fail_if(t, m.null, E_NULL, [])
+        fail_if(t, m.null, E_NULL, [], named=named)
+    if m.alloca is not None:
+        ended, t.token = t.b.op("load_ptr_tko", [Tile(I64), TOKEN_TYPE], source=t.checks.ended[m.alloca],
+                                token=t.token, memory_ordering_semantics="weak")
+        bad = t.compare("greater_than_or_equal", ended, t.const("i64", 0))
+        if t.lanes and t.items is None:
+            bad = t.splat(bad, (t.lanes,))
+        fail_if(t, bad, E_LIFETIME, [ended, m.alloca], named=named)
+
+
+def new_local(t: "Translator", name: Optional[str]) -> Optional[int]:
+    """Of checked code with lifetime_stop instructions, an alloca's index in
+    ``Checked.locals`` and its flag of the tile block, alive (-1)."""
+    c: Checked = t.checks
+    if c is None or not any(i.opcode == "lifetime_stop" for i in t.function.body.walk()):
+        return None
+    k = len(c.locals)
+    c.locals.append(name)
+    c.ended[k] = t.b.one("alloca", Tile(Ptr(I64)), num_elem=1, alignment=8)
+    end(t, k, -1)
+    return k
+
+
+def end(t: "Translator", k: int, inst: int) -> None:
+    """The flag of local `k`: ended by instruction `inst` (-1: alive)."""
+    t.token = t.b.one("store_ptr_tko", TOKEN_TYPE, destination=t.checks.ended[k],
+                      value=t.const("i64", inst), token=t.token, memory_ordering_semantics="weak")
 
 
 def check_access(t: "Translator", m: "Memref", index: Sequence["Size"]) -> Optional[Value]:
-    """An element access: E_NULL, then E_INDEX (``check_index``)."""
-    check_null(t, m)
+    """An element access: E_NULL and E_LIFETIME (``check_memref``), then E_INDEX
+    (``check_index``)."""
+    check_memref(t, m)
     return check_index(t, m.shape, index)
 
 
@@ -225,7 +262,10 @@ def raise_finding(entry, filename: str, record: np.ndarray) -> None:
     """The KernelError of a checked entry's error record, if it holds a finding."""
     if entry.checked is not None and int(record[0]):
         c: Checked = entry.checked
-        raise kernel_error(filename, entry.name, record, c.instructions, c.work_group_size)
+        table = c.race_table  # races.RaceTable
+        race = table and (lambda d: table.message(d, c.instructions, c.work_group_size[0]))
+        raise kernel_error(filename, entry.name, record, c.instructions, c.work_group_size,
+                           c.locals, race=race)
 
 
 def new_record() -> np.ndarray:

@@ -22,7 +22,7 @@ from typing import Dict, Optional
 from ...ir.core import Instruction
 from ...ir.types import CoopMatrixType
 from ...runtime.findings import E_COOP_BOUNDS, E_COOP_DIV_ZERO
-from . import atomics, checks
+from . import atomics, checks, races
 from .blas import accumulate_type_name
 from .layout import bcast, both, held, iota, layout, pick, reshape, subgroups, to_entries, uniform
 from .ops import Scalar, Tile
@@ -105,7 +105,7 @@ def _access(t: Translator, inst: Instruction, ct: CoopMatrixType, shape):
     if checked in ("cols_checked", "both_checked"):
         mask = _and(t, mask, within(col_index, col_size))
     if t.checks:  # a null memref, the entries outside it that no *_checked guards, then none
-        checks.check_null(t, m)
+        checks.check_memref(t, m, named=False)
         inside_memref = both(t, "andi", within(ri, m.shape[0]), within(ci, m.shape[1]))
         exists = bcast(t, mask, shape) if mask is not None else t.const("i1", True, shape)
         outside = both(t, "andi", exists, both(t, "xori", inside_memref, t.const("i1", True)))
@@ -117,7 +117,10 @@ def _access(t: Translator, inst: Instruction, ct: CoopMatrixType, shape):
                        lambda k: t.binary("muli", t.binary("divi", k, t.const("i32", shape[1] * shape[2]),
                                                            signedness="signed"), t.const("i32", sg)))
         mask = _and(t, _and(t, mask, inside_memref), bcast(t, checks.ok(t), shape))
-    return ptrs, None if mask is None else bcast(t, mask, shape)
+    mask = None if mask is None else bcast(t, mask, shape)
+    if t.checks:
+        races.matrix(t, inst, ptrs[0], mask, ri, ci)
+    return ptrs, mask
 
 
 def check_division(t: Translator, ct: CoopMatrixType, a: Value, zero: Value) -> None:
@@ -202,14 +205,14 @@ def prefetch(t: Translator, inst: Instruction) -> None:
 @_rule("cooperative_matrix_construct")
 def construct(t: Translator, inst: Instruction) -> None:
     tile = matrix_tile(t, inst, inst.results[0].type)
-    t.values[inst.results[0]] = each(lambda v: bcast(t, uniform(t, v), tile.shape),
+    t.values[inst.results[0]] = each(lambda v: bcast(t, uniform(t, v, partial=True), tile.shape),
                                      t.tile_of(inst.slots["a"]))
 
 
 @_rule("cooperative_matrix_scale")
 def scale(t: Translator, inst: Instruction) -> None:
     tile = matrix_tile(t, inst, inst.results[0].type)
-    a = each(lambda v: bcast(t, uniform(t, v), tile.shape), t.tile_of(inst.slots["a"]))
+    a = each(lambda v: bcast(t, uniform(t, v, partial=True), tile.shape), t.tile_of(inst.slots["a"]))
     t.values[inst.results[0]] = t.arith("mul", a, t.tile_of(inst.slots["b"]))
 
 

@@ -97,7 +97,7 @@ def both(t: Translator, name: str, a: Value, b: Value, **attrs) -> Value:
                    lhs=a, rhs=b, **attrs)
 
 
-def _equal(t: Translator, a: Value, b: Value) -> Value:
+def equal(t: Translator, a: Value, b: Value) -> Value:
     return both(t, "cmpi", a, b, comparison_predicate="equal", signedness="signed")
 
 
@@ -109,7 +109,7 @@ def held(t: Translator, ct: CoopMatrixType, register: int) -> Value:
     lane = _Int(t, iota(t, lay.subgroup_size, 3, 0)) % lay.nested.lanes
     row, col = (_tile(t, x) for x in lay.element(lane, register))
     rows, cols = iota(t, next_pow2(ct.rows), 3, 1), iota(t, next_pow2(ct.cols), 3, 2)
-    hit = both(t, "andi", _equal(t, row, rows), _equal(t, col, cols))
+    hit = both(t, "andi", equal(t, row, rows), equal(t, col, cols))
     inside = both(t, "cmpi", col, t.const("i32", ct.cols), comparison_predicate="less_than",
                   signedness="signed")
     return bcast(t, both(t, "andi", hit, inside), _held_shape(t, ct))
@@ -125,7 +125,7 @@ def owners(t: Translator, ct: CoopMatrixType) -> Value:
         x = _Int(t, iota(t, next_pow2(n), 3, d + 1))
         lane = lane + (x // nested.element_tile[d]) % nested.thread_tile[d] * nested.thread_strides[d]
     lane = lane % nested.lanes
-    return bcast(t, _equal(t, iota(t, layout(t, ct).subgroup_size, 3, 0), _tile(t, lane)),
+    return bcast(t, equal(t, iota(t, layout(t, ct).subgroup_size, 3, 0), _tile(t, lane)),
                  _held_shape(t, ct))
 
 
@@ -156,12 +156,39 @@ def subgroups(t: Translator, x: Value) -> Value:
     return reshape(t, x, (t.lanes // S, S))
 
 
-def uniform(t: Translator, v: Value) -> Value:
+def first_active(t: Translator) -> Value:
+    """Per subgroup, the subgroup-local id of its first running work-item (0 if none
+    runs): a tile (G,) of i32."""
+    S = t.config().subgroup_size
+    G = t.lanes // S
+    if t.active is None:
+        return t.const("i32", 0, (G,))
+    per = subgroups(t, t.active)
+    ids = t.b.one("broadcast", Tile(Scalar("i32"), (G, S)), source=iota(t, S, 2, 1))
+    ids = t.select(per, ids, t.const("i32", S, (G, S)))
+    lead = t.along("reduce", ids, 1, lambda a, b: t.binary("mini", a, b, signedness="signed"), S)
+    return t.select(t.compare("equal", lead, t.const("i32", S)), t.const("i32", 0, (G,)), lead)
+
+
+def first_running(t: Translator, v: Value) -> Value:
+    """Per subgroup, the value of `v` (one per work-item) of its first running work-item
+    (of its first if none runs): a tile (G,)."""
+    per = subgroups(t, v)
+    G, S = per.type.shape
+    hot = equal(t, iota(t, S, 2, 1), reshape(t, first_active(t), (G, 1)))
+    return pick(t, hot, per, [1])
+
+
+def uniform(t: Translator, v: Value, partial: bool = False) -> Value:
     """A dynamically uniform value: a rank-0 tile as it is, a value of the work-items as
-    that of each subgroup's first work-item (a tile G x 1 x 1)."""
+    that of each subgroup's first work-item (a tile G x 1 x 1).  Of an instruction that
+    part of a subgroup may run (`partial`), the first running work-item's: the others'
+    values need not agree."""
     if not v.type.shape:
         return v
     per = subgroups(t, v)
+    if partial and t.active is not None:
+        return reshape(t, first_running(t, v), (per.type.shape[0], 1, 1))
     zero = t.const("i32", 0)
     first = t.b.one("extract", Tile(v.type.element, (per.type.shape[0], 1)), source=per,
                     indices=[zero, zero])

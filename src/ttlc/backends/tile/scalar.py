@@ -6,6 +6,7 @@ unordered comparison (true with a NaN operand), the others ordered.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Dict, List
 
 from ...ir.core import Instruction
@@ -15,7 +16,7 @@ from .ops import Ptr, Scalar, Tile
 from . import coop
 from .coop import matrix_tile
 from .spmd import divergent_for, exec_config, masked_if
-from . import checks, complexes
+from . import checks, complexes, races
 from .translate import (Group, Memref, Pair, Rule, Translator, component_name, element_name,
                         is_complex, registrar, unsupported)
 
@@ -158,9 +159,8 @@ def expand(t: Translator, inst: Instruction) -> None:
         for d in dims:
             total = t.mul_index(total, d)
         checks.check_expand(t, total, m.shape[mode])
-    t.values[inst.results[0]] = Memref(m.element, m.ptr, m.shape[:mode] + dims + m.shape[mode + 1:],
-                                       m.strides[:mode] + strides + m.strides[mode + 1:], m.complex,
-                                       m.null)
+    t.values[inst.results[0]] = replace(m, shape=m.shape[:mode] + dims + m.shape[mode + 1:],
+                                        strides=m.strides[:mode] + strides + m.strides[mode + 1:])
 
 
 @_rule("fuse")
@@ -172,8 +172,8 @@ def fuse(t: Translator, inst: Instruction) -> None:
     size = 1
     for d in m.shape[lo:hi + 1]:
         size = t.mul_index(size, d)
-    t.values[inst.results[0]] = Memref(m.element, m.ptr, m.shape[:lo] + [size] + m.shape[hi + 1:],
-                                       m.strides[:lo + 1] + m.strides[hi + 1:], m.complex, m.null)
+    t.values[inst.results[0]] = replace(m, shape=m.shape[:lo] + [size] + m.shape[hi + 1:],
+                                        strides=m.strides[:lo + 1] + m.strides[hi + 1:])
 
 
 @_rule("alloca")
@@ -186,7 +186,10 @@ def alloca(t: Translator, inst: Instruction) -> None:
     pair = is_complex(mt.element)
     ptr = t.b.one("alloca", Tile(Ptr(Scalar(element))), num_elem=mt.extent * (2 if pair else 1),
                   alignment=alignment)
-    t.values[inst.results[0]] = Memref(element, ptr, list(mt.shape), list(mt.stride), pair)
+    races.alloca(t, inst, ptr, Scalar(element).bits // 8 * (2 if pair else 1))
+    name = inst.results[0].name
+    t.values[inst.results[0]] = Memref(element, ptr, list(mt.shape), list(mt.stride), pair,
+                                       alloca=checks.new_local(t, f"%{name}" if name is not None else None))
 
 
 @_rule("check_shapes")
@@ -195,11 +198,22 @@ def check_shapes(t: Translator, inst: Instruction) -> None:
     checks.check_shapes(t, inst)
 
 
-@_rule("lifetime_stop", "barrier")
-def nothing(t: Translator, inst: Instruction) -> None:
-    """Nothing to do: an alloca lives until the end of its block, and the tile block's
-    memory operations are already ordered by the token chain, each run by all the
-    work-items of an SPMD region together, which is all a barrier adds."""
+@_rule("lifetime_stop")
+def lifetime_stop(t: Translator, inst: Instruction) -> None:
+    """An alloca lives until the end of its block; checked code notes the end of its
+    lifetime (``checks.check_memref`` reports later accesses)."""
+    k = t.memref(inst.slots["object"]).alloca
+    if k is not None:
+        checks.end(t, k, t.checks.current)
+
+
+@_rule("barrier")
+def barrier(t: Translator, inst: Instruction) -> None:
+    """Nothing to do: the tile block's memory operations are already ordered by the
+    token chain, each run by all the work-items of an SPMD region together, which is
+    all a barrier adds (checked code tests that all arrive and orders the race
+    detection's intervals: ``races``)."""
+    races.barrier(t, inst)
 
 
 @_rule("size")
@@ -233,6 +247,7 @@ def load(t: Translator, inst: Instruction) -> None:
     else:
         inside = checks.check_access(t, src, index) if t.checks else None
         ptr = t.element_ptr(src, index)
+        races.element(t, inst, ptr, inside, index)
         t.values[inst.results[0]] = Pair(t.load_scalar(ptr, inside),
                                          t.load_scalar(t.offset(ptr, 1), inside)) \
             if src.complex else t.load_scalar(ptr, inside)
@@ -244,6 +259,7 @@ def store(t: Translator, inst: Instruction) -> None:
     index = [_index(t, v) for v in inst.slots["index"]]
     inside = checks.check_access(t, m, index) if t.checks else None
     ptr = t.element_ptr(m, index)
+    races.element(t, inst, ptr, inside, index)
     if m.complex:
         value = t.convert(t.tile_of(inst.slots["value"]), m.number)
         t.store_scalar(ptr, value.re, inside)
@@ -267,8 +283,7 @@ def subview(t: Translator, inst: Instruction) -> None:
             shape.append(_index(t, size))
             strides.append(stride)
     offset = t.mul_index(offset, 2) if m.complex else offset
-    t.values[inst.results[0]] = Memref(m.element, t.offset(m.ptr, offset), shape, strides, m.complex,
-                                       m.null)
+    t.values[inst.results[0]] = replace(m, ptr=t.offset(m.ptr, offset), shape=shape, strides=strides)
 
 
 @_rule("for")

@@ -356,12 +356,20 @@ _RMW = {"add": np.add, "addf": np.add, "max": np.maximum, "min": np.minimum,
 @_sem("atomic_rmw_tko")
 def _atomic_rmw(f, op, a):
     """Element by element in row-major order, one at a time (elements may share an
-    address); ``umax``/``umin`` compare the bits as unsigned integers."""
+    address; where none do, all at once); ``umax``/``umin`` compare the bits as unsigned
+    integers."""
     pointers, arg = np.asarray(a[0]), np.asarray(a[1])
     mask = np.asarray(a[2]) if op.group("mask") else np.ones(pointers.shape, bool)
     mode = op.attrs["mode"]
     unsigned = np.dtype(f"u{arg.dtype.itemsize}") if mode in ("umax", "umin") else arg.dtype
     old = np.zeros(arg.shape, arg.dtype)
+    targets = pointers[mask] if arg.ndim else None
+    if arg.ndim and len(np.unique(targets)) == len(targets):  # no element shared: all at once
+        prev = f.memory.read(targets, arg.dtype)
+        new = _RMW[mode](prev.view(unsigned), arg[mask].view(unsigned)).view(arg.dtype)
+        f.memory.write(targets, new.astype(arg.dtype))
+        old[mask] = prev
+        return [old, None]
     for k in zip(*np.nonzero(mask)) if arg.ndim else [()]:
         if arg.ndim == 0 and not mask:
             break

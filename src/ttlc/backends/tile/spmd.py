@@ -20,6 +20,7 @@ from ...diagnostics import CompileError
 from ...ir.core import Instruction
 from ...ir.types import CoopMatrixType
 from ...target import ExecConfig
+from . import races, uniformity
 from .layout import bcast, both, iota, reshape, to_entries, uniform
 from .ops import Scalar, Tile
 from .tir import Value
@@ -58,6 +59,7 @@ def _spmd(t: Translator, inst: Instruction, active: Optional[Value]) -> None:
 @_rule("parallel")
 def parallel(t: Translator, inst: Instruction) -> None:
     exists = _work_items(t, inst)
+    races.region(t)
     try:
         _spmd(t, inst, None if t.lanes == exec_config(t, inst).lanes else exists)
     finally:
@@ -72,6 +74,7 @@ def foreach(t: Translator, inst: Instruction) -> None:
     the first mode fastest, as the reference interpreter numbers them."""
     config = exec_config(t, inst)
     exists = _work_items(t, inst)
+    races.region(t)
     lows = [t.convert(t.tile_of(v), "i64") for v in inst.slots["from"]]
     highs = [t.convert(t.tile_of(v), "i64") for v in inst.slots["to"]]
     zero = t.const("i64", 0)
@@ -94,6 +97,7 @@ def foreach(t: Translator, inst: Instruction) -> None:
     region, n = inst.regions[0], len(lows)
 
     def trip(c: Value, _) -> List[Value]:
+        races.point(t)
         rest = t.binary("addi", t.binary("muli", c, per), mine)
         active = t.binary("andi", exists, t.compare("less_than", rest, total))
         for k in range(n):
@@ -267,8 +271,10 @@ def subgroup_broadcast(t: Translator, inst: Instruction) -> None:
     x = t.per_lane(t.tile_of(inst.slots["a"]))
     size = exec_config(t, inst).subgroup_size
     lane = t.convert(t.tile_of(inst.slots["lane"]), "i32")
-    if lane.type.shape:  # dynamically uniform: the subgroup's first work-item's
-        lane = reshape(t, bcast(t, reshape(t, uniform(t, lane), (t.lanes // size, 1)),
+    if t.checks:
+        uniformity.broadcast_lane(t, lane)
+    if lane.type.shape:  # dynamically uniform: the subgroup's first running work-item's
+        lane = reshape(t, bcast(t, reshape(t, uniform(t, lane, partial=True), (t.lanes // size, 1)),
                                 (t.lanes // size, size)), (t.lanes,))
     local = t.binary("remi", t.b.one("iota", Tile(Scalar("i32"), (t.lanes,))),
                      t.const("i32", size), signedness="signed")

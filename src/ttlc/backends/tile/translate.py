@@ -19,7 +19,7 @@ covers (``complexes`` holds the complex arithmetic the scalar rules use).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ...diagnostics import CompileError, error
@@ -28,7 +28,7 @@ from ...ir.core import Instruction, Region
 from ...ir.core import Value as IRValue
 from ...ir.types import BoolType, CoopMatrixType, GroupType, MemrefType, ScalarType
 from ...target import ExecConfig
-from . import checks
+from . import checks, races
 from .ops import TOKEN, PartitionView, Ptr, Scalar, TensorView, Tile
 from .tir import Block, Builder, Entry, Value
 
@@ -120,6 +120,9 @@ class Memref:
     complex: bool = False
     #: checked code: whether the memref is null (an i1 tile; None: it is not)
     null: Optional[Value] = None
+    #: checked code: the alloca it views whose lifetime a lifetime_stop may end (its
+    #: index in ``checks.Checked.locals``; None: an argument's memory, or never ended)
+    alloca: Optional[int] = None
 
     def view_type(self) -> TensorView:
         """A rank-0 memref is viewed as one element of a vector."""
@@ -165,6 +168,8 @@ class Translator:
         #: of checked code, the error record and the instruction table (``checks``)
         self.checks: Optional[checks.Checked] = checks.Checked(checks.record_parameter()) \
             if checked else None
+        #: of checked code that accesses local memory, its race detection (``races``)
+        self.races: Optional[races.Races] = None
         self.rules = rules
         #: the subgroup and work-group sizes (``num_subgroups`` and ``subgroup_size``),
         #: computed where they are used: a size the machine lacks is an error only there
@@ -421,7 +426,7 @@ class Translator:
     def parts(self, m: Memref) -> List[Memref]:
         """A complex memref as the memrefs of its real and imaginary parts."""
         strides = [self.mul_index(s, 2) for s in m.strides]
-        return [Memref(m.element, self.offset(m.ptr, k), m.shape, strides, null=m.null) for k in (0, 1)]
+        return [replace(m, ptr=self.offset(m.ptr, k), strides=strides, complex=False) for k in (0, 1)]
 
     def load(self, m: Memref, exts: Sequence[int], index: Sequence[Value]) -> Value:
         """The tile of `m` at tile index `index` (zeros outside the memref)."""
@@ -651,6 +656,7 @@ class Translator:
         self.token = self.b.one("make_token", TOKEN)
         if self.checks:
             args.append(self.checks.record)
+            self.races = races.setup(self)
             for m in null_args:
                 m.null = checks.is_null(self, self.b.one("ptr_to_int", Tile(Scalar("i64")), source=m.ptr))
         self.region(self.function.body)

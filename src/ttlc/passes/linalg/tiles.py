@@ -39,7 +39,9 @@ The rule (documented in ``choose_tiles``):
   compiled too), and an accumulator of fewer than MIN_ACC_BYTES counting as that many
   (its FMAs wait for each other).  There the accumulator may take ACC_SHARE of the
   budget instead of half (only A's columns are operands), two of A's columns fit the
-  rest, and K steps are at most SPLIT_MAX_K.
+  rest, and K steps are at most SPLIT_MAX_K.  Where A is read from beyond L1 on a CPU of
+  32 vector registers (``streams_a``), a register of A costs A_LOAD_COST: the tiles that
+  read A fewer times win (f64 128x9x128: 16x9, A read once, rather than 32x3).
 * Without broadcast operands (``target.broadcast_operands`` false: AVX2, subgroups of one
   ymm register) and with static M and N and one subgroup, ``register_tiles`` counts
   registers instead: each piece of M takes its own column count (``Tiles.row_n_pieces``)
@@ -80,6 +82,26 @@ ACC_SHARE = 0.75
 #: (7 and 6 loads for 10 and 8 FMAs) and one 8x9 at 0.93; at equal weights the cost
 #: preferred 8x9
 LOAD_COST = 1.5
+
+
+#: what loading a register of A's column costs against a broadcast of one of B's entries
+#: where ``streams_a``: A is read once per column tile, a cache line per register, from L2,
+#: while the K x n entries of B a column tile reads stay in L1 (f64 128x9x128: 32x3 tiles,
+#: A read three times, ran at 0.89x of LIBXSMM, 16x9 tiles, A read once, at 1.0x)
+A_LOAD_COST = 2
+#: the L1 data cache assumed: the smallest of the x86 CPUs with AVX-512 (Zen 4, Skylake-SP;
+#: Ice Lake and later have 48 KiB)
+L1_BYTES = 32 << 10
+
+
+def streams_a(target: Target, M: Optional[int], K: Optional[int], a: ScalarType) -> bool:
+    """Whether tiles are costed with A's loads at A_LOAD_COST: a static A larger than L1,
+    on a CPU whose register file holds 32 vectors of the subgroup's width (AVX-512: 24
+    accumulators leave the choice between tiles of many rows and few columns, A read once
+    per column tile, and the reverse).  An A within L1 is read again from L1 (A of
+    100x16 f64: 16x8 tiles ran at 0.9x of 32x4)."""
+    return (bool(target.vector_bytes) and target.register_budget >= 32 * target.vector_bytes
+            and M is not None and K is not None and M * K * a.size > L1_BYTES)
 
 
 #: a static dimension's pieces: (extent, tile) in order, each extent a multiple of its tile
@@ -205,10 +227,11 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     # FMAs in flight: a tile with fewer accumulator bytes than MIN_ACC_BYTES waits for
     # its FMAs' results (where remainders are split; GPUs hide latency with threads)
     latency = MIN_ACC_BYTES / (S * acc.size) if split else 0
+    a_load = A_LOAD_COST if split and streams_a(target, M, K, a) else 1
 
     def cost(m: int, n: int) -> float:
-        """rounds * (m n / S + m / S + n) summed over the pieces of C (one piece, the
-        whole of C, where remainders are not split)."""
+        """rounds * (m n / S + a_load m / S + n) summed over the pieces of C (one piece,
+        the whole of C, where remainders are not split)."""
         ms = row_pieces(M, m, S) if split and M is not None else ((Mm, m),)
         ns = column_pieces(N, n) if split and N is not None else ((Nm, n),)
         total = 0.0
@@ -219,7 +242,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
                               * _ceil_div(_ceil_div(ne, nt), max(1, grid[1])))
                 else:
                     rounds = _ceil_div(_ceil_div(me, mt) * _ceil_div(ne, nt), G)
-                total += rounds * (max(mt * nt / S, latency) + mt / S + nt)
+                total += rounds * (max(mt * nt / S, latency) + a_load * mt / S + nt)
         # each piece is code of its own: LLVM's time grows with it
         return total * (1 + PIECE_COST * (len(ms) * len(ns) - 1))
 
