@@ -169,8 +169,9 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
         v = em.scale_tile(x)
         em.beta_cases(lambda read: em.update_tile(v, C, i, j, flag, read, scaled=True))
 
-    for m0, me, MT, m_status in _pieces(M, tiles.m, tiles.m_pieces):
-        for n0, ne, NT, n_status in _pieces(N, tiles.n, tiles.n_pieces):
+    for row, (m0, me, MT, m_status) in enumerate(_pieces(M, tiles.m, tiles.m_pieces)):
+        n_pieces = tiles.row_n_pieces[row] if tiles.row_n_pieces else tiles.n_pieces
+        for n0, ne, NT, n_status in _pieces(N, tiles.n, n_pieces):
             lo = [em.index(m0), em.index(n0)]
             hi = [em.index(em.pm.add(m0, me, INDEX)), em.index(em.pm.add(n0, ne, INDEX))]
             with b.foreach_tile(lo, hi, [MT, NT], arg_names=["i", "j", "ti", "tj"]) \
