@@ -655,6 +655,53 @@ def test_choose_tiles_cpu_remainders_get_smaller_tiles():
     assert (gpu.m_pieces, gpu.n_pieces, gpu.k_rest) == ((), (), ())
 
 
+#: the cpu description as a CPU without AVX-512 gives it (``backends.cpu.module._this_cpu``):
+#: 15 ymm registers of tiles (one kept for B's broadcast), FMAs without broadcast operands
+AVX2 = dataclasses.replace(TARGETS["cpu"], register_budget=15 * 32, vector_bytes=32,
+                           broadcast_operands=False)
+
+
+@pytest.mark.parametrize("t,S", [("f32", 8), ("f64", 4)])
+@pytest.mark.parametrize("M,N,K", [(56, 9, 56), (10, 9, 10), (20, 9, 20), (17, 13, 11),
+                                   (128, 9, 128), (64, 64, 64), (3, 5, 7), (1, 1, 1)])
+def test_register_tiles_fit_the_ymm_registers(t, S, M, N, K):
+    """AVX2: every piece of C has tiles of its own whose accumulator and either A's column
+    or B's broadcasts fit the 15 ymm registers (r n + min(r, n), r registers per column);
+    the pieces cover M and N."""
+    acc = SCALAR_TYPES[t]
+    tiles = choose_tiles(AVX2, S, 1, M, N, K, acc, acc, acc)
+    assert sum(e for e, _ in tiles.m_pieces) == M
+    assert len(tiles.row_n_pieces) == len(tiles.m_pieces)
+    lanes = 32 // acc.size
+    for (extent, tile), columns in zip(tiles.m_pieces, tiles.row_n_pieces):
+        assert tile % S == 0 and tile & (tile - 1) == 0
+        assert extent % tile == 0 or extent < tile
+        assert sum(e for e, _ in columns) == N
+        r = tile // lanes
+        for _, n in columns:
+            assert r * n + min(r, n) <= 15
+
+
+def test_register_tiles_compute_no_row_beyond_a_register():
+    """f32 56x9x56 on AVX2 (checked by hand against LIBXSMM's AVX2 kernel: 32x3 and 24x3
+    tiles, 63 FMAs per K step, 7 ymm rows x 9 columns): 32 rows in 32x3 tiles, 16 rows in
+    16x5 and 16x4, the last 8 rows one 8x9 tile, where 16-lane subgroups computed 64 rows;
+    f32 10x9x10: one 16-row tile (10 rows checked) in 16x5 and 16x4, not 8x9 and a masked
+    8x9 (as many FMAs, more loads); f64 56x9x56: 16x3 tiles over 48 rows, then 8x5 and
+    8x4 (56 = 14 ymm rows)."""
+    f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
+    t = choose_tiles(AVX2, 8, 1, 56, 9, 56, f32, f32, f32)
+    assert t.m_pieces == ((32, 32), (16, 16), (8, 8))
+    assert t.row_n_pieces == (((9, 3),), ((5, 5), (4, 4)), ((9, 9),))
+    assert (t.k, t.k_rest) == (1, ())
+    t = choose_tiles(AVX2, 8, 1, 10, 9, 10, f32, f32, f32)
+    assert (t.m_pieces, t.row_n_pieces) == (((10, 16),), (((5, 5), (4, 4)),))
+    t = choose_tiles(AVX2, 4, 1, 56, 9, 56, f64, f64, f64)
+    assert (t.m_pieces, t.row_n_pieces) == (((48, 16), (8, 8)), (((9, 3),), ((5, 5), (4, 4))))
+    # AVX-512 keeps one column count for all pieces
+    assert choose_tiles(TARGETS["cpu"], 16, 1, 56, 9, 56, f32, f32, f32).row_n_pieces == ()
+
+
 def test_choose_tiles_cpu_reads_a_large_a_once():
     """AVX-512: an A larger than L1 (128x128 f64: 128 KiB) is read once, 9-column tiles
     (f64 16x9, f32 32x9: 18 zmm) rather than 3-column ones reading A three times (32x3,

@@ -33,7 +33,7 @@ from ...ir.ops import ARITH_BINARY, ARITH_UNARY
 from ...ir.types import CoopMatrixType, ScalarType
 from ...runtime.findings import (E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_NULL, E_PARTIAL, E_UNIFORM,
                                  UNIFORM_OPERANDS)
-from . import races
+from . import jit, races
 from .arith import binary, convert, unary
 from .arith import constant as scalar_constant
 from .function import FunctionCodegen, lane_loop
@@ -588,6 +588,8 @@ class Microkernel:
 
     #: entries of K per step
     k_step = 1
+    #: whether a step takes B's operands for all columns before A's (``StreamedA``)
+    b_first = False
 
     def pieces(self, M: int) -> List[Tuple[int, int]]:
         """The pieces (first row, lanes) of an accumulator column."""
@@ -643,6 +645,14 @@ def microkernel(cg: FunctionCodegen, kernel: Microkernel, A: CoopVal, B: CoopVal
         if n:  # LLVM's scheduler would interleave the blocks again (and spill)
             scheduling_barrier(cg)
         for k in range(0, K, kernel.k_step):
+            if kernel.b_first:  # B's operands of the step, then A's piece by piece
+                b_ops = {j: kernel.b_operand(cg, B.mats[g], B.type.component, K, k, j, cd)
+                         for j in cols}
+                for p in ps:
+                    a_op = kernel.a_operand(cg, a, M, K, k, *pieces[p])
+                    for j in cols:
+                        acc[p, j] = kernel.step(cg, cd, acc[p, j], a_op, b_ops[j], pieces[p][1])
+                continue
             a_ops = {p: kernel.a_operand(cg, a, M, K, k, *pieces[p]) for p in ps}
             for j in cols:
                 b_op = kernel.b_operand(cg, B.mats[g], B.type.component, K, k, j, cd)
@@ -657,7 +667,38 @@ def microkernel(cg: FunctionCodegen, kernel: Microkernel, A: CoopVal, B: CoopVal
     return concat(cg, columns)
 
 
+class StreamedA(Microkernel):
+    """The FMA kernel with A's column taken one register at a time: each step broadcasts
+    B's entries of all columns first and keeps them, then multiplies each register of A's
+    column into every column.  Where FMAs take no broadcast operand (AVX2) and a tile has
+    fewer columns than registers per column, this keeps n broadcasts and one register of
+    A beside the accumulator instead of r registers of A and one broadcast: an f32 32x3
+    tile takes 12 + 3 + 1 of the 16 ymm registers (LIBXSMM's AVX2 blocking), where LLVM
+    spilled accumulators when the whole column was loaded."""
+
+    b_first = True
+
+    def __init__(self, lanes: int):
+        self.lanes = lanes
+
+    def pieces(self, M: int) -> List[Tuple[int, int]]:
+        return [(r, min(self.lanes, M - r)) for r in range(0, M, self.lanes)]
+
+    def a_operand(self, cg: FunctionCodegen, a, M: int, K: int, k: int, r0: int, lanes: int):
+        return _rows(cg, a, k, M, r0, lanes)
+
+
 FMA = Microkernel()
+
+
+def fma_kernel(M: int, N: int, cd: ScalarType) -> Microkernel:
+    """The FMA kernel of an M x N accumulator of cd: ``StreamedA`` where FMAs take no
+    broadcast operand and the tile has fewer columns than registers per column (as
+    ``linalg.tiles.register_tiles`` counts them), else ``FMA``."""
+    lanes = max(1, jit.vector_bits() // 8 // cd.size)
+    if jit.broadcast_operands() or cd.is_complex or N >= -(-M // lanes):
+        return FMA
+    return StreamedA(lanes)
 
 
 def emit_reduce(cg: FunctionCodegen, inst: Instruction):

@@ -272,7 +272,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
         with loop as (j,):
             update(rows, j, step(rows, j, 0, zeros(rows, NT), NT, KT, False, False, As), False)
 
-    m_pieces, n_pieces = _pieces(M, tiles.m, tiles.m_pieces), _pieces(N, tiles.n, tiles.n_pieces)
+    m_pieces = _pieces(M, tiles.m, tiles.m_pieces)
     single_step = known(K) == KT and not tiles.k_rest
     NT = fused_columns(em, m_pieces, N, acc, single_step, split_remainders(em.target, acc, ea, eb),
                        ta)
@@ -288,8 +288,9 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
                 rank_one(rows, As, n0, ne, nt)
                 n0 += ne
         return
-    for m0, me, MT, m_status in m_pieces:
-        for n0, ne, NT, n_status in n_pieces:
+    for row, (m0, me, MT, m_status) in enumerate(m_pieces):
+        n_pieces = tiles.row_n_pieces[row] if tiles.row_n_pieces else tiles.n_pieces
+        for n0, ne, NT, n_status in _pieces(N, tiles.n, n_pieces):
             lo = [em.index(m0), em.index(n0)]
             hi = [em.index(em.pm.add(m0, me, INDEX)), em.index(em.pm.add(n0, ne, INDEX))]
             with b.foreach_tile(lo, hi, [MT, NT], arg_names=["i", "j", "ti", "tj"]) \
