@@ -445,14 +445,18 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
     lt = LLTYPE[comp.name]
     M, N = t.rows, t.cols
     _note_write(cg, inst)
+    rows = _static_rows(cg, inst, M)
     for g in range(subgroups(cg)):
         mat = value.mats[g]
 
         def store(m: MemVal, offsets, valid, contiguous, at):
             if contiguous == "columns" and not comp.is_complex:
                 for c in range(N):
-                    p = at(0, c)
-                    _masked_store(cg, _column(cg, mat, c, M), p, _column(cg, valid, c, M))
+                    column = _column(cg, mat, c, M)
+                    if rows is None:
+                        _masked_store(cg, column, at(0, c), _column(cg, valid, c, M))
+                    for r0, lanes in _binary_pieces(rows or 0):
+                        _masked_store(cg, _rows(cg, column, 0, M, r0, lanes), at(r0, c), None)
                 return
             if contiguous == "rows" and not comp.is_complex:
                 # rows of a transposed tile are contiguous (see load_matrix)
@@ -467,6 +471,30 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
             else:
                 _scatter_n(cg, mat, ptrs, valid)
         _access(cg, inst, t, g, store)
+
+
+def _static_rows(cg: FunctionCodegen, inst: Instruction, M: int) -> Optional[int]:
+    """The rows of each column a rows_checked store (not transposed) writes where they
+    are known at compile time (a constant row position of at least 0, static rows,
+    every work-item active), else None.  Those rows are stored as plain vectors of 2^k
+    lanes: without AVX-512 a masked store is ``vmaskmovps``, which held f32 9x56 ger (one
+    masked row per column) to 0.39x LIBXSMM's speed on Zen 4."""
+    x, rows = inst.slots["x"], inst.slots["tensor"].type.shape[0]
+    if (inst.modifier("checked") != "rows_checked" or inst.modifier("ta") == "t"
+            or cg.mask is not None or rows is None or x.owner is None
+            or x.owner.opcode != "constant" or x.owner.attrs["value"] < 0):
+        return None
+    return max(0, min(M, rows - x.owner.attrs["value"]))
+
+
+def _binary_pieces(n: int) -> List[Tuple[int, int]]:
+    """(first, length) of n split into powers of two, largest first: 11 -> 8, 2, 1."""
+    out, first = [], 0
+    for bit in reversed(range(n.bit_length())):
+        if n >> bit & 1:
+            out.append((first, 1 << bit))
+            first += 1 << bit
+    return out
 
 
 def _entry_loop(cg: FunctionCodegen, n: int, valid, fn, result_types) -> list:
