@@ -12,12 +12,12 @@ collective code are not tracked, as the interpreter does not track them.
 
 Only kernels that access local memory pay, and only in checked code.  Such a kernel gets
 a shadow in Workgroup memory next to its allocas: for each kind of access it makes
-(``findings.RACE_CLASSES``) and each element of each alloca, two 64-bit keys and the
+(``RACE_CLASSES``) and each element of each alloca, two 64-bit keys and the
 last instruction.  A work-item counts the intervals it went through (``interval``, the
 same in every work-item, since barriers are reached by whole work-groups) and, within
 an SPMD region, the foreach points it ran before (``chunk``: the work-group size per
-point); its *actor* is ``chunk`` plus its linear id (plus the first id of its subgroup
-for coopmatrix accesses).  The keys are ``interval << 32 | (2**32 - 1 - actor)`` (the
+point); its *actor* is ``chunk`` plus its linear id (for coopmatrix accesses, the first
+id of its subgroup).  The keys are ``interval << 32 | (2**32 - 1 - actor)`` (the
 smallest actor of the newest interval wins an atomic maximum) and ``interval << 32 |
 actor`` (the largest): keys of an older interval are stale, so nothing is cleared at a
 barrier; the shadow is zeroed once at the start of the kernel.
@@ -25,10 +25,12 @@ barrier; the shadow is zeroed once at the start of the kernel.
 Work-items run at once, so each access first records itself (OpAtomicSMax, sequentially
 consistent: whichever of two conflicting accesses records second sees the first) and
 then compares the actors it finds for the kinds it conflicts with: for its own kind the
-keys the atomics replaced, for the others atomic loads.  The lowest work-item of the
+keys the atomics replaced and the smallest actor read back, for the others atomic
+loads.  A function per kind of access does this (``_checker``), so that an access costs
+a call.  The lowest work-item of the
 subgroup that finds a race reports it (``checks.fail_if``, E_RACE with the details of
-``findings.RACE_FIXED_DETAILS``), worded by ``findings.kernel_error`` as the
-interpreter words it.  Which of two racing accesses is reported depends on the order the
+``findings.RACE_FIXED_DETAILS``), worded by ``findings.race_words`` as the interpreter
+words it.  Which of two racing accesses is reported depends on the order the
 device ran them in: the one that came second.
 """
 from __future__ import annotations
@@ -40,8 +42,8 @@ from ...analysis.effects import (DISJOINT, RACE_CLASSES, accesses, conflicts, is
 from ...ir.core import Instruction
 from ...runtime.findings import E_RACE, ERR_DETAILS, RACE_FIXED_DETAILS
 from . import checks
-from .builder import Enum, Lit
-from .function import Kernel, MemVal, Static
+from .builder import Enum
+from .function import Kernel, MemVal
 
 WORKGROUP = 2  # Scope Workgroup
 LOW = 0xFFFFFFFF  # the low 32 bits of a key: the actor (or its complement)
