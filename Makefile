@@ -90,7 +90,7 @@ fuzz: $(GPU_TOOLS_STAMP)
 	TTLC_LONG=1 $(PY) -m pytest -q -n auto tests/python/test_pass_meaning.py
 	TTLC_SPIRV_SEEDS=2000 $(PY) -m pytest -q -n auto tests/python/test_spirv.py -k generated
 	TTLC_IREE_PROGRAMS=1000 $(PY) -m pytest -q tests/python/test_iree_vector.py
-	TTLC_FAULT_SEEDS=1000 TTLC_RACE_SEEDS=1000 TTLC_OPENCL_FAULT_SEEDS=300 $(PY) -m pytest -q -n auto tests/python/test_differential.py -k faulty
+	TTLC_FAULT_SEEDS=1000 TTLC_RACE_SEEDS=1000 TTLC_OPENCL_FAULT_SEEDS=300 TTLC_OPENCL_RACE_SEEDS=300 $(PY) -m pytest -q -n auto tests/python/test_differential.py -k faulty
 	TTLC_TILE_SEEDS=500 $(PY) -m pytest -q -s tests/python/test_tile_backend.py -k corpus_counts
 	TTLC_TILE_SEEDS=500 TTLC_TILE_OPT=3 TTLC_TILE_ARCHS=all $(PY) -m pytest -q -n auto tests/python/test_tile_backend.py -k corpus_emitted
 	TTLC_TILE_OPT=3 TTLC_TILE_ARCHS=all $(PY) -m pytest -q -n auto tests/python/test_tile_races.py -k nvidia

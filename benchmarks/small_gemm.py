@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Small GEMMs of real applications: ttlc against LIBXSMM, NumPy and PyTorch, in one process.
 
-    .venv/bin/python benchmarks/small_gemm.py [--quick] [--only batched,shared,tall,chain]
+    .venv/bin/python benchmarks/small_gemm.py [--quick]
+                  [--only batched,shared,tall,chain,gemv,ger]
                   [--dtypes f64,f32] [--batch-bytes N] [--repeat N] [--sample-ms MS]
                   [--out DIR]
 
@@ -17,7 +18,13 @@ through ``group_id`` and ``subview``.
 - ``batched``: C_i = A_i B_i, every operand batched;
 - ``shared``: C_i = A B_i, one A shared by all members (no batch mode);
 - ``tall``: C = A B with A of 10^6 rows, one work-group per block of rows;
-- ``chain``: D_i = A B_i C_i through a local temporary (A shared, as a DG stiffness matrix).
+- ``chain``: D_i = A B_i C_i through a local temporary (A shared, as a DG stiffness matrix);
+- ``gemv``: c_i = A_i b_i and c_i = A_i^T b_i (``gemv.t``), R x C matrices of the shapes
+  ``VECTOR_SHAPES``, batched and with A shared by all members;
+- ``ger``: C_i = a_i b_i^T (M x N), batched and with a shared by all members.
+
+LIBXSMM computes gemv and ger as a LIBXSMM user would: one small gemm per member, with
+N = 1 for gemv (c^T = b^T A, M = 1, for the transposed one) and K = 1 for ger.
 
 The 16-bit 64^3 products are measured by benchmarks/gemm16.py and appear here as
 skipped.  Every implementation's result is first compared with NumPy (a mismatch
@@ -74,7 +81,10 @@ QUICK_SHAPES = [(56, 9, 56), (35, 9, 35), (9, 9, 56)]
 TALL_ROWS, TALL_BLOCK = 1_000_000, 100
 #: (m, k, n, p) of D = A B C: A m x k, B k x n, C n x p
 CHAINS = [(56, 56, 9, 9), (35, 35, 9, 9), (84, 84, 9, 9)]
-KINDS = ("batched", "shared", "tall", "chain")
+#: (rows, columns) of gemv's A and ger's C
+VECTOR_SHAPES = [(56, 56), (84, 84), (35, 35), (9, 56), (120, 120), (17, 13), (1, 1), (3, 5)]
+QUICK_VECTOR_SHAPES = [(56, 56), (9, 56), (3, 5)]
+KINDS = ("batched", "shared", "tall", "chain", "gemv", "ger")
 #: the CPU time in milliseconds a kernel of this section should compile within, cold (an
 #: empty cache) and warm (a cache hit)
 COLD_MS, WARM_MS = 150, 5
@@ -120,6 +130,25 @@ func @chain(%A: memref<{t}x{m}x{k}>, %B: memref<{t}x{k}x{n}x?>, %C: memref<{t}x{
     lifetime_stop %tmp
 }}
 """
+
+
+def member_kernel(t: str, instruction: str, operands) -> str:
+    """One `instruction` per batch member through ``group_id`` and ``subview``:
+    `operands` are (name, dims, shared) in the instruction's order, a shared operand
+    passed whole, a batched one as a memref with one more (dynamic) mode."""
+    params, views = [], []
+    for name, dims, shared in operands:
+        shape = "x".join(map(str, dims))
+        if shared:
+            params.append(f"%{name}: memref<{t}x{shape}>")
+            continue
+        params.append(f"%{name}_all: memref<{t}x{shape}x?>")
+        ranges = ",".join(f"0:{d}" for d in dims)
+        views.append(f"    %{name} = subview %{name}_all[{ranges},%i] : memref<{t}x{shape}>")
+    first, second, out = (f"%{name}" for name, _, _ in operands)
+    return "\n".join([f"func @member({', '.join(params)}) {{", "    %i = group_id.x : index",
+                      *views, f"    %one = constant 1.0 : {t}", f"    %zero = constant 0.0 : {t}",
+                      f"    {instruction} %one, {first}, {second}, %zero, {out}", "}"])
 
 
 def compile_time(text: str) -> dict:
@@ -222,6 +251,88 @@ class Run(recipes.Run):
                 want = np.matmul(Bt.astype(np.float64), At).T
                 self.measure(kind, t, shape, 2.0 * M * N * K * batch, impls, out, want)
 
+    def vector_shapes(self):
+        return QUICK_VECTOR_SHAPES if self.quick else VECTOR_SHAPES
+
+    def gemv(self):
+        """c_i = op(A_i) b_i and c_i = op(A) b_i, A of R x C."""
+        print("gemv: c_i = op(A_i) b_i, op(A) b_i (other time / ttlc time):")
+        rng = np.random.default_rng(6)
+        for t in self.dtypes:
+            for R, C in self.vector_shapes():
+                for ta in "nt":
+                    for shared in (False, True):
+                        K, M = (C, R) if ta == "n" else (R, C)  # lengths of b and c
+                        batch = self.batch((0 if shared else R * C) + K + M, t)
+                        kind = "gemv" if ta == "n" else "gemv.t"
+                        shape = f"{R}x{C}{' A shared' if shared else ''} b{batch}"
+                        A = fortran(rng, (R, C) if shared else (R, C, batch), DTYPES[t])
+                        b = fortran(rng, (K, batch), DTYPES[t])
+                        text = member_kernel(t, kind, [("A", (R, C), shared), ("b", (K,), False),
+                                                       ("c", (M,), False)])
+                        kernel = self.compile(f"{kind} {t} {shape}", text, "member")
+                        out = {name: np.zeros((M, batch), DTYPES[t], order="F")
+                               for name in ("ttlc", "numpy", "torch", "libxsmm")}
+                        # the batch-first row-major views: A_i^T is (C, R), b_i a row
+                        At, bt = rows_of(A), rows_of(b)
+                        if ta == "n":  # c_i^T = b_i^T A_i^T
+                            def product(mm, At, bt, ct):
+                                return lambda: mm(bt[..., None, :], At, out=ct[..., None, :])
+                        else:  # c_i = A_i^T b_i
+                            def product(mm, At, bt, ct):
+                                return lambda: mm(At, bt[..., :, None], out=ct[..., :, None])
+                        impls = {"ttlc": lambda: kernel(A, b, out["ttlc"], grid=(batch,)),
+                                 "numpy": product(np.matmul, At, bt, rows_of(out["numpy"]))}
+                        if self.torch is not None:
+                            impls["torch"] = product(self.torch.matmul, *(
+                                self.torch.from_numpy(x)
+                                for x in (At, bt, rows_of(out["torch"]))))
+                        if self.lib.has_libxsmm:
+                            sa = 0 if shared else R * C
+                            if ta == "n":  # (R x 1) = (R x C) (C x 1)
+                                args = (A, b, out["libxsmm"], R, 1, C, (R, C, R), (sa, C, R))
+                            else:  # c^T (1 x C) = b^T (1 x R) A (R x C)
+                                args = (b, A, out["libxsmm"], 1, C, R, (1, R, 1), (R, sa, C))
+                            impls["libxsmm"] = lambda args=args: self.lib.xsmm_strided(
+                                *args, batch, self.threads)
+                        a_modes = ("rc" if shared else "rcb") + (",cb->rb" if ta == "n"
+                                                                 else ",rb->cb")
+                        want = np.einsum(a_modes, A.astype(np.float64), b)
+                        self.measure(kind, t, shape, 2.0 * R * C * batch, impls, out, want)
+
+    def ger(self):
+        """C_i = a_i b_i^T and C_i = a b_i^T, C of M x N."""
+        print("ger: C_i = a_i b_i^T, a b_i^T (other time / ttlc time):")
+        rng = np.random.default_rng(7)
+        for t in self.dtypes:
+            for M, N in self.vector_shapes():
+                for shared in (False, True):
+                    batch = self.batch((0 if shared else M) + N + M * N, t)
+                    shape = f"{M}x{N}{' a shared' if shared else ''} b{batch}"
+                    a = fortran(rng, (M,) if shared else (M, batch), DTYPES[t])
+                    b = fortran(rng, (N, batch), DTYPES[t])
+                    text = member_kernel(t, "ger", [("a", (M,), shared), ("b", (N,), False),
+                                                    ("C", (M, N), False)])
+                    kernel = self.compile(f"ger {t} {shape}", text, "member")
+                    out = {name: np.zeros((M, N, batch), DTYPES[t], order="F")
+                           for name in ("ttlc", "numpy", "torch", "libxsmm")}
+                    at, bt = rows_of(a), rows_of(b)  # C_i^T = b_i a_i^T
+
+                    def product(mm, at, bt, ct):
+                        return lambda: mm(bt[..., :, None], at[..., None, :], out=ct)
+                    impls = {"ttlc": lambda: kernel(a, b, out["ttlc"], grid=(batch,)),
+                             "numpy": product(np.matmul, at, bt, rows_of(out["numpy"]))}
+                    if self.torch is not None:
+                        impls["torch"] = product(self.torch.matmul, *(
+                            self.torch.from_numpy(x) for x in (at, bt, rows_of(out["torch"]))))
+                    if self.lib.has_libxsmm:  # (M x N) = (M x 1) (1 x N)
+                        impls["libxsmm"] = lambda: self.lib.xsmm_strided(
+                            a, b, out["libxsmm"], M, N, 1, (M, 1, M),
+                            (0 if shared else M, N, M * N), batch, self.threads)
+                    want = np.einsum(("m" if shared else "mb") + ",nb->mnb",
+                                     a.astype(np.float64), b)
+                    self.measure("ger", t, shape, 2.0 * M * N * batch, impls, out, want)
+
     def tall(self):
         rows = TALL_ROWS // 16 if self.quick else TALL_ROWS
         print(f"tall: C = A B, A of {rows} rows, {TALL_BLOCK} rows per work-group:")
@@ -321,6 +432,10 @@ def main() -> int:
         run.tall()
     if "chain" in kinds:
         run.chain()
+    if "gemv" in kinds:
+        run.gemv()
+    if "ger" in kinds:
+        run.ger()
     if run.compile_ms:
         print_compile_times(run.compile_ms)
     summary = {"meta": {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(),

@@ -1280,3 +1280,47 @@ def test_gemm_i8_into_i64_one_row_strided_a():
         c = C.copy(order="F")
         compiled(src, target)["k"](A, B, c, grid=(1, 1, 1))
         np.testing.assert_array_equal(c, want, err_msg=target)
+
+
+# ---- checked stores of rows known at compile time -------------------------------------------
+STATIC_ROWS_STORE = """
+func @k(%A: memref<f32x9x3>, %C: {param})
+        attributes{{subgroup_size=16, work_group_size=[16,1]}} {{
+    %z = constant 0 : index
+    %x = constant {x} : index
+    {view}
+    parallel {{
+        %a = cooperative_matrix_load.rows_checked %A[%z,%z] : coopmatrix<f32x16x3,matrix_acc>
+        cooperative_matrix_store.rows_checked %a, %c[%x,%z]
+    }}
+}}
+"""
+#: static: a view of 9 rows of a 12 x 3 %C; dynamic: %C is that view
+STORE_TARGETS = {
+    "static": ("memref<f32x12x3>", "%c = subview %C[0:9,0:3] : memref<f32x9x3,strided<1,12>>"),
+    "dynamic": ("memref<f32x?x3,strided<1,?>>", "%n = size %C[0] : index\n"
+                "    %c = subview %C[0:%n,0:3] : memref<f32x?x3,strided<1,?>>")}
+
+
+@pytest.mark.parametrize("rows,x", [("static", 0), ("dynamic", 0), ("static", -2)])
+def test_checked_rows_known_at_compile_time_are_plain_stores(tmp_path, rows, x):
+    """Spec: cooperative_matrix_store (rows_checked).  9 of 16 rows at a constant position
+    of a memref of 9 static rows are stored as vectors of 8 and 1 lanes (no
+    llvm.masked.store, vmaskmovps without AVX-512); through a memref of dynamic rows, or
+    at a negative position (rows before the memref skipped), the store stays masked.
+    The rows below the 9 (the rest of %C) are left alone."""
+    param, view = STORE_TARGETS[rows]
+    src = STATIC_ROWS_STORE.format(param=param, view=view, x=x)
+    f = tmp_path / "k.ir"
+    f.write_text(src)
+    out = subprocess.run([sys.executable, "-m", "ttlc", "compile", "-t", "cpu", "-s", "llvm",
+                          str(f), "-o", "-"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert ("llvm.masked.store" in out.stdout) == (rows == "dynamic" or x < 0)
+    A = np.asfortranarray(np.arange(1, 28, dtype=np.float32).reshape(9, 3))
+    C = np.full((12, 3), -1.0, np.float32, order="F")
+    ttlc.compile(src, target="cpu")["k"](A, C if rows == "static" else C[:9])
+    want = np.zeros((9, 3), np.float32)  # the tile: A's 9 rows, then zeros, from row x
+    want[:9 + x] = A[-x:]
+    np.testing.assert_array_equal(C[:9], want)
+    np.testing.assert_array_equal(C[9:], -1.0)

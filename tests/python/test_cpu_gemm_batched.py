@@ -9,6 +9,9 @@ counted along the chunk).
 """
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -230,3 +233,48 @@ def test_chain_through_local_memory(t):
     want = np.einsum("ik,kjb,jlb->ilb", A.astype(np.float64), B.astype(np.float64),
                      C.astype(np.float64))
     np.testing.assert_allclose(D, want, rtol=10 * TOL[t], atol=10 * TOL[t] * np.abs(want).max())
+
+
+#: run in a fresh process for TTLC_CPU=x86-64-v3: each application shape, f32 and f64,
+#: against NumPy; prints the subgroup size and the tiles (rows, columns) of each kernel
+AVX2_RUN = """
+import json, sys
+import numpy as np
+import ttlc
+from ttlc.api import check
+from ttlc.backends.cpu import module
+sys.path.insert(0, sys.argv[1])
+from test_cpu_gemm_batched import APP_SHAPES, DTYPES, TOL, batched, expected, operands
+out = {}
+for t in sorted(DTYPES):
+    for M, N, K in APP_SHAPES:
+        text = batched(t, M, N, K, "n", "n", "0.0")
+        A, B, C = operands(t, M, N, K, "n", "n", 3, seed=M + N + K)
+        got = np.full_like(C, np.nan)
+        ttlc.compile(text, target="cpu")["gemm"](A, B, got, grid=(3,))
+        want = expected(A, B, C, "n", "n", 0)
+        np.testing.assert_allclose(got, want, rtol=TOL[t], atol=TOL[t] * np.abs(want).max())
+        func = module.Artifacts(check(text), False).lowered.functions[0]
+        tiles = sorted({(i.results[0].type.rows, i.results[0].type.cols)
+                        for i in func.body.walk() if i.opcode == "cooperative_matrix_mul_add"})
+        out[f"{t} {M}x{N}x{K}"] = {"subgroup": func.subgroup_size, "tiles": tiles}
+print(json.dumps(out))
+"""
+
+
+def test_application_shapes_without_avx512():
+    """Code for a CPU without AVX-512 (TTLC_CPU=x86-64-v3, in a fresh process): every
+    application shape against NumPy, with subgroups of one ymm register (8 f32, 4 f64
+    lanes) and tiles chosen register by register (f32 56x9x56: 32x3, then 16x5 and 16x4,
+    then 8x9; the 32x3 tiles take A's column one register at a time)."""
+    from ttlc.backends.cpu import jit
+    if not {"avx2", "fma", "bmi2"} <= jit.host_features():
+        pytest.skip("this machine cannot run code for x86-64-v3")
+    env = dict(os.environ, TTLC_CPU="x86-64-v3", TTLC_CACHE="0")
+    proc = subprocess.run([sys.executable, "-c", AVX2_RUN, str(Path(__file__).parent)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout)
+    assert {k: v["subgroup"] for k, v in got.items()} == \
+        {f"{t} {M}x{N}x{K}": 8 if t == "f32" else 4 for t in DTYPES for M, N, K in APP_SHAPES}
+    assert got["f32 56x9x56"]["tiles"] == [[8, 9], [16, 4], [16, 5], [32, 3]]

@@ -8,8 +8,8 @@ seeds; ``make fuzz`` (fuzz/fuzz_differential.py) runs thousands.  Faulty launche
 (``compare_fault``: more work-groups than the inputs have) must be reported alike, checked,
 on both targets; ``TTLC_FAULT_SEEDS=N`` sets how many.  So must data races on local memory
 in generated kernels that share it (``compare_races``); ``TTLC_RACE_SEEDS=N``.  Faulty
-launches are reported alike on target opencl too, where its runtime is installed
-(``TTLC_OPENCL_FAULT_SEEDS=N``).
+launches and data races are reported alike on target opencl too, where its runtime is
+installed (``TTLC_OPENCL_FAULT_SEEDS=N``, ``TTLC_OPENCL_RACE_SEEDS=N``).
 """
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ N_FAULTS = int(os.environ.get("TTLC_FAULT_SEEDS", "32"))
 N_RACES = int(os.environ.get("TTLC_RACE_SEEDS", "40"))
 #: faulty launches on target opencl, where its runtime is present (make fuzz: more)
 N_OPENCL_FAULTS = int(os.environ.get("TTLC_OPENCL_FAULT_SEEDS", "8"))
+#: generated kernels sharing local memory on target opencl (make fuzz: more)
+N_OPENCL_RACES = int(os.environ.get("TTLC_OPENCL_RACE_SEEDS", "10"))
 FIRST_SEED = int(os.environ.get("TTLC_DIFF_FIRST_SEED", "0"))
 CHUNKS = 24
 
@@ -111,6 +113,24 @@ def test_faulty_races_are_found_alike(chunk):
     failures = [o for o in outcomes if not o.ok]
     assert not failures, (f"{len(failures)} of {len(seeds)} kernels sharing local memory are "
                           f"reported differently; the first:\n{failures[0].report()}")
+    assert any("data race" in o.detail for o in outcomes)
+    assert any(o.detail == "no finding" for o in outcomes)
+
+
+def test_faulty_races_are_found_alike_on_opencl():
+    """Checked target opencl reports the same data race at the same instruction as the
+    interpreter, or both none (``compare_races``); kernels whose subgroup size the device
+    lacks are left out.  Both kinds of kernel must occur."""
+    problem = opencl_problem()
+    if problem is not None:
+        pytest.skip(f"target opencl cannot run: {problem}")
+    seeds = range(FIRST_SEED, FIRST_SEED + N_OPENCL_RACES)
+    outcomes = [o for o in (compare_races(s, target="opencl") for s in seeds)
+                if o.status != "unsupported"]
+    failures = [o for o in outcomes if not o.ok]
+    assert not failures, (f"{len(failures)} of {len(outcomes)} kernels sharing local memory "
+                          f"are reported differently on opencl; the first:\n"
+                          f"{failures[0].report()}")
     assert any("data race" in o.detail for o in outcomes)
     assert any(o.detail == "no finding" for o in outcomes)
 

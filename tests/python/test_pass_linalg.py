@@ -317,6 +317,77 @@ def test_ger(M, N, dynamic, ab, c, wg):
             [2], c, targets=MATMUL_TARGETS)
 
 
+#: gemv and ger whose M pieces are one tile of several row blocks on the cpu with default
+#: attributes (one subgroup; ``matmul.fused_columns``): (instruction, type, rows, columns)
+ONE_TILE = [("gemv", "f32", 56, 56), ("gemv.t", "f64", 35, 35), ("gemv", "f64", 9, 56),
+            ("gemv.t", "f32", 17, 13), ("gemv", "f64", 120, 120), ("ger", "f64", 56, 56),
+            ("ger", "f32", 9, 56), ("ger", "f64", 17, 13), ("ger", "f32", 3, 5),
+            ("ger", "f64", 1, 1), ("gemv", "f32", 13, 13)]
+
+
+def one_tile_kernel(op: str, ty: str, R: int, C: int, beta: float, attrs: str = "") -> str:
+    """op on an R x C matrix (gemv: A, ger: C), alpha an argument, beta a constant."""
+    if op == "ger":
+        operands = [f"%x: memref<{ty}x{R}>", f"%y: memref<{ty}x{C}>", f"%Z: memref<{ty}x{R}x{C}>"]
+    else:
+        K, M = (C, R) if op == "gemv" else (R, C)
+        operands = [f"%x: memref<{ty}x{R}x{C}>", f"%y: memref<{ty}x{K}>", f"%Z: memref<{ty}x{M}>"]
+    return (f"func @k({', '.join(operands)}, %alpha: {ty}) {attrs} {{\n"
+            f"    %beta = constant {beta!r} : {ty}\n"
+            f"    {op} %alpha, %x, %y, %beta, %Z\n}}\n")
+
+
+@pytest.mark.parametrize("beta", [0.0, -0.5])
+@pytest.mark.parametrize("op,ty,R,C", ONE_TILE)
+def test_gemv_ger_as_one_tile_agree_with_numpy(op, ty, R, C, beta):
+    """Compiled for the cpu with default attributes: the sums of multiples of 1/8 are exact
+    in f32 and f64, whatever the order (several accumulators over K), so they match
+    NumPy's; with beta 0 the output is not read (NaN in it)."""
+    x = rand((R,) if op == "ger" else (R, C), ty, 1)
+    y = rand((C,) if op in ("ger", "gemv") else (R,), ty, 2)
+    z0 = rand((R, C) if op == "ger" else ((R,) if op == "gemv" else (C,)), ty, 3)
+    z = z0.copy(order="F")
+    if beta == 0:
+        poison(z)
+    alpha = -0.75
+    ttlc.compile(one_tile_kernel(op, ty, R, C, beta), target="cpu")["k"](x, y, z, alpha)
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    product = np.outer(x64, y64) if op == "ger" else (x64 if op == "gemv" else x64.T) @ y64
+    want = alpha * product + (beta * z0 if beta else 0)
+    close(z, want, ty)
+
+
+@pytest.mark.parametrize("op,ty,R,C,blocks,column_loop", [
+    ("gemv", "f32", 56, 56, "32 16 16", False), ("gemv", "f64", 56, 9, "32 16 8", False),
+    ("gemv", "f64", 16, 40, "", False), ("gemv.t", "f64", 9, 56, "", False),
+    ("ger", "f32", 3, 5, "16", True),
+    ("ger", "f64", 56, 56, "16 16 16 8 16 16 16 8", True)])
+def test_gemv_and_ger_of_one_subgroup_are_one_tile(op, ty, R, C, blocks, column_loop):
+    """On the cpu description with one subgroup, gemv's pieces of M are one parallel
+    region with one K loop (b's tile loaded once per step) and ger's A blocks are loaded
+    once, before the loops over C's columns (f64 56 columns: 18 tiles of 3, then one of
+    2); a gemv of one piece of M (16 rows) and a gemv.t keep their foreach_tile."""
+    S = 16 if ty == "f32" else 8
+    src = one_tile_kernel(op, ty, R, C, 0.0, attributes((S, 1), S))
+    lines = str(lowered(src, ("lower-linalg",), "cpu")).splitlines()
+    text = "\n".join(lines)
+    if not blocks:
+        assert "foreach_tile" in text and "parallel" not in text
+        return
+    rows = [line.split(f"coopmatrix<{ty}x")[1].split("x")[0] for line in lines
+            if "= constant 0x0p+0 : coopmatrix" in line]
+    assert "foreach_tile" not in text and text.count("parallel") == 1
+    assert " ".join(rows) == blocks
+    a_loads = [n for n, line in enumerate(lines) if ",matrix_a>" in line]
+    b_loads = [n for n, line in enumerate(lines) if ",matrix_b>" in line]
+    if column_loop:
+        loops = [n for n, line in enumerate(lines) if line.strip().startswith("for %j")]
+        assert len(a_loads) == len(blocks.split()) // len(loops)
+        assert max(a_loads) < loops[0] < b_loads[0] and len(b_loads) == len(loops)
+    else:
+        assert len(a_loads) == len(rows) * len(b_loads)  # (K = 9: a step of 1 after the loop)
+
+
 # ---- hadamard and axpby ---------------------------------------------------------------------
 @pytest.mark.parametrize("wg", WORK_GROUPS, ids=WG_IDS)
 @pytest.mark.parametrize("ab,c", TYPES, ids=TYPE_IDS)
@@ -582,6 +653,53 @@ def test_choose_tiles_cpu_remainders_get_smaller_tiles():
     assert sum(e for e, _ in t.m_pieces) == 56 and sum(e for e, _ in t.n_pieces) == 9
     gpu = choose_tiles(TARGETS["pvc"], 16, 1, 35, 9, 35, f64, f64, f64)
     assert (gpu.m_pieces, gpu.n_pieces, gpu.k_rest) == ((), (), ())
+
+
+#: the cpu description as a CPU without AVX-512 gives it (``backends.cpu.module._this_cpu``):
+#: 15 ymm registers of tiles (one kept for B's broadcast), FMAs without broadcast operands
+AVX2 = dataclasses.replace(TARGETS["cpu"], register_budget=15 * 32, vector_bytes=32,
+                           broadcast_operands=False)
+
+
+@pytest.mark.parametrize("t,S", [("f32", 8), ("f64", 4)])
+@pytest.mark.parametrize("M,N,K", [(56, 9, 56), (10, 9, 10), (20, 9, 20), (17, 13, 11),
+                                   (128, 9, 128), (64, 64, 64), (3, 5, 7), (1, 1, 1)])
+def test_register_tiles_fit_the_ymm_registers(t, S, M, N, K):
+    """AVX2: every piece of C has tiles of its own whose accumulator and either A's column
+    or B's broadcasts fit the 15 ymm registers (r n + min(r, n), r registers per column);
+    the pieces cover M and N."""
+    acc = SCALAR_TYPES[t]
+    tiles = choose_tiles(AVX2, S, 1, M, N, K, acc, acc, acc)
+    assert sum(e for e, _ in tiles.m_pieces) == M
+    assert len(tiles.row_n_pieces) == len(tiles.m_pieces)
+    lanes = 32 // acc.size
+    for (extent, tile), columns in zip(tiles.m_pieces, tiles.row_n_pieces):
+        assert tile % S == 0 and tile & (tile - 1) == 0
+        assert extent % tile == 0 or extent < tile
+        assert sum(e for e, _ in columns) == N
+        r = tile // lanes
+        for _, n in columns:
+            assert r * n + min(r, n) <= 15
+
+
+def test_register_tiles_compute_no_row_beyond_a_register():
+    """f32 56x9x56 on AVX2 (checked by hand against LIBXSMM's AVX2 kernel: 32x3 and 24x3
+    tiles, 63 FMAs per K step, 7 ymm rows x 9 columns): 32 rows in 32x3 tiles, 16 rows in
+    16x5 and 16x4, the last 8 rows one 8x9 tile, where 16-lane subgroups computed 64 rows;
+    f32 10x9x10: one 16-row tile (10 rows checked) in 16x5 and 16x4, not 8x9 and a masked
+    8x9 (as many FMAs, more loads); f64 56x9x56: 16x3 tiles over 48 rows, then 8x5 and
+    8x4 (56 = 14 ymm rows)."""
+    f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
+    t = choose_tiles(AVX2, 8, 1, 56, 9, 56, f32, f32, f32)
+    assert t.m_pieces == ((32, 32), (16, 16), (8, 8))
+    assert t.row_n_pieces == (((9, 3),), ((5, 5), (4, 4)), ((9, 9),))
+    assert (t.k, t.k_rest) == (1, ())
+    t = choose_tiles(AVX2, 8, 1, 10, 9, 10, f32, f32, f32)
+    assert (t.m_pieces, t.row_n_pieces) == (((10, 16),), (((5, 5), (4, 4)),))
+    t = choose_tiles(AVX2, 4, 1, 56, 9, 56, f64, f64, f64)
+    assert (t.m_pieces, t.row_n_pieces) == (((48, 16), (8, 8)), (((9, 3),), ((5, 5), (4, 4))))
+    # AVX-512 keeps one column count for all pieces
+    assert choose_tiles(TARGETS["cpu"], 16, 1, 56, 9, 56, f32, f32, f32).row_n_pieces == ()
 
 
 def test_choose_tiles_cpu_reads_a_large_a_once():

@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..analysis.effects import RACE_CLASSES, race_message
 from ..diagnostics import KernelError
 from ..ir.core import Instruction
 from ..ir.traits import first_broken_rule, shapes_of
@@ -88,6 +89,41 @@ def kernel_error(filename: str, kernel: str, record: Sequence[int],
     else:
         msg = _message(code, d, inst, wgx)
     return KernelError(f"{where}: kernel @{kernel}, group {(gx, gy, gz)}{item}: {msg}")
+
+
+#: details of an E_RACE record of targets cpu and opencl before the values of the index:
+#: the element (an offset into the kernel's table of allocas, ``race_words``), the other
+#: actor, (other instruction, other kind, this kind) packed, this actor, the barrier
+#: without .local fence of the interval (-1: none), the number of index values
+RACE_FIXED_DETAILS = 6
+
+
+def race_words(d: Sequence[int], locals_: Sequence[tuple], instructions: Sequence[InstRef],
+               work_group_size: Tuple[int, int], S: int) -> str:
+    """The message of a data race on local memory from the details of its E_RACE record
+    (``RACE_FIXED_DETAILS``); ``locals_``: the kernel's allocas (offset, extent, element
+    size, name) in the units of the record's element.  Actors are work-items plus the
+    work-group size for each foreach point a work-item ran before in the interval."""
+    rel, other, packed, me, unfenced, order = d[:RACE_FIXED_DETAILS]
+    other_inst, other_class, mine = packed // 64, packed // 8 % 8, packed % 8
+    kind, coop = RACE_CLASSES[mine]
+    offset, _, size, name = next(x for x in locals_ if x[0] <= rel < x[0] + x[1])
+    wgx = work_group_size[0]
+    W = wgx * work_group_size[1]
+    shown = [str(x) for x in d[RACE_FIXED_DETAILS:RACE_FIXED_DETAILS + order]]
+    index = "[" + ", ".join(shown + (["..."] if order > len(shown) else [])) + "]"
+
+    def work_item(lane: int) -> str:
+        return f"({lane % wgx}, {lane // wgx})"
+    lane = me % W
+    who = work_item(lane) + (f" (subgroup {lane // S})" if coop else "")
+    by = work_item(other % W)
+    if other // W != me // W:
+        by += " in another chunk of foreach iterations"
+    return race_message(f"local memory {name}" if name else "local memory", kind, index,
+                        (rel - offset) // size, who, RACE_CLASSES[other_class][0], by,
+                        instructions[other_inst].loc,
+                        instructions[unfenced].loc if unfenced >= 0 else None)
 
 
 def _message(code: int, d: list, inst: InstRef, wgx: int) -> str:

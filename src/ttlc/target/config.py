@@ -140,13 +140,14 @@ def compiled_config(func: Function, target: Target, program: Optional[Program] =
 def auto_limit(func: Function, target: Target) -> int:
     """The most work-items a chosen work-group has: the target's auto_work_group_limit,
     and where a subgroup is SIMD lanes (the CPU) no more than one vector register holds of
-    the function's widest element type (at least 8): an f64 kernel runs as one subgroup
-    of 8 lanes, not two in lockstep, whose tiles of odd shapes need masks and permutes
-    (batched f64 gemm 56x9x56: 3.7x faster, 32^3 and 64^3: 1.3-1.4x, 8^3 and 16^3 alike)."""
+    the function's widest element type (at least one register of f64: 8 lanes with
+    AVX-512, 4 with AVX2): an f64 kernel runs as one subgroup of one register, not two in
+    lockstep, whose tiles of odd shapes need masks and permutes (batched f64 gemm 56x9x56
+    on AVX-512: 3.7x faster, 32^3 and 64^3: 1.3-1.4x, 8^3 and 16^3 alike)."""
     limit = target.auto_work_group_limit
     widest = max(_element_sizes(func), default=0)
     if target.vector_bytes and widest:
-        limit = min(limit, max(8, target.vector_bytes // widest))
+        limit = min(limit, max(target.vector_bytes // 8, target.vector_bytes // widest))
     return limit
 
 

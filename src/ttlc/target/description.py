@@ -191,6 +191,11 @@ class Target:
     #: bytes of one vector register where a subgroup is a set of SIMD lanes (CPUs; 0 for
     #: SIMT machines and the interpreter): work-group-size fits subgroups to it
     vector_bytes: int = 0
+    #: where subgroups are SIMD lanes: whether vector FMAs take B's entry as a broadcast
+    #: memory operand (AVX-512's embedded broadcast); without (AVX2) each broadcast takes a
+    #: register of its own and gemm's tiles are chosen register by register
+    #: (``linalg.tiles``)
+    broadcast_operands: bool = True
     #: the matrix hardware (none: every coopmatrix instruction is lowered generically)
     matrix: MatrixUnit = field(default_factory=MatrixUnit)
     #: how a function that leaves its sizes to the compiler runs here (``ExecConfig.of``):

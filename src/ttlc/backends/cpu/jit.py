@@ -257,6 +257,12 @@ def vector_bits() -> int:
     return 128
 
 
+def broadcast_operands() -> bool:
+    """Whether vector FMAs take a broadcast memory operand (AVX-512's embedded
+    broadcast); AVX2 FMAs need the broadcast in a register."""
+    return vector_bits() >= 512
+
+
 def register_bytes() -> int:
     """Bytes of the vector registers a kernel's tiles may take: 32 registers with AVX-512;
     else 16, less one for the broadcast of B's entry of each FMA (AVX-512 FMAs broadcast

@@ -42,13 +42,12 @@ from typing import TYPE_CHECKING, Dict, Optional, Tuple, Union
 
 import numpy as np
 
-from ...analysis.effects import race_message
 from ...diagnostics import CompileError, Diagnostic, KernelError
 from ...ir.core import Function, Program
 from ...ir.types import BoolType, GroupType
 from ...runtime import Module
 from ...runtime import findings
-from ...runtime.findings import kernel_error
+from ...runtime.findings import kernel_error, race_words
 from ...target import Target
 from . import abi, cache, jit, pool, rtlib
 
@@ -91,10 +90,19 @@ def _machine() -> Target:
 def _this_cpu(target: Target) -> Target:
     """target with its register budget cut to the register file of the CPU the code is for
     (``jit.register_bytes``: 16 ymm registers without AVX-512, where tiles chosen for 32
-    zmm registers would spill)."""
+    zmm registers would spill) and, without AVX-512, its vector registers of 32 bytes whose
+    FMAs take no broadcast operand: subgroups of one ymm register of lanes (8 f32, 4 f64),
+    so that gemm's tiles come in rows of one register, and tiles chosen register by
+    register (``linalg.tiles``: f32 56 rows as 32 + 16 + 8 where 16-lane subgroups computed
+    64)."""
     budget = min(target.register_budget, jit.register_bytes())
-    return target if budget == target.register_budget else \
-        dataclasses.replace(target, register_budget=budget)
+    vector = min(target.vector_bytes, jit.vector_bits() // 8)
+    broadcast = target.broadcast_operands and jit.broadcast_operands()
+    if (budget, vector, broadcast) == (target.register_budget, target.vector_bytes,
+                                       target.broadcast_operands):
+        return target
+    return dataclasses.replace(target, register_budget=budget, vector_bytes=vector,
+                               broadcast_operands=broadcast)
 
 
 def lower(program: Program, checked: bool = False, machine: Optional[Target] = None) -> Program:
@@ -480,32 +488,9 @@ class CpuModule(Module):
     def _error(self, info, err) -> KernelError:
         return kernel_error(self.program.filename, info.name, err, info.instructions,
                             info.config.work_group_size, [name for *_, name in info.locals],
-                            lambda d: _race(info, d))
-
-
-def _race(info: "abi.KernelInfo", d) -> str:
-    """The message of a data race on local memory (``races.track``'s record)."""
-    from .races import CLASSES, FIXED_DETAILS
-
-    rel, other, packed, me, unfenced, order = d[:FIXED_DETAILS]
-    other_inst, other_class, mine = packed // 64, packed // 8 % 8, packed % 8
-    kind, coop = CLASSES[mine]
-    offset, _, size, name = next(x for x in info.locals if x[0] <= rel < x[0] + x[1])
-    W, S, wgx = info.config.lanes, info.config.subgroup_size, info.config.work_group_size[0]
-    shown = [str(x) for x in d[FIXED_DETAILS:FIXED_DETAILS + order]]
-    index = "[" + ", ".join(shown + (["..."] if order > len(shown) else [])) + "]"
-
-    def work_item(lane: int) -> str:
-        return f"({lane % wgx}, {lane // wgx})"
-    lane = me % W
-    who = work_item(lane) + (f" (subgroup {lane // S})" if coop else "")
-    by = work_item(other % W)
-    if other // W != me // W:
-        by += " in another chunk of foreach iterations"
-    return race_message(f"local memory {name}" if name else "local memory", kind, index,
-                        (rel - offset) // size, who, CLASSES[other_class][0], by,
-                        info.instructions[other_inst].loc,
-                        info.instructions[unfenced].loc if unfenced >= 0 else None)
+                            lambda d: race_words(d, info.locals, info.instructions,
+                                                 info.config.work_group_size,
+                                                 info.config.subgroup_size))
 
 
 # ---- the registry's entry points (``ttlc.backends``) ---------------------------------------------

@@ -79,7 +79,7 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
     if isinstance(C, amx.TileAccumulator):  # held in tile registers across a loop
         return C.mul_add(cg, inst, A, B)
     path = mul_add_path(A.type.component.name, B.type.component.name, ct.name)
-    kernel = dpbf16.KERNEL if path == "AVX512-BF16" else coop.FMA
+    kernel = dpbf16.KERNEL if path == "AVX512-BF16" else coop.fma_kernel(M, N, cd)
     out = []
     for g in range(coop.subgroups(cg)):
         if path == "AMX":  # bf16 x bf16 -> f32 on the tile unit

@@ -31,11 +31,11 @@ from ...analysis.effects import COOP_MEMORY, WRITE, accesses, conflicts, is_loca
 from ...analysis.effects import RACE_CLASSES as CLASSES
 from ...analysis.effects import race_class as class_of
 from ...ir.core import Function, Instruction
-from ...runtime.findings import E_RACE, ERR_DETAILS
+from ...runtime.findings import E_RACE, ERR_DETAILS, RACE_FIXED_DETAILS
 from .values import I1, I8, I32, I64, PTR, VectorConstant, undef_of, zero_of
 
-#: details of an E_RACE record before the index values
-FIXED_DETAILS = 6
+#: details of an E_RACE record before the index values (worded by ``findings.race_words``)
+FIXED_DETAILS = RACE_FIXED_DETAILS
 
 
 class Shadow:

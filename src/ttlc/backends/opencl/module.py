@@ -40,13 +40,13 @@ from ...ir.core import Function, Location, Program
 from ...ir.types import BoolType, GroupType, MemrefType, ScalarType
 from ...runtime import Module
 from ...runtime.args import marshal
-from ...runtime.findings import kernel_error
+from ...runtime.findings import kernel_error, race_words
 from ...runtime.values import Memory, MemRef
 from ...target import Target
 from ...target.config import ExecConfig
 from ..copies import check_writable, members, stretches, written
 from ..simt import pointer_arguments
-from ..spirv import checks, codegen
+from ..spirv import checks, codegen, races
 from . import device as devices
 
 #: alignment of everything in the arena (bytes): the largest any element type needs
@@ -56,6 +56,23 @@ ALIGN = 128
 def _error(program: Program, message: str) -> CompileError:
     loc = program.functions[0].loc if program.functions else Location(1, 1, 1, 1)
     return CompileError([Diagnostic(loc, message)], program.source, program.filename)
+
+
+def _fits(program: Program, spirv, dev: "devices.Device") -> None:
+    """Each kernel's local memory (in checked code with the shadow that finds data races,
+    which needs 64-bit atomics) fits the device: else a CompileError saying why."""
+    for name, used in spirv.local_bytes.items():
+        shadow = bool(spirv.race_locals[name])
+        if shadow and races.EXTENSION not in dev.extensions:
+            raise _error(program, f"kernel @{name}: checked code finds data races on local "
+                                  f"memory with 64-bit atomics, which {dev.name} lacks "
+                                  f"({races.EXTENSION}); run it unchecked or on target cpu")
+        limit = dev.device.local_mem_size
+        if used > limit:
+            extra = (f", with the {races.BYTES} bytes per element and kind of access that "
+                     "checked code keeps to find data races" if shadow else "")
+            raise _error(program, f"kernel @{name} needs {used} bytes of local memory{extra}; "
+                                  f"{dev.name} has {limit}")
 
 
 def _spirv_val() -> Optional[str]:
@@ -196,6 +213,9 @@ class OpenCLModule(Module):
             raise _error(program, f"internal compiler error on target opencl ({type(e).__name__}: "
                                   f"{e})") from e
         self.configs = {f.name: ExecConfig.of(f, machine, lowered) for f in lowered.functions}
+        _fits(program, spirv, dev)
+        #: per kernel, its allocas as data-race findings name them
+        self.race_locals = spirv.race_locals
         lacks = devices.lacks_ballots(dev) if spirv.ballots is not None else None
         if lacks is not None:
             inst = spirv.ballots
@@ -250,10 +270,13 @@ class OpenCLModule(Module):
         if record is not None:
             found = checks.first_finding(staging[record:record + errors.nbytes].view(np.int64))
             if found is not None:
-                raise kernel_error(self.program.filename, func.name, found,
-                                   self.instructions[func.name],
-                                   self.configs[func.name].work_group_size,
-                                   [name for *_, name in self.locals[func.name]])
+                instructions, config = self.instructions[func.name], self.configs[func.name]
+                raise kernel_error(self.program.filename, func.name, found, instructions,
+                                   config.work_group_size,
+                                   [name for *_, name in self.locals[func.name]],
+                                   lambda d: race_words(d, self.race_locals[func.name],
+                                                        instructions, config.work_group_size,
+                                                        config.subgroup_size))
 
     @staticmethod
     def _arguments(t, v, arena: _Arena) -> list:

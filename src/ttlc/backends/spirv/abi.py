@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import List, Tuple
 
 from ...ir.types import BOOL, DYNAMIC, GroupType, I8, MemrefType, ScalarType
-from . import checks
+from . import checks, races
 from .builder import Enum, Lit
 from .function import Cplx, GroupVal, Kernel, MemVal, Static, Unsupported
 
@@ -94,11 +94,13 @@ def define_kernel(k: Kernel) -> None:
     k.variables_at = len(m.sections["function"])
     if k.checked:
         checks.setup(k, ids[-1])
+        races.setup(k)
     bind_arguments(k, ids)
     k.emit_region(func.body)
     k.op("Return", None)
     k.op("FunctionEnd", None)
     if k.checked:
+        races.finish(k)  # its functions report through checks.finish's
         checks.finish(k)
 
 

@@ -137,11 +137,12 @@ def _word(k: Kernel, j: int) -> int:
 
 
 def fail_if(k: Kernel, bad: int, code, details: Sequence = (),
-            item: Optional[int] = None) -> None:
+            item: Optional[int] = None, inst: Optional[int] = None) -> None:
     """Where ``bad`` holds: note the finding in this work-item's flag and report it
     through the kernel's report function (``finish``; code: an ``E_*``, or an ``_Id`` of
     one chosen at run time; details: Statics, ``_Id``s or ids, i64 unless given as (id,
-    bits); ``item``: the work-item named, if not this one)."""
+    bits); ``item``: the work-item named, if not this one; ``inst``: the instruction's
+    index (an i64 id), if not the current one's)."""
     code = k.c64(code) if isinstance(code, int) else code.id
     values = [_i64(k, d) for d in details][:ERR_DETAILS]
     values += [k.c64(0)] * (ERR_DETAILS - len(values))
@@ -151,7 +152,7 @@ def fail_if(k: Kernel, bad: int, code, details: Sequence = (),
     def report() -> List[int]:
         k.op("Store", None, k.failed, k.m.constant_bool(True))
         k.op("FunctionCall", k.m.type_void(), k.report, k.record, code,
-             k.c64(inst_id(k, k.current)),
+             k.c64(inst_id(k, k.current)) if inst is None else inst,
              k.c64(CALLER if k.spmd else -1) if item is None else item, *values)
         return []
     k.select(bad, report, [], [])
@@ -455,20 +456,24 @@ def uniform(k: Kernel, x: int, bits: int, what: str, float_bytes: int = 0,
     first = k.op("GroupNonUniformBroadcastFirst", k.m.type_int(bits), scope, x)
     first_id = k.op("GroupNonUniformBroadcastFirst", i32, scope, lid)
     differ = k.op("INotEqual", bt, x, first)
-    u4 = k.m.type_vector(i32, 4)
-    ballot = k.op("GroupNonUniformBallot", u4, scope, differ)
-    # bit 127, no work-item's: FindLSB of no bit is undefined (Intel's CPU runtime then
-    # drops the rest of the kernel)
-    top = k.m.unique("ConstantComposite", u4, *([k.c32(0)] * 3 + [k.c32(1 << 31)]))
-    lowest = k.op("GroupNonUniformBallotFindLSB", i32, scope,
-                  k.op("BitwiseOr", u4, ballot, top))
-    bad = k.op("LogicalAnd", bt, differ, k.op("IEqual", bt, lid, lowest))
+    ballot = k.op("GroupNonUniformBallot", k.m.type_vector(i32, 4), scope, differ)
+    bad = k.op("LogicalAnd", bt, differ, k.op("IEqual", bt, lid, lowest(k, ballot)))
     fail_if(k, _unless(k, bad, found), E_UNIFORM,
             [Static(UNIFORM_OPERANDS.index(what)), (x, bits), (first, bits), (first_id, 32),
              _subgroup(k), Static(float_bytes)])
     count = k.op("GroupNonUniformBallotBitCount", i32, scope, Enum("GroupOperation", "Reduce"),
                  ballot)
     return _or(k, found, k.op("INotEqual", bt, count, k.c32(0)))
+
+
+def lowest(k: Kernel, ballot: int) -> int:
+    """The lowest subgroup-local id in a ballot (128 if none)."""
+    u4 = k.m.type_vector(k.i32(), 4)
+    # bit 127, no work-item's: FindLSB of no bit is undefined (Intel's CPU runtime then
+    # drops the rest of the kernel)
+    top = k.m.unique("ConstantComposite", u4, *([k.c32(0)] * 3 + [k.c32(1 << 31)]))
+    return k.op("GroupNonUniformBallotFindLSB", k.i32(), k.c32(SUBGROUP),
+                k.op("BitwiseOr", u4, ballot, top))
 
 
 #: coopmatrix instructions with a number the spec requires uniform: (slot, as E_UNIFORM

@@ -63,7 +63,7 @@ def lower(program: Program, machine: Target, checked: bool = False) -> Program:
     if not checked:
         return lower_copy(program, names, target)
     at = names.index("lower-linalg")
-    names[at:at] = ["insert-shape-checks"]
+    names[at:at] = ["insert-shape-checks", "insert-iteration-marks"]
     names = [n for n in names if n != "dead-code-elimination"]
     # coopmatrix instructions marked before they become per-work-item code
     return lower_copy(program, names, target, before={"lower-coopmatrix": checks.mark})
@@ -88,6 +88,8 @@ def generate(program: Program, machine: Target, checked: bool = False) -> Module
     its findings name."""
     module = Module(VERSION)
     module.findings, module.locals = {}, {}
+    #: per kernel: its allocas as data-race findings name them, its Workgroup memory
+    module.race_locals, module.local_bytes = {}, {}
     #: the first instruction whose checks take ballots (``checks``; None: none does)
     module.ballots = None
     if not program.functions:
@@ -100,6 +102,8 @@ def generate(program: Program, machine: Target, checked: bool = False) -> Module
         except Unsupported as e:
             raise k.error(e) from None
         module.findings[func.name], module.locals[func.name] = k.instructions, k.locals
+        module.race_locals[func.name] = k.races.locals if k.races is not None else []
+        module.local_bytes[func.name] = k.local_bytes
     return module
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List
 
 from ...ir.core import Instruction
-from . import checks
+from . import barriers, checks, races
 from .builder import Enum, Inst
 from .function import Kernel
 
@@ -39,6 +39,11 @@ def emit_for(k: Kernel, inst: Instruction):
     k.block(header)
     phis = _phis(k, [t] + [p for c in carried_types for p in k.part_types(c)])
     cond = k.op("SLessThan", k.m.type_bool(), phis[0].result, hi)
+    barrier = barriers.loop_has_barrier(k, inst)
+    if barrier is not None:  # checked: the work-group leaves the loop if it parts
+        part = barriers.parted(k, cond)
+        arrive, cond = cond, k.op("LogicalAnd", k.m.type_bool(), cond,
+                                  k.op("LogicalNot", k.m.type_bool(), part))
     k.op("LoopMerge", None, merge, cont, Enum("LoopControl", "None"))
     k.op("BranchConditional", None, cond, body, merge)
     k.block(body)
@@ -55,6 +60,8 @@ def emit_for(k: Kernel, inst: Instruction):
     for p, a, b in zip(phis, [lo] + init, [nxt] + yielded):
         p.operands = [a, pre, b, cont]
     k.block(merge)
+    if barrier is not None:
+        barriers.leave_if(k, part, arrive, barrier)
     return tuple(current)
 
 
@@ -62,6 +69,7 @@ def emit_if(k: Kernel, inst: Instruction):
     types = [v.type for v in inst.results]
     then, merge = k.m.id(), k.m.id()
     other = k.m.id() if len(inst.regions) > 1 else merge
+    barriers.test_if(k, inst)
     k.op("SelectionMerge", None, merge, Enum("SelectionControl", "None"))
     k.op("BranchConditional", None, k.get(inst.slots["condition"]), then, other)
     incoming = []
@@ -81,9 +89,11 @@ def emit_if(k: Kernel, inst: Instruction):
 
 
 def emit_parallel(k: Kernel, inst: Instruction):
+    shadow = races.enter_parallel(k, inst)
     k.spmd += 1
     k.emit_region(inst.regions[0])
     k.spmd -= 1
+    k.races = shadow
 
 
 def emit_barrier(k: Kernel, inst: Instruction):
@@ -97,6 +107,7 @@ def emit_barrier(k: Kernel, inst: Instruction):
     wg = k.c32(2)  # Scope Workgroup
     k.op("ControlBarrier", None, wg, wg,
          k.c32(Enum("MemorySemantics", "|".join(sem)).value))
+    races.barrier(k, inst)
 
 
 def emit_lifetime_stop(k: Kernel, inst: Instruction):
@@ -112,4 +123,5 @@ EMITTERS: Dict[str, Callable] = {
     "parallel": emit_parallel,
     "barrier": emit_barrier,
     "lifetime_stop": emit_lifetime_stop,
+    "check_iteration": races.emit_check_iteration,
 }

@@ -79,6 +79,10 @@ class Kernel:
         #: the id of the function reporting a finding (``checks.finish`` defines it)
         self.report: Optional[int] = None
         self.inst_ids: Dict[int, int] = {}
+        #: checked code accessing local memory: its shadow (``races``)
+        self.races = None
+        #: bytes of Workgroup memory the kernel's variables take
+        self.local_bytes = 0
         #: the allocas, as findings name them (``checks.alloca``)
         self.locals: List[tuple] = []
 

@@ -21,7 +21,7 @@ from typing import Callable, Dict, List, Optional
 from ...ir.core import Instruction
 from ...ir.types import DYNAMIC, MemrefType, ScalarType
 from .. import simt
-from . import checks
+from . import checks, races
 from .abi import member
 from .builder import Enum
 from .arith import binary, convert
@@ -91,12 +91,17 @@ def checked_access(emit: Callable) -> Callable:
         if not k.checked or isinstance(m, GroupVal):  # a member: ``_member`` tests it
             return emit(k, inst)
         bad = checks.access(k, inst)
+
+        def perform() -> List[int]:
+            if races.tracks(k, m):
+                races.access(k, inst, m, address(k, m, inst.slots["index"]),
+                             inst.slots["index"])
+            return [x for x in k.flatten(emit(k, inst)) if x is not None]
         if not inst.results:
-            checks.guarded(k, bad, lambda: [x for x in [emit(k, inst)] if x is not None], [])
+            checks.guarded(k, bad, perform, [])
             return None
         t = inst.results[0].type
-        ids = checks.guarded(k, bad, lambda: k.flatten(emit(k, inst)), k.part_types(t))
-        return k.rebuild(t, iter(ids))
+        return k.rebuild(t, iter(checks.guarded(k, bad, perform, k.part_types(t))))
     return run
 
 
@@ -229,6 +234,10 @@ def emit_atomic_update(k: Kernel, inst: Instruction):
     loops; complex numbers part by part.  In collective code one work-item updates, and
     all get the previous value."""
     bad = checks.access(k, inst) if k.checked else None
+    m = k.get(inst.slots["tensor"])
+    if k.checked and races.tracks(k, m):
+        checks.guarded(k, bad, lambda: races.access(k, inst, m, address(
+            k, m, inst.slots["index"]), inst.slots["index"]) or [], [])
     cells, scope, sem, failure = _atomic(k, inst)
     op = inst.opcode[len("atomic_"):]
     results = []
@@ -292,6 +301,9 @@ def emit_alloca(k: Kernel, inst: Instruction):
     array = k.m.type_array(elem, -(-count * t.element.bits // 32) if words else count)
     var = k.m.add("global", "Variable", k.m.type_pointer("Workgroup", array), k.m.id(),
                   Enum("StorageClass", "Workgroup"))
+    k.local_bytes += (-(-count * t.element.bits // 32) * 4 if words
+                      else count * t.element.size // (2 if t.element.is_complex else 1))
+    races.alloca(k, inst, var)
     ptr = k.op("InBoundsAccessChain", k.m.type_pointer("Workgroup", elem), var, k.c64(0))
     if words:
         ptr = k.op("Bitcast", k.pointer(t), ptr)

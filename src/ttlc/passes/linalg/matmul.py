@@ -29,23 +29,32 @@ and sizes are static, C is cut into pieces instead, each a foreach_tile of its o
 shape (M: the full tiles, then smaller power-of-two multiples of the subgroup size, the
 last rows checked; N: the full tiles, then one tile of the remaining columns), and the K
 remainder is unchecked steps of smaller powers of two: no masked full tile, no branch.
+Where one subgroup does all the work, the pieces of a static M are rows of one tile
+(``fused_columns``, the FMA microkernel only): a gemv's (one column) run one K loop
+together, b's entries loaded once per step; a ger's (K a single step) have A's blocks
+loaded once, then a loop over C's columns.  A tile whose accumulators are fewer than
+MIN_ACC_BYTES carries several of them over K, added up after the loop (``chains``).
 mul_add takes A and B in their own element types (promotion happens inside it), and
 accumulates in the output's type (f32 for 16-bit float outputs).
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional, Tuple
 
 from ...ir.builder import coopmatrix
 from ...ir.core import Value
 from ...ir.numerics import accumulate_type
-from ...ir.types import INDEX
+from ...ir.types import INDEX, ScalarType
 from ..index_math import Int, known
 from .emit import Emitter, checked_flag
-from .tiles import choose_tiles
+from .tiles import ACC_SHARE, MIN_ACC_BYTES, Tiles, choose_tiles, column_pieces, split_remainders
 from .unit_tiles import fit_to_unit
 
 FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
+#: the fewest columns of a ger's tile of all rows: a loop step of two columns did too
+#: little (f64 9x56 ger without AVX-512, 2 columns a step: 1.06x the time of the tiles
+#: of ``choose_tiles``)
+MIN_FUSED_COLUMNS = 3
 
 
 def _status(size: Int, tile: int) -> str:
@@ -102,6 +111,85 @@ def _pieces(M: Int, MT: int, pieces) -> list:
     return out
 
 
+#: a block of rows of one tile: (first row, rows, rows checked)
+Rows = Tuple[Value, int, bool]
+
+
+def chains(target, tiles: Tiles, acc: ScalarType, ea: ScalarType, eb: ScalarType,
+           acc_bytes: int, k_full: Optional[int]) -> int:
+    """How many sets of accumulators (``acc_bytes`` each) the K loop carries, each taking
+    every P-th step and added up after it: where remainders are split (the FMA
+    microkernel, static K), enough for MIN_ACC_BYTES of FMAs in flight, else one: a
+    gemv tile of one register waited for each FMA's result before the next."""
+    if k_full is None or not split_remainders(target, acc, ea, eb):
+        return 1
+    return max(1, min(-(-MIN_ACC_BYTES // acc_bytes), k_full // tiles.k))
+
+
+def row_blocks(m_pieces: list) -> List[Tuple[int, int, bool]]:
+    """(first row, rows, checked) of every tile of the static pieces of M."""
+    return [(m0 + t, MT, t + MT > me) for m0, me, MT, _ in m_pieces for t in range(0, me, MT)]
+
+
+def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_step: bool,
+                  split: bool, ta: str) -> int:
+    """The columns of a tile made of all the row blocks of M (``row_blocks``), or 0 where
+    C keeps its tiles.  One such tile runs one K loop for all rows, B's tile loaded once
+    per step; with a single K step (ger), A's blocks are loaded once and the tile walks
+    C's columns.  Only where remainders are split (``split``: the FMA microkernel), one
+    subgroup does all the work and M and N are static, and then:
+
+    * K a single step: as many columns as fit the accumulators' part of the register
+      budget (ACC_SHARE, as in ``choose_tiles``), if that is at least
+      MIN_FUSED_COLUMNS or N (ger: f64 56x56 as 16x8 tiles reloaded A's column for each
+      and wrote the last 8 rows in a pass of their own);
+    * else a single column, A not transposed, and the accumulators fitting (gemv: f32
+      56 rows as tiles of 32, 16 and 8 rows loaded b three times and were three chains
+      of dependent FMAs; gemm's tiles of more columns are ``choose_tiles``' business; the
+      shuffles that build transposed A tiles need the registers: f64 120x120 gemv.t
+      fused took 1.36x as long as with one tile per piece)."""
+    n, pieces = known(N), all(known(me) is not None for _, me, _, _ in m_pieces)
+    if not split or n is None or not pieces or em.subgroups[0] * em.subgroups[1] != 1:
+        return 0
+    column = sum(MT for _, MT, _ in row_blocks(m_pieces)) * acc.size
+    fit = int(em.target.register_budget * ACC_SHARE) // column
+    if single_step:
+        return min(fit, n) if min(fit, n) >= min(MIN_FUSED_COLUMNS, n) else 0
+    return 1 if n == 1 and ta == "n" and fit and len(m_pieces) > 1 else 0
+
+
+def k_loop(em: Emitter, step, zeros: List[Value], k_full: Int, KT: int, P: int) -> List[Value]:
+    """The accumulators over the K steps [0, k_full) of KT, in P sets, step s updating set
+    s mod P: a loop of P steps a round (straight-line for one round), the steps left
+    (static k_full), then the sets added pairwise.  ``step(k, xs)`` is one step from xs."""
+    b = em.b
+    kf = known(k_full)
+    if kf == 0:
+        return zeros
+    n = len(zeros)
+    sets = [list(zeros) for _ in range(P)]
+    rounds = kf // (KT * P) if kf is not None else None
+    if rounds == 1:
+        sets = [step(p * KT, xs) for p, xs in enumerate(sets)]
+    else:
+        end = k_full if rounds is None else rounds * P * KT
+        names = ["acc"] if n * P == 1 else [f"acc{q}" for q in range(n * P)]
+        loop = b.for_(em.index(0), em.index(end), em.index(P * KT),
+                      init=[x for xs in sets for x in xs], arg_names=["k"] + names, names=names)
+        with loop as (k, *carried):
+            b.yield_([x for p in range(P)
+                      for x in step(em.m.add(k, p * KT, INDEX), carried[p * n:(p + 1) * n])])
+        sets = [list(loop.results[p * n:(p + 1) * n]) for p in range(P)]
+    if rounds is not None:
+        first = rounds * P * KT
+        for q in range((kf - first) // KT):
+            sets[q] = step(first + q * KT, sets[q])
+    while len(sets) > 1:
+        sets = [[b.add(x, y) for x, y in zip(*sets[p:p + 2])] if p + 1 < len(sets) else sets[p]
+                for p in range(0, len(sets), 2)]
+    return sets[0]
+
+
 def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
            M: Int, N: Int, K: Int) -> None:
     """C := alpha op(A) op(B) + beta C with op(A): M x K, op(B): K x N (2-D memrefs)."""
@@ -120,57 +208,89 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     k_full = em.pm.sub(K, em.pm.rem(K, KT, INDEX), INDEX)
     has_rem = False if tiles.k_rest else em.pm.less_than(k_full, K, INDEX)
 
-    def step(i: Value, j: Value, k: Int, x: Value, MT: int, NT: int, KS: int,
-             check_m: bool, check_n: bool, check_k: bool) -> Value:
+    def step(rows: List[Rows], j: Value, k: Int, xs: List[Value], NT: int, KS: int,
+             check_n: bool, check_k: bool, As: Optional[List[Value]] = None) -> List[Value]:
+        """One K step of KS for each block of rows: their A tiles (unless given in
+        `As`), B's tile (once)."""
         kv = em.index(k)
-        a_t = coopmatrix(ea, MT, KS, "matrix_a")
         b_t = coopmatrix(eb, KS, NT, "matrix_b")
-        a_flag = checked_flag(check_m, check_k)
         b_flag = checked_flag(check_k, check_n)
-        if ta == "n":
-            a = b.cooperative_matrix_load(A, i, kv, a_t, checked=a_flag, name="a")
-        else:
-            a = b.cooperative_matrix_load(A, kv, i, a_t, ta="t", checked=a_flag, name="a")
+        if As is None:
+            As = [load_a(i, kv, MT, KS, check_m, check_k) for i, MT, check_m in rows]
         if tb == "n":
             bm = b.cooperative_matrix_load(B, kv, j, b_t, checked=b_flag, name="b")
         else:
             bm = b.cooperative_matrix_load(B, j, kv, b_t, ta="t", checked=b_flag, name="b")
-        return b.cooperative_matrix_mul_add(a, bm, x, name="ab")
+        return [b.cooperative_matrix_mul_add(a, bm, x, name="ab") for a, x in zip(As, xs)]
 
-    def tile(i: Value, j: Value, MT: int, NT: int, check_m: bool, check_n: bool) -> None:
-        # the zero accumulator is made in the tile's SPMD region: coopmatrix values live
-        # in subgroups (a collective region holds no subgroup's registers)
-        acc_t = coopmatrix(acc, MT, NT, "matrix_acc")
-        x = b.constant(0, acc_t, name="zero")
-        kf = known(k_full)
-        if kf is None or kf > 0:
-            if kf == KT:  # a single full step: no loop
-                x = step(i, j, 0, x, MT, NT, KT, check_m, check_n, False)
-            else:
-                loop = b.for_(em.index(0), em.index(k_full), em.index(KT), init=[x],
-                              arg_names=["k", "acc"], names=["acc"])
-                with loop as (k, carried):
-                    b.yield_([step(i, j, k, carried, MT, NT, KT, check_m, check_n, False)])
-                x = loop.result
-        k = kf
+    def load_a(i: Value, kv: Value, MT: int, KS: int, check_m: bool, check_k: bool) -> Value:
+        a_t = coopmatrix(ea, MT, KS, "matrix_a")
+        flag = checked_flag(check_m, check_k)
+        if ta == "n":
+            return b.cooperative_matrix_load(A, i, kv, a_t, checked=flag, name="a")
+        return b.cooperative_matrix_load(A, kv, i, a_t, ta="t", checked=flag, name="a")
+
+    def zeros(rows: List[Rows], NT: int) -> List[Value]:
+        # made in the tile's SPMD region: coopmatrix values live in subgroups (a
+        # collective region holds no subgroup's registers)
+        return [b.constant(0, coopmatrix(acc, MT, NT, "matrix_acc"), name="zero")
+                for _, MT, _ in rows]
+
+    def update(rows: List[Rows], j: Value, xs: List[Value], check_n: bool) -> None:
+        for (i, _, check_m), x in zip(rows, xs):
+            flag = checked_flag(check_m, check_n)
+            v = em.scale_tile(x)
+            em.beta_cases(lambda read: em.update_tile(v, C, i, j, flag, read, scaled=True))
+
+    def tile(rows: List[Rows], j: Value, NT: int, check_n: bool) -> None:
+        """The blocks of rows `rows` of C's columns j .. j + NT - 1."""
+        xs = zeros(rows, NT)
+        acc_ts = [x.type for x in xs]
+        P = chains(em.target, tiles, acc, ea, eb, sum(MT for _, MT, _ in rows) * NT * acc.size,
+                   known(k_full))
+        xs = k_loop(em, lambda k, xs: step(rows, j, k, xs, NT, KT, check_n, False), xs,
+                    k_full, KT, P)
+        k = known(k_full)
         for ks in tiles.k_rest:
-            x = step(i, j, k, x, MT, NT, ks, check_m, check_n, False)
+            xs = step(rows, j, k, xs, NT, ks, check_n, False)
             k += ks
         if has_rem is True:
-            x = step(i, j, k_full, x, MT, NT, KT, check_m, check_n, True)
+            xs = step(rows, j, k_full, xs, NT, KT, check_n, True)
         elif isinstance(has_rem, Value):
-            branch = b.if_(has_rem, results=[acc_t], names=["acc"])
+            branch = b.if_(has_rem, results=acc_ts, names=["acc"] * len(rows))
             with branch:
-                b.yield_([step(i, j, k_full, x, MT, NT, KT, check_m, check_n, True)])
+                b.yield_(step(rows, j, k_full, xs, NT, KT, check_n, True))
             with branch.else_():
-                b.yield_([x])
-            x = branch.result
-        flag = checked_flag(check_m, check_n)
-        v = em.scale_tile(x)
-        em.beta_cases(lambda read: em.update_tile(v, C, i, j, flag, read, scaled=True))
+                b.yield_(xs)
+            xs = list(branch.results)
+        update(rows, j, xs, check_n)
 
-    for m0, me, MT, m_status in _pieces(M, tiles.m, tiles.m_pieces):
-        for n0, ne, NT, n_status in _pieces(N, tiles.n, tiles.n_pieces):
+    def rank_one(rows: List[Rows], As: List[Value], n0: int, ne: int, NT: int) -> None:
+        """Columns n0 .. n0 + ne - 1 of C in tiles of NT columns, K a single step: each
+        column tile is B's tile times A's blocks `As` (loaded once)."""
+        loop = b.for_(em.index(n0), em.index(n0 + ne), em.index(NT), arg_names=["j"])
+        with loop as (j,):
+            update(rows, j, step(rows, j, 0, zeros(rows, NT), NT, KT, False, False, As), False)
+
+    m_pieces = _pieces(M, tiles.m, tiles.m_pieces)
+    single_step = known(K) == KT and not tiles.k_rest
+    NT = fused_columns(em, m_pieces, N, acc, single_step, split_remainders(em.target, acc, ea, eb),
+                       ta)
+    if NT:  # one subgroup: a parallel region is its work
+        with b.parallel():
+            rows = [(em.index(m0), MT, checked) for m0, MT, checked in row_blocks(m_pieces)]
+            if not single_step:
+                tile(rows, em.index(0), NT, False)
+                return
+            As = [load_a(i, em.index(0), MT, KT, check_m, False) for i, MT, check_m in rows]
+            n0 = 0
+            for ne, nt in column_pieces(known(N), NT):
+                rank_one(rows, As, n0, ne, nt)
+                n0 += ne
+        return
+    for row, (m0, me, MT, m_status) in enumerate(m_pieces):
+        n_pieces = tiles.row_n_pieces[row] if tiles.row_n_pieces else tiles.n_pieces
+        for n0, ne, NT, n_status in _pieces(N, tiles.n, n_pieces):
             lo = [em.index(m0), em.index(n0)]
             hi = [em.index(em.pm.add(m0, me, INDEX)), em.index(em.pm.add(n0, ne, INDEX))]
             with b.foreach_tile(lo, hi, [MT, NT], arg_names=["i", "j", "ti", "tj"]) \
@@ -181,10 +301,10 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
                 if n_status == MAYBE:
                     full = m.and_(full, m.equal(tj, NT, INDEX))
                 if full is True:
-                    tile(i, j, MT, NT, m_status == PARTIAL, n_status == PARTIAL)
+                    tile([(i, MT, m_status == PARTIAL)], j, NT, n_status == PARTIAL)
                 else:
                     branch = b.if_(full)
                     with branch:
-                        tile(i, j, MT, NT, m_status == PARTIAL, n_status == PARTIAL)
+                        tile([(i, MT, m_status == PARTIAL)], j, NT, n_status == PARTIAL)
                     with branch.else_():
-                        tile(i, j, MT, NT, m_status != FULL, n_status != FULL)
+                        tile([(i, MT, m_status != FULL)], j, NT, n_status != FULL)

@@ -42,6 +42,10 @@ The rule (documented in ``choose_tiles``):
   rest, and K steps are at most SPLIT_MAX_K.  Where A is read from beyond L1 on a CPU of
   32 vector registers (``streams_a``), a register of A costs A_LOAD_COST: the tiles that
   read A fewer times win (f64 128x9x128: 16x9, A read once, rather than 32x3).
+* Without broadcast operands (``target.broadcast_operands`` false: AVX2, subgroups of one
+  ymm register) and with static M and N and one subgroup, ``register_tiles`` counts
+  registers instead: each piece of M takes its own column count (``Tiles.row_n_pieces``)
+  and the cost weighs loads (the broadcasts of B are loads of their own).
 """
 from __future__ import annotations
 
@@ -73,6 +77,11 @@ MIN_ACC_BYTES = 256
 #: the accumulator's share of the register budget where B's entries come from memory
 #: (f64 x 9 columns on AVX-512: 32x6 tiles, 24 zmm, instead of 32x4 and a lone 32x1)
 ACC_SHARE = 0.75
+#: what a load costs beside an FMA in ``register_tiles`` (AVX2): f32 56x9x56 in 8x9
+#: tiles (10 loads for 9 FMAs a K step) ran at 0.83 of LIBXSMM, in 16x5 and 16x4 tiles
+#: (7 and 6 loads for 10 and 8 FMAs) and one 8x9 at 0.93; at equal weights the cost
+#: preferred 8x9
+LOAD_COST = 1.5
 
 
 #: what loading a register of A's column costs against a broadcast of one of B's entries
@@ -113,6 +122,9 @@ class Tiles:
     m_pieces: Pieces = ()
     n_pieces: Pieces = ()
     k_rest: Tuple[int, ...] = ()
+    #: where the pieces of M take column counts of their own (``register_tiles``): N's
+    #: pieces for each of ``m_pieces``; empty: ``n_pieces`` for all
+    row_n_pieces: Tuple[Pieces, ...] = ()
 
 
 #: the types whose remainders get smaller tiles (A, B and the accumulator alike): the FMA
@@ -207,6 +219,8 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     if split and M is not None:  # (a tile beyond M would only be cut into smaller ones)
         m_cap = max(S, _pow2_at_most(M))
     m_cap = min(m_cap, S * MAX_M_BLOCKS)
+    if split and not target.broadcast_operands and G == 1 and M is not None and N is not None:
+        return register_tiles(target, S, M, N, K, acc, a, operands)
     Mm = M if M is not None else ASSUMED_SIZE
     Nm = N if N is not None else ASSUMED_SIZE
 
@@ -252,9 +266,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     # conversion: then only A's columns take registers
     from_memory = bool(target.vector_bytes) and b == acc and not b.is_complex
     operand_bytes = m * a.size + (0 if from_memory else n * b.size)
-    k = 1
-    while k * 2 <= (SPLIT_MAX_K if split else MAX_K) and (k * 2) * operand_bytes <= operands:
-        k *= 2
+    k = _k_step(SPLIT_MAX_K if split else MAX_K, operand_bytes, operands)
     if not split:
         if K is not None:
             k = min(k, _next_pow2(K))
@@ -264,4 +276,81 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         k, k_rest = k_steps(K, k)
     return Tiles(m, n, k, row_pieces(M, m, S) if M is not None else (),
                  column_pieces(N, n) if N is not None else (), k_rest)
+
+
+def _k_step(most: int, operand_bytes: int, operands: int) -> int:
+    """The largest power of two at most `most` whose K step's operands fit `operands`."""
+    k = 1
+    while k * 2 <= most and (k * 2) * operand_bytes <= operands:
+        k *= 2
+    return k
+
+
+def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
+                   acc: ScalarType, a: ScalarType, operands: int) -> Tiles:
+    """Tiles of static M and N for one subgroup of one vector register of lanes whose FMAs
+    take no broadcast operand (``target.broadcast_operands`` false: AVX2), where each of
+    B's broadcasts takes a register and a tile that does not fit the register file spills
+    in the K loop.
+
+    A tile of m rows and n columns takes ``r = m / lanes`` registers per column; it fits
+    when ``r n + min(r, n)`` is at most the budget's registers (``register_budget /
+    vector_bytes``, which leaves one for a broadcast or a register of A): the accumulator
+    and either A's column (r registers, one broadcast at a time) or, where n < r, B's n
+    broadcasts with A taken one register at a time (the cpu's ``coop.StreamedA``; f32
+    32x3: 12 + 3 + 1 of 16 ymm, LIBXSMM's AVX2 blocking).  A K step of a tile costs
+    ``max(r n, latency) + LOAD_COST (r + n)`` (an accumulator of fewer than MIN_ACC_BYTES
+    waits for its FMAs) and its stores ``r n``.  For each power-of-two multiple m of S up
+    to the next power of two of M, M is cut as ``row_pieces`` does, or, where M is at most
+    two subgroups, as one partial tile (f32 10 rows: one 16-row tile in 16x5 and 16x4, not
+    8x9 and a masked 8x9: as many FMAs, fewer loads; a larger partial tile computes rows
+    for nothing: 24 rows of f32 as a masked 32x3 ran at 0.90 of LIBXSMM against 0.96 as
+    16x5, 16x4 and 8x9), and each piece of rows takes the column count that costs it least
+    (f32 56x9: 32x3, then 16 rows in 16x5 and 16x4, the last 8 in one 8x9: LIBXSMM's 63
+    FMAs per K step); the least total cost wins, each piece adding PIECE_COST."""
+    regs = target.register_budget // target.vector_bytes
+    lanes = max(1, target.vector_bytes // acc.size)
+    latency = MIN_ACC_BYTES / target.vector_bytes
+    steps = K if K is not None else ASSUMED_SIZE
+
+    def columns(extent: int, tile: int) -> Optional[Tuple[float, int]]:
+        """(cost, n) of the best column count for rows `extent` in tiles of `tile`."""
+        r = _ceil_div(tile, lanes)
+        best = None
+        for n in range(1, N + 1):
+            if r * n + min(r, n) > regs:
+                break
+            pieces = column_pieces(N, n)
+            cost = sum(_ceil_div(extent, tile) * _ceil_div(ne, nt)
+                       * (steps * (max(r * nt, latency) + LOAD_COST * (r + nt)) + r * nt) for ne, nt in pieces)
+            cost *= 1 + PIECE_COST * (len(pieces) - 1)
+            if best is None or cost < best[0]:
+                best = (cost, n)
+        return best
+
+    best = None
+    m = S
+    while m <= min(max(S, _next_pow2(M)), S * MAX_M_BLOCKS):
+        full, rest = M - M % m, M % m
+        cuts = {row_pieces(M, m, S)}
+        if not full and S < rest <= 2 * S:  # the rows as one partial tile
+            cuts.add(((full, m),) * bool(full) + ((rest, _next_pow2(rest)),))
+        for rows in cuts:
+            chosen = [columns(extent, tile) for extent, tile in rows]
+            if None in chosen:
+                continue
+            cost = sum(c for c, _ in chosen) * (1 + PIECE_COST * (len(rows) - 1))
+            if best is None or (cost, m) < best[0]:
+                best = ((cost, m), m, rows, [n for _, n in chosen])
+        m *= 2
+    if best is None:  # not even a column of S rows fits: the narrowest tile
+        return Tiles(S, 1, 1, row_pieces(M, S, S), column_pieces(N, 1), k_steps(K, 1)[1]
+                     if K is not None else ())
+    _, m, rows, ns = best
+    k = _k_step(SPLIT_MAX_K, m * a.size, operands)
+    k_rest: Tuple[int, ...] = ()
+    if K is not None:
+        k, k_rest = k_steps(K, k)
+    return Tiles(m, ns[0], k, rows, column_pieces(N, ns[0]), k_rest,
+                 tuple(column_pieces(N, n) for n in ns))
 
