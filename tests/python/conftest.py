@@ -1,8 +1,10 @@
 """Shared fixtures, the ``needs_verifier`` marker, and the execution targets.
 
-Every test of test_interp_*.py runs once per target (``interp``, ``cpu``): the autouse
-``target`` fixture, parametrized here, tells interp_testing.py which one; a test marked
-``@pytest.mark.interp_only(reason=...)`` is skipped with that reason on target cpu.
+Every test of test_interp_*.py runs once per target (``interp``, ``cpu``, or the
+module's own ``TARGETS``: test_interp_checked.py adds ``opencl`` and ``cuda``): the
+autouse ``target`` fixture, parametrized here, tells interp_testing.py which one; a test
+marked ``@pytest.mark.interp_only(reason=...)`` is skipped with that reason on the other
+targets, and a target that cannot run here (interp_testing.cannot_run) is skipped with why.
 
 Tests that need the verifier to reject invalid-but-parseable programs are marked
 ``@pytest.mark.needs_verifier``; they are skipped (with the reason) while ``ttlc.check``
@@ -53,9 +55,6 @@ def pytest_configure(config):
         "markers", "interp_only(reason): a test of test_interp_*.py that runs on target "
                    "interp only (its finding is one target cpu cannot make); skipped with "
                    "the reason on the other targets")
-    config.addinivalue_line(
-        "markers", "not_on(*targets, reason): a test of test_interp_*.py skipped with the "
-                   "reason on the named targets (a limit of theirs that docs/ states)")
 
 
 def pytest_addoption(parser):
@@ -84,8 +83,6 @@ def pytest_generate_tests(metafunc):
     if only:  # listed as skipped, with the reason, on the other targets
         why = only.kwargs.get("reason") or (only.args[0] if only.args else "interp only")
         skips.update({t: why for t in targets if t != "interp"})
-    for mark in metafunc.definition.iter_markers("not_on"):
-        skips.update({t: mark.kwargs["reason"] for t in mark.args if t in targets})
     params = [pytest.param(t, marks=pytest.mark.skip(reason=skips[t])) if t in skips else t
               for t in targets]
     metafunc.parametrize("target", params, indirect=True)
