@@ -1,8 +1,10 @@
 """Shared fixtures, the ``needs_verifier`` marker, and the execution targets.
 
-Every test of test_interp_*.py runs once per target (``interp``, ``cpu``): the autouse
-``target`` fixture, parametrized here, tells interp_testing.py which one; a test marked
-``@pytest.mark.interp_only(reason=...)`` is skipped with that reason on target cpu.
+Every test of test_interp_*.py runs once per target (``interp``, ``cpu``, or the
+module's own ``TARGETS``: test_interp_checked.py adds ``opencl`` and ``cuda``): the
+autouse ``target`` fixture, parametrized here, tells interp_testing.py which one; a test
+marked ``@pytest.mark.interp_only(reason=...)`` is skipped with that reason on the other
+targets, and a target that cannot run here (interp_testing.cannot_run) is skipped with why.
 
 Tests that need the verifier to reject invalid-but-parseable programs are marked
 ``@pytest.mark.needs_verifier``; they are skipped (with the reason) while ``ttlc.check``
@@ -67,27 +69,31 @@ def _runs_on_every_target(module) -> bool:
 
 
 def pytest_generate_tests(metafunc):
-    """Every test of test_interp_*.py runs once per target (see interp_testing.py)."""
+    """Every test of test_interp_*.py runs once per target (see interp_testing.py): those of
+    interp_testing.TARGETS, or of the module's own ``TARGETS``."""
     if not _runs_on_every_target(metafunc.module):
         return
-    from interp_testing import TARGETS
+    import interp_testing
 
-    only = metafunc.definition.get_closest_marker("interp_only")
     chosen = metafunc.config.getoption("targets")
-    targets = [t for t in TARGETS if chosen is None or t in chosen.split(",")]
-    params = list(targets)
+    targets = [t for t in getattr(metafunc.module, "TARGETS", interp_testing.TARGETS)
+               if chosen is None or t in chosen.split(",")]
+    skips = {t: why for t in targets if (why := interp_testing.cannot_run(t))}
+    only = metafunc.definition.get_closest_marker("interp_only")
     if only:  # listed as skipped, with the reason, on the other targets
         why = only.kwargs.get("reason") or (only.args[0] if only.args else "interp only")
-        params = [t if t == "interp" else pytest.param(t, marks=pytest.mark.skip(reason=why))
-                  for t in targets]
+        skips.update({t: why for t in targets if t != "interp"})
+    params = [pytest.param(t, marks=pytest.mark.skip(reason=skips[t])) if t in skips else t
+              for t in targets]
     metafunc.parametrize("target", params, indirect=True)
 
 
 @pytest.fixture(autouse=True)
 def target(request):
     """The execution target of a test of test_interp_*.py (sets
-    interp_testing.CURRENT_TARGET); None elsewhere (a test parametrizing its own
-    ``target`` overrides this fixture)."""
+    interp_testing.CURRENT_TARGET; on target cuda, the fake driver of cuda_testing.py is in
+    place during the test); None elsewhere (a test parametrizing its own ``target``
+    overrides this fixture)."""
     param = getattr(request, "param", None)
     if param is None:
         yield None
@@ -96,8 +102,26 @@ def target(request):
 
     saved = interp_testing.CURRENT_TARGET
     interp_testing.CURRENT_TARGET = param
-    yield param
+    with pytest.MonkeyPatch.context() as patch:
+        if param == "cuda":
+            import cuda_testing
+
+            cuda_testing.install(patch.setattr, _fake_cuda_driver())
+        yield param
+    if param == "cuda":
+        from ttlc.backends.cuda import driver
+
+        driver.find.cache_clear()
     interp_testing.CURRENT_TARGET = saved
+
+
+@functools.lru_cache(maxsize=None)
+def _fake_cuda_driver():
+    """One fake device for the whole run: modules compiled for it are cached across tests
+    (interp_testing._compile) and keep launching on it."""
+    import cuda_testing
+
+    return cuda_testing.FakeDriver()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -67,6 +67,20 @@ def opencl_problem():
     return None if found is not None else why
 
 
+def cannot_run(target: str):
+    """Why a test of test_interp_*.py cannot run on `target` here (None: it can): target
+    opencl needs PyOpenCL and a device; target cuda runs on the fake driver of
+    cuda_testing.py, which needs cuda-python's bindings."""
+    if target == "opencl":
+        return opencl_problem()
+    if target == "cuda":
+        try:
+            import cuda.bindings.driver  # noqa: F401
+        except ImportError as e:
+            return f"cuda-python is not installed ({e}); pip install -e '.[cuda]'"
+    return None
+
+
 @functools.lru_cache(maxsize=None)
 def _compile(src: str, target: str, checked: bool, filename: str):
     return ttlc.compile(textwrap.dedent(src), target=target, checked=checked, filename=filename)

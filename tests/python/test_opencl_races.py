@@ -199,7 +199,7 @@ NO_FINDING = {
         ROTATE.replace("BARRIER", "barrier.local"), "rotate",
         lambda: (np.zeros(16, np.float32),), (2, 1, 1)),
     "each work-item re-reading its own element": (
-        C.SAME_ITEM, "inplace", lambda: (C.farray(np.arange(64)),), (1, 1, 1)),
+        C.SAME_ITEM, "inplace", lambda: (C.farray(np.arange(192)),), (1, 1, 1)),
     "parallel regions in turn": (C.REGIONS, "two_phases", lambda: (C.farray(np.arange(16)),),
                                  (1, 1, 1)),
     "foreach points writing distinct elements": (

@@ -168,7 +168,7 @@ LAUNCHES = {
     "read_atomic": Launch(K.ATOMICS.replace("READ", "%peek = load %h[%bin] : i32   ; OFFENDING"),
                           "count", lambda: (np.zeros(64, np.int32), np.zeros(4, np.int32)),
                           (1, 1, 3), "conflicts with an atomic write"),
-    "same_work_item": Launch(K.SAME_ITEM, "inplace", lambda: (f32(np.arange(64)),), (2, 1, 1)),
+    "same_work_item": Launch(K.SAME_ITEM, "inplace", lambda: (f32(np.arange(192)),), (2, 1, 1)),
     "coopmatrix_own_block": Launch(K.COOP_LOCAL.replace("BARRIER", "barrier.local"), "stage", A512),
     "coopmatrix_other_block": Launch(K.COOP_LOCAL.replace("BARRIER", ""), "stage", A512, (1, 2, 1),
                                      "by work-item (0, 0) (subgroup 0) conflicts with a write by "

@@ -201,7 +201,7 @@ def emit_binary(k: Kernel, inst: Instruction):
     if (k.checked and inst.opcode in ("div", "rem") and isinstance(t, ScalarType) and t.is_int
             and checks.may_be_zero(inst.slots["b"])):
         rt = inst.results[0].type
-        where = iter([checks.present(k, rt, v) for v in range(k.components(rt))]
+        where = iter([(rt, v) for v in range(k.components(rt))]
                      if isinstance(rt, CoopMatrixType) else [None])
 
         def checked(a, b):

@@ -41,9 +41,10 @@ from ...ir.layout import layout_of
 from ...ir.rewrite import replace, walk_with_parent
 from ...ir.traits import blas_shape_rules, shapes_of
 from ...ir.types import CoopMatrixType, ScalarType
-from ...runtime.findings import (E_BROADCAST, E_COOP_BOUNDS, E_DIV_ZERO, E_EXPAND, E_FUSE,
-                                 E_GROUP_INDEX, E_INDEX, E_LIFETIME, E_NULL, E_PARTIAL, E_SHAPES,
-                                 E_STEP, E_SUBVIEW, E_UNIFORM, ERR_DETAILS, ERR_SLOTS,
+from ...runtime.findings import (E_BROADCAST, E_COOP_BOUNDS, E_COOP_DIV_ZERO, E_DIV_ZERO,
+                                 E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX, E_LIFETIME, E_NULL,
+                                 E_PARTIAL, E_SHAPES, E_STEP, E_SUBVIEW, E_UNIFORM, ERR_DETAILS,
+                                 ERR_SLOTS,
                                  UNIFORM_OPERANDS, UNIFORM_SLOTS, WHOLE_SUBGROUP, InstRef)
 from .builder import Enum, Lit
 from .function import GroupVal, Kernel, MemVal, Static
@@ -356,13 +357,19 @@ def emit_check_shapes(k: Kernel, inst: Instruction) -> None:
         fail_if(k, bad, E_SHAPES, sizes)
 
 
-def division(k: Kernel, t, a: int, b: int, present: Optional[int] = None) -> None:
-    """Integer division or remainder by zero (``binary`` then divides by 1); ``present``:
-    where a coopmatrix component is not padding (padding holds zeros)."""
+def division(k: Kernel, t, a: int, b: int, coop: Optional[tuple] = None) -> None:
+    """Integer division or remainder by zero (``binary`` then divides by 1); ``coop``:
+    (coopmatrix type, component) of a coopmatrix operation, whose finding names the entry
+    (padding, which holds zeros, is not tested)."""
     zero = k.op("IEqual", k.m.type_bool(), b, k.const(k.scalar(t), 0, t.bits))
-    if present is not None:
-        zero = k.op("LogicalAnd", k.m.type_bool(), zero, present)
-    fail_if(k, zero, E_DIV_ZERO, [(a, t.bits)])
+    if coop is None:
+        fail_if(k, zero, E_DIV_ZERO, [(a, t.bits)])
+        return
+    row, col = entry(k, *coop)
+    where = present(k, *coop)
+    if where is not None:
+        zero = k.op("LogicalAnd", k.m.type_bool(), zero, where)
+    fail_if(k, zero, E_COOP_DIV_ZERO, [(a, t.bits), row, col])
 
 
 def may_be_zero(v: Value) -> bool:
@@ -374,20 +381,28 @@ def may_be_zero(v: Value) -> bool:
     return not (isinstance(value, int) and not isinstance(value, bool) and value != 0)
 
 
+def entry(k: Kernel, t, v: int) -> List[int]:
+    """The (row, column) of the entry this work-item holds in component v of a coopmatrix
+    of type t (i64 ids; the layout's index as a function of the lane)."""
+    i64 = k.i64()
+    lane = k.op("UConvert", i64, k.builtin("SubgroupLocalInvocationId"))
+    out = []
+    for offset, divisor, tile, scale in layout_of(t, k.S).nested.lane_terms(v):
+        index = k.c64(offset)
+        if divisor:
+            part = k.op("UMod", i64, k.op("UDiv", i64, lane, k.c64(divisor)), k.c64(tile))
+            index = k.op("IAdd", i64, index, k.op("IMul", i64, part, k.c64(scale)))
+        out.append(index)
+    return out
+
+
 def present(k: Kernel, t, v: int) -> Optional[int]:
     """Where component v of a coopmatrix of type t is an entry, not padding (None:
     everywhere)."""
     layout = layout_of(t, k.S)
     if not layout.padded(v):
         return None
-    offset, divisor, tile, scale = layout.nested.lane_terms(v)[1]
-    i64 = k.i64()
-    lane = k.op("UConvert", i64, k.builtin("SubgroupLocalInvocationId"))
-    col = k.c64(offset)
-    if divisor:
-        part = k.op("UMod", i64, k.op("UDiv", i64, lane, k.c64(divisor)), k.c64(tile))
-        col = k.op("IAdd", i64, col, k.op("IMul", i64, part, k.c64(scale)))
-    return k.op("SLessThan", k.m.type_bool(), col, k.c64(layout.cols))
+    return k.op("SLessThan", k.m.type_bool(), entry(k, t, v)[1], k.c64(layout.cols))
 
 
 def loop_step(k: Kernel, lo: int, hi: int, step: int, bits: int) -> int:
