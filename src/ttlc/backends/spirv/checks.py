@@ -365,7 +365,7 @@ def division(k: Kernel, t, a: int, b: int, coop: Optional[tuple] = None) -> None
     if coop is None:
         fail_if(k, zero, E_DIV_ZERO, [(a, t.bits)])
         return
-    row, col = entry(k, *coop)
+    row, col = k.entry_index(*coop)
     where = present(k, *coop)
     if where is not None:
         zero = k.op("LogicalAnd", k.m.type_bool(), zero, where)
@@ -381,28 +381,13 @@ def may_be_zero(v: Value) -> bool:
     return not (isinstance(value, int) and not isinstance(value, bool) and value != 0)
 
 
-def entry(k: Kernel, t, v: int) -> List[int]:
-    """The (row, column) of the entry this work-item holds in component v of a coopmatrix
-    of type t (i64 ids; the layout's index as a function of the lane)."""
-    i64 = k.i64()
-    lane = k.op("UConvert", i64, k.builtin("SubgroupLocalInvocationId"))
-    out = []
-    for offset, divisor, tile, scale in layout_of(t, k.S).nested.lane_terms(v):
-        index = k.c64(offset)
-        if divisor:
-            part = k.op("UMod", i64, k.op("UDiv", i64, lane, k.c64(divisor)), k.c64(tile))
-            index = k.op("IAdd", i64, index, k.op("IMul", i64, part, k.c64(scale)))
-        out.append(index)
-    return out
-
-
 def present(k: Kernel, t, v: int) -> Optional[int]:
     """Where component v of a coopmatrix of type t is an entry, not padding (None:
     everywhere)."""
     layout = layout_of(t, k.S)
     if not layout.padded(v):
         return None
-    return k.op("SLessThan", k.m.type_bool(), entry(k, t, v)[1], k.c64(layout.cols))
+    return k.op("SLessThan", k.m.type_bool(), k.entry_index(t, v)[1], k.c64(layout.cols))
 
 
 def loop_step(k: Kernel, lo: int, hi: int, step: int, bits: int) -> int:

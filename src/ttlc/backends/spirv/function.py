@@ -176,6 +176,26 @@ class Kernel:
         lower-simt leaves for targets without a matrix unit)."""
         return layout_of(t, self.S).registers
 
+    def subgroup_lane(self) -> int:
+        """This work-item's id in its subgroup (i64)."""
+        return self.op("UConvert", self.i64(), self.builtin("SubgroupLocalInvocationId"))
+
+    def entry_index(self, t: CoopMatrixType, v: int, lane: Optional[int] = None) -> List[int]:
+        """The (row, column) of the entry this work-item holds in component v of a
+        coopmatrix of type t (i64 ids: the layout's index as a function of ``lane``, an
+        id of ``subgroup_lane()``, made here if not given)."""
+        i64 = self.i64()
+        lane = self.subgroup_lane() if lane is None else lane
+        out = []
+        for offset, divisor, tile, scale in layout_of(t, self.S).nested.lane_terms(v):
+            index = self.c64(offset)
+            if divisor:
+                part = self.op("UMod", i64, self.op("UDiv", i64, lane, self.c64(divisor)),
+                               self.c64(tile))
+                index = self.op("IAdd", i64, index, self.op("IMul", i64, part, self.c64(scale)))
+            out.append(index)
+        return out
+
     def i64(self) -> int:
         return self.m.type_int(64)
 

@@ -196,17 +196,10 @@ def _generic(k: Kernel, inst: Instruction, t: CoopMatrixType, m: MemVal,
     """each(register, pointer to its element, whether it may be padding, its column) over
     the registers of the language's layout: the elements one by one."""
     lay = layout_of(t, k.S)
-    i64 = k.i64()
-    lane = k.op("UConvert", i64, k.builtin("SubgroupLocalInvocationId"))
+    lane = k.subgroup_lane()
     out = []
     for v in range(lay.registers):
-        coords = []
-        for offset, divisor, tile, scale in lay.nested.lane_terms(v):
-            c = k.c64(offset)
-            if divisor:
-                term = k.op("UMod", i64, k.op("UDiv", i64, lane, k.c64(divisor)), k.c64(tile))
-                c = k.op("IAdd", i64, c, k.op("IMul", i64, term, k.c64(scale)))
-            coords.append(c)
+        coords = k.entry_index(t, v, lane)
         off = Static(0)
         for s, c, stride in zip("xy", coords, m.stride):
             off = k.iadd(off, k.imul(k.iadd(k.index(inst.slots[s]), c), stride))
