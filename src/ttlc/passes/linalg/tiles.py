@@ -63,7 +63,10 @@ MAX_K = 32
 #: largest M tile as a multiple of the subgroup size
 MAX_M_BLOCKS = 16
 #: what each piece of C beyond the first adds to the cost (its code is compiled too: f32
-#: 120x9x120 as 3 pieces of 32x9 tiles rather than 8 of 64x6, at about the same speed)
+#: 120x9x120 as 3 pieces of 32x9 tiles rather than 8 of 64x6, at about the same speed;
+#: and where the batch comes from L3 a piece costs run time: f64 64x64x64's 32x4 tiles in
+#: two pieces of columns ran 6% slower than in one, f64 56x9x56 as 32x6 + 32x3, 16x9, 8x9
+#: (4 pieces) 2-3% faster than as 16x9, 8x9 (2 pieces), and no faster within L2)
 PIECE_COST = 0.1
 #: longest K step where remainders are split: the FMA microkernel's loop costs a few
 #: integer instructions beside 10-30 FMAs, and a longer unrolled step only adds code to
