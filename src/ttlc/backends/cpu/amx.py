@@ -49,7 +49,8 @@ from ...ir.types import CoopMatrixType
 from . import jit
 from .coop import concat
 from .memory import lt_size
-from .values import F32, I8, I16, I32, I64, PTR, CoopVal, HeldMatrix, VectorConstant, zero_of
+from .values import (F32, I8, I32, I64, LLTYPE, PTR, CoopVal, HeldMatrix, VectorConstant,
+                     zero_of)
 
 TILE_ROWS = 16
 TILE_BYTES = 64  # bytes of one accumulator tile row (16 floats)
@@ -59,9 +60,23 @@ MAX_K_STEP = 32
 ACCUMULATOR_TILES = 4
 
 
+#: operand component -> the tile product multiplying pairs of such values into f32 sums,
+#: and the CPU feature it needs (AMX-BF16: Sapphire Rapids; AMX-FP16: Granite Rapids)
+PRODUCTS = {"bf16": ("llvm.x86.tdpbf16ps", "amx-bf16"),
+            "f16": ("llvm.x86.tdpfp16ps", "amx-fp16")}
+
+
+def usable(operands: str) -> bool:
+    """AMX multiplies 16-bit operands of this type here (``jit.amx_usable``: the tiles
+    and the process's permission; the type's product among the CPU's features)."""
+    return (operands in PRODUCTS and jit.amx_usable()
+            and jit.has_feature(PRODUCTS[operands][1]))
+
+
 def eligible(a_type: str, b_type: str, acc_type: str) -> bool:
-    """mul_add with these component types runs on AMX (bf16 x bf16 accumulated in f32)."""
-    return a_type == "bf16" and b_type == "bf16" and acc_type == "f32" and jit.amx_usable()
+    """mul_add with these component types runs on AMX (bf16 x bf16 or f16 x f16
+    accumulated in f32, where the CPU has that product)."""
+    return a_type == b_type and acc_type == "f32" and usable(a_type)
 
 
 def _ceil(x: int, m: int) -> int:
@@ -72,17 +87,14 @@ def _at(b: ir.IRBuilder, ptr: ir.Value, byte_offset: int) -> ir.Value:
     return b.gep(ptr, [ir.Constant(I64, byte_offset)], source_etype=I8)
 
 
-def _column(b: ir.IRBuilder, src: ir.Value, elem: ir.Type, c: int, rows: int,
-            length: int) -> ir.Value:
-    """Column c of the column-major matrix with ``rows`` rows at src, zero-extended to
-    ``length`` components."""
-    size = lt_size(elem)
-    col = b.load(_at(b, src, c * rows * size), align=size, typ=ir.VectorType(elem, rows))
+def _load_column(b: ir.IRBuilder, ptr: ir.Value, elem: ir.Type, rows: int,
+                 length: int) -> ir.Value:
+    """The ``rows`` components at ptr, zero-extended to ``length`` components."""
+    col = b.load(ptr, align=lt_size(elem), typ=ir.VectorType(elem, rows))
     if rows == length:
         return col
     idx = [r if r < rows else rows for r in range(length)]
-    return b.shuffle_vector(col, zero_of(col.type),
-                            VectorConstant(I32, idx))
+    return b.shuffle_vector(col, zero_of(col.type), VectorConstant(I32, idx))
 
 
 #: matrices of at most this many components are split into columns by shuffles; larger
@@ -90,42 +102,47 @@ def _column(b: ir.IRBuilder, src: ir.Value, elem: ir.Type, c: int, rows: int,
 SHUFFLE_LIMIT = 1024
 
 
-def _columns(b: ir.IRBuilder, v: ir.Value, rows: int, length: int,
+def _columns(b: ir.IRBuilder, v, elem: ir.Type, rows: int, length: int,
              tmp: ir.Value) -> Callable[[int], ir.Value]:
     """c -> column c of the column-major matrix v with ``rows`` rows, zero-extended to
-    ``length`` components (through tmp for large matrices)."""
+    ``length`` components: v a vector (split by shuffles, or through tmp for large
+    matrices) or a ``TileSource`` (an operand left in memory, ``InMemory``: its columns
+    are loaded where they are)."""
+    if callable(v):
+        return lambda c: _load_column(b, v(0, c)[0], elem, rows, length)
     n = v.type.count
     if n > SHUFFLE_LIMIT:
         b.store(v, tmp, align=64)
-        return lambda c: _column(b, tmp, v.type.element, c, rows, length)
+        size = lt_size(elem)
+        return lambda c: _load_column(b, _at(b, tmp, c * rows * size), elem, rows, length)
     zero = zero_of(v.type)
     return lambda c: b.shuffle_vector(v, zero, VectorConstant(
         I32, [c * rows + r if r < rows else n for r in range(length)]))
 
 
-def _store_padded(b: ir.IRBuilder, v: ir.Value, rows: int, cols: int, prows: int,
+def _store_padded(b: ir.IRBuilder, v, elem: ir.Type, rows: int, cols: int, prows: int,
                   pcols: int, dst: ir.Value, tmp: ir.Value) -> None:
-    """Store the column-major rows x cols vector v as a prows x pcols matrix (zeros
-    around it) at dst."""
-    elem = v.type.element
+    """Store the column-major rows x cols matrix v (a vector or a ``TileSource``) of elem
+    components as a prows x pcols matrix (zeros around it) at dst."""
     size = lt_size(elem)
-    if (rows, cols) == (prows, pcols):
+    if (rows, cols) == (prows, pcols) and not callable(v):
         b.store(v, dst, align=64)
         return
-    column = _columns(b, v, rows, prows, tmp)
+    column = _columns(b, v, elem, rows, prows, tmp)
     for c in range(pcols):
         col = column(c) if c < cols else zero_of(ir.VectorType(elem, prows))
         b.store(col, _at(b, dst, c * prows * size), align=4)
 
 
-def _store_vnni(b: ir.IRBuilder, a: ir.Value, M: int, K: int, Mp: int, Kp: int,
+def _store_vnni(b: ir.IRBuilder, a, elem: ir.Type, M: int, K: int, Mp: int, Kp: int,
                 dst: ir.Value, tmp: ir.Value) -> None:
-    """Store A (M x K column-major bf16 bits) as Kp/2 rows of pairs at dst: row k2 holds
-    A[m, 2 k2], A[m, 2 k2 + 1] for m < Mp (zeros outside A)."""
-    column = _columns(b, a, M, Mp, tmp)
+    """Store A (M x K column-major 16-bit values: a vector or a ``TileSource``) as Kp/2
+    rows of pairs at dst: row k2 holds A[m, 2 k2], A[m, 2 k2 + 1] for m < Mp (zeros
+    outside A).  Each row is two columns interleaved by one shuffle of 2 Mp components."""
+    column = _columns(b, a, elem, M, Mp, tmp)
     pair = [m // 2 + (m % 2) * Mp for m in range(2 * Mp)]  # interleave two columns
     for k2 in range(Kp // 2):
-        cols = [column(k) if k < K else zero_of(ir.VectorType(I16, Mp))
+        cols = [column(k) if k < K else zero_of(ir.VectorType(elem, Mp))
                 for k in (2 * k2, 2 * k2 + 1)]
         row = b.shuffle_vector(cols[0], cols[1], VectorConstant(I32, pair))
         b.store(row, _at(b, dst, 4 * k2 * Mp), align=4)
@@ -180,7 +197,8 @@ def _config(cg) -> ir.GlobalVariable:
 
 _SIGNATURES = {"llvm.x86.ldtilecfg": [PTR], "llvm.x86.tilerelease": [],
                "llvm.x86.tileloadd64": [I8, PTR, I64], "llvm.x86.tilestored64": [I8, PTR, I64],
-               "llvm.x86.tdpbf16ps": [I8, I8, I8], "llvm.x86.tilezero": [I8]}
+               "llvm.x86.tdpbf16ps": [I8, I8, I8], "llvm.x86.tdpfp16ps": [I8, I8, I8],
+               "llvm.x86.tilezero": [I8]}
 
 
 def _call(cg, b: ir.IRBuilder, name: str, *args) -> None:
@@ -211,8 +229,10 @@ class _Slots:
     """Where one product's operands are staged in the scratch memory: C^T, B^T and A^T
     (VNNI) as padded matrices, then room for an unpadded matrix on its way in."""
 
-    def __init__(self, cg, M: int, K: int, N: int):
+    def __init__(self, cg, M: int, K: int, N: int, operands: str = "bf16"):
         self.M, self.K, self.N = M, K, N
+        #: the operands' LLVM type and the tile product that multiplies them
+        self.elem, self.product = LLTYPE[operands], PRODUCTS[operands][0]
         self.ks = k_step(cg)
         self.Mp, self.Np, self.Kp = _ceil(M, TILE_ROWS), _ceil(N, TILE_ROWS), _ceil(K, self.ks)
         c_bytes, b_bytes = 4 * self.Mp * self.Np, 2 * self.Kp * self.Np
@@ -256,18 +276,14 @@ def _move_c(cg, s: _Slots, acc: Dict[Tuple[int, int], int], name: str) -> None:
         _call(cg, cg.b, name, _tile(t), s.c_tile(cg.b, n, m), ir.Constant(I64, 4 * s.Mp))
 
 
-def _products(cg, s: _Slots, a: ir.Value, bm: ir.Value,
-              accs: List[Dict[Tuple[int, int], int]], b_src: Optional[TileSource] = None) -> None:
+def _products(cg, s: _Slots, a, bm, accs: List[Dict[Tuple[int, int], int]]) -> None:
     """acc += B^T A^T on the tile registers of accs (blocks of C^T as from ``blocks``,
-    possibly on other registers of 0-3).  A is staged into the scratch first, and so is
-    B unless b_src gives its tiles in memory."""
+    possibly on other registers of 0-3); a and bm vectors or ``TileSource``s.  A is
+    staged into the scratch first, and so is B unless its tiles are in memory
+    (``_b_tiles``)."""
     b = cg.b
-    if b_src is None:
-        _store_padded(b, bm, s.K, s.N, s.Kp, s.Np, s.b, s.tmp)
-        b_stride = ir.Constant(I64, 2 * s.Kp)
-        b_src = lambda n, k: (_at(b, s.b, 2 * (TILE_ROWS * n * s.Kp + s.ks * k)),  # noqa: E731
-                              b_stride)
-    _store_vnni(b, a, s.M, s.K, s.Mp, s.Kp, s.a, s.tmp)
+    b_src = _b_tiles(cg, s, bm)
+    _store_vnni(b, a, s.elem, s.M, s.K, s.Mp, s.Kp, s.a, s.tmp)
     a_stride = ir.Constant(I64, 4 * s.Mp)
     for acc in accs:
         n0, m0 = min(n for n, _ in acc), min(m for _, m in acc)
@@ -279,7 +295,19 @@ def _products(cg, s: _Slots, a: ir.Value, bm: ir.Value,
                 _call(cg, b, "llvm.x86.tileloadd64", _tile(6 + m - m0),
                       _at(b, s.a, 4 * (s.ks // 2 * k * s.Mp + TILE_ROWS * m)), a_stride)
             for (n, m), t in acc.items():
-                _call(cg, b, "llvm.x86.tdpbf16ps", _tile(t), _tile(4 + n - n0), _tile(6 + m - m0))
+                _call(cg, b, s.product, _tile(t), _tile(4 + n - n0), _tile(6 + m - m0))
+
+
+def _b_tiles(cg, s: _Slots, bm) -> TileSource:
+    """(n, k) -> address and row stride of B^T's tile (n, k): where B is in memory when it
+    is (a ``TileSource``, ``InMemory``) and needs no padding, else in the scratch, where
+    it is staged first."""
+    if callable(bm) and (s.K, s.N) == (s.Kp, s.Np):
+        return lambda n, k: bm(s.ks * k, TILE_ROWS * n)
+    b = cg.b
+    _store_padded(b, bm, s.elem, s.K, s.N, s.Kp, s.Np, s.b, s.tmp)
+    stride = ir.Constant(I64, 2 * s.Kp)
+    return lambda n, k: (_at(b, s.b, 2 * (TILE_ROWS * n * s.Kp + s.ks * k)), stride)
 
 
 def _read_c(cg, s: _Slots, vt: ir.VectorType) -> ir.Value:
@@ -292,12 +320,12 @@ def _read_c(cg, s: _Slots, vt: ir.VectorType) -> ir.Value:
     return concat(cg, columns)
 
 
-def mul_add_bf16(cg, a: ir.Value, bm: ir.Value, c: ir.Value, M: int, K: int, N: int) -> ir.Value:
-    """A B + C on AMX: a (M*K) and bm (K*N) bf16 bits, c (M*N) float, all column-major;
-    returns the M*N float vector."""
+def mul_add(cg, operands: str, a, bm, c: ir.Value, M: int, K: int, N: int) -> ir.Value:
+    """A B + C on AMX: a (M*K) and bm (K*N) of the 16-bit type ``operands`` (vectors or
+    ``TileSource``s), c (M*N) float, all column-major; returns the M*N float vector."""
     _configure_kernel(cg)
-    s = _Slots(cg, M, K, N)
-    _store_padded(cg.b, c, M, N, s.Mp, s.Np, s.c, s.tmp)
+    s = _Slots(cg, M, K, N, operands)
+    _store_padded(cg.b, c, F32, M, N, s.Mp, s.Np, s.c, s.tmp)
     for acc in s.blocks():
         _move_c(cg, s, acc, "llvm.x86.tileloadd64")
         _products(cg, s, a, bm, [acc])
@@ -333,23 +361,23 @@ class TileAccumulator:
                 for r in acc.values():
                     _call(cg, cg.b, "llvm.x86.tilezero", _tile(r))
             else:
-                _store_padded(cg.b, mat, t.rows, t.cols, s.Mp, s.Np, s.c, s.tmp)
+                _store_padded(cg.b, mat, F32, t.rows, t.cols, s.Mp, s.Np, s.c, s.tmp)
                 _move_c(cg, s, acc, "llvm.x86.tileloadd64")
         return self
 
     def mul_add(self, cg, inst: Instruction, A, B) -> "TileAccumulator":
-        """self += A B (inst's CoopVals with bf16 components)."""
-        s = _Slots(cg, A.type.rows, A.type.cols, B.type.cols)
-        b_src = [_b_in_memory(cg, inst, s, g) for g in range(len(self.tiles))]
-        if self.copies == 2 and s.Kp == s.ks and b_src[0] is not None:
-            self._paired(cg, s, A.mats[0], b_src[0])
+        """self += A B (inst's operands: CoopVals or ``InMemory``, 16-bit components)."""
+        s = _Slots(cg, A.type.rows, A.type.cols, B.type.cols, A.type.component.name)
+        if (self.copies == 2 and s.Kp == s.ks and isinstance(B, InMemory)
+                and (s.K, s.N) == (s.Kp, s.Np)):
+            self._paired(cg, s, A.mats[0], _b_tiles(cg, s, B.mats[0]))
             return self
         assert self.pending is None, "internal error: half a pair of AMX products"
         for g, acc in enumerate(self.tiles):
-            _products(cg, s, A.mats[g], B.mats[g], _by_block(acc), b_src[g])
+            _products(cg, s, A.mats[g], B.mats[g], _by_block(acc))
         return self
 
-    def _paired(self, cg, s: _Slots, a: ir.Value, b_src: TileSource) -> None:
+    def _paired(self, cg, s: _Slots, a, b_src: TileSource) -> None:
         """One k step of a single-tile accumulator, in pairs of two successive mul_adds
         (the loop body emitted twice): both stage A and load B's tile (4, 5) where they
         are, and the second loads both A tiles (6, 7) and runs both products.  A tile
@@ -358,7 +386,7 @@ class TileAccumulator:
         two A's before the first product halves these waits."""
         b = cg.b
         half = 0 if self.pending is None else 1
-        _store_vnni(b, a, s.M, s.K, s.Mp, s.Kp, s.a_next if half else s.a, s.tmp)
+        _store_vnni(b, a, s.elem, s.M, s.K, s.Mp, s.Kp, s.a_next if half else s.a, s.tmp)
         _call(cg, b, "llvm.x86.tileloadd64", _tile(4 + half), *b_src(0, 0))
         if not half:
             self.pending = s
@@ -369,7 +397,7 @@ class TileAccumulator:
         _call(cg, b, "llvm.x86.tileloadd64", _tile(6), first.a, a_stride)
         _call(cg, b, "llvm.x86.tileloadd64", _tile(7), s.a_next, a_stride)
         for h in (0, 1):
-            _call(cg, b, "llvm.x86.tdpbf16ps", _tile(t), _tile(4 + h), _tile(6 + h))
+            _call(cg, b, s.product, _tile(t), _tile(4 + h), _tile(6 + h))
 
     def leave(self, cg):
         """After the loop: the value as a CoopVal (or a TileResult for its store)."""
@@ -397,8 +425,9 @@ def _in_memory(cg, access: Instruction, elem: str, g: int) -> Optional[TileSourc
     every access goes through ``coop._access``, which checks it), untransposed, on ``elem``
     components, through a memref with unit row stride (the matrix's columns are
     contiguous: the rows of its transpose, a tile's rows).  None otherwise."""
+    component = access.slots["tensor"].type.element
     if (cg.mask is not None or cg.checked or access.modifier("checked") is not None
-            or access.modifier("ta") == "t" or access.slots["tensor"].type.element.name != elem):
+            or access.modifier("ta") == "t" or component.name != elem):
         return None
     from .coop import memref_in, uniform_in
 
@@ -410,7 +439,7 @@ def _in_memory(cg, access: Instruction, elem: str, g: int) -> Optional[TileSourc
     x = uniform_in(cg, cg.get(access.slots["x"]), lane)
     y = uniform_in(cg, cg.get(access.slots["y"]), lane)
     st1 = cg.ival(m.stride[1])
-    size = ir.Constant(I64, 2 if elem == "bf16" else 4)
+    size = ir.Constant(I64, component.size)
     stride = b.mul(st1, size)
 
     def at(r0: int, c0: int) -> Tuple[ir.Value, ir.Value]:
@@ -419,24 +448,41 @@ def _in_memory(cg, access: Instruction, elem: str, g: int) -> Optional[TileSourc
     return at
 
 
-def _b_in_memory(cg, inst: Instruction, s: _Slots, g: int) -> Optional[TileSource]:
-    """(n, k) -> where subgroup g's B^T tile (n, k) of the mul_add inst can be loaded
-    from, when B is a cooperative_matrix_load earlier in the same region with nothing
-    between that may write memory, the load qualifies for ``_in_memory`` and B needs no
-    padding.  None otherwise (B is staged)."""
-    load = getattr(inst.slots["b"], "owner", None)
-    if (s.K, s.N) != (s.Kp, s.Np) or load is None or load.opcode != "cooperative_matrix_load":
+class InMemory:
+    """The value of a cooperative_matrix_load left in memory (``operand_in_memory``): per
+    subgroup, where the matrix is (``mats``: ``TileSource``s).  The AMX products that use
+    it load B's tiles from there and stage A's pairs from its columns, so the load emits
+    no vector of the whole matrix (whose shuffles made most of LLVM's compile time)."""
+
+    def __init__(self, t: CoopMatrixType, mats: List[TileSource]):
+        self.type = t
+        self.mats = mats
+
+
+def operand_in_memory(cg, load: Instruction) -> Optional[InMemory]:
+    """The cooperative_matrix_load ``load`` left in memory (an ``InMemory``) when every
+    use of its value is as A or B of an AMX mul_add later in the same region with
+    nothing between that has regions or may write memory, and each subgroup's access
+    qualifies for ``_in_memory``; else None (the load is emitted)."""
+    value = load.results[0]
+    t = value.type
+    if not (isinstance(t, CoopMatrixType) and usable(t.component.name)):
         return None
-    region = _region_of(cg, inst)
-    if region is None or _region_of(cg, load) is not region:
+    users = _users(cg).get(value, [])
+    region = _region_of(cg, load)
+    if not users or region is None:
         return None
-    between = region.instructions[region.instructions.index(load) + 1:
-                                  region.instructions.index(inst)]
-    if any(i.regions or not (i.opdef.pure or i.opcode == "cooperative_matrix_load")
-           for i in between):
-        return None
-    at = _in_memory(cg, load, "bf16", g)
-    return None if at is None else (lambda n, k: at(s.ks * k, TILE_ROWS * n))
+    for user in users:
+        if (user.opcode != "cooperative_matrix_mul_add" or not _mul_add_types(user)
+                or user.slots["c"] is value or _region_of(cg, user) is not region):
+            return None
+        between = region.instructions[region.instructions.index(load) + 1:
+                                      region.instructions.index(user)]
+        if any(i.regions or not (i.opdef.pure or i.opcode == "cooperative_matrix_load")
+               for i in between):
+            return None
+    places = [_in_memory(cg, load, t.component.name, g) for g in range(cg.W // cg.S)]
+    return None if any(p is None for p in places) else InMemory(t, places)
 
 
 class TileResult(HeldMatrix):
@@ -496,9 +542,9 @@ def _is_zero(v: ir.Value) -> bool:
 
 
 def _mul_add_types(inst: Instruction) -> bool:
-    """The mul_add runs on AMX (its operand types; ``jit.amx_usable`` asked separately)."""
+    """The mul_add runs on AMX (``eligible``)."""
     a, b_, c = (inst.slots[k].type for k in ("a", "b", "c"))
-    return (a.component.name, b_.component.name, c.component.name) == ("bf16", "bf16", "f32")
+    return eligible(a.component.name, b_.component.name, c.component.name)
 
 
 def claim_loop(cg, loop: Instruction) -> Dict[int, TileAccumulator]:

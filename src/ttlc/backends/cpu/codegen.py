@@ -108,6 +108,9 @@ def _table() -> Dict[str, Callable]:
                      coop.EMITTERS, mul_add.EMITTERS)
     for op, fn in coop.ELEMENTWISE.items():
         table[op] = _on_matrices(table[op], fn)
+    load = table["cooperative_matrix_load"]
+    # a matrix only AMX products use stays in memory, where they read it
+    table["cooperative_matrix_load"] = lambda cg, inst: amx.operand_in_memory(cg, inst) or load(cg, inst)
     missing = set(OPS) - set(table) - LOWERED - {"yield"}
     if missing:
         raise AssertionError(f"no emitter for {', '.join(sorted(missing))}")

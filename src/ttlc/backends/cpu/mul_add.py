@@ -82,8 +82,8 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
     kernel = dpbf16.KERNEL if path == "AVX512-BF16" else coop.fma_kernel(M, N, cd)
     out = []
     for g in range(coop.subgroups(cg)):
-        if path == "AMX":  # bf16 x bf16 -> f32 on the tile unit
-            d = amx.mul_add_bf16(cg, A.mats[g], B.mats[g], C.mats[g], M, K, N)
+        if path == "AMX":  # 16-bit products into f32 on the tile unit
+            d = amx.mul_add(cg, A.type.component.name, A.mats[g], B.mats[g], C.mats[g], M, K, N)
         else:
             d = coop.microkernel(cg, kernel, A, B, g, convert(cg, C.mats[g], ct, cd), cd)
         if cd != ct:
