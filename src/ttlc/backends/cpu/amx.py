@@ -46,7 +46,7 @@ from llvmlite import ir
 
 from ...ir.core import Instruction, Region, Value
 from ...ir.types import CoopMatrixType
-from . import jit
+from . import amx_emulation, jit
 from .coop import concat
 from .memory import lt_size
 from .values import (F32, I8, I32, I64, LLTYPE, PTR, CoopVal, HeldMatrix, VectorConstant,
@@ -70,7 +70,7 @@ def usable(operands: str) -> bool:
     """AMX multiplies 16-bit operands of this type here (``jit.amx_usable``: the tiles
     and the process's permission; the type's product among the CPU's features)."""
     return (operands in PRODUCTS and jit.amx_usable()
-            and jit.has_feature(PRODUCTS[operands][1]))
+            and (jit.EMULATE_AMX or jit.has_feature(PRODUCTS[operands][1])))
 
 
 def eligible(a_type: str, b_type: str, acc_type: str) -> bool:
@@ -171,20 +171,26 @@ def k_step(cg) -> int:
     return ks
 
 
-def _config(cg) -> ir.GlobalVariable:
-    """The tile configuration: palette 1; tiles 0-3 (accumulators) of 16 rows x 64
-    bytes, 4-5 (B^T) of 16 rows x k_step bf16, 6-7 (A^T in pairs) of k_step/2 rows x 64
-    bytes."""
+def _shape(cg, t: int) -> Tuple[int, int]:
+    """Rows and bytes per row of tile register t in this kernel's configuration: 0-3
+    (accumulators) 16 rows x 64 bytes, 4-5 (B^T) 16 rows x k_step 16-bit values, 6-7
+    (A^T in pairs) k_step/2 rows x 64 bytes."""
     ks = k_step(cg)
-    name = f"ttlc.amx.config.k{ks}"
+    if t in (4, 5):
+        return TILE_ROWS, 2 * ks
+    return (ks // 2 if t in (6, 7) else TILE_ROWS), TILE_BYTES
+
+
+def _config(cg) -> ir.GlobalVariable:
+    """The tile configuration: palette 1, the tile shapes of ``_shape``."""
+    name = f"ttlc.amx.config.k{k_step(cg)}"
     existing = cg.module.globals.get(name)
     if existing is not None:
         return existing
     data = [0] * 64
     data[0] = 1
     for t in range(8):
-        colsb, rows = (2 * ks, TILE_ROWS) if t in (4, 5) else \
-            (TILE_BYTES, ks // 2 if t in (6, 7) else TILE_ROWS)
+        rows, colsb = _shape(cg, t)
         data[16 + 2 * t] = colsb  # little-endian u16
         data[48 + t] = rows
     gv = ir.GlobalVariable(cg.module, ir.ArrayType(I8, 64), name)
@@ -202,7 +208,26 @@ _SIGNATURES = {"llvm.x86.ldtilecfg": [PTR], "llvm.x86.tilerelease": [],
 
 
 def _call(cg, b: ir.IRBuilder, name: str, *args) -> None:
+    if jit.EMULATE_AMX:
+        return _emulate(cg, b, name, *args)
     b.call(cg.extern(name, ir.VoidType(), _SIGNATURES[name]), list(args))
+
+
+def _emulate(cg, b: ir.IRBuilder, name: str, *args) -> None:
+    """The tile instruction ``name`` emulated (``amx_emulation``) on the kernel's tile
+    file (in its per-thread scratch memory), given the shapes of the tiles it uses."""
+    offset = getattr(cg, "amx_tile_file", None)
+    if offset is None:
+        offset = cg.amx_tile_file = -(-cg.local_bytes // 64) * 64
+        cg.local_bytes = offset + amx_emulation.TILE_FILE_BYTES
+    what = name.rsplit(".", 1)[1]
+    shapes: List[int] = []
+    if what in ("tileloadd64", "tilestored64"):
+        shapes = list(_shape(cg, args[0].constant))
+    elif what.startswith("tdp"):
+        rows, colsb = _shape(cg, args[0].constant)
+        shapes = [rows, colsb // 4, _shape(cg, args[1].constant)[1] // 4]
+    amx_emulation.call(b, what, list(args), _at(b, cg.local, offset), shapes)
 
 
 def _configure_kernel(cg) -> None:
