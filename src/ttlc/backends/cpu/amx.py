@@ -1,9 +1,10 @@
-"""bf16 cooperative_matrix_mul_add on Intel AMX tiles.
+"""16-bit cooperative_matrix_mul_add on Intel AMX tiles.
 
 Where the CPU has AMX-BF16 (Sapphire Rapids and later) and Linux grants the process the
 tile-data state, ``D = A B + C`` with bf16 A and B and an f32 accumulator runs on
-``tdpbf16ps``: 16 x 16 f32 accumulator tiles, each step a 16 x ks by ks x 16 product (ks, the
-k step, 16 or 32).
+``tdpbf16ps``, and with f16 A and B on ``tdpfp16ps`` where the CPU also has AMX-FP16
+(Granite Rapids; ``PRODUCTS``): 16 x 16 f32 accumulator tiles, each step a 16 x ks by ks x 16
+product (ks, the k step, 16 or 32).
 
 A coopmatrix is a column-major vector (``coop.py``); the tile instructions want rows, so
 the product is computed transposed, ``C^T += B^T A^T``:
@@ -11,7 +12,7 @@ the product is computed transposed, ``C^T += B^T A^T``:
 * ``C^T`` (N x M, row-major) is C's own column-major storage: tile (n, m) is 16 rows of
   16 floats, row stride M;
 * ``B^T`` (N x K, row-major) is B's column-major storage: tile (n, k) is 16 rows of ks
-  bf16 values, row stride K;
+  16-bit values, row stride K;
 * ``A^T`` (K x M) must be in the "VNNI" pair layout, row k2 holding
   ``A[m, 2 k2], A[m, 2 k2 + 1]`` for each m: two columns of A interleaved per row.
 
@@ -25,10 +26,15 @@ is loaded once per kernel call and released before the kernel returns.
 A K loop (``for`` with the accumulator as carried value, ``claim_loop``) keeps the
 accumulator in tiles 0-3 for the whole loop (``TileAccumulator``): zeroed or loaded
 before it, stored after it -- straight into memory when a cooperative_matrix_store of
-the result follows (``TileResult``).  In such a loop B's tile is loaded from the memref B
-was loaded from when its columns are contiguous there (``_b_in_memory``), and a single
-accumulator tile runs its products in pairs of k steps (``TileAccumulator._paired``).
-Only A is staged in every step: its pair layout is not a layout of memory.
+the result follows (``TileResult``), and a single accumulator tile runs its products in
+pairs of k steps (``TileAccumulator._paired``).
+
+An operand loaded from a memref with contiguous columns and used only by AMX products
+is not loaded into a vector at all (``operand_in_memory``, ``InMemory``): B's tiles are
+loaded from the memref, and A's pairs staged from its columns, two column loads and one
+shuffle of 2 x 16 or 2 x 32 components per pair of k.  (Vectors of the whole matrix, and
+the shuffles that take them apart, took LLVM up to seconds per kernel.)  Only A is staged
+in every step: its pair layout is not a layout of memory.
 
 The results agree with the vector path up to the accumulation order (pairs of products
 are added before accumulating) and AMX's handling of denormals (flushed to zero), which
@@ -36,7 +42,9 @@ is within the floating-point tolerance the interpreter comparison allows for
 reassociation.
 
 ``TTLC_AMX=0`` disables the path (the vector FMA code is used instead);
-``jit.amx_usable`` decides, and requests the process's tile-data permission.
+``jit.amx_usable`` decides, and requests the process's tile-data permission.  Tests
+emulate the tile instructions where the CPU has none (``jit.EMULATE_AMX``,
+``amx_emulation.py``).
 """
 from __future__ import annotations
 
