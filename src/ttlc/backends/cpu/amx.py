@@ -57,8 +57,8 @@ from ...ir.types import CoopMatrixType
 from . import amx_emulation, jit
 from .coop import concat
 from .memory import lt_size
-from .values import (F32, I8, I32, I64, LLTYPE, PTR, CoopVal, HeldMatrix, VectorConstant,
-                     zero_of)
+from .values import (F32, I1, I8, I16, I32, I64, LLTYPE, PTR, CoopVal, HeldMatrix,
+                     VectorConstant, mangle, zero_of)
 
 TILE_ROWS = 16
 TILE_BYTES = 64  # bytes of one accumulator tile row (16 floats)
@@ -114,10 +114,10 @@ def _columns(b: ir.IRBuilder, v, elem: ir.Type, rows: int, length: int,
              tmp: ir.Value) -> Callable[[int], ir.Value]:
     """c -> column c of the column-major matrix v with ``rows`` rows, zero-extended to
     ``length`` components: v a vector (split by shuffles, or through tmp for large
-    matrices) or a ``TileSource`` (an operand left in memory, ``InMemory``: its columns
-    are loaded where they are)."""
-    if callable(v):
-        return lambda c: _load_column(b, v(0, c)[0], elem, rows, length)
+    matrices) or an untransposed ``Place`` (an operand left in memory, ``InMemory``: its
+    columns are loaded where they are)."""
+    if isinstance(v, Place):
+        return lambda c: _load_column(b, v.at(0, c)[0], elem, rows, length)
     n = v.type.count
     if n > SHUFFLE_LIMIT:
         b.store(v, tmp, align=64)
@@ -130,10 +130,10 @@ def _columns(b: ir.IRBuilder, v, elem: ir.Type, rows: int, length: int,
 
 def _store_padded(b: ir.IRBuilder, v, elem: ir.Type, rows: int, cols: int, prows: int,
                   pcols: int, dst: ir.Value, tmp: ir.Value) -> None:
-    """Store the column-major rows x cols matrix v (a vector or a ``TileSource``) of elem
-    components as a prows x pcols matrix (zeros around it) at dst."""
+    """Store the column-major rows x cols matrix v (a vector or an untransposed ``Place``)
+    of elem components as a prows x pcols matrix (zeros around it) at dst."""
     size = lt_size(elem)
-    if (rows, cols) == (prows, pcols) and not callable(v):
+    if (rows, cols) == (prows, pcols) and not isinstance(v, Place):
         b.store(v, dst, align=64)
         return
     column = _columns(b, v, elem, rows, prows, tmp)
@@ -144,9 +144,11 @@ def _store_padded(b: ir.IRBuilder, v, elem: ir.Type, rows: int, cols: int, prows
 
 def _store_vnni(b: ir.IRBuilder, a, elem: ir.Type, M: int, K: int, Mp: int, Kp: int,
                 dst: ir.Value, tmp: ir.Value) -> None:
-    """Store A (M x K column-major 16-bit values: a vector or a ``TileSource``) as Kp/2
-    rows of pairs at dst: row k2 holds A[m, 2 k2], A[m, 2 k2 + 1] for m < Mp (zeros
-    outside A).  Each row is two columns interleaved by one shuffle of 2 Mp components."""
+    """Store A (M x K column-major 16-bit values: a vector or a ``Place``) as Kp/2 rows of
+    pairs at dst: row k2 holds A[m, 2 k2], A[m, 2 k2 + 1] for m < Mp (zeros outside A).
+    Each row is two columns interleaved by one shuffle of 2 Mp components."""
+    if isinstance(a, Place) and a.transposed:
+        return _store_vnni_transposed(b, a, M, K, Mp, Kp, dst)
     column = _columns(b, a, elem, M, Mp, tmp)
     pair = [m // 2 + (m % 2) * Mp for m in range(2 * Mp)]  # interleave two columns
     for k2 in range(Kp // 2):
@@ -154,6 +156,66 @@ def _store_vnni(b: ir.IRBuilder, a, elem: ir.Type, M: int, K: int, Mp: int, Kp: 
                 for k in (2 * k2, 2 * k2 + 1)]
         row = b.shuffle_vector(cols[0], cols[1], VectorConstant(I32, pair))
         b.store(row, _at(b, dst, 4 * k2 * Mp), align=4)
+
+
+def _gather(b: ir.IRBuilder, elem: ir.Type, ptrs: ir.Value, mask: ir.Value) -> ir.Value:
+    """llvm.masked.gather of elem components (zeros where mask is off)."""
+    vt = ir.VectorType(elem, ptrs.type.count)
+    name = f"llvm.masked.gather.{mangle(vt)}.{mangle(ptrs.type)}"
+    fn = b.module.globals.get(name) or ir.Function(
+        b.module, ir.FunctionType(vt, [ptrs.type, I32, mask.type, vt]), name)
+    return b.call(fn, [ptrs, ir.Constant(I32, lt_size(elem)), mask, zero_of(vt)])
+
+
+def _lanes(b: ir.IRBuilder, base: ir.Value, stride: ir.Value, n: int) -> ir.Value:
+    """The n pointers base + i stride (bytes), i < n."""
+    vt = ir.VectorType(I64, n)
+    s = b.shuffle_vector(b.insert_element(zero_of(vt), stride, ir.Constant(I32, 0)),
+                         zero_of(vt), VectorConstant(I32, [0] * n))
+    offsets = b.mul(s, VectorConstant(I64, list(range(n))))
+    ptrs = b.shuffle_vector(b.insert_element(ir.Constant(ir.VectorType(PTR, n), None), base,
+                                             ir.Constant(I32, 0)),
+                            ir.Constant(ir.VectorType(PTR, n), None), VectorConstant(I32, [0] * n))
+    return b.gep(ptrs, [offsets], source_etype=I8)
+
+
+def _store_vnni_transposed(b: ir.IRBuilder, a: "Place", M: int, K: int, Mp: int, Kp: int,
+                           dst: ir.Value) -> None:
+    """``_store_vnni`` for an A loaded transposed: A's row m is the memref's column y + m
+    (contiguous), whose 32-bit word k2 is the pair of row k2 of the layout; each row is
+    one gather of those words from the Mp rows of A (a 16-bit one for the half pair of
+    an odd K)."""
+    base, stride = a.at(0, 0)
+    rows = _lanes(b, base, stride, Mp)
+    mask = VectorConstant(I1, [m < M for m in range(Mp)])
+    for k2 in range(Kp // 2):
+        at = b.gep(rows, [ir.Constant(I64, 4 * k2)], source_etype=I8)
+        if 2 * k2 + 1 < K:
+            row = _gather(b, I32, at, mask)
+        elif 2 * k2 < K:
+            row = b.zext(_gather(b, I16, at, mask), ir.VectorType(I32, Mp))
+        else:
+            row = zero_of(ir.VectorType(I32, Mp))
+        b.store(row, _at(b, dst, 4 * k2 * Mp), align=4)
+
+
+def _store_b_transposed(b: ir.IRBuilder, bm: "Place", elem: ir.Type, K: int, N: int,
+                        Kp: int, Np: int, dst: ir.Value, tmp: ir.Value) -> None:
+    """``_store_padded`` of B^T (Np rows of Kp) for a B loaded transposed: B's row k is the
+    memref's column y + k (contiguous).  Rows 2 k2 and 2 k2 + 1 interleaved are the
+    32-bit pairs of column k2 of B^T's rows, stored as row k2 of tmp; row n of B^T is
+    then one gather of word n of each tmp row."""
+    pair = [n // 2 + (n % 2) * Np for n in range(2 * Np)]
+    for k2 in range(Kp // 2):
+        rows = [_load_column(b, bm.at(0, k)[0], elem, N, Np) if k < K
+                else zero_of(ir.VectorType(elem, Np)) for k in (2 * k2, 2 * k2 + 1)]
+        b.store(b.shuffle_vector(rows[0], rows[1], VectorConstant(I32, pair)),
+                _at(b, tmp, 4 * k2 * Np), align=4)
+    words = _lanes(b, tmp, ir.Constant(I64, 4 * Np), Kp // 2)
+    every = VectorConstant(I1, [1] * (Kp // 2))
+    for n in range(Np):
+        row = _gather(b, I32, b.gep(words, [ir.Constant(I64, 4 * n)], source_etype=I8), every)
+        b.store(row, _at(b, dst, 2 * Kp * n), align=4)
 
 
 def _scratch(cg, nbytes: int) -> ir.Value:
@@ -272,7 +334,7 @@ class _Slots:
         a_bytes = 2 * self.Kp * self.Mp
         b = cg.b
         self.c = _scratch(cg, c_bytes + b_bytes + 2 * a_bytes
-                          + max(4 * M * N, 2 * K * N, 2 * M * K))
+                          + max(4 * M * N, 2 * self.Kp * self.Np, 2 * M * K))
         self.b = _at(b, self.c, c_bytes)
         self.a = _at(b, self.c, c_bytes + b_bytes)
         self.a_next = _at(b, self.c, c_bytes + b_bytes + a_bytes)  # (paired products)
@@ -333,12 +395,15 @@ def _products(cg, s: _Slots, a, bm, accs: List[Dict[Tuple[int, int], int]]) -> N
 
 def _b_tiles(cg, s: _Slots, bm) -> TileSource:
     """(n, k) -> address and row stride of B^T's tile (n, k): where B is in memory when it
-    is (a ``TileSource``, ``InMemory``) and needs no padding, else in the scratch, where
-    it is staged first."""
-    if callable(bm) and (s.K, s.N) == (s.Kp, s.Np):
-        return lambda n, k: bm(s.ks * k, TILE_ROWS * n)
+    is (an untransposed ``Place``, ``InMemory``) and needs no padding, else in the
+    scratch, where it is staged first."""
+    if isinstance(bm, Place) and not bm.transposed and (s.K, s.N) == (s.Kp, s.Np):
+        return lambda n, k: bm.at(s.ks * k, TILE_ROWS * n)
     b = cg.b
-    _store_padded(b, bm, s.elem, s.K, s.N, s.Kp, s.Np, s.b, s.tmp)
+    if isinstance(bm, Place) and bm.transposed:
+        _store_b_transposed(b, bm, s.elem, s.K, s.N, s.Kp, s.Np, s.b, s.tmp)
+    else:
+        _store_padded(b, bm, s.elem, s.K, s.N, s.Kp, s.Np, s.b, s.tmp)
     stride = ir.Constant(I64, 2 * s.Kp)
     return lambda n, k: (_at(b, s.b, 2 * (TILE_ROWS * n * s.Kp + s.ks * k)), stride)
 
@@ -402,7 +467,7 @@ class TileAccumulator:
         """self += A B (inst's operands: CoopVals or ``InMemory``, 16-bit components)."""
         s = _Slots(cg, A.type.rows, A.type.cols, B.type.cols, A.type.component.name)
         if (self.copies == 2 and s.Kp == s.ks and isinstance(B, InMemory)
-                and (s.K, s.N) == (s.Kp, s.Np)):
+                and not B.mats[0].transposed and (s.K, s.N) == (s.Kp, s.Np)):
             self._paired(cg, s, A.mats[0], _b_tiles(cg, s, B.mats[0]))
             return self
         assert self.pending is None, "internal error: half a pair of AMX products"
@@ -451,16 +516,18 @@ class TileAccumulator:
 TileSource = Callable[[int, int], Tuple[ir.Value, ir.Value]]
 
 
-def _in_memory(cg, access: Instruction, elem: str, g: int) -> Optional[TileSource]:
-    """For subgroup g, (r0, c0) -> the address of entry (r0, c0) of the matrix the
-    cooperative_matrix_load/store ``access`` reads or writes, and the byte stride of its
+def _in_memory(cg, access: Instruction, elem: str, g: int,
+               transposed: bool = False) -> Optional[TileSource]:
+    """For subgroup g, (r0, c0) -> the address of the memref's entry (x + r0, y + c0) of
+    the cooperative_matrix_load/store ``access`` at (x, y), and the byte stride of its
     columns: when every work-item is active and the access is unchecked (in checked code
-    every access goes through ``coop._access``, which checks it), untransposed, on ``elem``
-    components, through a memref with unit row stride (the matrix's columns are
-    contiguous: the rows of its transpose, a tile's rows).  None otherwise."""
+    every access goes through ``coop._access``, which checks it), untransposed (or, if
+    ``transposed``, either), on ``elem`` components, through a memref with unit row
+    stride (its columns are contiguous: the rows of their transpose, a tile's rows).
+    None otherwise."""
     component = access.slots["tensor"].type.element
     if (cg.mask is not None or cg.checked or access.modifier("checked") is not None
-            or access.modifier("ta") == "t" or component.name != elem):
+            or (access.modifier("ta") == "t" and not transposed) or component.name != elem):
         return None
     from .coop import memref_in, uniform_in
 
@@ -481,13 +548,24 @@ def _in_memory(cg, access: Instruction, elem: str, g: int) -> Optional[TileSourc
     return at
 
 
+class Place:
+    """Where one subgroup's operand is in memory: ``at`` (a ``TileSource`` of the memref
+    at the load's position) and whether the matrix is the transpose of that block (a
+    load with ``.t``: the matrix's rows are the memref's contiguous columns)."""
+
+    def __init__(self, at: TileSource, transposed: bool):
+        self.at = at
+        self.transposed = transposed
+
+
 class InMemory:
     """The value of a cooperative_matrix_load left in memory (``operand_in_memory``): per
-    subgroup, where the matrix is (``mats``: ``TileSource``s).  The AMX products that use
-    it load B's tiles from there and stage A's pairs from its columns, so the load emits
-    no vector of the whole matrix (whose shuffles made most of LLVM's compile time)."""
+    subgroup, where the matrix is (``mats``: ``Place``s).  The AMX products that use it
+    load B's tiles from there or stage them, and stage A's pairs, from its columns (or,
+    transposed, by gathers of pairs), so the load emits no vector of the whole matrix
+    (whose shuffles made most of LLVM's compile time)."""
 
-    def __init__(self, t: CoopMatrixType, mats: List[TileSource]):
+    def __init__(self, t: CoopMatrixType, mats: List[Place]):
         self.type = t
         self.mats = mats
 
@@ -496,7 +574,7 @@ def operand_in_memory(cg, load: Instruction) -> Optional[InMemory]:
     """The cooperative_matrix_load ``load`` left in memory (an ``InMemory``) when every
     use of its value is as A or B of an AMX mul_add later in the same region with
     nothing between that has regions or may write memory, and each subgroup's access
-    qualifies for ``_in_memory``; else None (the load is emitted)."""
+    qualifies for ``_in_memory`` (transposed or not); else None (the load is emitted)."""
     value = load.results[0]
     t = value.type
     if not (isinstance(t, CoopMatrixType) and usable(t.component.name)):
@@ -514,8 +592,10 @@ def operand_in_memory(cg, load: Instruction) -> Optional[InMemory]:
         if any(i.regions or not (i.opdef.pure or i.opcode == "cooperative_matrix_load")
                for i in between):
             return None
-    places = [_in_memory(cg, load, t.component.name, g) for g in range(cg.W // cg.S)]
-    return None if any(p is None for p in places) else InMemory(t, places)
+    places = [_in_memory(cg, load, t.component.name, g, True) for g in range(cg.W // cg.S)]
+    if any(p is None for p in places):
+        return None
+    return InMemory(t, [Place(at, load.modifier("ta") == "t") for at in places])
 
 
 class TileResult(HeldMatrix):
