@@ -117,7 +117,7 @@ def _columns(b: ir.IRBuilder, v, elem: ir.Type, rows: int, length: int,
     matrices) or an untransposed ``Place`` (an operand left in memory, ``InMemory``: its
     columns are loaded where they are)."""
     if isinstance(v, Place):
-        return lambda c: _load_column(b, v.at(0, c)[0], elem, rows, length)
+        return lambda c: v.column(b, elem, c, rows, length)
     n = v.type.count
     if n > SHUFFLE_LIMIT:
         b.store(v, tmp, align=64)
@@ -397,7 +397,7 @@ def _b_tiles(cg, s: _Slots, bm) -> TileSource:
     """(n, k) -> address and row stride of B^T's tile (n, k): where B is in memory when it
     is (an untransposed ``Place``, ``InMemory``) and needs no padding, else in the
     scratch, where it is staged first."""
-    if isinstance(bm, Place) and not bm.transposed and (s.K, s.N) == (s.Kp, s.Np):
+    if isinstance(bm, Place) and bm.tiles and (s.K, s.N) == (s.Kp, s.Np):
         return lambda n, k: bm.at(s.ks * k, TILE_ROWS * n)
     b = cg.b
     if isinstance(bm, Place) and bm.transposed:
@@ -467,7 +467,7 @@ class TileAccumulator:
         """self += A B (inst's operands: CoopVals or ``InMemory``, 16-bit components)."""
         s = _Slots(cg, A.type.rows, A.type.cols, B.type.cols, A.type.component.name)
         if (self.copies == 2 and s.Kp == s.ks and isinstance(B, InMemory)
-                and not B.mats[0].transposed and (s.K, s.N) == (s.Kp, s.Np)):
+                and B.mats[0].tiles and (s.K, s.N) == (s.Kp, s.Np)):
             self._paired(cg, s, A.mats[0], _b_tiles(cg, s, B.mats[0]))
             return self
         assert self.pending is None, "internal error: half a pair of AMX products"
@@ -517,17 +517,21 @@ TileSource = Callable[[int, int], Tuple[ir.Value, ir.Value]]
 
 
 def _in_memory(cg, access: Instruction, elem: str, g: int,
-               transposed: bool = False) -> Optional[TileSource]:
-    """For subgroup g, (r0, c0) -> the address of the memref's entry (x + r0, y + c0) of
-    the cooperative_matrix_load/store ``access`` at (x, y), and the byte stride of its
-    columns: when every work-item is active and the access is unchecked (in checked code
-    every access goes through ``coop._access``, which checks it), untransposed (or, if
-    ``transposed``, either), on ``elem`` components, through a memref with unit row
-    stride (its columns are contiguous: the rows of their transpose, a tile's rows).
-    None otherwise."""
+               operand: bool = False) -> Optional["Place"]:
+    """Where subgroup g's matrix of the cooperative_matrix_load/store ``access`` is in
+    memory (a ``Place``): when every work-item is active, the kernel is not in checked
+    mode (there every access goes through ``coop._access``, which checks it), the access
+    is untransposed and has no checked flags (or, for an ``operand`` of AMX products,
+    either but not both), on ``elem`` components, through a memref with unit row stride
+    (its columns are contiguous: the rows of their transpose, a tile's rows).  None
+    otherwise.  (A transposed operand with checked flags stays a vector: its pairs
+    could be half inside the memref.)"""
     component = access.slots["tensor"].type.element
-    if (cg.mask is not None or cg.checked or access.modifier("checked") is not None
-            or (access.modifier("ta") == "t" and not transposed) or component.name != elem):
+    transposed = access.modifier("ta") == "t"
+    checked = access.modifier("checked")
+    if (cg.mask is not None or cg.checked or component.name != elem
+            or ((transposed or checked is not None) and not operand)
+            or (transposed and checked is not None)):
         return None
     from .coop import memref_in, uniform_in
 
@@ -545,17 +549,64 @@ def _in_memory(cg, access: Instruction, elem: str, g: int,
     def at(r0: int, c0: int) -> Tuple[ir.Value, ir.Value]:
         off = b.add(b.add(x, ir.Constant(I64, r0)), b.mul(b.add(y, ir.Constant(I64, c0)), st1))
         return b.gep(m.ptr, [b.mul(off, size)], source_etype=I8), stride
-    return at
+    bounds = None
+    if checked is not None:
+        s0, s1 = (cg.ival(v) for v in m.shape)
+        bounds = (x, y, s0 if checked in ("rows_checked", "both_checked") else None,
+                  s1 if checked in ("cols_checked", "both_checked") else None)
+    return Place(at, transposed, bounds)
 
 
 class Place:
     """Where one subgroup's operand is in memory: ``at`` (a ``TileSource`` of the memref
-    at the load's position) and whether the matrix is the transpose of that block (a
-    load with ``.t``: the matrix's rows are the memref's contiguous columns)."""
+    at the load's position (x, y)); whether the matrix is the transpose of that block (a
+    load with ``.t``: the matrix's rows are the memref's contiguous columns); and for a
+    checked load, ``bounds``: (x, y, the memref's rows or None, its columns or None),
+    outside which entries read as zeros."""
 
-    def __init__(self, at: TileSource, transposed: bool):
+    def __init__(self, at: TileSource, transposed: bool = False, bounds=None):
         self.at = at
         self.transposed = transposed
+        self.bounds = bounds
+
+    @property
+    def tiles(self) -> bool:
+        """Tiles can be loaded from here as they are (untransposed, unchecked)."""
+        return not self.transposed and self.bounds is None
+
+    def column(self, b: ir.IRBuilder, elem: ir.Type, c: int, rows: int,
+               length: int) -> ir.Value:
+        """Column c of the (untransposed) matrix, zero-extended to ``length`` components;
+        zeros outside the memref where the load is checked."""
+        if self.bounds is None:
+            return _load_column(b, self.at(0, c)[0], elem, rows, length)
+        x, y, s0, s1 = self.bounds
+        ok = VectorConstant(I1, [1] * rows)
+        if s0 is not None:
+            r = b.add(_splat(b, x, rows), VectorConstant(I64, list(range(rows))))
+            ok = b.and_(b.icmp_signed(">=", r, zero_of(r.type)),
+                        b.icmp_signed("<", r, _splat(b, s0, rows)))
+        if s1 is not None:
+            col = b.add(y, ir.Constant(I64, c))
+            inside = b.and_(b.icmp_signed(">=", col, ir.Constant(I64, 0)),
+                            b.icmp_signed("<", col, s1))
+            ok = b.and_(ok, _splat(b, inside, rows))
+        vt = ir.VectorType(elem, rows)
+        name = f"llvm.masked.load.{mangle(vt)}.p0"
+        fn = b.module.globals.get(name) or ir.Function(
+            b.module, ir.FunctionType(vt, [PTR, I32, ok.type, vt]), name)
+        col = b.call(fn, [self.at(0, c)[0], ir.Constant(I32, lt_size(elem)), ok, zero_of(vt)])
+        if rows == length:
+            return col
+        return b.shuffle_vector(col, zero_of(vt), VectorConstant(
+            I32, [r if r < rows else rows for r in range(length)]))
+
+
+def _splat(b: ir.IRBuilder, v: ir.Value, n: int) -> ir.Value:
+    """v in each of n lanes."""
+    vt = ir.VectorType(v.type, n)
+    return b.shuffle_vector(b.insert_element(ir.Constant(vt, None), v, ir.Constant(I32, 0)),
+                            ir.Constant(vt, None), VectorConstant(I32, [0] * n))
 
 
 class InMemory:
@@ -593,9 +644,7 @@ def operand_in_memory(cg, load: Instruction) -> Optional[InMemory]:
                for i in between):
             return None
     places = [_in_memory(cg, load, t.component.name, g, True) for g in range(cg.W // cg.S)]
-    if any(p is None for p in places):
-        return None
-    return InMemory(t, [Place(at, load.modifier("ta") == "t") for at in places])
+    return None if any(p is None for p in places) else InMemory(t, places)
 
 
 class TileResult(HeldMatrix):
@@ -611,6 +660,7 @@ class TileResult(HeldMatrix):
         from .coop import emit_store
 
         direct = [_in_memory(cg, inst, "f32", g) for g in range(len(self.acc.tiles))]
+        direct = [None if d is None else d.at for d in direct]
         if any(d is None for d in direct):  # stored as the vectors it stands for
             cg.env[inst.slots["value"]] = self.acc.leave(cg)
             return emit_store(cg, inst)
