@@ -169,14 +169,8 @@ def _gather(b: ir.IRBuilder, elem: ir.Type, ptrs: ir.Value, mask: ir.Value) -> i
 
 def _lanes(b: ir.IRBuilder, base: ir.Value, stride: ir.Value, n: int) -> ir.Value:
     """The n pointers base + i stride (bytes), i < n."""
-    vt = ir.VectorType(I64, n)
-    s = b.shuffle_vector(b.insert_element(zero_of(vt), stride, ir.Constant(I32, 0)),
-                         zero_of(vt), VectorConstant(I32, [0] * n))
-    offsets = b.mul(s, VectorConstant(I64, list(range(n))))
-    ptrs = b.shuffle_vector(b.insert_element(ir.Constant(ir.VectorType(PTR, n), None), base,
-                                             ir.Constant(I32, 0)),
-                            ir.Constant(ir.VectorType(PTR, n), None), VectorConstant(I32, [0] * n))
-    return b.gep(ptrs, [offsets], source_etype=I8)
+    offsets = b.mul(_splat(b, stride, n), VectorConstant(I64, list(range(n))))
+    return b.gep(_splat(b, base, n), [offsets], source_etype=I8)
 
 
 def _store_vnni_transposed(b: ir.IRBuilder, a: "Place", M: int, K: int, Mp: int, Kp: int,
@@ -373,7 +367,7 @@ def _move_c(cg, s: _Slots, acc: Dict[Tuple[int, int], int], name: str) -> None:
 
 def _products(cg, s: _Slots, a, bm, accs: List[Dict[Tuple[int, int], int]]) -> None:
     """acc += B^T A^T on the tile registers of accs (blocks of C^T as from ``blocks``,
-    possibly on other registers of 0-3); a and bm vectors or ``TileSource``s.  A is
+    possibly on other registers of 0-3); a and bm vectors or ``Place``s.  A is
     staged into the scratch first, and so is B unless its tiles are in memory
     (``_b_tiles``)."""
     b = cg.b
@@ -420,7 +414,7 @@ def _read_c(cg, s: _Slots, vt: ir.VectorType) -> ir.Value:
 
 def mul_add(cg, operands: str, a, bm, c: ir.Value, M: int, K: int, N: int) -> ir.Value:
     """A B + C on AMX: a (M*K) and bm (K*N) of the 16-bit type ``operands`` (vectors or
-    ``TileSource``s), c (M*N) float, all column-major; returns the M*N float vector."""
+    ``Place``s), c (M*N) float, all column-major; returns the M*N float vector."""
     _configure_kernel(cg)
     s = _Slots(cg, M, K, N, operands)
     _store_padded(cg.b, c, F32, M, N, s.Mp, s.Np, s.c, s.tmp)
