@@ -174,3 +174,31 @@ def test_gemm16_on_amx_matches_numpy(amx, ab, c, ta, tb, M, N, K):
         ttlc.check(text), False).ir
     ttlc.compile(text, target="cpu")["k"](0.5, A, B, -2.0, C, grid=1)
     np.testing.assert_array_equal(C, exact.astype(C.dtype))
+
+
+@pytest.mark.parametrize("ab,c", [("bf16", "bf16"), ("f16", "f16"), ("bf16", "f32")])
+def test_gemm16_batched_result_from_tiles(amx, ab, c):
+    """One gemm per batch member with alpha 1 and beta 0 (the README's batched form): the
+    accumulator tiles are stored straight into C after the K loop, converted to a 16-bit
+    C column by column (``amx.TileResult``); equal to NumPy's product rounded once."""
+    import numpy as np
+
+    import ttlc
+    from ttlc.backends.cpu.module import Artifacts
+
+    text = """func @k(%A: memref<{t}x32x64x?>, %B: memref<{t}x64x32x?>, %C: memref<{r}x32x32x?>) {{
+        %i = group_id.x : index
+        %a = subview %A[0:32,0:64,%i] : memref<{t}x32x64>
+        %b = subview %B[0:64,0:32,%i] : memref<{t}x64x32>
+        %c = subview %C[0:32,0:32,%i] : memref<{r}x32x32>
+        %one = constant 1.0 : {t}
+        %zero = constant 0.0 : {t}
+        gemm %one, %a, %b, %zero, %c
+    }}""".format(t=ab, r=c)
+    ir = Artifacts(ttlc.check(text), False).ir
+    assert "tilestored64" in ir and "tdp" in ir
+    assert "<1024 x" not in ir  # no vector of a whole 32 x 32 tile
+    A, B, C = rand((32, 64, 3), ab, 4), rand((64, 32, 3), ab, 5), rand((32, 32, 3), c, 6)
+    ttlc.compile(text, target="cpu")["k"](A, B, C, grid=(3, 1, 1))
+    exact = np.einsum("mkb,knb->mnb", A.astype(np.float64), B.astype(np.float64))
+    np.testing.assert_array_equal(C, exact.astype(C.dtype))

@@ -643,25 +643,44 @@ def operand_in_memory(cg, load: Instruction) -> Optional[InMemory]:
 
 class TileResult(HeldMatrix):
     """A loop's result still in its accumulator's tiles, for the cooperative_matrix_store
-    that comes next (``claim_loop``): stored from the tiles without a trip through
-    vector registers."""
+    that comes next (``claim_loop``), possibly after a cast to a 16-bit matrix (``cast``):
+    stored from the tiles without a trip through vectors of the whole matrix (an f32
+    result straight from the tiles; a cast one through the scratch memory, column by
+    column)."""
 
-    def __init__(self, acc: TileAccumulator):
+    def __init__(self, acc: TileAccumulator, t: Optional[CoopMatrixType] = None):
         self.acc = acc
-        self.type = acc.type
+        self.type = t or acc.type
+
+    def cast(self, cg, t: CoopMatrixType) -> "TileResult":
+        """The result cast to the matrix type t (converted when stored)."""
+        return TileResult(self.acc, t)
 
     def store(self, cg, inst: Instruction) -> None:
-        from .coop import emit_store
+        from .arith import convert
+        from .coop import cast, emit_store
 
-        direct = [_in_memory(cg, inst, "f32", g) for g in range(len(self.acc.tiles))]
-        direct = [None if d is None else d.at for d in direct]
+        comp = self.type.component
+        direct = [_in_memory(cg, inst, comp.name, g) for g in range(len(self.acc.tiles))]
         if any(d is None for d in direct):  # stored as the vectors it stands for
-            cg.env[inst.slots["value"]] = self.acc.leave(cg)
+            value = self.acc.leave(cg)
+            cg.env[inst.slots["value"]] = cast(cg, value, self.type)
             return emit_store(cg, inst)
-        for at, acc in zip(direct, self.acc.tiles):
-            for (n, m), t in acc.items():
-                _call(cg, cg.b, "llvm.x86.tilestored64", _tile(t),
-                      *at(TILE_ROWS * m, TILE_ROWS * n))
+        b = cg.b
+        acc_comp = self.acc.type.component
+        M = self.type.rows
+        s = _Slots(cg, M, 0, self.type.cols)
+        for place, acc in zip(direct, self.acc.tiles):
+            if comp == acc_comp:
+                for (n, m), t in acc.items():
+                    _call(cg, b, "llvm.x86.tilestored64", _tile(t),
+                          *place.at(TILE_ROWS * m, TILE_ROWS * n))
+                continue
+            _move_c(cg, s, acc, "llvm.x86.tilestored64")
+            for c in range(self.type.cols):
+                col = b.load(_at(b, s.c, 4 * c * s.Mp), align=4, typ=ir.VectorType(F32, M))
+                b.store(convert(cg, col, acc_comp, comp), place.at(0, c)[0],
+                        align=comp.size)
         return None
 
 
@@ -750,12 +769,16 @@ def claim_loop(cg, loop: Instruction) -> Dict[int, TileAccumulator]:
 
 def _stored_next(cg, loop: Instruction, k: int) -> bool:
     """The loop's result k (claimed, in tiles) has one use: a cooperative_matrix_store
-    after the loop in its region, with nothing between that has regions or is an AMX
-    mul_add (that could change tiles 0-3) or a barrier (where other subgroups may run,
-    ``phases``); and it needs no padding (its tiles are exactly the matrix)."""
+    after the loop in its region (or a cast whose one use is such a store), with nothing
+    between that has regions or is an AMX mul_add (that could change tiles 0-3) or a
+    barrier (where other subgroups may run, ``phases``); and it needs no padding (its
+    tiles are exactly the matrix)."""
     result = loop.results[k]
     t: CoopMatrixType = result.type
     users = _users(cg).get(result, [])
+    if len(users) == 1 and users[0].opcode == "cast":
+        result = users[0].results[0]
+        users = _users(cg).get(result, [])
     region = _region_of(cg, loop)
     if (t.rows % TILE_ROWS or t.cols % TILE_ROWS or len(users) != 1 or region is None
             or users[0].opcode != "cooperative_matrix_store"

@@ -108,9 +108,13 @@ def _table() -> Dict[str, Callable]:
                      coop.EMITTERS, mul_add.EMITTERS)
     for op, fn in coop.ELEMENTWISE.items():
         table[op] = _on_matrices(table[op], fn)
-    load = table["cooperative_matrix_load"]
-    # a matrix only AMX products use stays in memory, where they read it
+    load, cast = table["cooperative_matrix_load"], table["cast"]
+    # a matrix only AMX products use stays in memory, where they read it; a result held
+    # in AMX tiles stays there through a cast to its store (``amx.TileResult``)
     table["cooperative_matrix_load"] = lambda cg, inst: amx.operand_in_memory(cg, inst) or load(cg, inst)
+    table["cast"] = lambda cg, inst: (
+        cg.raw(inst.slots["a"]).cast(cg, inst.results[0].type)
+        if isinstance(cg.raw(inst.slots["a"]), amx.TileResult) else cast(cg, inst))
     missing = set(OPS) - set(table) - LOWERED - {"yield"}
     if missing:
         raise AssertionError(f"no emitter for {', '.join(sorted(missing))}")
