@@ -13,8 +13,8 @@ REAL = jit.amx_usable()
 
 @pytest.fixture
 def amx(monkeypatch):
-    """AMX for the test (real or emulated); no disk cache (emulated code is not cached
-    apart from real code by anything but the key's flag: keep them apart for sure)."""
+    """AMX for the test, real or emulated (its name is the value); the disk cache off, so
+    that the code is compiled in the mode at hand."""
     monkeypatch.setenv("TTLC_CACHE", "0")
     saved = jit.EMULATE_AMX
     jit.EMULATE_AMX = not REAL

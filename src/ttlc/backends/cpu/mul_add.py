@@ -3,8 +3,8 @@
 bf16 x bf16 (AMX-BF16) and f16 x f16 (AMX-FP16) into f32 run on AMX tiles (``amx.py``)
 where the machine has them and the process may use them, else bf16 on vdpbf16ps where it
 has AVX512-BF16 (``dpbf16.py``); every other product, and these where neither is there, on
-the vector path's FMA microkernel (``coop.microkernel``).  The choice sits above the three paths, which build on
-``coop.py`` and know nothing of each other.
+the vector path's FMA microkernel (``coop.microkernel``).  The choice sits above the three
+paths, which build on ``coop.py`` and know nothing of each other.
 """
 from __future__ import annotations
 
