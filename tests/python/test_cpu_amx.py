@@ -2,9 +2,9 @@
 
 Language reference, "Cooperative matrix mul add": D = A B + C, here with bf16 A and B and
 an f32 (or bf16) accumulator.  Expected values come from NumPy in float64 on the same
-bf16 inputs; the tolerance covers f32 accumulation in another order.  Tests that need
-the AMX path skip where the CPU or the kernel does not offer it; the vector path is
-checked on every machine.
+bf16 inputs; the tolerance covers f32 accumulation in another order.  Where the CPU has
+no AMX the AMX path runs with its tile instructions emulated (``amx_testing``); the
+vector path is checked on every machine.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import ttlc
+from amx_testing import REAL, amx  # noqa: F401 (fixture)
 
 jit = pytest.importorskip("ttlc.backends.cpu.jit")
 
@@ -57,7 +58,7 @@ def _tolerance(K, acc):
 def _uses_amx(text) -> bool:
     from ttlc.backends.cpu.module import Artifacts
 
-    return "tdpbf16ps" in Artifacts(ttlc.check(text), checked=False).optimized_ir()
+    return "tdpbf16ps" in Artifacts(ttlc.check(text), checked=False).ir
 
 
 @pytest.fixture
@@ -72,10 +73,8 @@ def test_bf16_mul_add_matches_numpy(no_cache, M, K, N, acc):
     assert np.abs(got - expected).max() <= _tolerance(K, acc) * max(1.0, np.abs(expected).max())
 
 
-@pytest.mark.skipif(not jit.amx_usable(), reason="no AMX-BF16 on this CPU (or the kernel "
-                                                   "refused the tile-data permission)")
 @pytest.mark.parametrize("M,K,N", SMALL)
-def test_amx_path_is_taken_and_can_be_disabled(no_cache, monkeypatch, M, K, N):
+def test_amx_path_is_taken_and_can_be_disabled(amx, monkeypatch, M, K, N):
     _, _, text = _run(M, K, N)
     assert _uses_amx(text)
     monkeypatch.setenv("TTLC_AMX", "0")
@@ -89,13 +88,13 @@ def test_amx_path_is_taken_and_can_be_disabled(no_cache, monkeypatch, M, K, N):
         jit.amx_usable.cache_clear()
 
 
-@pytest.mark.skipif(not jit.amx_usable(), reason="no AMX-BF16 on this CPU")
-def test_two_subgroups_each_multiply_their_own_matrix(no_cache):
+def test_two_subgroups_each_multiply_their_own_matrix(amx):
     got, expected, _ = _run(32, 32, 16, wg=32)
     assert np.abs(got - expected).max() <= _tolerance(32, "f32") * np.abs(expected).max()
 
 
-@pytest.mark.skipif(not jit.amx_usable(), reason="no AMX-BF16 on this CPU")
+@pytest.mark.skipif(not REAL, reason="no AMX-BF16 on this CPU (or the kernel refused the "
+                                     "tile-data permission)")
 def test_cached_amx_code_runs_in_a_new_process(tmp_path):
     """A process that loads AMX code from the disk cache must have asked for the tile
     permission itself (else the first tile instruction kills it with SIGILL)."""

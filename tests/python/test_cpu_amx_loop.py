@@ -7,7 +7,8 @@ straight from memory where it came from a plain load, and a result stored right 
 the loop is stored from the tiles.  Every variant that must fall back (the accumulator
 used elsewhere, another product in the body, checked accesses, padding, TTLC_AMX=0)
 is checked for its results too.  Expected values come from NumPy in float64 on the same
-bf16 inputs.
+bf16 inputs.  Where the CPU has no AMX the tile instructions are emulated (``amx_testing``):
+the generated code is otherwise the same.
 """
 from __future__ import annotations
 
@@ -18,12 +19,12 @@ import numpy as np
 import pytest
 
 import ttlc
+from amx_testing import amx  # noqa: F401 (fixture)
 
 jit = pytest.importorskip("ttlc.backends.cpu.jit")
 
-needs_amx = pytest.mark.skipif(
-    not jit.amx_usable(), reason="no AMX-BF16 on this CPU (or the kernel refused the tile-data "
-                                 "permission)")
+#: AMX on this CPU, else emulated (``amx_testing``)
+needs_amx = pytest.mark.usefixtures("amx")
 
 KERNEL = """func @mm(%A: memref<bf16x{M}x{K}>, %B: memref<bf16x{K}x{N}>, %C: memref<f32x{M}x{N}>)
         attributes{{subgroup_size=16, work_group_size=[{wg},1]}} {{
@@ -96,8 +97,10 @@ def _ir(text, checked=False) -> str:
 
 
 def _calls(ir_text, name, args="") -> int:
-    """Calls of the intrinsic llvm.x86.<name> whose arguments start with args."""
-    return len(re.findall(r'@"?llvm\.x86\.%s"?\(%s' % (name, re.escape(args)), ir_text))
+    """Calls of the intrinsic llvm.x86.<name> (or its emulation) whose arguments start
+    with args."""
+    return len(re.findall(r'@"?(?:llvm\.x86|ttlc\.amx\.emulated)\.%s"?\(%s'
+                          % (name, re.escape(args)), ir_text))
 
 
 def _zeroed(ir_text) -> bool:

@@ -2,10 +2,12 @@
 
 Language reference, "GEMM" (bf16 and f16 operands into f32).  Tile shapes are read from the
 lowered program of CPU models named through TTLC_CPU, in a fresh process each (the unit
-comes from the CPU's features): AMX (its description forced, as this machine may not grant
-the tiles; nothing runs), AVX512-BF16, and AVX512-FP16, which has no f16 product into f32
-sums, so f16 keeps the FMA path (its code compiled, not run).  Results against NumPy:
-test_interp_gemm16.py.
+comes from the CPU's features): AMX-BF16 (sapphirerapids) and AMX-FP16 (graniterapids), their
+description forced, as this machine may not grant the tiles (compiled to objects and
+inspected, not run); AVX512-BF16; and AVX512-FP16 without AMX-FP16, which has no f16 product
+into f32 sums, so f16 keeps the FMA path (its code compiled, not run).  The AMX code runs
+here against NumPy with its tile instructions emulated where the CPU has no AMX
+(``amx_testing``).  Results on every target: test_interp_gemm16.py.
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ import sys
 
 import pytest
 
-from test_interp_gemm16 import source
+from amx_testing import amx  # noqa: F401 (fixture)
+from test_interp_gemm16 import rand, source
 
 pytest.importorskip("llvmlite")
 
@@ -38,7 +41,14 @@ for name, text in json.loads(sys.stdin.read()).items():
             a, b = inst.slots["a"].type, inst.slots["b"].type
             shapes.add((a.rows, b.cols, a.cols))
     ir = art.optimized_ir()
+    asm = jit.emit_assembly(art.optimized())
+    # the K loop: the blocks of the assembly that hold the tile products
+    loops = [blk for blk in re.split(r"\\n(?=\\.LBB)", asm) if re.search(r"\\ttdp", blk)]
     out[name] = {"tiles": sorted(shapes), "object": len(art.object_code()),
+                 "products": {k: len(re.findall(r"\\t%s\\b" % k, asm))
+                              for k in ("tdpbf16ps", "tdpfp16ps", "tileloadd", "tilezero")},
+                 "loop spills tiles": any(re.search(r"\\ttile(loadd|stored)[^\\n]*\\(%rsp", blk)
+                                          for blk in loops),
                  "f32 fma": bool(re.search(r"@llvm\\.(fma|fmuladd)\\.v\\d+f32", ir)),
                  "f16 arithmetic": bool(re.search(
                      r"@llvm\\.(fma|fmuladd)\\.v\\d+f16|(fmul|fadd)[a-z ]* (<\\d+ x )?half", ir))}
@@ -104,3 +114,91 @@ def test_gemm16_f16_with_avx512_fp16_uses_f32_fmas():
             assert got[name]["tiles"] == znver4[name]["tiles"], name
             assert got[name]["f32 fma"] and not got[name]["f16 arithmetic"], name
             assert got[name]["object"] > 0, name
+
+
+def test_gemm16_f16_on_amx_fp16():
+    """AMX-FP16 (graniterapids: tdpfp16ps multiplies f16 pairs into f32 sums, as tdpbf16ps
+    does bf16): f16 gets the tiles of bf16, 2 x 2 accumulator tiles of 16 x 16 with K steps
+    of 32; the 64^3 kernel's machine code holds them in tile registers across the K loop
+    (zeroed before it, four products per step, no tile spilled to the stack), with no f16
+    arithmetic and no f32 FMA.  Compiled to an object, not run (no such CPU here)."""
+    got = _lowered("graniterapids", amx=True)
+    assert got["unit"] == "AMX"
+    assert sorted(got["instructions"]) == [["bf16", "bf16", "f32", 16, 16, 32],
+                                           ["f16", "f16", "f32", 16, 16, 32]]
+    for ab, product in (("bf16", "tdpbf16ps"), ("f16", "tdpfp16ps")):
+        k = got[f"{ab}64x64x64"]
+        assert k["tiles"] == [[32, 32, 32]], ab
+        assert k["products"][product] == 4 and k["products"]["tilezero"] == 4, ab
+        assert not k["loop spills tiles"], ab
+        assert got[f"{ab}16x64x16"]["tiles"] == [[16, 64, 16]], ab
+    f16 = got["f1664x64x64"]
+    assert not f16["f32 fma"] and not f16["f16 arithmetic"]
+    assert f16["products"]["tdpbf16ps"] == 0
+
+
+def test_gemm16_bf16_on_amx_keeps_tiles_in_registers():
+    """sapphirerapids: the 64^3 bf16 kernel's K loop runs four tdpbf16ps on the 2 x 2
+    accumulator tiles, which stay in tile registers (no tile spilled to the stack)."""
+    got = _lowered("sapphirerapids", amx=True)["bf1664x64x64"]
+    assert got["products"]["tdpbf16ps"] == 4 and got["products"]["tilezero"] == 4
+    assert got["products"]["tdpfp16ps"] == 0 and not got["loop spills tiles"]
+
+
+# ---- results of the AMX code --------------------------------------------------------------------
+@pytest.mark.parametrize("ab,c,ta,tb,M,N,K", [
+    *[(ab, c, "n", "n", M, N, K) for ab, c in (("bf16", "f32"), ("bf16", "bf16"),
+                                               ("f16", "f32"), ("f16", "f16"))
+      for M, N, K in ((64, 64, 64), (37, 21, 19))],
+    *[("bf16", "f32", ta, tb, M, N, K) for ta, tb in (("t", "n"), ("n", "t"), ("t", "t"))
+      for M, N, K in ((64, 64, 64), (16, 5, 33))],
+    ("f16", "f32", "t", "t", 16, 64, 16)])
+def test_gemm16_on_amx_matches_numpy(amx, ab, c, ta, tb, M, N, K):
+    """gemm with 16-bit operands on AMX (bf16 and f16 products, real or emulated): the
+    inputs are multiples of 1/8 (``rand``), so every f32 sum is exact and the result must
+    equal NumPy's float64 product, rounded once for a 16-bit C."""
+    import numpy as np
+
+    import ttlc
+
+    A = rand((M, K) if ta == "n" else (K, M), ab, 1)
+    B = rand((K, N) if tb == "n" else (N, K), ab, 2)
+    C = rand((M, N), c, 3)
+    a = A.astype(np.float64).T if ta == "t" else A.astype(np.float64)
+    b = B.astype(np.float64).T if tb == "t" else B.astype(np.float64)
+    exact = 0.5 * (a @ b) - 2.0 * C.astype(np.float64)
+    text = source(ab, c, ta, tb, M, N, K)
+    from ttlc.backends.cpu.module import Artifacts
+
+    assert "tdp%sps" % ("bf16" if ab == "bf16" else "fp16") in Artifacts(
+        ttlc.check(text), False).ir
+    ttlc.compile(text, target="cpu")["k"](0.5, A, B, -2.0, C, grid=1)
+    np.testing.assert_array_equal(C, exact.astype(C.dtype))
+
+
+@pytest.mark.parametrize("ab,c", [("bf16", "bf16"), ("f16", "f16"), ("bf16", "f32")])
+def test_gemm16_batched_result_from_tiles(amx, ab, c):
+    """One gemm per batch member with alpha 1 and beta 0 (the README's batched form): the
+    accumulator tiles are stored straight into C after the K loop, converted to a 16-bit
+    C column by column (``amx.TileResult``); equal to NumPy's product rounded once."""
+    import numpy as np
+
+    import ttlc
+    from ttlc.backends.cpu.module import Artifacts
+
+    text = """func @k(%A: memref<{t}x32x64x?>, %B: memref<{t}x64x32x?>, %C: memref<{r}x32x32x?>) {{
+        %i = group_id.x : index
+        %a = subview %A[0:32,0:64,%i] : memref<{t}x32x64>
+        %b = subview %B[0:64,0:32,%i] : memref<{t}x64x32>
+        %c = subview %C[0:32,0:32,%i] : memref<{r}x32x32>
+        %one = constant 1.0 : {t}
+        %zero = constant 0.0 : {t}
+        gemm %one, %a, %b, %zero, %c
+    }}""".format(t=ab, r=c)
+    ir = Artifacts(ttlc.check(text), False).ir
+    assert "tilestored64" in ir and "tdp" in ir
+    assert "<1024 x" not in ir  # no vector of a whole 32 x 32 tile
+    A, B, C = rand((32, 64, 3), ab, 4), rand((64, 32, 3), ab, 5), rand((32, 32, 3), c, 6)
+    ttlc.compile(text, target="cpu")["k"](A, B, C, grid=(3, 1, 1))
+    exact = np.einsum("mkb,knb->mnb", A.astype(np.float64), B.astype(np.float64))
+    np.testing.assert_array_equal(C, exact.astype(C.dtype))

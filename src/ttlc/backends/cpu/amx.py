@@ -1,9 +1,10 @@
-"""bf16 cooperative_matrix_mul_add on Intel AMX tiles.
+"""16-bit cooperative_matrix_mul_add on Intel AMX tiles.
 
 Where the CPU has AMX-BF16 (Sapphire Rapids and later) and Linux grants the process the
 tile-data state, ``D = A B + C`` with bf16 A and B and an f32 accumulator runs on
-``tdpbf16ps``: 16 x 16 f32 accumulator tiles, each step a 16 x ks by ks x 16 product (ks, the
-k step, 16 or 32).
+``tdpbf16ps``, and with f16 A and B on ``tdpfp16ps`` where the CPU also has AMX-FP16
+(Granite Rapids; ``PRODUCTS``): 16 x 16 f32 accumulator tiles, each step a 16 x ks by ks x 16
+product (ks, the k step, 16 or 32).
 
 A coopmatrix is a column-major vector (``coop.py``); the tile instructions want rows, so
 the product is computed transposed, ``C^T += B^T A^T``:
@@ -11,7 +12,7 @@ the product is computed transposed, ``C^T += B^T A^T``:
 * ``C^T`` (N x M, row-major) is C's own column-major storage: tile (n, m) is 16 rows of
   16 floats, row stride M;
 * ``B^T`` (N x K, row-major) is B's column-major storage: tile (n, k) is 16 rows of ks
-  bf16 values, row stride K;
+  16-bit values, row stride K;
 * ``A^T`` (K x M) must be in the "VNNI" pair layout, row k2 holding
   ``A[m, 2 k2], A[m, 2 k2 + 1]`` for each m: two columns of A interleaved per row.
 
@@ -25,10 +26,15 @@ is loaded once per kernel call and released before the kernel returns.
 A K loop (``for`` with the accumulator as carried value, ``claim_loop``) keeps the
 accumulator in tiles 0-3 for the whole loop (``TileAccumulator``): zeroed or loaded
 before it, stored after it -- straight into memory when a cooperative_matrix_store of
-the result follows (``TileResult``).  In such a loop B's tile is loaded from the memref B
-was loaded from when its columns are contiguous there (``_b_in_memory``), and a single
-accumulator tile runs its products in pairs of k steps (``TileAccumulator._paired``).
-Only A is staged in every step: its pair layout is not a layout of memory.
+the result follows (``TileResult``), and a single accumulator tile runs its products in
+pairs of k steps (``TileAccumulator._paired``).
+
+An operand loaded from a memref with contiguous columns and used only by AMX products
+is not loaded into a vector at all (``operand_in_memory``, ``InMemory``): B's tiles are
+loaded from the memref, and A's pairs staged from its columns, two column loads and one
+shuffle of 2 x 16 or 2 x 32 components per pair of k.  (Vectors of the whole matrix, and
+the shuffles that take them apart, took LLVM up to seconds per kernel.)  Only A is staged
+in every step: its pair layout is not a layout of memory.
 
 The results agree with the vector path up to the accumulation order (pairs of products
 are added before accumulating) and AMX's handling of denormals (flushed to zero), which
@@ -36,7 +42,9 @@ is within the floating-point tolerance the interpreter comparison allows for
 reassociation.
 
 ``TTLC_AMX=0`` disables the path (the vector FMA code is used instead);
-``jit.amx_usable`` decides, and requests the process's tile-data permission.
+``jit.amx_usable`` decides, and requests the process's tile-data permission.  Tests
+emulate the tile instructions where the CPU has none (``jit.EMULATE_AMX``,
+``amx_emulation.py``).
 """
 from __future__ import annotations
 
@@ -46,10 +54,11 @@ from llvmlite import ir
 
 from ...ir.core import Instruction, Region, Value
 from ...ir.types import CoopMatrixType
-from . import jit
+from . import amx_emulation, jit
 from .coop import concat
 from .memory import lt_size
-from .values import F32, I8, I16, I32, I64, PTR, CoopVal, HeldMatrix, VectorConstant, zero_of
+from .values import (F32, I1, I8, I16, I32, I64, LLTYPE, PTR, CoopVal, HeldMatrix,
+                     VectorConstant, mangle, zero_of)
 
 TILE_ROWS = 16
 TILE_BYTES = 64  # bytes of one accumulator tile row (16 floats)
@@ -59,9 +68,23 @@ MAX_K_STEP = 32
 ACCUMULATOR_TILES = 4
 
 
+#: operand component -> the tile product multiplying pairs of such values into f32 sums,
+#: and the CPU feature it needs (AMX-BF16: Sapphire Rapids; AMX-FP16: Granite Rapids)
+PRODUCTS = {"bf16": ("llvm.x86.tdpbf16ps", "amx-bf16"),
+            "f16": ("llvm.x86.tdpfp16ps", "amx-fp16")}
+
+
+def usable(operands: str) -> bool:
+    """AMX multiplies 16-bit operands of this type here (``jit.amx_usable``: the tiles
+    and the process's permission; the type's product among the CPU's features)."""
+    return (operands in PRODUCTS and jit.amx_usable()
+            and (jit.EMULATE_AMX or jit.has_feature(PRODUCTS[operands][1])))
+
+
 def eligible(a_type: str, b_type: str, acc_type: str) -> bool:
-    """mul_add with these component types runs on AMX (bf16 x bf16 accumulated in f32)."""
-    return a_type == "bf16" and b_type == "bf16" and acc_type == "f32" and jit.amx_usable()
+    """mul_add with these component types runs on AMX (bf16 x bf16 or f16 x f16
+    accumulated in f32, where the CPU has that product)."""
+    return a_type == b_type and acc_type == "f32" and usable(a_type)
 
 
 def _ceil(x: int, m: int) -> int:
@@ -72,17 +95,14 @@ def _at(b: ir.IRBuilder, ptr: ir.Value, byte_offset: int) -> ir.Value:
     return b.gep(ptr, [ir.Constant(I64, byte_offset)], source_etype=I8)
 
 
-def _column(b: ir.IRBuilder, src: ir.Value, elem: ir.Type, c: int, rows: int,
-            length: int) -> ir.Value:
-    """Column c of the column-major matrix with ``rows`` rows at src, zero-extended to
-    ``length`` components."""
-    size = lt_size(elem)
-    col = b.load(_at(b, src, c * rows * size), align=size, typ=ir.VectorType(elem, rows))
+def _load_column(b: ir.IRBuilder, ptr: ir.Value, elem: ir.Type, rows: int,
+                 length: int) -> ir.Value:
+    """The ``rows`` components at ptr, zero-extended to ``length`` components."""
+    col = b.load(ptr, align=lt_size(elem), typ=ir.VectorType(elem, rows))
     if rows == length:
         return col
     idx = [r if r < rows else rows for r in range(length)]
-    return b.shuffle_vector(col, zero_of(col.type),
-                            VectorConstant(I32, idx))
+    return b.shuffle_vector(col, zero_of(col.type), VectorConstant(I32, idx))
 
 
 #: matrices of at most this many components are split into columns by shuffles; larger
@@ -90,45 +110,106 @@ def _column(b: ir.IRBuilder, src: ir.Value, elem: ir.Type, c: int, rows: int,
 SHUFFLE_LIMIT = 1024
 
 
-def _columns(b: ir.IRBuilder, v: ir.Value, rows: int, length: int,
+def _columns(b: ir.IRBuilder, v, elem: ir.Type, rows: int, length: int,
              tmp: ir.Value) -> Callable[[int], ir.Value]:
     """c -> column c of the column-major matrix v with ``rows`` rows, zero-extended to
-    ``length`` components (through tmp for large matrices)."""
+    ``length`` components: v a vector (split by shuffles, or through tmp for large
+    matrices) or an untransposed ``Place`` (an operand left in memory, ``InMemory``: its
+    columns are loaded where they are)."""
+    if isinstance(v, Place):
+        return lambda c: v.column(b, elem, c, rows, length)
     n = v.type.count
     if n > SHUFFLE_LIMIT:
         b.store(v, tmp, align=64)
-        return lambda c: _column(b, tmp, v.type.element, c, rows, length)
+        size = lt_size(elem)
+        return lambda c: _load_column(b, _at(b, tmp, c * rows * size), elem, rows, length)
     zero = zero_of(v.type)
     return lambda c: b.shuffle_vector(v, zero, VectorConstant(
         I32, [c * rows + r if r < rows else n for r in range(length)]))
 
 
-def _store_padded(b: ir.IRBuilder, v: ir.Value, rows: int, cols: int, prows: int,
+def _store_padded(b: ir.IRBuilder, v, elem: ir.Type, rows: int, cols: int, prows: int,
                   pcols: int, dst: ir.Value, tmp: ir.Value) -> None:
-    """Store the column-major rows x cols vector v as a prows x pcols matrix (zeros
-    around it) at dst."""
-    elem = v.type.element
+    """Store the column-major rows x cols matrix v (a vector or an untransposed ``Place``)
+    of elem components as a prows x pcols matrix (zeros around it) at dst."""
     size = lt_size(elem)
-    if (rows, cols) == (prows, pcols):
+    if (rows, cols) == (prows, pcols) and not isinstance(v, Place):
         b.store(v, dst, align=64)
         return
-    column = _columns(b, v, rows, prows, tmp)
+    column = _columns(b, v, elem, rows, prows, tmp)
     for c in range(pcols):
         col = column(c) if c < cols else zero_of(ir.VectorType(elem, prows))
         b.store(col, _at(b, dst, c * prows * size), align=4)
 
 
-def _store_vnni(b: ir.IRBuilder, a: ir.Value, M: int, K: int, Mp: int, Kp: int,
+def _store_vnni(b: ir.IRBuilder, a, elem: ir.Type, M: int, K: int, Mp: int, Kp: int,
                 dst: ir.Value, tmp: ir.Value) -> None:
-    """Store A (M x K column-major bf16 bits) as Kp/2 rows of pairs at dst: row k2 holds
-    A[m, 2 k2], A[m, 2 k2 + 1] for m < Mp (zeros outside A)."""
-    column = _columns(b, a, M, Mp, tmp)
+    """Store A (M x K column-major 16-bit values: a vector or a ``Place``) as Kp/2 rows of
+    pairs at dst: row k2 holds A[m, 2 k2], A[m, 2 k2 + 1] for m < Mp (zeros outside A).
+    Each row is two columns interleaved by one shuffle of 2 Mp components."""
+    if isinstance(a, Place) and a.transposed:
+        return _store_vnni_transposed(b, a, M, K, Mp, Kp, dst)
+    column = _columns(b, a, elem, M, Mp, tmp)
     pair = [m // 2 + (m % 2) * Mp for m in range(2 * Mp)]  # interleave two columns
     for k2 in range(Kp // 2):
-        cols = [column(k) if k < K else zero_of(ir.VectorType(I16, Mp))
+        cols = [column(k) if k < K else zero_of(ir.VectorType(elem, Mp))
                 for k in (2 * k2, 2 * k2 + 1)]
         row = b.shuffle_vector(cols[0], cols[1], VectorConstant(I32, pair))
         b.store(row, _at(b, dst, 4 * k2 * Mp), align=4)
+
+
+def _gather(b: ir.IRBuilder, elem: ir.Type, ptrs: ir.Value, mask: ir.Value) -> ir.Value:
+    """llvm.masked.gather of elem components (zeros where mask is off)."""
+    vt = ir.VectorType(elem, ptrs.type.count)
+    name = f"llvm.masked.gather.{mangle(vt)}.{mangle(ptrs.type)}"
+    fn = b.module.globals.get(name) or ir.Function(
+        b.module, ir.FunctionType(vt, [ptrs.type, I32, mask.type, vt]), name)
+    return b.call(fn, [ptrs, ir.Constant(I32, lt_size(elem)), mask, zero_of(vt)])
+
+
+def _lanes(b: ir.IRBuilder, base: ir.Value, stride: ir.Value, n: int) -> ir.Value:
+    """The n pointers base + i stride (bytes), i < n."""
+    offsets = b.mul(_splat(b, stride, n), VectorConstant(I64, list(range(n))))
+    return b.gep(_splat(b, base, n), [offsets], source_etype=I8)
+
+
+def _store_vnni_transposed(b: ir.IRBuilder, a: "Place", M: int, K: int, Mp: int, Kp: int,
+                           dst: ir.Value) -> None:
+    """``_store_vnni`` for an A loaded transposed: A's row m is the memref's column y + m
+    (contiguous), whose 32-bit word k2 is the pair of row k2 of the layout; each row is
+    one gather of those words from the Mp rows of A (a 16-bit one for the half pair of
+    an odd K)."""
+    base, stride = a.at(0, 0)
+    rows = _lanes(b, base, stride, Mp)
+    mask = VectorConstant(I1, [m < M for m in range(Mp)])
+    for k2 in range(Kp // 2):
+        at = b.gep(rows, [ir.Constant(I64, 4 * k2)], source_etype=I8)
+        if 2 * k2 + 1 < K:
+            row = _gather(b, I32, at, mask)
+        elif 2 * k2 < K:
+            row = b.zext(_gather(b, I16, at, mask), ir.VectorType(I32, Mp))
+        else:
+            row = zero_of(ir.VectorType(I32, Mp))
+        b.store(row, _at(b, dst, 4 * k2 * Mp), align=4)
+
+
+def _store_b_transposed(b: ir.IRBuilder, bm: "Place", elem: ir.Type, K: int, N: int,
+                        Kp: int, Np: int, dst: ir.Value, tmp: ir.Value) -> None:
+    """``_store_padded`` of B^T (Np rows of Kp) for a B loaded transposed: B's row k is the
+    memref's column y + k (contiguous).  Rows 2 k2 and 2 k2 + 1 interleaved are the
+    32-bit pairs of column k2 of B^T's rows, stored as row k2 of tmp; row n of B^T is
+    then one gather of word n of each tmp row."""
+    pair = [n // 2 + (n % 2) * Np for n in range(2 * Np)]
+    for k2 in range(Kp // 2):
+        rows = [_load_column(b, bm.at(0, k)[0], elem, N, Np) if k < K
+                else zero_of(ir.VectorType(elem, Np)) for k in (2 * k2, 2 * k2 + 1)]
+        b.store(b.shuffle_vector(rows[0], rows[1], VectorConstant(I32, pair)),
+                _at(b, tmp, 4 * k2 * Np), align=4)
+    words = _lanes(b, tmp, ir.Constant(I64, 4 * Np), Kp // 2)
+    every = VectorConstant(I1, [1] * (Kp // 2))
+    for n in range(Np):
+        row = _gather(b, I32, b.gep(words, [ir.Constant(I64, 4 * n)], source_etype=I8), every)
+        b.store(row, _at(b, dst, 2 * Kp * n), align=4)
 
 
 def _scratch(cg, nbytes: int) -> ir.Value:
@@ -154,20 +235,26 @@ def k_step(cg) -> int:
     return ks
 
 
-def _config(cg) -> ir.GlobalVariable:
-    """The tile configuration: palette 1; tiles 0-3 (accumulators) of 16 rows x 64
-    bytes, 4-5 (B^T) of 16 rows x k_step bf16, 6-7 (A^T in pairs) of k_step/2 rows x 64
-    bytes."""
+def _shape(cg, t: int) -> Tuple[int, int]:
+    """Rows and bytes per row of tile register t in this kernel's configuration: 0-3
+    (accumulators) 16 rows x 64 bytes, 4-5 (B^T) 16 rows x k_step 16-bit values, 6-7
+    (A^T in pairs) k_step/2 rows x 64 bytes."""
     ks = k_step(cg)
-    name = f"ttlc.amx.config.k{ks}"
+    if t in (4, 5):
+        return TILE_ROWS, 2 * ks
+    return (ks // 2 if t in (6, 7) else TILE_ROWS), TILE_BYTES
+
+
+def _config(cg) -> ir.GlobalVariable:
+    """The tile configuration: palette 1, the tile shapes of ``_shape``."""
+    name = f"ttlc.amx.config.k{k_step(cg)}"
     existing = cg.module.globals.get(name)
     if existing is not None:
         return existing
     data = [0] * 64
     data[0] = 1
     for t in range(8):
-        colsb, rows = (2 * ks, TILE_ROWS) if t in (4, 5) else \
-            (TILE_BYTES, ks // 2 if t in (6, 7) else TILE_ROWS)
+        rows, colsb = _shape(cg, t)
         data[16 + 2 * t] = colsb  # little-endian u16
         data[48 + t] = rows
     gv = ir.GlobalVariable(cg.module, ir.ArrayType(I8, 64), name)
@@ -180,11 +267,31 @@ def _config(cg) -> ir.GlobalVariable:
 
 _SIGNATURES = {"llvm.x86.ldtilecfg": [PTR], "llvm.x86.tilerelease": [],
                "llvm.x86.tileloadd64": [I8, PTR, I64], "llvm.x86.tilestored64": [I8, PTR, I64],
-               "llvm.x86.tdpbf16ps": [I8, I8, I8], "llvm.x86.tilezero": [I8]}
+               "llvm.x86.tdpbf16ps": [I8, I8, I8], "llvm.x86.tdpfp16ps": [I8, I8, I8],
+               "llvm.x86.tilezero": [I8]}
 
 
 def _call(cg, b: ir.IRBuilder, name: str, *args) -> None:
+    if jit.EMULATE_AMX:
+        return _emulate(cg, b, name, *args)
     b.call(cg.extern(name, ir.VoidType(), _SIGNATURES[name]), list(args))
+
+
+def _emulate(cg, b: ir.IRBuilder, name: str, *args) -> None:
+    """The tile instruction ``name`` emulated (``amx_emulation``) on the kernel's tile
+    file (in its per-thread scratch memory), given the shapes of the tiles it uses."""
+    offset = getattr(cg, "amx_tile_file", None)
+    if offset is None:
+        offset = cg.amx_tile_file = -(-cg.local_bytes // 64) * 64
+        cg.local_bytes = offset + amx_emulation.TILE_FILE_BYTES
+    what = name.rsplit(".", 1)[1]
+    shapes: List[int] = []
+    if what in ("tileloadd64", "tilestored64"):
+        shapes = list(_shape(cg, args[0].constant))
+    elif what.startswith("tdp"):
+        rows, colsb = _shape(cg, args[0].constant)
+        shapes = [rows, colsb // 4, _shape(cg, args[1].constant)[1] // 4]
+    amx_emulation.call(b, what, list(args), _at(b, cg.local, offset), shapes)
 
 
 def _configure_kernel(cg) -> None:
@@ -211,15 +318,17 @@ class _Slots:
     """Where one product's operands are staged in the scratch memory: C^T, B^T and A^T
     (VNNI) as padded matrices, then room for an unpadded matrix on its way in."""
 
-    def __init__(self, cg, M: int, K: int, N: int):
+    def __init__(self, cg, M: int, K: int, N: int, operands: str = "bf16"):
         self.M, self.K, self.N = M, K, N
+        #: the operands' LLVM type and the tile product that multiplies them
+        self.elem, self.product = LLTYPE[operands], PRODUCTS[operands][0]
         self.ks = k_step(cg)
         self.Mp, self.Np, self.Kp = _ceil(M, TILE_ROWS), _ceil(N, TILE_ROWS), _ceil(K, self.ks)
         c_bytes, b_bytes = 4 * self.Mp * self.Np, 2 * self.Kp * self.Np
         a_bytes = 2 * self.Kp * self.Mp
         b = cg.b
         self.c = _scratch(cg, c_bytes + b_bytes + 2 * a_bytes
-                          + max(4 * M * N, 2 * K * N, 2 * M * K))
+                          + max(4 * M * N, 2 * self.Kp * self.Np, 2 * M * K))
         self.b = _at(b, self.c, c_bytes)
         self.a = _at(b, self.c, c_bytes + b_bytes)
         self.a_next = _at(b, self.c, c_bytes + b_bytes + a_bytes)  # (paired products)
@@ -256,18 +365,14 @@ def _move_c(cg, s: _Slots, acc: Dict[Tuple[int, int], int], name: str) -> None:
         _call(cg, cg.b, name, _tile(t), s.c_tile(cg.b, n, m), ir.Constant(I64, 4 * s.Mp))
 
 
-def _products(cg, s: _Slots, a: ir.Value, bm: ir.Value,
-              accs: List[Dict[Tuple[int, int], int]], b_src: Optional[TileSource] = None) -> None:
+def _products(cg, s: _Slots, a, bm, accs: List[Dict[Tuple[int, int], int]]) -> None:
     """acc += B^T A^T on the tile registers of accs (blocks of C^T as from ``blocks``,
-    possibly on other registers of 0-3).  A is staged into the scratch first, and so is
-    B unless b_src gives its tiles in memory."""
+    possibly on other registers of 0-3); a and bm vectors or ``Place``s.  A is
+    staged into the scratch first, and so is B unless its tiles are in memory
+    (``_b_tiles``)."""
     b = cg.b
-    if b_src is None:
-        _store_padded(b, bm, s.K, s.N, s.Kp, s.Np, s.b, s.tmp)
-        b_stride = ir.Constant(I64, 2 * s.Kp)
-        b_src = lambda n, k: (_at(b, s.b, 2 * (TILE_ROWS * n * s.Kp + s.ks * k)),  # noqa: E731
-                              b_stride)
-    _store_vnni(b, a, s.M, s.K, s.Mp, s.Kp, s.a, s.tmp)
+    b_src = _b_tiles(cg, s, bm)
+    _store_vnni(b, a, s.elem, s.M, s.K, s.Mp, s.Kp, s.a, s.tmp)
     a_stride = ir.Constant(I64, 4 * s.Mp)
     for acc in accs:
         n0, m0 = min(n for n, _ in acc), min(m for _, m in acc)
@@ -279,7 +384,22 @@ def _products(cg, s: _Slots, a: ir.Value, bm: ir.Value,
                 _call(cg, b, "llvm.x86.tileloadd64", _tile(6 + m - m0),
                       _at(b, s.a, 4 * (s.ks // 2 * k * s.Mp + TILE_ROWS * m)), a_stride)
             for (n, m), t in acc.items():
-                _call(cg, b, "llvm.x86.tdpbf16ps", _tile(t), _tile(4 + n - n0), _tile(6 + m - m0))
+                _call(cg, b, s.product, _tile(t), _tile(4 + n - n0), _tile(6 + m - m0))
+
+
+def _b_tiles(cg, s: _Slots, bm) -> TileSource:
+    """(n, k) -> address and row stride of B^T's tile (n, k): where B is in memory when it
+    is (an untransposed ``Place``, ``InMemory``) and needs no padding, else in the
+    scratch, where it is staged first."""
+    if isinstance(bm, Place) and bm.tiles and (s.K, s.N) == (s.Kp, s.Np):
+        return lambda n, k: bm.at(s.ks * k, TILE_ROWS * n)
+    b = cg.b
+    if isinstance(bm, Place) and bm.transposed:
+        _store_b_transposed(b, bm, s.elem, s.K, s.N, s.Kp, s.Np, s.b, s.tmp)
+    else:
+        _store_padded(b, bm, s.elem, s.K, s.N, s.Kp, s.Np, s.b, s.tmp)
+    stride = ir.Constant(I64, 2 * s.Kp)
+    return lambda n, k: (_at(b, s.b, 2 * (TILE_ROWS * n * s.Kp + s.ks * k)), stride)
 
 
 def _read_c(cg, s: _Slots, vt: ir.VectorType) -> ir.Value:
@@ -292,12 +412,12 @@ def _read_c(cg, s: _Slots, vt: ir.VectorType) -> ir.Value:
     return concat(cg, columns)
 
 
-def mul_add_bf16(cg, a: ir.Value, bm: ir.Value, c: ir.Value, M: int, K: int, N: int) -> ir.Value:
-    """A B + C on AMX: a (M*K) and bm (K*N) bf16 bits, c (M*N) float, all column-major;
-    returns the M*N float vector."""
+def mul_add(cg, operands: str, a, bm, c: ir.Value, M: int, K: int, N: int) -> ir.Value:
+    """A B + C on AMX: a (M*K) and bm (K*N) of the 16-bit type ``operands`` (vectors or
+    ``Place``s), c (M*N) float, all column-major; returns the M*N float vector."""
     _configure_kernel(cg)
-    s = _Slots(cg, M, K, N)
-    _store_padded(cg.b, c, M, N, s.Mp, s.Np, s.c, s.tmp)
+    s = _Slots(cg, M, K, N, operands)
+    _store_padded(cg.b, c, F32, M, N, s.Mp, s.Np, s.c, s.tmp)
     for acc in s.blocks():
         _move_c(cg, s, acc, "llvm.x86.tileloadd64")
         _products(cg, s, a, bm, [acc])
@@ -333,23 +453,23 @@ class TileAccumulator:
                 for r in acc.values():
                     _call(cg, cg.b, "llvm.x86.tilezero", _tile(r))
             else:
-                _store_padded(cg.b, mat, t.rows, t.cols, s.Mp, s.Np, s.c, s.tmp)
+                _store_padded(cg.b, mat, F32, t.rows, t.cols, s.Mp, s.Np, s.c, s.tmp)
                 _move_c(cg, s, acc, "llvm.x86.tileloadd64")
         return self
 
     def mul_add(self, cg, inst: Instruction, A, B) -> "TileAccumulator":
-        """self += A B (inst's CoopVals with bf16 components)."""
-        s = _Slots(cg, A.type.rows, A.type.cols, B.type.cols)
-        b_src = [_b_in_memory(cg, inst, s, g) for g in range(len(self.tiles))]
-        if self.copies == 2 and s.Kp == s.ks and b_src[0] is not None:
-            self._paired(cg, s, A.mats[0], b_src[0])
+        """self += A B (inst's operands: CoopVals or ``InMemory``, 16-bit components)."""
+        s = _Slots(cg, A.type.rows, A.type.cols, B.type.cols, A.type.component.name)
+        if (self.copies == 2 and s.Kp == s.ks and isinstance(B, InMemory)
+                and B.mats[0].tiles and (s.K, s.N) == (s.Kp, s.Np)):
+            self._paired(cg, s, A.mats[0], _b_tiles(cg, s, B.mats[0]))
             return self
         assert self.pending is None, "internal error: half a pair of AMX products"
         for g, acc in enumerate(self.tiles):
-            _products(cg, s, A.mats[g], B.mats[g], _by_block(acc), b_src[g])
+            _products(cg, s, A.mats[g], B.mats[g], _by_block(acc))
         return self
 
-    def _paired(self, cg, s: _Slots, a: ir.Value, b_src: TileSource) -> None:
+    def _paired(self, cg, s: _Slots, a, b_src: TileSource) -> None:
         """One k step of a single-tile accumulator, in pairs of two successive mul_adds
         (the loop body emitted twice): both stage A and load B's tile (4, 5) where they
         are, and the second loads both A tiles (6, 7) and runs both products.  A tile
@@ -358,7 +478,7 @@ class TileAccumulator:
         two A's before the first product halves these waits."""
         b = cg.b
         half = 0 if self.pending is None else 1
-        _store_vnni(b, a, s.M, s.K, s.Mp, s.Kp, s.a_next if half else s.a, s.tmp)
+        _store_vnni(b, a, s.elem, s.M, s.K, s.Mp, s.Kp, s.a_next if half else s.a, s.tmp)
         _call(cg, b, "llvm.x86.tileloadd64", _tile(4 + half), *b_src(0, 0))
         if not half:
             self.pending = s
@@ -369,7 +489,7 @@ class TileAccumulator:
         _call(cg, b, "llvm.x86.tileloadd64", _tile(6), first.a, a_stride)
         _call(cg, b, "llvm.x86.tileloadd64", _tile(7), s.a_next, a_stride)
         for h in (0, 1):
-            _call(cg, b, "llvm.x86.tdpbf16ps", _tile(t), _tile(4 + h), _tile(6 + h))
+            _call(cg, b, s.product, _tile(t), _tile(4 + h), _tile(6 + h))
 
     def leave(self, cg):
         """After the loop: the value as a CoopVal (or a TileResult for its store)."""
@@ -390,15 +510,22 @@ class TileAccumulator:
 TileSource = Callable[[int, int], Tuple[ir.Value, ir.Value]]
 
 
-def _in_memory(cg, access: Instruction, elem: str, g: int) -> Optional[TileSource]:
-    """For subgroup g, (r0, c0) -> the address of entry (r0, c0) of the matrix the
-    cooperative_matrix_load/store ``access`` reads or writes, and the byte stride of its
-    columns: when every work-item is active and the access is unchecked (in checked code
-    every access goes through ``coop._access``, which checks it), untransposed, on ``elem``
-    components, through a memref with unit row stride (the matrix's columns are
-    contiguous: the rows of its transpose, a tile's rows).  None otherwise."""
-    if (cg.mask is not None or cg.checked or access.modifier("checked") is not None
-            or access.modifier("ta") == "t" or access.slots["tensor"].type.element.name != elem):
+def _in_memory(cg, access: Instruction, elem: str, g: int,
+               operand: bool = False) -> Optional["Place"]:
+    """Where subgroup g's matrix of the cooperative_matrix_load/store ``access`` is in
+    memory (a ``Place``): when every work-item is active, the kernel is not in checked
+    mode (there every access goes through ``coop._access``, which checks it), the access
+    is untransposed and has no checked flags (or, for an ``operand`` of AMX products,
+    either but not both), on ``elem`` components, through a memref with unit row stride
+    (its columns are contiguous: the rows of their transpose, a tile's rows).  None
+    otherwise.  (A transposed operand with checked flags stays a vector: its pairs
+    could be half inside the memref.)"""
+    component = access.slots["tensor"].type.element
+    transposed = access.modifier("ta") == "t"
+    checked = access.modifier("checked")
+    if (cg.mask is not None or cg.checked or component.name != elem
+            or ((transposed or checked is not None) and not operand)
+            or (transposed and checked is not None)):
         return None
     from .coop import memref_in, uniform_in
 
@@ -410,55 +537,150 @@ def _in_memory(cg, access: Instruction, elem: str, g: int) -> Optional[TileSourc
     x = uniform_in(cg, cg.get(access.slots["x"]), lane)
     y = uniform_in(cg, cg.get(access.slots["y"]), lane)
     st1 = cg.ival(m.stride[1])
-    size = ir.Constant(I64, 2 if elem == "bf16" else 4)
+    size = ir.Constant(I64, component.size)
     stride = b.mul(st1, size)
 
     def at(r0: int, c0: int) -> Tuple[ir.Value, ir.Value]:
         off = b.add(b.add(x, ir.Constant(I64, r0)), b.mul(b.add(y, ir.Constant(I64, c0)), st1))
         return b.gep(m.ptr, [b.mul(off, size)], source_etype=I8), stride
-    return at
+    bounds = None
+    if checked is not None:
+        s0, s1 = (cg.ival(v) for v in m.shape)
+        bounds = (x, y, s0 if checked in ("rows_checked", "both_checked") else None,
+                  s1 if checked in ("cols_checked", "both_checked") else None)
+    return Place(at, transposed, bounds)
 
 
-def _b_in_memory(cg, inst: Instruction, s: _Slots, g: int) -> Optional[TileSource]:
-    """(n, k) -> where subgroup g's B^T tile (n, k) of the mul_add inst can be loaded
-    from, when B is a cooperative_matrix_load earlier in the same region with nothing
-    between that may write memory, the load qualifies for ``_in_memory`` and B needs no
-    padding.  None otherwise (B is staged)."""
-    load = getattr(inst.slots["b"], "owner", None)
-    if (s.K, s.N) != (s.Kp, s.Np) or load is None or load.opcode != "cooperative_matrix_load":
+class Place:
+    """Where one subgroup's operand is in memory: ``at`` (a ``TileSource`` of the memref
+    at the load's position (x, y)); whether the matrix is the transpose of that block (a
+    load with ``.t``: the matrix's rows are the memref's contiguous columns); and for a
+    checked load, ``bounds``: (x, y, the memref's rows or None, its columns or None),
+    outside which entries read as zeros."""
+
+    def __init__(self, at: TileSource, transposed: bool = False, bounds=None):
+        self.at = at
+        self.transposed = transposed
+        self.bounds = bounds
+
+    @property
+    def tiles(self) -> bool:
+        """Tiles can be loaded from here as they are (untransposed, unchecked)."""
+        return not self.transposed and self.bounds is None
+
+    def column(self, b: ir.IRBuilder, elem: ir.Type, c: int, rows: int,
+               length: int) -> ir.Value:
+        """Column c of the (untransposed) matrix, zero-extended to ``length`` components;
+        zeros outside the memref where the load is checked."""
+        if self.bounds is None:
+            return _load_column(b, self.at(0, c)[0], elem, rows, length)
+        x, y, s0, s1 = self.bounds
+        ok = VectorConstant(I1, [1] * rows)
+        if s0 is not None:
+            r = b.add(_splat(b, x, rows), VectorConstant(I64, list(range(rows))))
+            ok = b.and_(b.icmp_signed(">=", r, zero_of(r.type)),
+                        b.icmp_signed("<", r, _splat(b, s0, rows)))
+        if s1 is not None:
+            col = b.add(y, ir.Constant(I64, c))
+            inside = b.and_(b.icmp_signed(">=", col, ir.Constant(I64, 0)),
+                            b.icmp_signed("<", col, s1))
+            ok = b.and_(ok, _splat(b, inside, rows))
+        vt = ir.VectorType(elem, rows)
+        name = f"llvm.masked.load.{mangle(vt)}.p0"
+        fn = b.module.globals.get(name) or ir.Function(
+            b.module, ir.FunctionType(vt, [PTR, I32, ok.type, vt]), name)
+        col = b.call(fn, [self.at(0, c)[0], ir.Constant(I32, lt_size(elem)), ok, zero_of(vt)])
+        if rows == length:
+            return col
+        return b.shuffle_vector(col, zero_of(vt), VectorConstant(
+            I32, [r if r < rows else rows for r in range(length)]))
+
+
+def _splat(b: ir.IRBuilder, v: ir.Value, n: int) -> ir.Value:
+    """v in each of n lanes."""
+    vt = ir.VectorType(v.type, n)
+    return b.shuffle_vector(b.insert_element(ir.Constant(vt, None), v, ir.Constant(I32, 0)),
+                            ir.Constant(vt, None), VectorConstant(I32, [0] * n))
+
+
+class InMemory:
+    """The value of a cooperative_matrix_load left in memory (``operand_in_memory``): per
+    subgroup, where the matrix is (``mats``: ``Place``s).  The AMX products that use it
+    load B's tiles from there or stage them, and stage A's pairs, from its columns (or,
+    transposed, by gathers of pairs), so the load emits no vector of the whole matrix
+    (whose shuffles made most of LLVM's compile time)."""
+
+    def __init__(self, t: CoopMatrixType, mats: List[Place]):
+        self.type = t
+        self.mats = mats
+
+
+def operand_in_memory(cg, load: Instruction) -> Optional[InMemory]:
+    """The cooperative_matrix_load ``load`` left in memory (an ``InMemory``) when every
+    use of its value is as A or B of an AMX mul_add later in the same region with
+    nothing between that has regions or may write memory, and each subgroup's access
+    qualifies for ``_in_memory`` (transposed or not); else None (the load is emitted)."""
+    value = load.results[0]
+    t = value.type
+    if not (isinstance(t, CoopMatrixType) and usable(t.component.name)):
         return None
-    region = _region_of(cg, inst)
-    if region is None or _region_of(cg, load) is not region:
+    users = _users(cg).get(value, [])
+    region = _region_of(cg, load)
+    if not users or region is None:
         return None
-    between = region.instructions[region.instructions.index(load) + 1:
-                                  region.instructions.index(inst)]
-    if any(i.regions or not (i.opdef.pure or i.opcode == "cooperative_matrix_load")
-           for i in between):
-        return None
-    at = _in_memory(cg, load, "bf16", g)
-    return None if at is None else (lambda n, k: at(s.ks * k, TILE_ROWS * n))
+    for user in users:
+        if (user.opcode != "cooperative_matrix_mul_add" or not _mul_add_types(user)
+                or user.slots["c"] is value or _region_of(cg, user) is not region):
+            return None
+        between = region.instructions[region.instructions.index(load) + 1:
+                                      region.instructions.index(user)]
+        if any(i.regions or not (i.opdef.pure or i.opcode == "cooperative_matrix_load")
+               for i in between):
+            return None
+    places = [_in_memory(cg, load, t.component.name, g, True) for g in range(cg.W // cg.S)]
+    return None if any(p is None for p in places) else InMemory(t, places)
 
 
 class TileResult(HeldMatrix):
     """A loop's result still in its accumulator's tiles, for the cooperative_matrix_store
-    that comes next (``claim_loop``): stored from the tiles without a trip through
-    vector registers."""
+    that comes next (``claim_loop``), possibly after a cast to a 16-bit matrix (``cast``):
+    stored from the tiles without a trip through vectors of the whole matrix (an f32
+    result straight from the tiles; a cast one through the scratch memory, column by
+    column)."""
 
-    def __init__(self, acc: TileAccumulator):
+    def __init__(self, acc: TileAccumulator, t: Optional[CoopMatrixType] = None):
         self.acc = acc
-        self.type = acc.type
+        self.type = t or acc.type
+
+    def cast(self, cg, t: CoopMatrixType) -> "TileResult":
+        """The result cast to the matrix type t (converted when stored)."""
+        return TileResult(self.acc, t)
 
     def store(self, cg, inst: Instruction) -> None:
-        from .coop import emit_store
+        from .arith import convert
+        from .coop import cast, emit_store
 
-        direct = [_in_memory(cg, inst, "f32", g) for g in range(len(self.acc.tiles))]
+        comp = self.type.component
+        direct = [_in_memory(cg, inst, comp.name, g) for g in range(len(self.acc.tiles))]
         if any(d is None for d in direct):  # stored as the vectors it stands for
-            cg.env[inst.slots["value"]] = self.acc.leave(cg)
+            value = self.acc.leave(cg)
+            cg.env[inst.slots["value"]] = cast(cg, value, self.type)
             return emit_store(cg, inst)
-        for at, acc in zip(direct, self.acc.tiles):
-            for (n, m), t in acc.items():
-                _call(cg, cg.b, "llvm.x86.tilestored64", _tile(t),
-                      *at(TILE_ROWS * m, TILE_ROWS * n))
+        b = cg.b
+        acc_comp = self.acc.type.component
+        M = self.type.rows
+        s = _Slots(cg, M, 0, self.type.cols)
+        for place, acc in zip(direct, self.acc.tiles):
+            if comp == acc_comp:
+                for (n, m), t in acc.items():
+                    _call(cg, b, "llvm.x86.tilestored64", _tile(t),
+                          *place.at(TILE_ROWS * m, TILE_ROWS * n))
+                continue
+            _move_c(cg, s, acc, "llvm.x86.tilestored64")
+            for c in range(self.type.cols):
+                col = b.load(_at(b, s.c, 4 * c * s.Mp), align=4, typ=ir.VectorType(F32, M))
+                b.store(convert(cg, col, acc_comp, comp), place.at(0, c)[0],
+                        align=comp.size)
         return None
 
 
@@ -496,9 +718,9 @@ def _is_zero(v: ir.Value) -> bool:
 
 
 def _mul_add_types(inst: Instruction) -> bool:
-    """The mul_add runs on AMX (its operand types; ``jit.amx_usable`` asked separately)."""
+    """The mul_add runs on AMX (``eligible``)."""
     a, b_, c = (inst.slots[k].type for k in ("a", "b", "c"))
-    return (a.component.name, b_.component.name, c.component.name) == ("bf16", "bf16", "f32")
+    return eligible(a.component.name, b_.component.name, c.component.name)
 
 
 def claim_loop(cg, loop: Instruction) -> Dict[int, TileAccumulator]:
@@ -547,12 +769,16 @@ def claim_loop(cg, loop: Instruction) -> Dict[int, TileAccumulator]:
 
 def _stored_next(cg, loop: Instruction, k: int) -> bool:
     """The loop's result k (claimed, in tiles) has one use: a cooperative_matrix_store
-    after the loop in its region, with nothing between that has regions or is an AMX
-    mul_add (that could change tiles 0-3) or a barrier (where other subgroups may run,
-    ``phases``); and it needs no padding (its tiles are exactly the matrix)."""
+    after the loop in its region (or a cast whose one use is such a store), with nothing
+    between that has regions or is an AMX mul_add (that could change tiles 0-3) or a
+    barrier (where other subgroups may run, ``phases``); and it needs no padding (its
+    tiles are exactly the matrix)."""
     result = loop.results[k]
     t: CoopMatrixType = result.type
     users = _users(cg).get(result, [])
+    if len(users) == 1 and users[0].opcode == "cast":
+        result = users[0].results[0]
+        users = _users(cg).get(result, [])
     region = _region_of(cg, loop)
     if (t.rows % TILE_ROWS or t.cols % TILE_ROWS or len(users) != 1 or region is None
             or users[0].opcode != "cooperative_matrix_store"

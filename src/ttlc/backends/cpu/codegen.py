@@ -103,11 +103,30 @@ def _on_matrices(numbers: Callable, matrices: Callable) -> Callable:
     return emit
 
 
+def _through_amx(table: Dict[str, Callable]) -> None:
+    """Loads and casts that leave matrices where AMX products want them: a matrix only
+    AMX products use stays in memory, where they read it (``amx.operand_in_memory``), and
+    a result held in AMX tiles stays there through a cast to its store
+    (``amx.TileResult``)."""
+    load, cast = table["cooperative_matrix_load"], table["cast"]
+
+    def emit_load(cg: FunctionCodegen, inst: Instruction):
+        return amx.operand_in_memory(cg, inst) or load(cg, inst)
+
+    def emit_cast(cg: FunctionCodegen, inst: Instruction):
+        held = cg.raw(inst.slots["a"])
+        if isinstance(held, amx.TileResult):
+            return held.cast(cg, inst.results[0].type)
+        return cast(cg, inst)
+    table.update({"cooperative_matrix_load": emit_load, "cast": emit_cast})
+
+
 def _table() -> Dict[str, Callable]:
     table = compose_tables(arith.EMITTERS, memory.EMITTERS, control.EMITTERS, subgroup.EMITTERS,
                      coop.EMITTERS, mul_add.EMITTERS)
     for op, fn in coop.ELEMENTWISE.items():
         table[op] = _on_matrices(table[op], fn)
+    _through_amx(table)
     missing = set(OPS) - set(table) - LOWERED - {"yield"}
     if missing:
         raise AssertionError(f"no emitter for {', '.join(sorted(missing))}")

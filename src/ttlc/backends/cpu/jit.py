@@ -212,14 +212,23 @@ def require_runnable() -> None:
 _SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
 
 
+#: tests set this to True to run the AMX path (``amx.py``) on machines without AMX: its
+#: tile instructions are then emulated in plain LLVM IR (``amx_emulation.py``) and
+#: ``amx_usable`` holds for bf16 and f16 (not a user option: the emulation is slow)
+EMULATE_AMX = False
+
+
 @functools.lru_cache(maxsize=None)
 def amx_usable() -> bool:
-    """Whether generated code may use AMX-BF16 tiles (``amx.py``): the target CPU has
-    them, ``TTLC_AMX=0`` does not disable them, and this process obtained the tile-data
-    permission.  Part of the cache key, so a process runs cached AMX code only after
-    asking for the permission itself."""
+    """Whether generated code may use AMX tiles (``amx.py``): the target CPU has them
+    with AMX-BF16 (which products each 16-bit type has: ``amx.usable``), ``TTLC_AMX=0``
+    does not disable them, and this process obtained the tile-data permission (or tests
+    emulate them, ``EMULATE_AMX``).  Part of the cache key, so a process runs cached AMX
+    code only after asking for the permission itself."""
     if os.environ.get("TTLC_AMX", "1") == "0":
         return False
+    if EMULATE_AMX:
+        return True
     if not (has_feature("amx-tile") and has_feature("amx-bf16")):
         return False
     if platform.system() != "Linux" or platform.machine() != "x86_64":
@@ -338,6 +347,7 @@ def versions() -> str:
     cpu, features = host()
     return (f"llvmlite {llvmlite.__version__} llvm {llvm.llvm_version_info} {triple()} {cpu} "
             f"{features} vector math {sorted(vector_math())} amx {amx_usable()} "
+            f"{'emulated ' if EMULATE_AMX else ''}"
             f"bf16 dot {bf16_dot()} options {' '.join(CODEGEN_OPTIONS)}")
 
 

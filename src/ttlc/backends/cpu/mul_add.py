@@ -1,10 +1,10 @@
 """Which unit computes a cooperative_matrix_mul_add, and the instruction's emitter.
 
-bf16 x bf16 into f32 runs on AMX tiles (``amx.py``) where the machine has them and the
-process may use them, else on vdpbf16ps where it has AVX512-BF16 (``dpbf16.py``); every
-other product, and these where neither is there, on the vector path's FMA microkernel
-(``coop.microkernel``).  The choice sits above the three paths, which build on
-``coop.py`` and know nothing of each other.
+bf16 x bf16 (AMX-BF16) and f16 x f16 (AMX-FP16) into f32 run on AMX tiles (``amx.py``)
+where the machine has them and the process may use them, else bf16 on vdpbf16ps where it
+has AVX512-BF16 (``dpbf16.py``); every other product, and these where neither is there, on
+the vector path's FMA microkernel (``coop.microkernel``).  The choice sits above the three
+paths, which build on ``coop.py`` and know nothing of each other.
 """
 from __future__ import annotations
 
@@ -47,9 +47,9 @@ def matrix_unit() -> MatrixUnit:
     """This CPU's matrix or dot-product unit as the middle end sees it (``Target.matrix``
     of the cpu description, ``module.lower``): for each 16-bit product that runs on AMX or
     AVX512-BF16 here (``mul_add_path``), the grain of that path, so that gemm's tiles are
-    whole blocks of it (``linalg.unit_tiles``).  f16 has none: AVX512-FP16 multiplies and
-    accumulates in f16 only and AMX-FP16 is not used, while gemm accumulates 16-bit floats
-    in f32, so f16 products are f32 FMAs on converted operands on every CPU."""
+    whole blocks of it (``linalg.unit_tiles``).  f16 has one only with AMX-FP16:
+    AVX512-FP16 multiplies and accumulates in f16 only, while gemm accumulates 16-bit
+    floats in f32, so elsewhere f16 products are f32 FMAs on converted operands."""
     found = [(mul_add_path(*types), types) for types in SIXTEEN_BIT_PRODUCTS]
     found = [(path, types) for path, types in found if path in GRAINS]
     if not found:
@@ -65,8 +65,8 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
     The register-blocked outer-product microkernel (``microkernel``): the accumulator
     columns ``D[:, j]`` start as C's columns and take, for k = 0 .. K-1 in order,
     ``A[:, k] * B[k, j]`` (a column of A times a broadcast entry of B) with one FMA each;
-    LLVM keeps the N columns in registers.  bf16 x bf16 into f32 runs on AMX tiles where
-    the machine has them (``amx.py``), else on vdpbf16ps where it has AVX512-BF16
+    LLVM keeps the N columns in registers.  16-bit products into f32 run on AMX tiles where
+    the machine has them (``amx.py``), else bf16 on vdpbf16ps where it has AVX512-BF16
     (``dpbf16.py``)."""
     coop.whole_subgroups(cg)
     A: CoopVal = cg.get(inst.slots["a"])
@@ -82,8 +82,8 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
     kernel = dpbf16.KERNEL if path == "AVX512-BF16" else coop.fma_kernel(M, N, cd)
     out = []
     for g in range(coop.subgroups(cg)):
-        if path == "AMX":  # bf16 x bf16 -> f32 on the tile unit
-            d = amx.mul_add_bf16(cg, A.mats[g], B.mats[g], C.mats[g], M, K, N)
+        if path == "AMX":  # 16-bit products into f32 on the tile unit
+            d = amx.mul_add(cg, A.type.component.name, A.mats[g], B.mats[g], C.mats[g], M, K, N)
         else:
             d = coop.microkernel(cg, kernel, A, B, g, convert(cg, C.mats[g], ct, cd), cd)
         if cd != ct:

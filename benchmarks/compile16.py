@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Cold compile time of 16-bit gemm kernels for a CPU model, which need not be this machine.
+
+    TTLC_CPU=sapphirerapids .venv/bin/python benchmarks/compile16.py [--repeat 3] [--match RE]
+
+Compiles each kernel to an object file (the program checked, lowered, turned into LLVM IR,
+optimized at O3 and emitted: everything ``ttlc.compile`` does on a cache miss but loading
+the object, which a model this machine cannot run does not allow) with the disk cache
+off, ``--repeat`` times, and prints the least CPU time of the calling thread (ttlc and LLVM
+run on it) with its phases, in milliseconds.  Where the model has AMX its description is
+forced as the tests force it (this process may not be granted the tiles: nothing runs).
+Kernels: ``gemm16.py``'s batched 64^3 products, then one ``gemm`` per shape, operand and
+result type and transposition (the shapes of the tests: whole tiles, edges, odd K).
+LLVM's own start is not counted (a first kernel compiles before the measurements).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+os.environ["TTLC_CACHE"] = "0"
+
+from gemm16 import CASES, GEMM  # noqa: E402
+from ttlc.api import check  # noqa: E402
+from ttlc.backends.cpu import jit, module  # noqa: E402
+
+SHAPES = ((64, 64, 64), (37, 21, 19), (16, 5, 33), (16, 64, 16), (37, 21, 1), (100, 70, 50))
+#: the phases of a cold compile: ttlc's passes, LLVM IR generation, LLVM's parse of it,
+#: LLVM's O3 pipeline, machine code
+PHASES = ("lower", "codegen", "parse", "O3", "object")
+
+
+def source(ab: str, c: str, ta: str, tb: str, M: int, N: int, K: int) -> str:
+    """alpha op(A) op(B) + beta C with memrefs of the given shapes."""
+    ashape = (M, K) if ta == "n" else (K, M)
+    bshape = (K, N) if tb == "n" else (N, K)
+    return (f"func @k(%alpha: {ab}, %A: memref<{ab}x{ashape[0]}x{ashape[1]}>, "
+            f"%B: memref<{ab}x{bshape[0]}x{bshape[1]}>, %beta: {c}, %C: memref<{c}x{M}x{N}>) {{\n"
+            f"    gemm.{ta}.{tb} %alpha, %A, %B, %beta, %C\n}}")
+
+
+def kernels() -> dict:
+    out = {f"batched {t}->{r} 64^3": GEMM.format(t=t, r=r, n=64) for t, r in CASES}
+    for t, r in CASES:
+        for M, N, K in SHAPES:
+            for ta in "nt":
+                for tb in "nt":
+                    out[f"{t}->{r} {M}x{N}x{K} {ta}{tb}"] = source(t, r, ta, tb, M, N, K)
+    return out
+
+
+def cold(text: str) -> dict:
+    """CPU milliseconds of each phase (``PHASES``) of one cold compile to an object."""
+    art = module.Artifacts(check(text), False)
+    mod = []
+    steps = (lambda: art.lowered, lambda: art.ir, lambda: mod.append(jit.parse(art.ir)),
+             lambda: jit.optimize(mod[0]), lambda: jit.emit_object(mod[0]))
+    times = {}
+    for phase, step in zip(PHASES, steps):
+        t = time.thread_time()
+        step()
+        times[phase] = (time.thread_time() - t) * 1e3
+    return times
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--match", default="", help="only kernels whose name matches this regex")
+    opts = ap.parse_args()
+    if jit.has_feature("amx-tile"):
+        jit.amx_usable = lambda: True  # the description an AMX CPU gets (nothing runs)
+    print(f"CPU model {jit.machine().cpu}, load average {os.getloadavg()[0]:.1f}")
+    module.Artifacts(check(source("f32", "f32", "n", "n", 2, 2, 2)), False).object_code()
+    totals = []
+    for name, text in kernels().items():
+        if not re.search(opts.match, name):
+            continue
+        best = min((cold(text) for _ in range(opts.repeat)), key=lambda t: sum(t.values()))
+        total = sum(best.values())
+        totals.append(total)
+        print(f"{name:28s} {total:7.0f}  " + "  ".join(f"{k} {best[k]:.0f}" for k in PHASES),
+              flush=True)
+    totals.sort()
+    if totals:
+        over = sum(t > 150 for t in totals)
+        print(f"{len(totals)} kernels: median {totals[len(totals) // 2]:.0f} ms, "
+              f"max {totals[-1]:.0f} ms, {over} over 150 ms")
+
+
+if __name__ == "__main__":
+    main()
