@@ -216,8 +216,8 @@ def dot_products(em: Emitter, A: Value, b_col: Value, c_col: Value, M: int, K: i
                 for v in columns:
                     spread = b.cooperative_matrix_insert(mine, spread, v)
                 a = b.cooperative_matrix_load(A, kv, j, a_t, checked=flag, name="a")
-                return [b.add(xs[0], em.cast(b.mul(a, spread), acc_t), name="acc")]
-            zero = b.constant(0, acc_t, name="zero")
+                return [b.add(xs[0], b.mul(a, spread), name="acc")]
+            zero = b.constant(-0.0, acc_t, name="zero")  # (-0.0 + x is x: no add)
             xs = k_loop(em, step, [zero], k_full, S, P)
             if K % S:
                 xs = step(k_full, xs, True)
