@@ -179,7 +179,6 @@ def dot_columns(em: Emitter, A: Value, ta: str, c: Value, M: Int, K: Int) -> int
     if (ta != "t" or m is None or k is None or k < em.sgs or A.type.stride[0] != 1
             or not split_remainders(em.target, acc, A.type.element, c.type.element)):
         return 0
-    column = em.sgs * acc.size  # one column of partial sums
     fit = int(em.target.register_budget * ACC_SHARE) // (em.sgs * acc.size)
     return max(1, min(m, fit, DOT_COLUMNS))
 
@@ -190,7 +189,7 @@ def dot_products(em: Emitter, A: Value, b_col: Value, c_col: Value, M: int, K: i
     subgroup tile of J columns of A runs down A's rows S at a time (S: the subgroup
     size), an S x J tile of A times b's S entries lane by lane (b's part of each
     work-item put in every column: ``cooperative_matrix_insert``) added to S x J partial
-    sums, in P sets where J columns keep too few sums in flight (``chains``); the rows
+    sums, in P sets where J columns keep too few sums in flight (as in ``chains``); the rows
     past the last S are one step with rows checked.  Each column's partial sums are
     then added up (``cooperative_matrix_reduce_add.column``: 1 x J) and the update
     writes the 1 x J row transposed into c's J entries."""
@@ -201,7 +200,7 @@ def dot_products(em: Emitter, A: Value, b_col: Value, c_col: Value, M: int, K: i
     b_t = coopmatrix(eb, S, 1, "matrix_acc")
     lanes_b = _column_entries(b_t, S)[0]
     origin = em.index(0)
-    for n0, ne, NT in [(n0, ne, nt) for n0, (ne, nt) in _starts(column_pieces(M, J))]:
+    for n0, ne, NT, _ in _pieces(M, J, column_pieces(M, J)):
         a_t, acc_t = coopmatrix(ea, S, NT, "matrix_acc"), coopmatrix(acc, S, NT, "matrix_acc")
         columns = _column_entries(a_t, S)
         P = max(1, min(-(-MIN_ACC_BYTES // (S * NT * acc.size)), k_full // S))
@@ -227,15 +226,6 @@ def dot_products(em: Emitter, A: Value, b_col: Value, c_col: Value, M: int, K: i
             v = em.scale_tile(sums)
             em.beta_cases(lambda read: em.update_tile(v, c_col, j, origin, None, read, scaled=True,
                                                       transpose=True))
-
-
-def _starts(pieces) -> list:
-    """(first, (extent, tile)) of consecutive pieces."""
-    out, first = [], 0
-    for piece in pieces:
-        out.append((first, piece))
-        first += piece[0]
-    return out
 
 
 def _column_entries(t, S: int) -> List[int]:
