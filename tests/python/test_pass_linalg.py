@@ -428,8 +428,8 @@ def STRIDED(R: int, C: int):
 @pytest.mark.parametrize("ty", ["f32", "f64"])
 @pytest.mark.parametrize("R,C", DOT_SHAPES, ids=[f"{r}x{c}" for r, c in DOT_SHAPES])
 def test_gemv_t_as_dot_products_agrees_with_numpy(R, C, ty, beta, strided):
-    """gemv.t compiled for the cpu with default attributes, where A's rows fill a
-    subgroup lowered as dot products of A's columns with b (``matmul.dot_products``):
+    """gemv.t compiled for the cpu with default attributes, where A's rows fill half a
+    subgroup or more lowered as dot products of A's columns with b (``matmul.dot_products``):
     c = alpha A^T b + beta c against NumPy; multiples of 1/8 sum exactly in any order.
     With beta 0 the output is not read (NaN in it)."""
     shapes, views = STRIDED(R, C) if strided else (((R, C), (R,), (C,)), (..., ..., ...))
@@ -448,11 +448,12 @@ def test_gemv_t_as_dot_products_agrees_with_numpy(R, C, ty, beta, strided):
 
 
 @pytest.mark.parametrize("ty,R,C,dots", [("f64", 56, 56, True), ("f64", 9, 56, True),
-                                         ("f32", 9, 56, False), ("f32", 35, 35, True)])
+                                         ("f32", 9, 56, True), ("f32", 7, 56, False),
+                                         ("f64", 3, 5, False), ("f32", 35, 35, True)])
 def test_gemv_t_is_dot_products_where_rows_fill_a_subgroup(ty, R, C, dots):
-    """On the cpu description, a gemv.t whose A has at least a subgroup of rows is A's
-    columns times b, summed by cooperative_matrix_reduce_add.column (no transposed load,
-    no mul_add); one of fewer rows keeps the tiles of matmul."""
+    """On the cpu description, a gemv.t whose A has at least half a subgroup of rows is
+    A's columns times b, summed by cooperative_matrix_reduce_add.column (no transposed
+    load, no mul_add); one of fewer rows keeps the tiles of matmul."""
     S = 16 if ty == "f32" else 8
     text = str(lowered(dot_kernel(ty, R, C, 0.0, False, attributes((S, 1), S)),
                        ("lower-linalg",), "cpu"))
