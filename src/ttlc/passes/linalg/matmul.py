@@ -172,10 +172,11 @@ def dot_columns(em: Emitter, A: Value, ta: str, c: Value, M: Int, K: Int) -> int
     static, K fills at least half a subgroup and A's columns are contiguous (unit row
     stride), c_j is A's column j times b lane by lane, summed once at the end: the
     outer-product kernel would build A^T's tiles from A's columns by shuffles (f64 56x56
-    gemv.t: 0.64 of NumPy's dot products with AVX-512, 0.61 without; f32 9x56, one
-    masked step of 16 lanes, 1.1-1.4x as fast and a third of the compile time), while
-    fewer rows leave most lanes idle (3x5: the shuffles' tiles were 1.1-1.5x as fast).  DOT_COLUMNS columns at once, or
-    as many as the accumulators' share of the registers holds (ACC_SHARE)."""
+    gemv.t: 0.64 of NumPy's dot products with AVX-512, 0.61 without; f32 9x56 with
+    AVX-512, one masked step of 16 lanes: as fast or faster, a third of the compile
+    time), while fewer rows leave most lanes idle (3x5: the shuffles' tiles were 1.2-1.6x
+    as fast).  DOT_COLUMNS columns at once, or as many as the accumulators' share of the
+    registers holds (ACC_SHARE)."""
     acc = accumulate_type(c.type.element)
     m, k = known(M), known(K)
     if (ta != "t" or m is None or k is None or 2 * k < em.sgs or A.type.stride[0] != 1
@@ -191,8 +192,8 @@ def dot_products(em: Emitter, A: Value, b_col: Value, c_col: Value, M: int, K: i
     subgroup tile of J columns of A runs down A's rows S at a time (S: the subgroup
     size), an S x J tile of A times b's S entries lane by lane (b's part of each
     work-item put in every column: ``cooperative_matrix_insert``) added to S x J partial
-    sums, in P sets where J columns keep too few sums in flight (as in ``chains``); the rows
-    past the last S are one step with rows checked.  Each column's partial sums are
+    sums, in P sets where J columns keep too few sums in flight (as in ``chains``); the
+    rows past the last S are one step with rows checked.  Each column's partial sums are
     then added up (``cooperative_matrix_reduce_add.column``: 1 x J) and the update
     writes the 1 x J row transposed into c's J entries."""
     b, S = em.b, em.sgs
@@ -226,8 +227,8 @@ def dot_products(em: Emitter, A: Value, b_col: Value, c_col: Value, M: int, K: i
                                                    result=coopmatrix(acc, 1, NT, "matrix_acc"),
                                                    name="dots")
             v = em.scale_tile(sums)
-            em.beta_cases(lambda read: em.update_tile(v, c_col, j, origin, None, read, scaled=True,
-                                                      transpose=True))
+            em.beta_cases(lambda read: em.update_tile(v, c_col, j, origin, None, read,
+                                                      scaled=True, transpose=True))
 
 
 def _column_entries(t, S: int) -> List[int]:
