@@ -1225,6 +1225,47 @@ def test_coopmatrix_instructions(monkeypatch):
     compare(src, args)
 
 
+REDUCE_COLUMNS = """
+func @k(%A: memref<{T}x{M}x{N}>, %S: memref<{T}x3x{N}>) attributes {{subgroup_size=8, work_group_size=[8,1]}} {{
+    %c0 = constant 0 : index
+    parallel {{
+        %m = cooperative_matrix_load %A[%c0, %c0] : coopmatrix<{T}x{M}x{N},matrix_acc>
+        %s = cooperative_matrix_reduce_add.column %m : coopmatrix<{T}x1x{N},matrix_acc>
+        %x = cooperative_matrix_reduce_max.column %m : coopmatrix<{T}x1x{N},matrix_acc>
+        %n = cooperative_matrix_reduce_min.column %m : coopmatrix<{T}x1x{N},matrix_acc>
+        %c1 = constant 1 : index
+        %c2 = constant 2 : index
+        cooperative_matrix_store %s, %S[%c0, %c0]
+        cooperative_matrix_store %x, %S[%c1, %c0]
+        cooperative_matrix_store %n, %S[%c2, %c0]
+    }}
+}}
+"""
+
+
+@pytest.mark.parametrize("T,M,N", [("f64", 8, 8), ("f32", 32, 3), ("f64", 16, 5), ("i32", 8, 1),
+                                   ("c64", 8, 2)])
+def test_coopmatrix_reduce_columns_agree_with_numpy(T, M, N):
+    """cooperative_matrix_reduce_*.column halves the rows of every column at once: the
+    sums, maxima and minima of the columns, integers and multiples of 1/4 (exact in any
+    order), against NumPy's (complex: no max and min, only the sums)."""
+    rng = np.random.default_rng(5)
+    A = rng.integers(-40, 40, (M, N)) / (1 if T == "i32" else 4)
+    if T == "c64":
+        A = A + 1j * rng.integers(-40, 40, (M, N)) / 4
+        src = "\n".join(line for line in REDUCE_COLUMNS.format(T=T, M=M, N=N).splitlines()
+                         if "%x" not in line and "%n" not in line)
+    else:
+        src = REDUCE_COLUMNS.format(T=T, M=M, N=N)
+    A = farray(A, DTYPES[T])
+    S = farray(np.zeros((3, N)), DTYPES[T])
+    ttlc.compile(src, target="cpu")["k"](A, S)
+    rows = 1 if T == "c64" else 3
+    want = np.stack([A.sum(axis=0), A.max(axis=0), A.min(axis=0)])[:rows] if T != "c64" \
+        else A.sum(axis=0)[None]
+    np.testing.assert_array_equal(S[:rows], want)
+
+
 ONE_ENTRY_STORE = """
 func @k(%A: memref<{T}x2x3>, %s: {W}) attributes {{subgroup_size=16, work_group_size=[16,2]}} {{
     %c0 = constant 0 : index

@@ -388,6 +388,80 @@ def test_gemv_and_ger_of_one_subgroup_are_one_tile(op, ty, R, C, blocks, column_
         assert len(a_loads) == len(rows) * len(b_loads)  # (K = 9: a step of 1 after the loop)
 
 
+#: gemv.t shapes (rows x columns of A) for the dot-product lowering on the cpu: rows below,
+#: at and above a subgroup, multiples of it and not, columns fewer and more than a tile
+DOT_SHAPES = [(1, 1), (3, 5), (17, 13), (9, 56), (35, 35), (56, 56), (120, 120), (16, 8),
+              (33, 17)]
+
+
+def dot_kernel(ty: str, R: int, C: int, beta, strided: bool, attrs: str = "") -> str:
+    """gemv.t on an R x C matrix, alpha an argument, beta a constant or (None) an
+    argument; ``strided``: A, b and c are subviews of larger arrays (``STRIDED``)."""
+    if strided:
+        params = [f"%X: memref<{ty}x{R + 3}x{C + 2}>", f"%Y: memref<{ty}x2x{R}>",
+                  f"%W: memref<{ty}x3x{C}>"]
+        views = [f"%x = subview %X[1:{R},2:{C}] : memref<{ty}x{R}x{C},strided<1,{R + 3}>>",
+                 f"%y = subview %Y[1,0:{R}] : memref<{ty}x{R},strided<2>>",
+                 f"%z = subview %W[2,0:{C}] : memref<{ty}x{C},strided<3>>"]
+    else:
+        params = [f"%x: memref<{ty}x{R}x{C}>", f"%y: memref<{ty}x{R}>", f"%z: memref<{ty}x{C}>"]
+        views = []
+    params.append(f"%alpha: {ty}")
+    if beta is None:
+        params.append(f"%beta: {ty}")
+    else:
+        views.append(f"%beta = constant {beta!r} : {ty}")
+    body = "\n".join(f"    {line}" for line in views + ["gemv.t %alpha, %x, %y, %beta, %z"])
+    return f"func @k({', '.join(params)}) {attrs} {{\n{body}\n}}\n"
+
+
+def STRIDED(R: int, C: int):
+    """The shapes of dot_kernel's strided arguments and the views of A, b and c in them:
+    A's columns 3 entries longer than R, b every other entry, c every third."""
+    shapes = ((R + 3, C + 2), (2, R), (3, C))
+    views = ((slice(1, R + 1), slice(2, C + 2)), (1, slice(None)), (2, slice(None)))
+    return shapes, views
+
+
+@pytest.mark.parametrize("strided", [False, True], ids=["packed", "strided"])
+@pytest.mark.parametrize("beta", [0.0, 1.0, -0.5, None], ids=["b0", "b1", "b-0.5", "barg"])
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+@pytest.mark.parametrize("R,C", DOT_SHAPES, ids=[f"{r}x{c}" for r, c in DOT_SHAPES])
+def test_gemv_t_as_dot_products_agrees_with_numpy(R, C, ty, beta, strided):
+    """gemv.t compiled for the cpu with default attributes, where A's rows fill half a
+    subgroup or more lowered as dot products of A's columns with b (``matmul.dot_products``):
+    c = alpha A^T b + beta c against NumPy; multiples of 1/8 sum exactly in any order.
+    With beta 0 the output is not read (NaN in it)."""
+    shapes, views = STRIDED(R, C) if strided else (((R, C), (R,), (C,)), (..., ..., ...))
+    A, b, c0 = (rand(shape, ty, seed) for seed, shape in enumerate(shapes, 1))
+    beta_value = 2.0 if beta is None else beta
+    c = c0.copy(order="F")
+    if beta_value == 0:
+        poison(c[views[2]])
+    alpha = -0.75
+    args = [A, b, c, alpha] + ([beta_value] if beta is None else [])
+    ttlc.compile(dot_kernel(ty, R, C, beta, strided), target="cpu")["k"](*args)
+    A64, b64 = A[views[0]].astype(np.float64), b[views[1]].astype(np.float64)
+    want = c0.astype(np.float64)
+    want[views[2]] = alpha * (A64.T @ b64) + (beta_value * want[views[2]] if beta_value else 0)
+    close(c, want, ty)
+
+
+@pytest.mark.parametrize("ty,R,C,dots", [("f64", 56, 56, True), ("f64", 9, 56, True),
+                                         ("f32", 9, 56, True), ("f32", 7, 56, False),
+                                         ("f64", 3, 5, False), ("f32", 35, 35, True)])
+def test_gemv_t_is_dot_products_where_rows_fill_a_subgroup(ty, R, C, dots):
+    """On the cpu description, a gemv.t whose A has at least half a subgroup of rows is
+    A's columns times b, summed by cooperative_matrix_reduce_add.column (no transposed
+    load, no mul_add); one of fewer rows keeps the tiles of matmul."""
+    S = 16 if ty == "f32" else 8
+    text = str(lowered(dot_kernel(ty, R, C, 0.0, False, attributes((S, 1), S)),
+                       ("lower-linalg",), "cpu"))
+    uses = ("cooperative_matrix_reduce_add.column", "cooperative_matrix_mul_add",
+            "cooperative_matrix_load.t")
+    assert [u in text for u in uses] == ([True, False, False] if dots else [False, True, True])
+
+
 # ---- hadamard and axpby ---------------------------------------------------------------------
 @pytest.mark.parametrize("wg", WORK_GROUPS, ids=WG_IDS)
 @pytest.mark.parametrize("ab,c", TYPES, ids=TYPE_IDS)

@@ -230,27 +230,30 @@ class Emitter:
                                                name="alpha_ab")
 
     def update_tile(self, value: Value, out: Value, x: Value, y: Value, flag: Optional[str],
-                    read: bool, scaled: bool = False) -> None:
+                    read: bool, scaled: bool = False, transpose: bool = False) -> None:
         """A coopmatrix tile: ``out[x:, y:] := alpha value + beta out[x:, y:]`` (``scaled``:
-        value already holds alpha value)."""
+        value already holds alpha value; ``transpose``: the tile is out's block
+        transposed, accessed with ``.t``)."""
         b = self.b
         t: CoopMatrixType = value.type
         acc = t.component
         ot = t.with_component(out.type.element)
+        ta = {"ta": "t"} if transpose else {}
         v = value if scaled else self.scale_tile(value)
         if self.atomic:
             o = self.cast(v, ot)
             if read:
-                b.cooperative_matrix_atomic_add(o, out, x, y, checked=flag, result=ot)
+                b.cooperative_matrix_atomic_add(o, out, x, y, checked=flag, result=ot, **ta)
             else:
-                b.cooperative_matrix_atomic_store(o, out, x, y, checked=flag)
+                b.cooperative_matrix_atomic_store(o, out, x, y, checked=flag, **ta)
             return
         if read:
-            c = self.cast(b.cooperative_matrix_load(out, x, y, ot, checked=flag, name="c"), t)
+            c = self.cast(b.cooperative_matrix_load(out, x, y, ot, checked=flag, name="c", **ta),
+                          t)
             if not self.beta_is_one:
                 c = b.cooperative_matrix_scale(self.beta_in(acc), c)
             v = b.add(v, c)
-        b.cooperative_matrix_store(self.cast(v, ot), out, x, y, checked=flag)
+        b.cooperative_matrix_store(self.cast(v, ot), out, x, y, checked=flag, **ta)
 
     # ---- the result ------------------------------------------------------------------------
     def instructions(self) -> List[Instruction]:

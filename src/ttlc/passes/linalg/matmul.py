@@ -43,6 +43,7 @@ from typing import List, Optional, Tuple
 
 from ...ir.builder import coopmatrix
 from ...ir.core import Value
+from ...ir.layout import layout_of
 from ...ir.numerics import accumulate_type
 from ...ir.types import INDEX, ScalarType
 from ..index_math import Int, known
@@ -51,6 +52,9 @@ from .tiles import ACC_SHARE, MIN_ACC_BYTES, Tiles, choose_tiles, column_pieces,
 from .unit_tiles import fit_to_unit
 
 FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
+#: the columns of A a gemv.t's dot products take at once (f64 AVX-512, 56x56 and 120x120:
+#: 4 and 16 columns ran at most as fast as 8, 12 (a tile of 8 left over) at a third)
+DOT_COLUMNS = 8
 #: the fewest columns of a ger's tile of all rows: a loop step of two columns did too
 #: little (f64 9x56 ger without AVX-512, 2 columns a step: 1.06x the time of the tiles
 #: of ``choose_tiles``)
@@ -88,6 +92,10 @@ def lower_gemv(em: Emitter) -> None:
     am, ak = (0, 1) if ta == "n" else (1, 0)
     M = em.pick_dim((c, 0), (A, am))
     K = em.pick_dim((A, ak), (b, 0))
+    J = dot_columns(em, A, ta, c, M, K)
+    if J:
+        dot_products(em, A, em.view_as_column(b), em.view_as_column(c), known(M), known(K), J)
+        return
     matmul(em, A, ta, em.view_as_column(b), "n", em.view_as_column(c), M, 1, K)
 
 
@@ -156,6 +164,84 @@ def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_s
     if single_step:
         return min(fit, n) if min(fit, n) >= min(MIN_FUSED_COLUMNS, n) else 0
     return 1 if n == 1 and ta == "n" and fit and len(m_pieces) > 1 else 0
+
+
+def dot_columns(em: Emitter, A: Value, ta: str, c: Value, M: Int, K: Int) -> int:
+    """The columns of A a gemv.t takes at once as dot products (``dot_products``), or 0
+    where it is a matmul.  Where remainders are split (the CPU's FMA path), M and K are
+    static, K fills at least half a subgroup and A's columns are contiguous (unit row
+    stride), c_j is A's column j times b lane by lane, summed once at the end: the
+    outer-product kernel would build A^T's tiles from A's columns by shuffles (f64 56x56
+    gemv.t: 0.64 of NumPy's dot products with AVX-512, 0.61 without; f32 9x56 with
+    AVX-512, one masked step of 16 lanes: as fast or faster, a third of the compile
+    time), while fewer rows leave most lanes idle (3x5: the shuffles' tiles were 1.2-1.6x
+    as fast).  DOT_COLUMNS columns at once, or as many as the accumulators' share of the
+    registers holds (ACC_SHARE)."""
+    acc = accumulate_type(c.type.element)
+    m, k = known(M), known(K)
+    if (ta != "t" or m is None or k is None or 2 * k < em.sgs or A.type.stride[0] != 1
+            or not split_remainders(em.target, acc, A.type.element, c.type.element)):
+        return 0
+    fit = int(em.target.register_budget * ACC_SHARE) // (em.sgs * acc.size)
+    return max(1, min(m, fit, DOT_COLUMNS))
+
+
+def dot_products(em: Emitter, A: Value, b_col: Value, c_col: Value, M: int, K: int,
+                 J: int) -> None:
+    """c := alpha A^T b + beta c (A: K x M, b and c as columns) as dot products: each
+    subgroup tile of J columns of A runs down A's rows S at a time (S: the subgroup
+    size), an S x J tile of A times b's S entries lane by lane (b's part of each
+    work-item put in every column: ``cooperative_matrix_insert``) added to S x J partial
+    sums, in P sets where J columns keep too few sums in flight (as in ``chains``); the
+    rows past the last S are one step with rows checked.  Each column's partial sums are
+    then added up (``cooperative_matrix_reduce_add.column``: 1 x J) and the update
+    writes the 1 x J row transposed into c's J entries."""
+    b, S = em.b, em.sgs
+    acc = accumulate_type(c_col.type.element)
+    ea, eb = A.type.element, b_col.type.element
+    k_full = K - K % S
+    b_t = coopmatrix(eb, S, 1, "matrix_acc")
+    lanes_b = _column_entries(b_t, S)[0]
+    origin = em.index(0)
+    for n0, ne, NT, _ in _pieces(M, J, column_pieces(M, J)):
+        a_t, acc_t = coopmatrix(ea, S, NT, "matrix_acc"), coopmatrix(acc, S, NT, "matrix_acc")
+        columns = _column_entries(a_t, S)
+        P = max(1, min(-(-MIN_ACC_BYTES // (S * NT * acc.size)), k_full // S))
+        # (tiles' rows are multiples of S: one tile of S in the first mode, unused)
+        lo, hi = [em.index(0), em.index(n0)], [em.index(S), em.index(n0 + ne)]
+        with b.foreach_tile(lo, hi, [S, NT], arg_names=["s", "j", "ts", "tj"]) as (_, j, _, _):
+            def step(k: Int, xs: List[Value], checked: bool = False) -> List[Value]:
+                kv, flag = em.index(k), ("rows_checked" if checked else None)
+                bk = b.cooperative_matrix_load(b_col, kv, origin, b_t, checked=flag, name="b")
+                spread = b.constant(0, coopmatrix(eb, S, NT, "matrix_acc"), name="zero")
+                mine = b.cooperative_matrix_extract(bk, lanes_b)
+                for v in columns:
+                    spread = b.cooperative_matrix_insert(mine, spread, v)
+                a = b.cooperative_matrix_load(A, kv, j, a_t, checked=flag, name="a")
+                return [b.add(xs[0], b.mul(a, spread), name="acc")]
+            zero = b.constant(-0.0, acc_t, name="zero")  # (-0.0 + x is x: no add)
+            xs = k_loop(em, step, [zero], k_full, S, P)
+            if K % S:
+                xs = step(k_full, xs, True)
+            sums = b.cooperative_matrix_reduce_add(xs[0], mode="column",
+                                                   result=coopmatrix(acc, 1, NT, "matrix_acc"),
+                                                   name="dots")
+            v = em.scale_tile(sums)
+            em.beta_cases(lambda read: em.update_tile(v, c_col, j, origin, None, read,
+                                                      scaled=True, transpose=True))
+
+
+def _column_entries(t, S: int) -> List[int]:
+    """The entry of each work-item's part of the S x N matrix type t that holds column c
+    (its row: the work-item's lane), for c = 0 .. N-1."""
+    rows, cols, valid = layout_of(t, S).tables
+    out = []
+    for c in range(t.cols):
+        v = [v for v in range(rows.shape[1]) if valid[0, v] and cols[0, v] == c]
+        assert len(v) == 1 and all(rows[p, v[0]] == p and cols[p, v[0]] == c
+                                   for p in range(S)), "an S x N tile: one row per lane"
+        out.append(v[0])
+    return out
 
 
 def k_loop(em: Emitter, step, zeros: List[Value], k_full: Int, KT: int, P: int) -> List[Value]:
