@@ -896,6 +896,25 @@ def test_threads_give_the_same_results(monkeypatch):
         module["rows"](A, B, grid=(101,))
 
 
+def test_thread_count_is_read_at_every_launch(monkeypatch):
+    """TTLC_NUM_THREADS is read directly from the process environment (cheaply), and every
+    change to it, through os.environ, counts at the next launch."""
+    from ttlc.backends.cpu.module import _usable_cpus, num_threads
+
+    for value, want in (("3", 3), (" 5 ", 5), ("3", 3), (None, _usable_cpus()), ("", _usable_cpus())):
+        if value is None:
+            monkeypatch.delenv("TTLC_NUM_THREADS", raising=False)
+        else:
+            monkeypatch.setenv("TTLC_NUM_THREADS", value)
+        assert num_threads() == want
+    for bad in ("zero", "0", "-2"):
+        monkeypatch.setenv("TTLC_NUM_THREADS", bad)
+        with pytest.raises(ValueError, match=f"not '{bad}'"):
+            num_threads()
+    monkeypatch.setenv("TTLC_NUM_THREADS", "2")
+    assert num_threads() == 2
+
+
 def test_empty_grid_and_argument_errors():
     module = compiled(THREADS, "cpu")
     A = np.zeros((4, 4), np.float32, order="F")
