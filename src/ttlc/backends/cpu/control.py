@@ -3,7 +3,9 @@
 Uniform control flow is LLVM control flow; divergent control flow (a varying condition
 or loop bounds) runs under a lane mask and merges its values with ``select``, and a loop
 over work-items keeps its variable as ``Lanes``.  A uniform loop lets the back end's
-loop carriers (``FunctionCodegen.loop_carriers``) hold carried values elsewhere.
+loop carriers (``FunctionCodegen.loop_carriers``) hold carried values elsewhere, and one
+carrying the accumulators of tiles whose A is taken a register at a time stays a loop
+(``coop.rolled``: LLVM's unrolled code spilled them).
 """
 from __future__ import annotations
 
@@ -150,9 +152,23 @@ def emit_for(cg: FunctionCodegen, inst: Instruction):
     for k, (p, v) in enumerate(zip(carried, new)):
         if k not in held:
             cg.add_incoming(p, v, end)
-    b.branch(header)
+    latch = b.branch(header)
+    if not held and coop.rolled(types):
+        not_unrolled(latch)
     b.position_at_end(done)
     return [held[k].leave(cg) if k in held else p for k, p in enumerate(carried)]
+
+
+def not_unrolled(latch: ir.Instruction) -> None:
+    """Tell LLVM's loop unroller to leave the loop whose back edge is `latch` as it is:
+    its own loop identifier (a metadata node whose first operand is itself, as LLVM
+    requires) with ``llvm.loop.unroll.disable``."""
+    module = latch.parent.parent.module
+    disable = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+    # made directly: ``add_metadata`` would merge equal nodes, and a loop's must be its own
+    loop = ir.values.MDValue(module, [], name=str(len(module.metadata)))
+    loop.operands = (loop, disable)
+    latch.set_metadata("llvm.loop", loop)
 
 
 def emit_if(cg: FunctionCodegen, inst: Instruction):

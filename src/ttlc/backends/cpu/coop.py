@@ -701,6 +701,20 @@ def fma_kernel(M: int, N: int, cd: ScalarType) -> Microkernel:
     return StreamedA(lanes)
 
 
+def rolled(carried: List[Any]) -> bool:
+    """Whether a loop carrying values of these types must stay a loop in LLVM (its unroller
+    told not to unroll it): one carrying the accumulator of a ``StreamedA`` tile, a K loop
+    of mul_adds whose A is taken one register at a time.  Unrolled -- LLVM unrolls a loop
+    of a few steps fully -- the steps' registers of A are joined back into whole columns
+    and the FMAs reordered column by column, which needs all of A's columns at once: f32
+    56x9x9 in 32x3 tiles (K = 9) loaded 36 registers of A and spilled 36 times (94 ns a
+    product against 85 ns as a loop, LIBXSMM's 87-90).  Tiles that hold A's whole column
+    gain from the unrolling (f32 17x13x11 in 16x5, 16x3 and 8x13 tiles: 7% slower as
+    loops)."""
+    return any(isinstance(t, CoopMatrixType) and isinstance(
+        fma_kernel(t.rows, t.cols, accumulate_type(t.component)), StreamedA) for t in carried)
+
+
 def emit_reduce(cg: FunctionCodegen, inst: Instruction):
     """Rows (mode row: an M x 1 result) or columns (1 x N): the rows of each column are
     combined by halving (``_halve``), the columns in order."""
