@@ -9,6 +9,7 @@ Skipped with the reason when PyOpenCL or a suitable OpenCL device is missing
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 from pathlib import Path
@@ -43,11 +44,18 @@ def with_subgroup_size(text: str, size: int) -> str:
     return str(program)
 
 
+@functools.lru_cache(maxsize=2)
+def compiled(text: str, target: str):
+    """The last programs compiled, so that the kernels of one program are built once (an
+    OpenCL build takes seconds)."""
+    return ttlc.compile(text, target=target)
+
+
 def run_both(text: str, make_args, grid, kernel=None):
     """The arrays of the arguments after a run on interp and on opencl."""
     out = []
     for target in ("interp", "opencl"):
-        module = ttlc.compile(text, target=target)
+        module = compiled(text, target)
         args = make_args()
         with np.errstate(all="ignore"):
             module[kernel or next(iter(module))](*args, grid=grid)
