@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import interp_testing
 import ttlc
 from ttlc.backends import BACKENDS
 
-pytest.importorskip("cuda.bindings.driver", reason="cuda-python is not installed "
-                    "(pip install 'ttlc[cuda]')")
+if (why := interp_testing.cannot_run("cuda")) is not None:
+    pytest.skip(why, allow_module_level=True)
 
 from ttlc.backends.cuda import driver, module as cuda_module  # noqa: E402
 from cuda_testing import ERRORS, FakeDriver, install  # noqa: E402

@@ -122,27 +122,9 @@ FOREACH_UNTAKEN = K.FOREACH.replace("""        store %v, %tmp[%j]   ; OFFENDING"
         }
         store %v, %tmp[%j]   ; OFFENDING""")
 
-#: work-item i writes element i, reads it, then writes element i + 1, which work-item i + 1
-#: wrote and read: the interpreter reports the conflict with the kind of access made first
-#: in the interval (the write)
-SECOND_WRITE = """\
-func @k(%B: memref<f32x16>) attributes {subgroup_size=16, work_group_size=[16,1]} {
-    %tmp = alloca : memref<f32x16,local>
-    parallel {
-        %x = subgroup_local_id : i32
-        %i = cast %x : index
-        %f = cast %x : f32
-        store %f, %tmp[%i]
-        %w = load %tmp[%i] : f32
-        %c1 = constant 1 : index
-        %c16 = constant 16 : index
-        %j0 = add %i, %c1 : index
-        %j = rem %j0, %c16 : index
-        store %w, %tmp[%j]   ; OFFENDING
-        store %w, %B[%i]
-    }
-}
-"""
+#: the interpreter reports the conflict with the kind of access made first in the interval
+#: (the write)
+SECOND_WRITE = K.TWO_KINDS.replace("FIRST", K.WRITE_I).replace("SECOND", K.READ_I)
 
 A256 = lambda: (f32(np.arange(256).reshape(16, 16)), f32(np.zeros((16, 16))))  # noqa: E731
 A512 = lambda: (f32(np.arange(512).reshape(32, 16)), f32(np.zeros((32, 16))))  # noqa: E731
@@ -160,7 +142,7 @@ LAUNCHES = {
     # two work-items of one store on one element
     "write_write": Launch(K.WRITE_WRITE, "last", lambda: (f32(np.arange(16)), f32(np.zeros(1))),
                           says="work-item (6, 0): " + RACE),
-    "first_kind_made": Launch(SECOND_WRITE, "k", lambda: (f32(np.zeros(16)),),
+    "first_kind_made": Launch(SECOND_WRITE, "next", lambda: (f32(np.zeros(16)),),
                               says="write of index [1] (element 1) by work-item (0, 0) conflicts "
                                    "with a write by work-item (1, 0)"),
     "atomic_atomic": Launch(K.ATOMICS.replace("READ", ""), "count",

@@ -24,7 +24,7 @@ Access = Tuple[Value, str]
 
 __all__ = ["READ", "WRITE", "ATOMIC_READ", "ATOMIC_WRITE", "KINDS", "Access", "accesses",
            "access_kind", "conflicts", "is_atomic", "RACE_CLASSES", "COOP_MEMORY", "is_local",
-           "race_class"]
+           "alloca_of", "race_class"]
 
 
 def _kind(inst: Instruction, effect: MemoryEffect) -> str:
@@ -74,6 +74,14 @@ COOP_MEMORY = ("coop_load", "coop_store", "coop_atomic_update")
 def is_local(t) -> bool:
     """Whether a type is a memref of local memory (what data races are looked for on)."""
     return isinstance(t, MemrefType) and t.space == "local"
+
+
+def alloca_of(v: Value) -> Instruction:
+    """The alloca a local memref is a view of (local memrefs come from allocas alone, and
+    views name the memref they view ``tensor``): the buffer race detection keys on."""
+    while v.owner.opcode != "alloca":
+        v = v.owner.slots["tensor"]
+    return v.owner
 
 
 def race_class(inst: Instruction) -> int:

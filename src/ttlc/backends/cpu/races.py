@@ -20,6 +20,11 @@ actors (by subgroup where a coopmatrix access is involved) and scatters its own:
 lanes of an instruction at once (the smallest actor of lanes sharing an element wins the
 reversed scatter, the largest the ordered one).  A plain write of one element by two
 lanes of one instruction is found by reading the smallest actor back.
+
+Accesses are numbered, and for each alloca and kind of access a register keeps the number
+of the first in the interval: where an access conflicts with several kinds, the one
+reported is the kind first made to the alloca, as the interpreter looks for them (two
+lanes of one write last).
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ from typing import Callable, List, Optional, Sequence
 
 from llvmlite import ir
 
-from ...analysis.effects import COOP_MEMORY, WRITE, accesses, conflicts, is_local
+from ...analysis.effects import COOP_MEMORY, WRITE, accesses, alloca_of, conflicts, is_local
 from ...analysis.effects import RACE_CLASSES as CLASSES
 from ...analysis.effects import race_class as class_of
 from ...ir.core import Function, Instruction
@@ -36,12 +41,14 @@ from .values import I1, I8, I32, I64, PTR, VectorConstant, undef_of, zero_of
 
 #: details of an E_RACE record before the index values (worded by ``findings.race_words``)
 FIXED_DETAILS = RACE_FIXED_DETAILS
+#: a number above every access's
+LAST = 1 << 62
 
 
 class Shadow:
     """The shadow memory of one kernel and the registers of the current interval."""
 
-    def __init__(self, cg, classes: List[int], granule: int):
+    def __init__(self, cg, classes: List[int], granule: int, allocas: List[Instruction]):
         self.classes = classes
         self.shift = granule.bit_length() - 1
         b = cg.b
@@ -66,10 +73,18 @@ class Shadow:
         size = b.mul(entries, ir.Constant(I64, 20 * n))
         cg.intrinsic("llvm.memset", ir.VoidType(), [start, ir.Constant(I8, 0), size,
                                                     ir.Constant(I1, 0)], [PTR, I64])
-        self.base, self.floor, self.unfenced = (b.alloca(I64, name=f"race.{x}")
-                                                for x in ("base", "floor", "unfenced"))
-        for reg, v in ((self.base, 0), (self.floor, 0), (self.unfenced, -1)):
+        self.base, self.floor, self.unfenced, self.seq, self.seq_floor = (
+            b.alloca(I64, name=f"race.{x}")
+            for x in ("base", "floor", "unfenced", "seq", "seq_floor"))
+        for reg, v in ((self.base, 0), (self.floor, 0), (self.unfenced, -1), (self.seq, 0),
+                       (self.seq_floor, 1)):
             b.store(ir.Constant(I64, v), reg)
+        #: per (alloca, class): the register of the number of the interval's first access
+        self.first = {}
+        for a in allocas:
+            for cls in classes:
+                reg = self.first[a, cls] = b.alloca(I64, name="race.first")
+                b.store(ir.Constant(I64, 0), reg)
 
         def finish() -> None:
             data = -(-cg.local_bytes // 64) * 64
@@ -84,15 +99,16 @@ def setup(cg) -> Optional[Shadow]:
     """The shadow of a checked kernel that accesses local memory (None for others); called
     in the entry block."""
     func: Function = cg.func
-    classes, sizes = set(), []
+    classes, allocas = set(), []
     for inst in func.body.walk():
         if inst.opcode == "alloca" and is_local(inst.results[0].type):
-            sizes.append(inst.results[0].type.element.size)
+            allocas.append(inst)
         if any(is_local(v.type) for v, _ in accesses(inst)):
             classes.add(class_of(inst))
-    if not classes or not sizes:
+    if not classes or not allocas:
         return None
-    return Shadow(cg, sorted(classes), min(sizes))
+    granule = min(a.results[0].type.element.size for a in allocas)
+    return Shadow(cg, sorted(classes), granule, allocas)
 
 
 # ---- the interval ---------------------------------------------------------------------------
@@ -106,8 +122,10 @@ def _next_actors(cg, sh: Shadow) -> ir.Value:
 def interval(cg) -> None:
     """A new interval begins (an SPMD region, a barrier.local): earlier accesses are ordered."""
     sh: Shadow = cg.races
-    cg.b.store(_next_actors(cg, sh), sh.floor)
-    cg.b.store(ir.Constant(I64, -1), sh.unfenced)
+    b = cg.b
+    b.store(_next_actors(cg, sh), sh.floor)
+    b.store(ir.Constant(I64, -1), sh.unfenced)
+    b.store(b.add(b.load(sh.seq, typ=I64), ir.Constant(I64, 1)), sh.seq_floor)
 
 
 def barrier(cg, inst: Instruction) -> None:
@@ -228,6 +246,12 @@ def track(cg, inst: Instruction, addrs: ir.Value, active: Optional[ir.Value], me
     def unit(v: ir.Value, size: int) -> ir.Value:
         return v if size == 1 else b.udiv(v, ir.Constant(vt, [size] * n))
 
+    seq = b.add(b.load(sh.seq, typ=I64), ir.Constant(I64, 1))
+    b.store(seq, sh.seq)
+    alloca = alloca_of(inst.slots["tensor"])
+    # of the kinds this access conflicts with, the one first made in the interval
+    best = ir.Constant(I64, LAST)
+    chosen = None  # (bad, other actor, packed)
     for j, cls in enumerate(sh.classes):
         other_kind, other_coop = CLASSES[cls]
         if not conflicts(kind, other_kind):
@@ -242,7 +266,20 @@ def track(cg, inst: Instruction, addrs: ir.Value, active: Optional[ir.Value], me
         packed = b.add(b.mul(b.add(b.mul(other_inst, ir.Constant(vt, [8] * n)),
                                    ir.Constant(vt, [cls] * n)), ir.Constant(vt, [8] * n)),
                        ir.Constant(vt, [mine] * n))
-        report(bad, b.select(differ_low, low, high), packed)
+        found = (bad, b.select(differ_low, low, high), packed)
+        if chosen is None:
+            chosen = found
+        made = b.load(sh.first[alloca, cls], typ=I64)
+        better = b.and_(cg.reduce_or(bad), b.icmp_signed("<", made, best))
+        chosen = tuple(b.select(better, x, y) for x, y in zip(found, chosen))
+        best = b.select(better, made, best)
+    if chosen is not None:
+        report(*chosen)
+    first_made = sh.first[alloca, mine]  # this access's number if it is the first
+    made = b.load(first_made, typ=I64)
+    keep = b.or_(b.icmp_signed(">=", made, b.load(sh.seq_floor, typ=I64)),
+                 b.not_(cg.reduce_or(act)))
+    b.store(b.select(keep, made, seq), first_made)
     j = sh.classes.index(mine)
     low, high = (load(p[j], 8) for p in (sh.low, sh.high))
     stale = b.icmp_signed("<", high, floor)

@@ -39,8 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
-from ...analysis.effects import (RACE_CLASSES, WRITE, access_kind, conflicts, is_local, race_class,
-                                 race_message)
+from ...analysis.effects import (RACE_CLASSES, WRITE, access_kind, alloca_of, conflicts,
+                                 is_local, race_class, race_message)
 from ...ir.core import Instruction
 from ...ir.core import Value as IRValue
 from ...runtime.findings import E_BARRIER, E_RACE, ERR_DETAILS
@@ -180,7 +180,7 @@ class Races:
         interval (or, for plain writes, of this instruction), then record them.  `index`
         (ints or i64 tiles) is the index each was made through, `lanes` (i64, of ptrs'
         shape) the work-item that made each where the tile is not one of work-items."""
-        sh = self.shadows[_alloca_of(inst.slots["tensor"])]
+        sh = self.shadows[alloca_of(inst.slots["tensor"])]
         shape = ptrs.type.shape
         address = t.b.one("ptr_to_int", Tile(I64, shape), source=ptrs)
         rel = t.binary("subi", address, sh.base)
@@ -318,13 +318,6 @@ def _total(t: "Translator", v: Value, name: str, identity) -> Value:
         v = t.along("reduce", v, len(v.type.shape) - 1, lambda x, y: t.binary(name, x, y, **signed),
                     identity)
     return v
-
-
-def _alloca_of(v: IRValue) -> Instruction:
-    """The alloca a local memref is a view of (local memrefs come from allocas alone)."""
-    while v.owner.opcode != "alloca":
-        v = v.owner.slots["tensor"]
-    return v.owner
 
 
 def _tracked(inst: Instruction) -> bool:
