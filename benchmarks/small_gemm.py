@@ -2,7 +2,7 @@
 """Small GEMMs of real applications: ttlc against LIBXSMM, NumPy and PyTorch, in one process.
 
     .venv/bin/python benchmarks/small_gemm.py [--quick]
-                  [--only batched,shared,tall,chain,gemv,ger]
+                  [--only batched,shared,shared-b,tall,chain,gemv,ger]
                   [--dtypes f64,f32] [--batch-bytes N] [--repeat N] [--sample-ms MS]
                   [--out DIR]
 
@@ -17,6 +17,8 @@ through ``group_id`` and ``subview``.
 
 - ``batched``: C_i = A_i B_i, every operand batched;
 - ``shared``: C_i = A B_i, one A shared by all members (no batch mode);
+- ``shared-b``: C_i = A_i B, one B shared by all members (a DG code's 9x9 flux matrix, or
+  a stiffness matrix multiplied from the right);
 - ``tall``: C = A B with A of 10^6 rows, one work-group per block of rows;
 - ``chain``: D_i = A B_i C_i through a local temporary (A shared, as a DG stiffness matrix);
 - ``gemv``: c_i = A_i b_i and c_i = A_i^T b_i (``gemv.t``), R x C matrices of the shapes
@@ -84,23 +86,14 @@ CHAINS = [(56, 56, 9, 9), (35, 35, 9, 9), (84, 84, 9, 9)]
 #: (rows, columns) of gemv's A and ger's C
 VECTOR_SHAPES = [(56, 56), (84, 84), (35, 35), (9, 56), (120, 120), (17, 13), (1, 1), (3, 5)]
 QUICK_VECTOR_SHAPES = [(56, 56), (9, 56), (3, 5)]
-KINDS = ("batched", "shared", "tall", "chain", "gemv", "ger")
+KINDS = ("batched", "shared", "shared-b", "tall", "chain", "gemv", "ger")
+#: the operand shared by all members in the gemm kinds ("": none)
+SHARED_OPERAND = {"batched": "", "shared": "A", "shared-b": "B"}
 #: the CPU time in milliseconds a kernel of this section should compile within, cold (an
 #: empty cache) and warm (a cache hit)
 COLD_MS, WARM_MS = 150, 5
 #: the 16-bit cases, measured by their own section (against hand-written kernels and torch)
 SIXTEEN_BIT = {"bf16/f16 64x64x64": "benchmarks/gemm16.py"}
-
-SHARED = """
-func @gemm(%A: memref<{t}x{M}x{K}>, %B: memref<{t}x{K}x{N}x?>, %C: memref<{t}x{M}x{N}x?>) {{
-    %i = group_id.x : index
-    %b = subview %B[0:{K},0:{N},%i] : memref<{t}x{K}x{N}>
-    %c = subview %C[0:{M},0:{N},%i] : memref<{t}x{M}x{N}>
-    %one = constant 1.0 : {t}
-    %zero = constant 0.0 : {t}
-    gemm %one, %A, %b, %zero, %c
-}}
-"""
 
 TALL = """
 func @gemm(%A: memref<{t}x{R}x{K}>, %B: memref<{t}x{K}x{N}>, %C: memref<{t}x{R}x{N}>) {{
@@ -233,28 +226,35 @@ class Run(recipes.Run):
     def shapes(self):
         return QUICK_SHAPES if self.quick else DG_SHAPES + OTHER_SHAPES
 
-    def batched(self, shared: bool):
-        kind = "shared" if shared else "batched"
-        print(f"{kind}: C_i = {'A' if shared else 'A_i'} B_i (other time / ttlc time):")
+    def batched(self, kind: str):
+        """C_i = A_i B_i, the operand SHARED_OPERAND[kind] one matrix for all members."""
+        shared = SHARED_OPERAND[kind]
+        print(f"{kind}: C_i = {'A' if shared == 'A' else 'A_i'} {'B' if shared == 'B' else 'B_i'}"
+              " (other time / ttlc time):")
         rng = np.random.default_rng(3)
         for t in self.dtypes:
             for M, N, K in self.shapes():
-                batch = self.batch((0 if shared else M * K) + K * N + M * N, t)
+                batch = self.batch((0 if shared == "A" else M * K)
+                                   + (0 if shared == "B" else K * N) + M * N, t)
                 shape = f"{M}x{N}x{K} b{batch}"
-                A = fortran(rng, (M, K) if shared else (M, K, batch), DTYPES[t])
-                B = fortran(rng, (K, N, batch), DTYPES[t])
-                text = (SHARED if shared else GEMM_SUBVIEW).format(t=t, M=M, N=N, K=K)
-                kernel = self.compile(f"{kind} {t} {shape}", text, "gemm")
+                A = fortran(rng, (M, K) if shared == "A" else (M, K, batch), DTYPES[t])
+                B = fortran(rng, (K, N) if shared == "B" else (K, N, batch), DTYPES[t])
+                text = (GEMM_SUBVIEW.format(t=t, M=M, N=N, K=K) if not shared else
+                        member_kernel(t, "gemm", [("A", (M, K), shared == "A"),
+                                                  ("B", (K, N), shared == "B"),
+                                                  ("C", (M, N), False)]))
+                kernel = self.compile(f"{kind} {t} {shape}", text,
+                                      "member" if shared else "gemm")
                 out = {name: np.zeros((M, N, batch), DTYPES[t], order="F")
                        for name in ("ttlc", "numpy", "torch", "libxsmm")}
-                At, Bt = rows_of(A), rows_of(B)  # C_i^T = B_i^T A_i^T
+                At, Bt = rows_of(A), rows_of(B)  # C_i^T = B_i^T A_i^T (a shared one broadcast)
                 impls = {"ttlc": lambda: kernel(A, B, out["ttlc"], grid=(batch,)),
                          "numpy": lambda: np.matmul(Bt, At, out=rows_of(out["numpy"]))}
                 if self.torch is not None:
                     tA, tB, tC = (self.torch.from_numpy(x) for x in (At, Bt, rows_of(out["torch"])))
                     impls["torch"] = lambda: self.torch.matmul(tB, tA, out=tC)
                 if self.lib.has_libxsmm:
-                    strides = (0 if shared else M * K, K * N, M * N)
+                    strides = (0 if shared == "A" else M * K, 0 if shared == "B" else K * N, M * N)
                     impls["libxsmm"] = lambda: self.lib.xsmm_strided(
                         A, B, out["libxsmm"], M, N, K, (M, K, M), strides, batch, self.threads)
                 want = np.matmul(Bt.astype(np.float64), At).T
@@ -433,10 +433,9 @@ def main() -> int:
     cpu = os.environ.get("TTLC_CPU") or "host"
     print(f"small gemm on {run.threads} threads ({platform.processor() or platform.machine()}, "
           f"TTLC_CPU={cpu})")
-    if "batched" in kinds:
-        run.batched(shared=False)
-    if "shared" in kinds:
-        run.batched(shared=True)
+    for kind in SHARED_OPERAND:
+        if kind in kinds:
+            run.batched(kind)
     if "tall" in kinds:
         run.tall()
     if "chain" in kinds:

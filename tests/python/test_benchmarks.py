@@ -178,8 +178,8 @@ def test_quick_small_gemm_checks_every_kind_and_writes_json(tmp_path):
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads((out / "small_gemm-latest.json").read_text())
-    assert {r["kind"] for r in data["results"]} == {"batched", "shared", "tall", "chain",
-                                                     "gemv", "gemv.t", "ger"}
+    assert {r["kind"] for r in data["results"]} == {"batched", "shared", "shared-b", "tall",
+                                                     "chain", "gemv", "gemv.t", "ger"}
     assert {"shared" in r["shape"] for r in data["results"] if r["kind"] in ("gemv", "ger")} \
         == {True, False}
     for row in data["results"]:

@@ -322,7 +322,8 @@ def test_ger(M, N, dynamic, ab, c, wg):
 ONE_TILE = [("gemv", "f32", 56, 56), ("gemv.t", "f64", 35, 35), ("gemv", "f64", 9, 56),
             ("gemv.t", "f32", 17, 13), ("gemv", "f64", 120, 120), ("ger", "f64", 56, 56),
             ("ger", "f32", 9, 56), ("ger", "f64", 17, 13), ("ger", "f32", 3, 5),
-            ("ger", "f64", 1, 1), ("gemv", "f32", 13, 13)]
+            ("ger", "f64", 1, 1), ("gemv", "f32", 13, 13), ("ger", "f32", 120, 120),
+            ("ger", "f64", 84, 84)]
 
 
 def one_tile_kernel(op: str, ty: str, R: int, C: int, beta: float, attrs: str = "") -> str:
@@ -364,9 +365,11 @@ def test_gemv_ger_as_one_tile_agree_with_numpy(op, ty, R, C, beta):
     ("ger", "f64", 56, 56, "16 16 16 8 16 16 16 8", True)])
 def test_gemv_and_ger_of_one_subgroup_are_one_tile(op, ty, R, C, blocks, column_loop):
     """On the cpu description with one subgroup, gemv's pieces of M are one parallel
-    region with one K loop (b's tile loaded once per step) and ger's A blocks are loaded
-    once, before the loops over C's columns (f64 56 columns: 18 tiles of 3, then one of
-    2); a gemv of one piece of M (16 rows) and a gemv.t keep their foreach_tile."""
+    region with one K loop (b's tile loaded once per step); ger's A blocks are loaded
+    once, before the loops over C's columns (f64 56 columns: 18 steps of 3, then one of
+    2), and each column of a step is B's entry times the blocks, stored block after block
+    (C written in address order); a gemv of one piece of M (16 rows) and a gemv.t keep
+    their foreach_tile."""
     S = 16 if ty == "f32" else 8
     src = one_tile_kernel(op, ty, R, C, 0.0, attributes((S, 1), S))
     lines = str(lowered(src, ("lower-linalg",), "cpu")).splitlines()
@@ -380,12 +383,18 @@ def test_gemv_and_ger_of_one_subgroup_are_one_tile(op, ty, R, C, blocks, column_
     assert " ".join(rows) == blocks
     a_loads = [n for n, line in enumerate(lines) if ",matrix_a>" in line]
     b_loads = [n for n, line in enumerate(lines) if ",matrix_b>" in line]
-    if column_loop:
-        loops = [n for n, line in enumerate(lines) if line.strip().startswith("for %j")]
-        assert len(a_loads) == len(blocks.split()) // len(loops)
-        assert max(a_loads) < loops[0] < b_loads[0] and len(b_loads) == len(loops)
-    else:
+    if not column_loop:
         assert len(a_loads) == len(rows) * len(b_loads)  # (K = 9: a step of 1 after the loop)
+        return
+    loops = [n for n, line in enumerate(lines) if line.strip().startswith("for %j")]
+    per_column = len(blocks.split()) // len(loops)
+    assert len(a_loads) == per_column and max(a_loads) < loops[0] < b_loads[0]
+    stores = [line.split("%Z[")[1] for line in lines if "cooperative_matrix_store" in line]
+    assert len(b_loads) == len(stores) // per_column == (3 + 2 if C == 56 else C)
+    a_rows = [lines[n].split("[")[1].split(",")[0] for n in a_loads]  # 0, 16, 32, 48
+    for k in range(0, len(stores), per_column):  # one column, its blocks in row order
+        assert len({s.split(",")[1] for s in stores[k:k + per_column]}) == 1
+        assert [s.split(",")[0] for s in stores[k:k + per_column]] == a_rows
 
 
 #: gemv.t shapes (rows x columns of A) for the dot-product lowering on the cpu: rows below,
@@ -733,6 +742,26 @@ def test_choose_tiles_cpu_remainders_get_smaller_tiles():
 #: 15 ymm registers of tiles (one kept for B's broadcast), FMAs without broadcast operands
 AVX2 = dataclasses.replace(TARGETS["cpu"], register_budget=15 * 32, vector_bytes=32,
                            broadcast_operands=False)
+
+
+@pytest.mark.parametrize("ty,R,kept", [("f32", 120, False), ("f64", 84, False),
+                                       ("f64", 56, True), ("f32", 9, True)])
+def test_ger_loads_a_column_beyond_the_registers_for_each_column(ty, R, kept):
+    """AVX2 (15 ymm, one for a product): a ger's A column of more than 14 registers (f32
+    120 rows: 15, f64 84 rows: 21) is loaded for each column of C, inside the column loop,
+    one of at most 14 (f64 56 rows, f32 9 rows) before it; the lowered program, run by the
+    interpreter, agrees with NumPy's outer product."""
+    S = 32 // SCALAR_TYPES[ty].size
+    program = ttlc.check(one_tile_kernel("ger", ty, R, 7, 0.0, attributes((S, 1), S)))
+    run_passes(program, ["lower-linalg"], PassContext(target=AVX2))
+    lines = str(program).splitlines()
+    loop = min(n for n, line in enumerate(lines) if line.strip().startswith("for %j"))
+    a_loads = [n for n, line in enumerate(lines) if ",matrix_a>" in line]
+    assert (max(a_loads) < loop) == kept and (min(a_loads) > loop) == (not kept)
+    x, y = rand((R,), ty, 1), rand((7,), ty, 2)
+    z = np.full((R, 7), np.nan, DTYPES[ty], order="F")
+    compiled(ttlc.check(str(program)), False)["k"](x, y, z, -0.75)
+    close(z, -0.75 * np.outer(x.astype(np.float64), y), ty)
 
 
 @pytest.mark.parametrize("t,S", [("f32", 8), ("f64", 4)])

@@ -31,8 +31,9 @@ last rows checked; N: the full tiles, then one tile of the remaining columns), a
 remainder is unchecked steps of smaller powers of two: no masked full tile, no branch.
 Where one subgroup does all the work, the pieces of a static M are rows of one tile
 (``fused_columns``, the FMA microkernel only): a gemv's (one column) run one K loop
-together, b's entries loaded once per step; a ger's (K a single step) have A's blocks
-loaded once, then a loop over C's columns.  A tile whose accumulators are fewer than
+together, b's entries loaded once per step; a ger's (K a single step) make a loop over
+C's columns that writes each column whole, in the order of its addresses, A's blocks
+loaded once where they fit the registers.  A tile whose accumulators are fewer than
 MIN_ACC_BYTES carries several of them over K, added up after the loop (``chains``).
 mul_add takes A and B in their own element types (promotion happens inside it), and
 accumulates in the output's type (f32 for 16-bit float outputs).
@@ -55,10 +56,6 @@ FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
 #: the columns of A a gemv.t's dot products take at once (f64 AVX-512, 56x56 and 120x120:
 #: 4 and 16 columns ran at most as fast as 8, 12 (a tile of 8 left over) at a third)
 DOT_COLUMNS = 8
-#: the fewest columns of a ger's tile of all rows: a loop step of two columns did too
-#: little (f64 9x56 ger without AVX-512, 2 columns a step: 1.06x the time of the tiles
-#: of ``choose_tiles``)
-MIN_FUSED_COLUMNS = 3
 
 
 def _status(size: Int, tile: int) -> str:
@@ -139,18 +136,23 @@ def row_blocks(m_pieces: list) -> List[Tuple[int, int, bool]]:
     return [(m0 + t, MT, t + MT > me) for m0, me, MT, _ in m_pieces for t in range(0, me, MT)]
 
 
+def column_bytes(m_pieces: list, acc: ScalarType) -> int:
+    """Bytes of a column of all the row blocks of M (``row_blocks``)."""
+    return sum(MT for _, MT, _ in row_blocks(m_pieces)) * acc.size
+
+
 def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_step: bool,
                   split: bool, ta: str) -> int:
     """The columns of a tile made of all the row blocks of M (``row_blocks``), or 0 where
     C keeps its tiles.  One such tile runs one K loop for all rows, B's tile loaded once
-    per step; with a single K step (ger), A's blocks are loaded once and the tile walks
-    C's columns.  Only where remainders are split (``split``: the FMA microkernel), one
-    subgroup does all the work and M and N are static, and then:
+    per step; with a single K step (ger), the columns are a step of the loop over C's
+    columns (``matmul``'s ``rank_one``).  Only where remainders are split (``split``:
+    the FMA microkernel), one subgroup does all the work and M and N are static, and then:
 
     * K a single step: as many columns as fit the accumulators' part of the register
-      budget (ACC_SHARE, as in ``choose_tiles``), if that is at least
-      MIN_FUSED_COLUMNS or N (ger: f64 56x56 as 16x8 tiles reloaded A's column for each
-      and wrote the last 8 rows in a pass of their own);
+      budget (ACC_SHARE, as in ``choose_tiles``), at least one (ger: f64 56x56 as 16x8
+      tiles reloaded A's column for each and wrote the last 8 rows in a pass of their
+      own);
     * else a single column, A not transposed, and the accumulators fitting (gemv: f32
       56 rows as tiles of 32, 16 and 8 rows loaded b three times and were three chains
       of dependent FMAs; gemm's tiles of more columns are ``choose_tiles``' business; the
@@ -159,10 +161,9 @@ def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_s
     n, pieces = known(N), all(known(me) is not None for _, me, _, _ in m_pieces)
     if not split or n is None or not pieces or em.subgroups[0] * em.subgroups[1] != 1:
         return 0
-    column = sum(MT for _, MT, _ in row_blocks(m_pieces)) * acc.size
-    fit = int(em.target.register_budget * ACC_SHARE) // column
+    fit = int(em.target.register_budget * ACC_SHARE) // column_bytes(m_pieces, acc)
     if single_step:
-        return min(fit, n) if min(fit, n) >= min(MIN_FUSED_COLUMNS, n) else 0
+        return max(1, min(fit, n))
     return 1 if n == 1 and ta == "n" and fit and len(m_pieces) > 1 else 0
 
 
@@ -295,19 +296,19 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     has_rem = False if tiles.k_rest else em.pm.less_than(k_full, K, INDEX)
 
     def step(rows: List[Rows], j: Value, k: Int, xs: List[Value], NT: int, KS: int,
-             check_n: bool, check_k: bool, As: Optional[List[Value]] = None) -> List[Value]:
-        """One K step of KS for each block of rows: their A tiles (unless given in
-        `As`), B's tile (once)."""
+             check_n: bool, check_k: bool) -> List[Value]:
+        """One K step of KS for each block of rows: their A tiles, B's tile (once)."""
         kv = em.index(k)
-        b_t = coopmatrix(eb, KS, NT, "matrix_b")
-        b_flag = checked_flag(check_k, check_n)
-        if As is None:
-            As = [load_a(i, kv, MT, KS, check_m, check_k) for i, MT, check_m in rows]
-        if tb == "n":
-            bm = b.cooperative_matrix_load(B, kv, j, b_t, checked=b_flag, name="b")
-        else:
-            bm = b.cooperative_matrix_load(B, j, kv, b_t, ta="t", checked=b_flag, name="b")
+        As = [load_a(i, kv, MT, KS, check_m, check_k) for i, MT, check_m in rows]
+        bm = load_b(j, kv, NT, KS, check_n, check_k)
         return [b.cooperative_matrix_mul_add(a, bm, x, name="ab") for a, x in zip(As, xs)]
+
+    def load_b(j: Value, kv: Value, NT: int, KS: int, check_n: bool, check_k: bool) -> Value:
+        b_t = coopmatrix(eb, KS, NT, "matrix_b")
+        flag = checked_flag(check_k, check_n)
+        if tb == "n":
+            return b.cooperative_matrix_load(B, kv, j, b_t, checked=flag, name="b")
+        return b.cooperative_matrix_load(B, j, kv, b_t, ta="t", checked=flag, name="b")
 
     def load_a(i: Value, kv: Value, MT: int, KS: int, check_m: bool, check_k: bool) -> Value:
         a_t = coopmatrix(ea, MT, KS, "matrix_a")
@@ -351,12 +352,27 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
             xs = list(branch.results)
         update(rows, j, xs, check_n)
 
-    def rank_one(rows: List[Rows], As: List[Value], n0: int, ne: int, NT: int) -> None:
-        """Columns n0 .. n0 + ne - 1 of C in tiles of NT columns, K a single step: each
-        column tile is B's tile times A's blocks `As` (loaded once)."""
+    def rank_one(rows: List[Rows], As: List[Optional[Value]], n0: int, ne: int,
+                 NT: int) -> None:
+        """Columns n0 .. n0 + ne - 1 of C, K a single step, NT columns a loop step: each
+        column is B's entry times A's blocks (`As`, loaded once, or None: loaded for the
+        column), each block multiplied and stored before the next.  C is written in the
+        order of its addresses, one whole column after the other: a ger is bound by its
+        stores, and stores that return to a cache line written earlier cost more (f64
+        56x56 with NumPy's arrays, 16 bytes off a line: tiles of 16x3, each column's
+        lines written in four passes, took 1.1x as long as LIBXSMM, whole columns 0.98x)."""
+        zero = em.index(0)
         loop = b.for_(em.index(n0), em.index(n0 + ne), em.index(NT), arg_names=["j"])
         with loop as (j,):
-            update(rows, j, step(rows, j, 0, zeros(rows, NT), NT, KT, False, False, As), False)
+            zs = zeros(rows, 1)
+            for q in range(NT):
+                jq = m.add(j, q, INDEX) if q else j
+                bm = load_b(jq, zero, 1, KT, False, False)
+                for (i, MT, check_m), a, z in zip(rows, As, zs):
+                    if a is None:
+                        a = load_a(i, zero, MT, KT, check_m, False)
+                    x = b.cooperative_matrix_mul_add(a, bm, z, name="ab")
+                    update([(i, MT, check_m)], jq, [x], False)
 
     m_pieces = _pieces(M, tiles.m, tiles.m_pieces)
     single_step = known(K) == KT and not tiles.k_rest
@@ -368,7 +384,12 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
             if not single_step:
                 tile(rows, em.index(0), NT, False)
                 return
-            As = [load_a(i, em.index(0), MT, KT, check_m, False) for i, MT, check_m in rows]
+            # A's blocks stay in registers where they fit beside a product (f32 120 rows
+            # without AVX-512, 15 ymm, do not: they are loaded again for each column, from
+            # L1, as a spill would be)
+            As: List[Optional[Value]] = [None] * len(rows)
+            if column_bytes(m_pieces, acc) <= em.target.register_budget - em.target.vector_bytes:
+                As = [load_a(i, em.index(0), MT, KT, check_m, False) for i, MT, check_m in rows]
             n0 = 0
             for ne, nt in column_pieces(known(N), NT):
                 rank_one(rows, As, n0, ne, nt)
