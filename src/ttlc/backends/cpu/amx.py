@@ -98,7 +98,12 @@ def _at(b: ir.IRBuilder, ptr: ir.Value, byte_offset: int) -> ir.Value:
 def _load_column(b: ir.IRBuilder, ptr: ir.Value, elem: ir.Type, rows: int,
                  length: int) -> ir.Value:
     """The ``rows`` components at ptr, zero-extended to ``length`` components."""
-    col = b.load(ptr, align=lt_size(elem), typ=ir.VectorType(elem, rows))
+    return _widen(b, b.load(ptr, align=lt_size(elem), typ=ir.VectorType(elem, rows)), length)
+
+
+def _widen(b: ir.IRBuilder, col: ir.Value, length: int) -> ir.Value:
+    """The vector col zero-extended to ``length`` components."""
+    rows = col.type.count
     if rows == length:
         return col
     idx = [r if r < rows else rows for r in range(length)]
@@ -589,11 +594,8 @@ class Place:
         name = f"llvm.masked.load.{mangle(vt)}.p0"
         fn = b.module.globals.get(name) or ir.Function(
             b.module, ir.FunctionType(vt, [PTR, I32, ok.type, vt]), name)
-        col = b.call(fn, [self.at(0, c)[0], ir.Constant(I32, lt_size(elem)), ok, zero_of(vt)])
-        if rows == length:
-            return col
-        return b.shuffle_vector(col, zero_of(vt), VectorConstant(
-            I32, [r if r < rows else rows for r in range(length)]))
+        return _widen(b, b.call(fn, [self.at(0, c)[0], ir.Constant(I32, lt_size(elem)), ok,
+                                     zero_of(vt)]), length)
 
 
 def _splat(b: ir.IRBuilder, v: ir.Value, n: int) -> ir.Value:
