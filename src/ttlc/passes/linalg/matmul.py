@@ -49,7 +49,8 @@ from ...ir.numerics import accumulate_type
 from ...ir.types import INDEX, ScalarType
 from ..index_math import Int, known
 from .emit import Emitter, checked_flag
-from .tiles import ACC_SHARE, MIN_ACC_BYTES, Tiles, choose_tiles, column_pieces, split_remainders
+from .tiles import (MIN_ACC_BYTES, Tiles, accumulator_bytes, choose_tiles, column_pieces,
+                    split_remainders)
 from .unit_tiles import fit_to_unit
 
 FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
@@ -150,9 +151,9 @@ def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_s
     the FMA microkernel), one subgroup does all the work and M and N are static, and then:
 
     * K a single step: as many columns as fit the accumulators' part of the register
-      budget (ACC_SHARE, as in ``choose_tiles``), at least one (ger: f64 56x56 as 16x8
-      tiles reloaded A's column for each and wrote the last 8 rows in a pass of their
-      own);
+      budget (``accumulator_bytes``, as in ``choose_tiles``), at least one (ger: f64
+      56x56 as 16x8 tiles reloaded A's column for each and wrote the last 8 rows in a
+      pass of their own);
     * else a single column, A not transposed, and the accumulators fitting (gemv: f32
       56 rows as tiles of 32, 16 and 8 rows loaded b three times and were three chains
       of dependent FMAs; gemm's tiles of more columns are ``choose_tiles``' business; the
@@ -161,7 +162,7 @@ def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_s
     n, pieces = known(N), all(known(me) is not None for _, me, _, _ in m_pieces)
     if not split or n is None or not pieces or em.subgroups[0] * em.subgroups[1] != 1:
         return 0
-    fit = int(em.target.register_budget * ACC_SHARE) // column_bytes(m_pieces, acc)
+    fit = accumulator_bytes(em.target.register_budget) // column_bytes(m_pieces, acc)
     if single_step:
         return max(1, min(fit, n))
     return 1 if n == 1 and ta == "n" and fit and len(m_pieces) > 1 else 0
@@ -177,13 +178,13 @@ def dot_columns(em: Emitter, A: Value, ta: str, c: Value, M: Int, K: Int) -> int
     AVX-512, one masked step of 16 lanes: as fast or faster, a third of the compile
     time), while fewer rows leave most lanes idle (3x5: the shuffles' tiles were 1.2-1.6x
     as fast).  DOT_COLUMNS columns at once, or as many as the accumulators' share of the
-    registers holds (ACC_SHARE)."""
+    registers holds (``accumulator_bytes``)."""
     acc = accumulate_type(c.type.element)
     m, k = known(M), known(K)
     if (ta != "t" or m is None or k is None or 2 * k < em.sgs or A.type.stride[0] != 1
             or not split_remainders(em.target, acc, A.type.element, c.type.element)):
         return 0
-    fit = int(em.target.register_budget * ACC_SHARE) // (em.sgs * acc.size)
+    fit = accumulator_bytes(em.target.register_budget) // (em.sgs * acc.size)
     return max(1, min(m, fit, DOT_COLUMNS))
 
 

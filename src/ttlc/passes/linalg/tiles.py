@@ -80,6 +80,14 @@ MIN_ACC_BYTES = 256
 #: the accumulator's share of the register budget where B's entries come from memory
 #: (f64 x 9 columns on AVX-512: 32x6 tiles, 24 zmm, instead of 32x4 and a lone 32x1)
 ACC_SHARE = 0.75
+
+
+def accumulator_bytes(register_budget: int) -> int:
+    """The bytes of a register budget the accumulators may take where B's entries come
+    from memory (ACC_SHARE of it): one rule for ``choose_tiles`` and matmul's fused and
+    dot-product columns."""
+    return int(register_budget * ACC_SHARE)
+
 #: what a load costs beside an FMA in ``register_tiles`` (AVX2): f32 56x9x56 in 8x9
 #: tiles (10 loads for 9 FMAs a K step) ran at 0.83 of LIBXSMM, in 16x5 and 16x4 tiles
 #: (7 and 6 loads for 10 and 8 FMAs) and one 8x9 at 0.93; at equal weights the cost
@@ -215,7 +223,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     budget = max(1, target.register_budget // shared)
     # the accumulator's part: half, or where the FMA microkernel broadcasts B from memory
     # and only A's columns are operands (``split``), ACC_SHARE
-    acc_bytes = int(budget * ACC_SHARE) if split else budget // 2
+    acc_bytes = accumulator_bytes(budget) if split else budget // 2
     operands = budget - acc_bytes  # the operands' part
     acc_elems = max(S, acc_bytes // acc.size)  # at least one column of S rows
     m_cap = max(S, _next_pow2(M)) if M is not None else S * MAX_M_BLOCKS
