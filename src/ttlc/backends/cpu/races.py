@@ -267,11 +267,11 @@ def track(cg, inst: Instruction, addrs: ir.Value, active: Optional[ir.Value], me
                                    ir.Constant(vt, [cls] * n)), ir.Constant(vt, [8] * n)),
                        ir.Constant(vt, [mine] * n))
         found = (bad, b.select(differ_low, low, high), packed)
-        if chosen is None:
-            chosen = found
         made = b.load(sh.first[alloca, cls], typ=I64)
         better = b.and_(cg.reduce_or(bad), b.icmp_signed("<", made, best))
-        chosen = tuple(b.select(better, x, y) for x, y in zip(found, chosen))
+        # (the first candidate stands until a better one: nothing to select it against)
+        chosen = found if chosen is None else \
+            tuple(b.select(better, x, y) for x, y in zip(found, chosen))
         best = b.select(better, made, best)
     if chosen is not None:
         report(*chosen)
