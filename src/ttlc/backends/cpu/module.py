@@ -45,7 +45,7 @@ import numpy as np
 from ...diagnostics import CompileError, Diagnostic, KernelError
 from ...ir.core import Function, Program
 from ...ir.types import BoolType, GroupType
-from ...runtime import Module
+from ...runtime import Module, check_grid
 from ...runtime import findings
 from ...runtime.findings import kernel_error, race_words
 from ...target import Target
@@ -425,21 +425,49 @@ class CpuModule(Module):
             plan = self._plans[func.name] = _Plan(func, self.infos[func.name])
         return plan
 
-    def launch(self, kernel, args, grid) -> None:
+    def launcher(self, kernel):
+        """A call of `kernel`, made for it once: what does not depend on the arguments is
+        looked up here, and the last grid given is kept with its check (the same tuple
+        object again, as a literal or the default grid, is not checked again)."""
         func = kernel.func
-        info = self.infos[func.name]
+        name = func.name
+        info = self.infos[name]
         plan = self._plan(func)
-        # one buffer per launch: the slots, then the error record of the calling thread's
-        # chunk (launches from several Python threads share nothing)
-        buf = plan.buffer()
-        keep: list = []
-        flat = plan.quick(args, keep) if plan.quick is not None else None
-        if flat is not None:
-            plan.struct.pack_into(buf, 0, *grid, *flat)
-        else:  # everything else, and every error, goes through marshal
-            keep = self._marshal_and_pack(info, func, args, grid, buf)
-        self._run(info, func.name, buf, grid[0] * grid[1] * grid[2])
-        del keep  # the views and arrays the slots point to, alive until here
+        quick, make_buffer, max_grid = plan.quick, plan.buffer, self.max_grid
+        pack = None if quick is None else plan.struct.pack_into
+        fn, slots, local_bytes = self._functions[name], info.num_slots, info.local_bytes
+        seen = ((), ())  # (the last grid given, check_grid's answer)
+        addressof = ctypes.addressof
+
+        def launch(args, grid) -> None:
+            nonlocal seen
+            given, checked = seen
+            if grid is not given:
+                checked = check_grid(grid, max_grid)
+                seen = (grid, checked)
+            # one buffer per launch: the slots, then the error record of the calling
+            # thread's chunk (launches from several Python threads share nothing)
+            buf = make_buffer()
+            keep: list = []
+            flat = None if quick is None else quick(args, keep)
+            if flat is not None:
+                pack(buf, 0, *checked, *flat)
+            else:  # everything else, and every error, goes through marshal
+                keep = self._marshal_and_pack(info, func, args, checked, buf)
+            total = checked[0] * checked[1] * checked[2]
+            chunks = 1 if total == 1 else min(num_threads(), total, pool.MAX_CHUNKS)
+            address = addressof(buf)
+            if chunks == 1:  # the common small launch: a single call on this thread
+                local = _thread_scratch(local_bytes) if local_bytes else 0
+                if fn(address, 0, total, local, address + 8 * slots):
+                    raise self._error(info, buf[slots:])
+            else:
+                self._run_chunks(info, name, buf, total, chunks)
+            del keep  # the views and arrays the slots point to, alive until here
+        return launch
+
+    def launch(self, kernel, args, grid) -> None:
+        kernel(*args, grid=grid)  # (through the kernel's launcher)
 
     def _marshal_and_pack(self, info, func: Function, args, grid, buf) -> list:
         from ...runtime.values import Memory
@@ -452,23 +480,17 @@ class CpuModule(Module):
         self._check_writable(info, func, values, memory)
         return keep
 
-    def _run(self, info, func_name: str, buf, total: int) -> None:
-        """Run work-groups 0..total-1 in contiguous chunks, the first on this thread and
-        the others on worker threads (a single work-group never leaves this thread)."""
-        fn = self._functions[func_name]
+    def _run_chunks(self, info, func_name: str, buf, total: int, chunks: int) -> None:
+        """Run work-groups 0..total-1 in `chunks` contiguous chunks, the first on this
+        thread and the others on worker threads (`buf`: the launch's buffer)."""
         address = ctypes.addressof(buf)
         first_error = address + 8 * info.num_slots
-        chunks = 1 if total == 1 else min(num_threads(), total, pool.MAX_CHUNKS)
-        if chunks == 1:  # the common small launch, without the rest
-            local = _thread_scratch(info.local_bytes) if info.local_bytes else 0
-            failures = [(0, None)] if fn(address, 0, total, local, first_error) else []
-        else:
-            native = pool.NativePool.create() if chunks > 1 else None
-            failures = (native.run(self._addresses[func_name], address, total, chunks,
-                                   info.local_bytes, first_error) if native is not None else None)
-            if failures is None:  # no native pool, or another launch uses it
-                failures = _run_in_python(fn, address, total, chunks, info.local_bytes,
-                                          first_error, threaded=native is None)
+        native = pool.NativePool.create()
+        failures = (native.run(self._addresses[func_name], address, total, chunks,
+                               info.local_bytes, first_error) if native is not None else None)
+        if failures is None:  # no native pool, or another launch uses it
+            failures = _run_in_python(self._functions[func_name], address, total, chunks,
+                                      info.local_bytes, first_error, threaded=native is None)
         for k, record in failures:  # chunks are in group order: the first error is the lowest
             raise self._error(info, buf[info.num_slots:] if record is None else record)
 
