@@ -18,6 +18,7 @@ import ttlc
 from ttlc.diagnostics import KernelError
 
 pytest.importorskip("llvmlite")
+from ttlc.backends.cpu.rtlib import LAUNCH_HEAD as HEAD  # noqa: E402
 
 MEMREFS = """
 func @m(%a: memref<f32x?x?>, %b: memref<f64x4x?,strided<1,?>>, %c: memref<i32x?x3x?,strided<?,?,?>>,
@@ -41,9 +42,10 @@ def scalars():
 
 
 def decode(module, name, buf) -> list:
-    """The slot words of a launch, a group's pointer and dope arrays read out."""
+    """The slot words of a launch (after the buffer's head), a group's pointer and dope
+    arrays read out."""
     info = module.infos[name]
-    words = list(buf[:info.num_slots])
+    words = list(buf[HEAD:HEAD + info.num_slots])
     for lay, a in zip(info.slots, module[name].func.args):
         if lay.kind == "group":
             k, n = lay.first, words[lay.first + 2]
@@ -62,7 +64,7 @@ def both_paths(module, name, args, grid=(2, 3, 4)):
     flat = plan.quick(args, keep)
     if flat is not None:
         buf = plan.buffer()
-        plan.struct.pack_into(buf, 0, *grid, *flat)
+        plan.struct.pack_into(buf, 0, *[0] * HEAD, *grid, *flat)  # (the head: unused here)
         quick = decode(module, name, buf)
     buf = plan.buffer()
     try:

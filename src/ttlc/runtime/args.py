@@ -491,7 +491,6 @@ def _data_field() -> Optional[int]:
 
 
 _DATA_FIELD = _data_field()
-_POINTER_AT = ctypes.c_void_p.from_address
 
 
 class _Span:
@@ -507,6 +506,12 @@ class _Span:
 #: is the word at address ``a`` (8-byte aligned).  Only what is indexed is ever read.
 _WORDS = (np.asarray(_Span(8, 2 ** 60 - 1, np.dtype(np.int64).str))
           if _DATA_FIELD is not None and np.dtype(np.intp).itemsize == 8 else None)
+
+#: ``_WORDS`` as a memoryview, whose items are Python ints (read in 70 ns, a
+#: ``ctypes.c_void_p.from_address(...).value`` in 100 ns), and the index in it of an
+#: ndarray's data pointer less ``id(x) >> 3``
+_WORD_VIEW = memoryview(_WORDS) if _WORDS is not None else None
+_DATA_WORD = _DATA_FIELD // 8 - 1 if _WORDS is not None else 0
 
 #: the words of an ndarray object's ``PyArrayObject_fields`` from ``data`` on that
 #: ``_array_words`` reads, as word offsets from ``data``: data, nd, dimensions, strides,
@@ -570,9 +575,6 @@ def _fields_ok() -> bool:
 
 
 _FIELDS_OK = _fields_ok()
-#: ``_WORDS`` as a memoryview, whose items are Python ints (read in a third of the time of a
-#: ``ctypes.c_void_p.from_address``)
-_WORD_VIEW = memoryview(_WORDS) if _FIELDS_OK else None
 
 
 class _Rules:
@@ -602,15 +604,13 @@ def _quick_memref(t: MemrefType, attrs: dict, writes: bool = False):
     What depends on the array's sizes and byte strides alone (order, size-1 and static
     modes, column-major strides, shape_gcd and stride_gcd) is decided once per layout
     and remembered (``_LAYOUTS`` of them); each call reads the array's dtype, shape,
-    strides, data pointer and flags (the last two from its fields, ``_FIELDS_OK``)."""
+    strides, flags and data pointer (from its fields where ``_FIELDS_OK``)."""
     r = _Rules(t, attrs, writes)
     if not r.usable:
         return None
     want, alignment = r.dtype, r.alignment
     layouts: dict = {}
-    words = _WORD_VIEW if _FIELDS_OK else None
-    data = _DATA_FIELD // 8 - 1 if words is not None else 0  # (in words, from id(x) // 8)
-    flags = data + int(_HEADER[_FLAGS])
+    words, data = _WORD_VIEW, _DATA_WORD
 
     def convert(x, keep=None):  # (`keep` as for groups: unused)
         if type(x) is not np.ndarray:
@@ -626,15 +626,9 @@ def _quick_memref(t: MemrefType, attrs: dict, writes: bool = False):
             tail = layouts[key] = _layout(r, *key)
         if tail is False:
             return None
-        if words is not None:
-            i = id(x) >> 3
-            address = words[i + data]
-            if writes and not words[i + flags] & _WRITEABLE:
-                return None
-        else:
-            address = _address(x)
-            if writes and not x.flags.writeable:
-                return None
+        address = x.ctypes.data if words is None else words[(id(x) >> 3) + data]  # (_address)
+        if writes and not x.flags.writeable:
+            return None
         if alignment and address % alignment:
             return None
         return [address, *tail]
@@ -671,7 +665,8 @@ def _layout(r: _Rules, shape: Tuple[int, ...], strides: Tuple[int, ...]) -> Unio
 
 
 def _address(x: np.ndarray) -> int:
-    return x.ctypes.data if _DATA_FIELD is None else _POINTER_AT(id(x) + _DATA_FIELD).value
+    """The data pointer of an ndarray."""
+    return x.ctypes.data if _WORD_VIEW is None else _WORD_VIEW[(id(x) >> 3) + _DATA_WORD]
 
 
 def _quick_scalar(t: Type):

@@ -373,26 +373,34 @@ _SLOT_FORMAT = {"bool": "?7x", "i8": "b7x", "i16": "h6x", "i32": "i4x", "i64": "
                 "f32": "f4x", "f64": "d"}
 
 
+#: the head of a launch's buffer, before its slots (``rtlib.LAUNCH``): the kernel's address,
+#: the number of work-groups, the scratch memory, the slot count
+_HEAD = struct.Struct(f"<{rtlib.LAUNCH_HEAD}q")
+#: ``rtlib.LAUNCH``'s type: no argument types, so that ``ctypes`` passes a launch's buffer
+#: (a ctypes array) as a pointer without converting it
+_LAUNCH_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32)
+
+
 class _Plan:
     """What a launch of one kernel needs besides its arguments: the type of its buffer
-    (the slots, then the error record of the first chunk), the quick argument checks
-    (``runtime.args.quick``, None when some parameter has none; they refuse read-only
-    arrays for the arguments the kernel writes) and the ``struct`` layout that writes
-    their results into the slots."""
+    (``_HEAD``, the slots, then the error record of the first chunk), the quick argument
+    checks (``runtime.args.quick``, None when some parameter has none; they refuse
+    read-only arrays for the arguments the kernel writes) and the ``struct`` layout that
+    writes the head, the grid and their results into the buffer."""
 
     def __init__(self, func: Function, info: "abi.KernelInfo"):
         from ...runtime.args import quick
 
-        self.buffer = ctypes.c_int64 * (info.num_slots + findings.ERR_SLOTS)
+        self.buffer = ctypes.c_int64 * (rtlib.LAUNCH_HEAD + info.num_slots + findings.ERR_SLOTS)
         self.quick = quick(func.args, info.writes)
         if self.quick is not None:
-            fmt = ["<3q"]
+            fmt = [_HEAD.format, "3q"]
             for a, lay in zip(func.args, info.slots):
                 t = a.value.type
                 fmt.append("q" * lay.count if lay.kind != "scalar" else
                            _SLOT_FORMAT["bool" if isinstance(t, BoolType) else t.name])
             self.struct = struct.Struct("".join(fmt))
-            assert self.struct.size == 8 * info.num_slots, (fmt, info.num_slots)
+            assert self.struct.size == _HEAD.size + 8 * info.num_slots, (fmt, info.num_slots)
 
 
 class CpuModule(Module):
@@ -428,39 +436,41 @@ class CpuModule(Module):
     def launcher(self, kernel):
         """A call of `kernel`, made for it once: what does not depend on the arguments is
         looked up here, and the last grid given is kept with its check (the same tuple
-        object again, as a literal or the default grid, is not checked again)."""
+        object again, as a literal or the default grid, is not checked again).  A launch
+        of one chunk is one call of ``rtlib.LAUNCH``."""
         func = kernel.func
         name = func.name
         info = self.infos[name]
         plan = self._plan(func)
         quick, make_buffer, max_grid = plan.quick, plan.buffer, self.max_grid
         pack = None if quick is None else plan.struct.pack_into
-        fn, slots, local_bytes = self._functions[name], info.num_slots, info.local_bytes
-        seen = ((), ())  # (the last grid given, check_grid's answer)
-        addressof = ctypes.addressof
+        address, slots, local_bytes = self._addresses[name], info.num_slots, info.local_bytes
+        error = rtlib.LAUNCH_HEAD + slots  # where the error record starts in the buffer
+        entry = _LAUNCH_TYPE(rtlib.install()[rtlib.LAUNCH])
+        seen = ((), (), 0)  # (the last grid given, check_grid's answer, its work-groups)
 
         def launch(args, grid) -> None:
             nonlocal seen
-            given, checked = seen
+            given, checked, total = seen
             if grid is not given:
                 checked = check_grid(grid, max_grid)
-                seen = (grid, checked)
-            # one buffer per launch: the slots, then the error record of the calling
-            # thread's chunk (launches from several Python threads share nothing)
+                total = checked[0] * checked[1] * checked[2]
+                seen = (grid, checked, total)
+            chunks = 1 if total == 1 else min(num_threads(), total, pool.MAX_CHUNKS)
+            local = _thread_scratch(local_bytes) if local_bytes and chunks == 1 else 0
+            # one buffer per launch: the head, the slots, then the error record of the
+            # calling thread's chunk (launches from several Python threads share nothing)
             buf = make_buffer()
             keep: list = []
             flat = None if quick is None else quick(args, keep)
             if flat is not None:
-                pack(buf, 0, *checked, *flat)
+                pack(buf, 0, address, total, local, slots, *checked, *flat)
             else:  # everything else, and every error, goes through marshal
                 keep = self._marshal_and_pack(info, func, args, checked, buf)
-            total = checked[0] * checked[1] * checked[2]
-            chunks = 1 if total == 1 else min(num_threads(), total, pool.MAX_CHUNKS)
-            address = addressof(buf)
+                _HEAD.pack_into(buf, 0, address, total, local, slots)
             if chunks == 1:  # the common small launch: a single call on this thread
-                local = _thread_scratch(local_bytes) if local_bytes else 0
-                if fn(address, 0, total, local, address + 8 * slots):
-                    raise self._error(info, buf[slots:])
+                if entry(buf):
+                    raise self._error(info, buf[error:])
             else:
                 self._run_chunks(info, name, buf, total, chunks)
             del keep  # the views and arrays the slots point to, alive until here
@@ -470,20 +480,24 @@ class CpuModule(Module):
         kernel(*args, grid=grid)  # (through the kernel's launcher)
 
     def _marshal_and_pack(self, info, func: Function, args, grid, buf) -> list:
+        """Check and convert the arguments with ``marshal``, write the slots into the
+        launch's buffer `buf`; what the slots point to (to keep until the kernel ends)."""
         from ...runtime.values import Memory
         from ...runtime.args import marshal
 
         memory = Memory()
         values = marshal(args, func.args, memory, func.name)
         keep: list = [memory]
-        self._pack(info, func, values, memory, grid, keep, buf)
+        slots = (ctypes.c_int64 * info.num_slots).from_buffer(buf, _HEAD.size)
+        self._pack(info, func, values, memory, grid, keep, slots)
         self._check_writable(info, func, values, memory)
         return keep
 
     def _run_chunks(self, info, func_name: str, buf, total: int, chunks: int) -> None:
         """Run work-groups 0..total-1 in `chunks` contiguous chunks, the first on this
         thread and the others on worker threads (`buf`: the launch's buffer)."""
-        address = ctypes.addressof(buf)
+        address = ctypes.addressof(buf) + _HEAD.size
+        error = rtlib.LAUNCH_HEAD + info.num_slots
         first_error = address + 8 * info.num_slots
         native = pool.NativePool.create()
         failures = (native.run(self._addresses[func_name], address, total, chunks,
@@ -492,7 +506,7 @@ class CpuModule(Module):
             failures = _run_in_python(self._functions[func_name], address, total, chunks,
                                       info.local_bytes, first_error, threaded=native is None)
         for k, record in failures:  # chunks are in group order: the first error is the lowest
-            raise self._error(info, buf[info.num_slots:] if record is None else record)
+            raise self._error(info, buf[error:] if record is None else record)
 
     def _pack(self, info, func: Function, values, memory, grid, keep: list, slots) -> None:
         """Fill the slot array of the kernel ABI (`keep` holds what it points to)."""
