@@ -92,6 +92,10 @@ def check_grid(grid, limit: Tuple[int, int, int] = (INT32_MAX,) * 3) -> Tuple[in
     most the target's limit (work-group ids are computed in 64-bit integers, and a launch
     that could not finish is refused rather than attempted).  A size of 0 is refused too:
     a launch of no work-group is almost always a wrong batch count, not an intent."""
+    if type(grid) is tuple and len(grid) == 1:  # the commonest case, grid=(n,), quickest
+        x, = grid
+        if type(x) is int and 0 < x <= limit[0]:
+            return (x, 1, 1)
     if type(grid) is tuple and 0 < len(grid) <= 3:  # the common case, quickly
         for x, top in zip(grid, limit):
             if type(x) is not int or not 0 < x <= top:
