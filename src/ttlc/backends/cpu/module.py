@@ -6,18 +6,21 @@ the program after the "lower" pipeline for the cpu description ("lowered"), LLVM
 ``CpuModule(program, machine)`` loads the object code -- from the disk cache (``cache``)
 when it holds it, without lowering or generating code, else through ``Artifacts``.
 
-A launch checks the arguments with ``ttlc.runtime.args`` (the same checks and errors as
-every target): NumPy arrays, lists of them for groups, prepared groups and Python numbers
-go through ``quick`` (checks specialised to the kernel's parameters at its first launch,
-written with one ``struct.pack_into``; a ``ttlc.PreparedGroup`` gives the slots it
-keeps), anything else and every error through ``marshal``.  The slot array of the kernel
-ABI (see ``codegen``) is a new buffer per launch, so launches of one kernel from several
-Python threads at once are independent.  The grid's work-groups are
-split into contiguous chunks, one per thread: the calling thread runs the first chunk (a
-single work-group never leaves it), worker threads waiting in machine code the others
-(``pool``; a Python thread pool where that cannot be built).  Kernels are called through
-``ctypes.CFUNCTYPE``, which releases the GIL.  A launch uses as many threads as the
-process may use CPUs; ``TTLC_NUM_THREADS`` overrides it (read at every launch).
+A kernel's first call makes its launcher (``CpuModule.launcher``), which holds what does
+not depend on the arguments.  A launch checks the arguments with ``ttlc.runtime.args``
+(the same checks and errors as every target): NumPy arrays, lists of them for groups,
+prepared groups and Python numbers go through ``quick`` (checks specialised to the
+kernel's parameters, array layouts decided once each; a ``ttlc.PreparedGroup`` gives the
+slots it keeps), anything else and every error through ``marshal``.  The launch's buffer
+-- a head for ``rtlib.LAUNCH``, the slot array of the kernel ABI (see ``codegen``), the
+error record -- is new per launch and written with one ``struct.pack_into``, so launches
+of one kernel from several Python threads at once are independent.  The grid's
+work-groups are split into contiguous chunks, one per thread: the calling thread runs
+the first chunk (a single chunk is one call of ``rtlib.LAUNCH`` with the buffer), worker
+threads waiting in machine code the others (``pool``; a Python thread pool where that
+cannot be built).  Kernels are called through ``ctypes.CFUNCTYPE``, which releases the
+GIL.  A launch uses as many threads as the process may use CPUs; ``TTLC_NUM_THREADS``
+overrides it (read at every launch).
 
 Checked mode (``checked=True``) compiles bounds checks (every index within its mode, group
 indices within the group, no access through a null memref), integer division by zero,
