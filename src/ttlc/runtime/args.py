@@ -604,7 +604,8 @@ def _quick_memref(t: MemrefType, attrs: dict, writes: bool = False):
     What depends on the array's sizes and byte strides alone (order, size-1 and static
     modes, column-major strides, shape_gcd and stride_gcd) is decided once per layout
     and remembered (``_LAYOUTS`` of them); each call reads the array's dtype, shape,
-    strides, flags and data pointer (from its fields where ``_FIELDS_OK``)."""
+    strides and flags, and its data pointer (from the object's field through
+    ``_WORD_VIEW`` on CPython)."""
     r = _Rules(t, attrs, writes)
     if not r.usable:
         return None
