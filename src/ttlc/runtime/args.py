@@ -611,10 +611,10 @@ def _quick_memref(t: MemrefType, attrs: dict, writes: bool = False):
         return None
     want, alignment = r.dtype, r.alignment
     layouts: dict = {}
-    words, data = _WORD_VIEW, _DATA_WORD
+    words, data, ndarray = _WORD_VIEW, _DATA_WORD, np.ndarray
 
     def convert(x, keep=None):  # (`keep` as for groups: unused)
-        if type(x) is not np.ndarray:
+        if type(x) is not ndarray:
             return None
         dtype = x.dtype
         if dtype is not want and dtype != want:
