@@ -2,7 +2,7 @@
 """Small GEMMs of real applications: ttlc against LIBXSMM, NumPy and PyTorch, in one process.
 
     .venv/bin/python benchmarks/small_gemm.py [--quick]
-                  [--only batched,shared,shared-b,tall,chain,gemv,ger]
+                  [--only batched,shared,shared-b,tall,chain,gemv,ger,call]
                   [--dtypes f64,f32] [--batch-bytes N] [--repeat N] [--sample-ms MS]
                   [--out DIR]
 
@@ -23,7 +23,10 @@ through ``group_id`` and ``subview``.
 - ``chain``: D_i = A B_i C_i through a local temporary (A shared, as a DG stiffness matrix);
 - ``gemv``: c_i = A_i b_i and c_i = A_i^T b_i (``gemv.t``), R x C matrices of the shapes
   ``VECTOR_SHAPES``, batched and with A shared by all members;
-- ``ger``: C_i = a_i b_i^T (M x N), batched and with a shared by all members.
+- ``ger``: C_i = a_i b_i^T (M x N), batched and with a shared by all members;
+- ``call``: the cost of one call from Python, C = A B of ``CALL_SHAPE`` on one work-group,
+  against NumPy's ``matmul`` of the same arrays (``out=C``), PyTorch's and one LIBXSMM
+  gemm (most of each is the call itself).
 
 LIBXSMM computes gemv and ger as a LIBXSMM user would: one small gemm per member, with
 N = 1 for gemv (c^T = b^T A, M = 1, for the transposed one) and K = 1 for ger.
@@ -86,7 +89,9 @@ CHAINS = [(56, 56, 9, 9), (35, 35, 9, 9), (84, 84, 9, 9)]
 #: (rows, columns) of gemv's A and ger's C
 VECTOR_SHAPES = [(56, 56), (84, 84), (35, 35), (9, 56), (120, 120), (17, 13), (1, 1), (3, 5)]
 QUICK_VECTOR_SHAPES = [(56, 56), (9, 56), (3, 5)]
-KINDS = ("batched", "shared", "shared-b", "tall", "chain", "gemv", "ger")
+KINDS = ("batched", "shared", "shared-b", "tall", "chain", "gemv", "ger", "call")
+#: (M, N, K) of the ``call`` kind: matrices small enough that a call's cost is its time
+CALL_SHAPE = (4, 4, 4)
 #: the operand shared by all members in the gemm kinds ("": none)
 SHARED_OPERAND = {"batched": "", "shared": "A", "shared-b": "B"}
 #: the CPU time in milliseconds a kernel of this section should compile within, cold (an
@@ -342,6 +347,31 @@ class Run(recipes.Run):
                                      a.astype(np.float64), b)
                     self.measure("ger", t, shape, 2.0 * M * N * batch, impls, out, want)
 
+    def call(self):
+        """C = A B of CALL_SHAPE once: what a call from Python costs."""
+        print("call: C = A B, one small gemm per call (other time / ttlc time):")
+        rng = np.random.default_rng(8)
+        M, N, K = CALL_SHAPE
+        shape = f"{M}x{N}x{K}"
+        for t in self.dtypes:
+            A, B = fortran(rng, (M, K), DTYPES[t]), fortran(rng, (K, N), DTYPES[t])
+            text = member_kernel(t, "gemm", [("A", (M, K), True), ("B", (K, N), True),
+                                             ("C", (M, N), True)])
+            kernel = self.compile(f"call {t} {shape}", text, "member")
+            out = {name: np.zeros((M, N), DTYPES[t], order="F")
+                   for name in ("ttlc", "numpy", "torch", "libxsmm")}
+            At, Bt = rows_of(A), rows_of(B)  # C^T = B^T A^T
+            impls = {"ttlc": lambda: kernel(A, B, out["ttlc"], grid=(1,)),
+                     "numpy": lambda: np.matmul(Bt, At, out=rows_of(out["numpy"]))}
+            if self.torch is not None:
+                tA, tB, tC = (self.torch.from_numpy(x) for x in (At, Bt, rows_of(out["torch"])))
+                impls["torch"] = lambda: self.torch.matmul(tB, tA, out=tC)
+            if self.lib.has_libxsmm:
+                impls["libxsmm"] = lambda: self.lib.xsmm_strided(
+                    A, B, out["libxsmm"], M, N, K, (M, K, M), (0, 0, 0), 1, self.threads)
+            want = np.matmul(Bt.astype(np.float64), At).T
+            self.measure("call", t, shape, 2.0 * M * N * K, impls, out, want)
+
     def tall(self):
         rows = TALL_ROWS // 16 if self.quick else TALL_ROWS
         print(f"tall: C = A B, A of {rows} rows, {TALL_BLOCK} rows per work-group:")
@@ -444,6 +474,8 @@ def main() -> int:
         run.gemv()
     if "ger" in kinds:
         run.ger()
+    if "call" in kinds:
+        run.call()
     if run.compile_ms:
         print_compile_times(run.compile_ms)
     summary = {"meta": {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(),

@@ -4,7 +4,9 @@ A launch first tries ``ttlc.runtime.args.quick`` (checks specialised to the kern
 parameter types) and falls back to ``marshal`` for everything else, including every
 error.  Here both paths fill the kernel's slot array for many random arguments: whenever
 the quick path accepts, ``marshal`` must accept too and give the same slot bytes; when
-``marshal`` rejects, the quick path must not have accepted.
+``marshal`` rejects, the quick path must not have accepted.  A kernel's launcher remembers
+array layouts and the last grid: every refusal after a launch of valid arguments is still
+the general path's error, word for word.
 """
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ import pytest
 
 import ttlc
 from ttlc.diagnostics import KernelError
+from ttlc.runtime import check_grid
 
 pytest.importorskip("llvmlite")
+from ttlc.backends.cpu.rtlib import LAUNCH_HEAD as HEAD  # noqa: E402
 
 MEMREFS = """
 func @m(%a: memref<f32x?x?>, %b: memref<f64x4x?,strided<1,?>>, %c: memref<i32x?x3x?,strided<?,?,?>>,
@@ -41,9 +45,10 @@ def scalars():
 
 
 def decode(module, name, buf) -> list:
-    """The slot words of a launch, a group's pointer and dope arrays read out."""
+    """The slot words of a launch (after the buffer's head), a group's pointer and dope
+    arrays read out."""
     info = module.infos[name]
-    words = list(buf[:info.num_slots])
+    words = list(buf[HEAD:HEAD + info.num_slots])
     for lay, a in zip(info.slots, module[name].func.args):
         if lay.kind == "group":
             k, n = lay.first, words[lay.first + 2]
@@ -62,7 +67,7 @@ def both_paths(module, name, args, grid=(2, 3, 4)):
     flat = plan.quick(args, keep)
     if flat is not None:
         buf = plan.buffer()
-        plan.struct.pack_into(buf, 0, *grid, *flat)
+        plan.struct.pack_into(buf, 0, *[0] * HEAD, *grid, *flat)  # (the head: unused here)
         quick = decode(module, name, buf)
     buf = plan.buffer()
     try:
@@ -302,3 +307,144 @@ def test_read_only_array_is_refused_on_the_quick_path():
     with pytest.raises(KernelError, match="write to a read-only array"):
         k(x, 2.0, grid=(1,))
     assert (x == 1).all()
+
+
+# ---- the launcher: layouts and grids remembered, every refusal marshal's -----------------------
+WRITES = """
+func @w(%x: memref<f64x?x4> {alignment=64}, %y: memref<f32x2x?,strided<1,?>> {stride_gcd=[1,2]},
+        %z: memref<f64x?>) {
+    %i = constant 0 : index
+    %one = constant 1.0 : f64
+    %two = constant 2.0 : f32
+    store %one, %x[%i, %i]
+    store %two, %y[%i, %i]
+    store %one, %z[%i]
+}
+"""
+
+
+def aligned(shape, dtype, alignment=64, offset=0):
+    """A column-major array whose first element is `offset` bytes past an `alignment`."""
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.zeros(size + alignment + offset, np.uint8)
+    start = (-raw.ctypes.data) % alignment + offset
+    return raw[start:start + size].view(dtype).reshape(shape, order="F")
+
+
+def general_error(kernel, args):
+    """What the general path (``marshal``, then the writeability check) raises."""
+    module = kernel.module
+    plan = module._plan(kernel.func)
+    with pytest.raises((TypeError, ValueError, KernelError)) as e:
+        module._marshal_and_pack(module.infos[kernel.name], kernel.func, args, (1, 1, 1),
+                                 plan.buffer())
+    return e.value
+
+
+def good_writes():
+    return [aligned((3, 4), np.float64), np.zeros((4, 5), np.float32, order="F")[:2],
+            np.zeros(3)]
+
+
+def launch_writes(k, args):
+    k(*args)
+    assert args[0][0, 0] == 1 and args[1][0, 0] == 2 and args[2][0] == 1
+
+
+def read_only(x):
+    x = x.view()
+    x.flags.writeable = False
+    return x
+
+
+def test_every_refusal_is_the_general_paths_error():
+    """Each argument the quick path refuses -- after a launch of valid ones of the same
+    layouts, which it remembers -- raises marshal's error, word for word."""
+    k = ttlc.compile(WRITES, target="cpu")["w"]
+    x, y, z = good_writes()
+    bad = {
+        "dtype": [x.astype(np.float32), y, z],
+        "row-major": [np.zeros((3, 4)), y, z],
+        "static size": [aligned((3, 5), np.float64), y, z],
+        "alignment": [aligned((3, 4), np.float64, offset=8), y, z],
+        "stride_gcd": [x, np.zeros((3, 5), np.float32, order="F")[:2], z],
+        "order": [x, np.zeros(2, np.float32), z],
+        "negative stride": [x, y[:, ::-1], z],
+        "not an array": [x, y, [1.0, 2.0]],
+        "read-only": [x, read_only(y), z],
+        "read-only of a remembered layout": [x, y, read_only(z)],
+        "too few": [x, y],
+        "too many": [x, y, z, z],
+    }
+    for name, args in bad.items():
+        launch_writes(k, good_writes())
+        want = general_error(k, args)
+        with pytest.raises(type(want)) as got:
+            k(*args)
+        assert str(got.value) == str(want), name
+    assert x[0, 0] == 0 and y[0, 0] == 0 and z[0] == 0  # (no refused launch ran)
+
+
+def test_an_array_changed_in_place_is_checked_again():
+    """The quick path remembers layouts, not arrays: an array whose flags, dtype or
+    shape changed since its last launch is checked as it is now."""
+    k = ttlc.compile(WRITES, target="cpu")["w"]
+    x, y, z = good_writes()
+    launch_writes(k, [x, y, z])
+    changes = [("flags", "writeable", False, True), ("dtype", None, np.int64, np.float64),
+               ("shape", None, (1, 3), (3,))]
+    for what, flag, wrong, right in changes:
+        z[0] = 0
+        if flag:
+            setattr(z.flags, flag, wrong)
+        else:
+            setattr(z, what, wrong)
+        want = general_error(k, [x, y, z])
+        with pytest.raises(type(want), match="read-only|dtype|order") as got:
+            k(x, y, z)
+        assert str(got.value) == str(want) and z.reshape(-1)[0] == 0, what
+        if flag:
+            setattr(z.flags, flag, right)
+        else:
+            setattr(z, what, right)
+        launch_writes(k, [x, y, z])
+
+
+def test_many_layouts():
+    """More layouts than a parameter remembers: each launch is still right."""
+    strided = SCALE.replace("memref<f64x?>", "memref<f64x?,strided<?>>")
+    k = ttlc.compile(strided, target="cpu")["scale"]
+    from ttlc.runtime import args as runtime_args
+
+    for n in list(range(1, 2 * runtime_args._LAYOUTS + 5)) + [3, 1, 3]:
+        base = np.ones(3 * n)
+        for x in (base[:n], base[::3]):  # two layouts of each size
+            k(x, 2.0, grid=(1,))
+            np.testing.assert_array_equal(x, np.full(n, 2.0))
+            x[...] = 1
+
+
+def test_grids(monkeypatch):
+    """The launcher keeps the last grid with its check: a grid given again runs as many
+    work-groups; a wrong grid raises check_grid's error, also after a good one."""
+    monkeypatch.setenv("TTLC_NUM_THREADS", "1")  # (every work-group scales all of x)
+    k = ttlc.compile(SCALE, target="cpu")["scale"]
+    x = np.ones(5)
+    three = (3,)
+    for grid, count in [(three, 3), (three, 3), ((1, 2), 2), ([2, 2], 4), (three, 3),
+                        ((1, 1, 5), 5), (2, 2), ((1,), 1)]:
+        x[...] = 1
+        k(x, 2.0, grid=grid)
+        np.testing.assert_array_equal(x, np.full(5, 2.0 ** count), err_msg=str(grid))
+    x[...] = 1
+    k(x, 2.0)  # the default grid
+    np.testing.assert_array_equal(x, np.full(5, 2.0))
+    for bad in [(0,), (2.0,), (three[0], 0), (), (1, 1, 1, 1), "3", (2 ** 31,)]:
+        with pytest.raises((TypeError, ValueError)) as want:
+            check_grid(bad)
+        with pytest.raises(type(want.value)) as got:
+            k(x, 2.0, grid=bad)
+        assert str(got.value) == str(want.value)
+        x[...] = 1
+        k(x, 2.0, grid=three)
+        np.testing.assert_array_equal(x, np.full(5, 8.0))

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import ttlc
+from ttlc.runtime import check_grid
 
 TEXT = """func @scale(%a: f32, %A: memref<f32x16x?> {alignment=64}) attributes{subgroup_size=16} {
     %k = group_id.x : index
@@ -46,12 +47,16 @@ def test_bench_times_warm_runs_and_gives_rates():
     start = (-raw.ctypes.data % 64) // 4
     A = raw[start:start + 16 * 64].reshape((16, 64), order="F")  # 64-byte aligned
     calls = []
-    real = kernel.module.launch
+    real = kernel.module.launcher  # (a kernel's first call asks its module for its launcher)
 
-    def counting(k, args, grid):
-        calls.append(grid)
-        real(k, args, grid)
-    kernel.module.launch = counting
+    def counting(k):
+        launch = real(k)
+
+        def count(args, grid):
+            calls.append(check_grid(grid))
+            launch(args, grid)
+        return count
+    kernel.module.launcher = counting
     result = ttlc.bench(kernel, np.float32(1.0), A, grid=(64,), warmup=2, runs=7,
                         flops=16 * 64, nbytes=2 * 4 * 16 * 64)
     assert len(calls) == 2 + 7 and set(calls) == {(64, 1, 1)}

@@ -22,6 +22,7 @@ class Kernel:
         self.module = module
         self.func = func
         self.name = func.name
+        self._launch = None  # module.launcher(self), made at the first call
         #: what help(kernel) shows: the signature and how it was compiled
         self.__doc__ = (f"{self.signature}\n\nCompiled for target {module.target}"
                         f"{', checked' if module.checked else ''}; call with the arguments "
@@ -33,8 +34,10 @@ class Kernel:
         return signature(self.func)
 
     def __call__(self, *args: Any, grid: Sequence[int] = (1, 1, 1)) -> None:
-        grid = check_grid(grid, self.module.max_grid)
-        self.module.launch(self, args, grid)
+        launch = self._launch
+        if launch is None:
+            launch = self._launch = self.module.launcher(self)
+        launch(args, grid)
 
     def __repr__(self) -> str:
         return (f"<ttlc kernel {self.signature} on {self.module.target}"
@@ -70,7 +73,15 @@ class Module:
         return f"<ttlc module on {self.target}{', checked' if self.checked else ''}: {names}>"
 
     def launch(self, kernel: Kernel, args, grid) -> None:
+        """Run `kernel` on `args` over `grid` (checked by ``check_grid``)."""
         raise NotImplementedError
+
+    def launcher(self, kernel: Kernel):
+        """The function of (args, grid) that a call of `kernel` runs: checks the grid and
+        launches.  A target whose launches cost little gives one made for the kernel."""
+        def launch(args, grid) -> None:
+            self.launch(kernel, args, check_grid(grid, self.max_grid))
+        return launch
 
 
 _ONES = {1: (1, 1), 2: (1,), 3: ()}
@@ -81,6 +92,10 @@ def check_grid(grid, limit: Tuple[int, int, int] = (INT32_MAX,) * 3) -> Tuple[in
     most the target's limit (work-group ids are computed in 64-bit integers, and a launch
     that could not finish is refused rather than attempted).  A size of 0 is refused too:
     a launch of no work-group is almost always a wrong batch count, not an intent."""
+    if type(grid) is tuple and len(grid) == 1:  # the commonest case, grid=(n,), quickest
+        x, = grid
+        if type(x) is int and 0 < x <= limit[0]:
+            return (x, 1, 1)
     if type(grid) is tuple and 0 < len(grid) <= 3:  # the common case, quickly
         for x, top in zip(grid, limit):
             if type(x) is not int or not 0 < x <= top:

@@ -19,7 +19,7 @@ import operator
 import sys
 import warnings
 from dataclasses import dataclass
-from typing import Any, Collection, List, Optional, Sequence, Tuple
+from typing import Any, Collection, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -491,7 +491,6 @@ def _data_field() -> Optional[int]:
 
 
 _DATA_FIELD = _data_field()
-_POINTER_AT = ctypes.c_void_p.from_address
 
 
 class _Span:
@@ -507,6 +506,12 @@ class _Span:
 #: is the word at address ``a`` (8-byte aligned).  Only what is indexed is ever read.
 _WORDS = (np.asarray(_Span(8, 2 ** 60 - 1, np.dtype(np.int64).str))
           if _DATA_FIELD is not None and np.dtype(np.intp).itemsize == 8 else None)
+
+#: ``_WORDS`` as a memoryview, whose items are Python ints (read in 70 ns, a
+#: ``ctypes.c_void_p.from_address(...).value`` in 100 ns), and the index in it of an
+#: ndarray's data pointer less ``id(x) >> 3``
+_WORD_VIEW = memoryview(_WORDS) if _WORDS is not None else None
+_DATA_WORD = _DATA_FIELD // 8 - 1 if _WORDS is not None else 0
 
 #: the words of an ndarray object's ``PyArrayObject_fields`` from ``data`` on that
 #: ``_array_words`` reads, as word offsets from ``data``: data, nd, dimensions, strides,
@@ -589,67 +594,96 @@ class _Rules:
                        all(isinstance(g, int) and g > 0 for _, _, g in self.gcds))
 
 
+#: the most array layouts a memref parameter's quick check remembers (``_quick_memref``)
+_LAYOUTS = 64
+
+
 def _quick_memref(t: MemrefType, attrs: dict, writes: bool = False):
-    """A plain NumPy array with a non-empty shape; [address, *shape, *strides] or None."""
+    """A plain NumPy array with a non-empty shape; [address, *shape, *strides] or None.
+
+    What depends on the array's sizes and byte strides alone (order, size-1 and static
+    modes, column-major strides, shape_gcd and stride_gcd) is decided once per layout
+    and remembered (``_LAYOUTS`` of them); each call reads the array's dtype, shape,
+    strides and flags, and its data pointer (from the object's field through
+    ``_WORD_VIEW`` on CPython)."""
     r = _Rules(t, attrs, writes)
     if not r.usable:
         return None
-    want, item, order, alignment = r.dtype, r.item, r.order, r.alignment
+    want, alignment = r.dtype, r.alignment
+    layouts: dict = {}
+    words, data, ndarray = _WORD_VIEW, _DATA_WORD, np.ndarray
 
-    def convert(x):
-        if type(x) is not np.ndarray or x.dtype != want:
+    def convert(x, keep=None):  # (`keep` as for groups: unused)
+        if type(x) is not ndarray:
             return None
-        shape = x.shape
-        if len(shape) != order:
+        dtype = x.dtype
+        if dtype is not want and dtype != want:
             return None
-        stride, packed = [], 1
-        for size, st in zip(shape, x.strides):  # as _element_strides
-            if size == 1:
-                stride.append(packed)
-                continue
-            if size == 0 or st <= 0 or st % item or st // item < packed:
-                return None
-            stride.append(st // item)
-            packed = st // item * size
-        for i, s in r.static_shape:
-            if shape[i] != s:
-                return None
-        for i, s in r.static_stride:
-            if stride[i] != s:
-                if shape[i] > 1:
-                    return None
-                stride[i] = s
-        address = _address(x)
-        if not address:  # (never for a non-empty array)
+        key = (x.shape, x.strides)
+        tail = layouts.get(key)
+        if tail is None:
+            if len(layouts) >= _LAYOUTS:
+                layouts.clear()
+            tail = layouts[key] = _layout(r, *key)
+        if tail is False:
+            return None
+        address = x.ctypes.data if words is None else words[(id(x) >> 3) + data]  # (_address)
+        if writes and not x.flags.writeable:
             return None
         if alignment and address % alignment:
             return None
-        for is_shape, i, g in r.gcds:
-            if (shape[i] if is_shape else stride[i]) % g:
-                return None
-        if writes and not x.flags.writeable:
-            return None
-        return [address, *shape, *stride]
+        return [address, *tail]
     return convert
 
 
+def _layout(r: _Rules, shape: Tuple[int, ...], strides: Tuple[int, ...]) -> Union[tuple, bool]:
+    """(*shape, *strides in elements) of an array of this shape and byte strides when the
+    memref parameter (`r`) takes it, else False (``_quick_memref``)."""
+    item = r.item
+    if len(shape) != r.order:
+        return False
+    stride, packed = [], 1
+    for size, st in zip(shape, strides):  # as _element_strides
+        if size == 1:
+            stride.append(packed)
+            continue
+        if size == 0 or st <= 0 or st % item or st // item < packed:
+            return False
+        stride.append(st // item)
+        packed = st // item * size
+    for i, s in r.static_shape:
+        if shape[i] != s:
+            return False
+    for i, s in r.static_stride:
+        if stride[i] != s:
+            if shape[i] > 1:
+                return False
+            stride[i] = s
+    for is_shape, i, g in r.gcds:
+        if (shape[i] if is_shape else stride[i]) % g:
+            return False
+    return (*shape, *stride)
+
+
 def _address(x: np.ndarray) -> int:
-    return x.ctypes.data if _DATA_FIELD is None else _POINTER_AT(id(x) + _DATA_FIELD).value
+    """The data pointer of an ndarray."""
+    return x.ctypes.data if _WORD_VIEW is None else _WORD_VIEW[(id(x) >> 3) + _DATA_WORD]
 
 
 def _quick_scalar(t: Type):
-    """bool, integers, f32 and f64 given as Python (or NumPy) numbers; [value] or None.
+    """bool, integers, f32 and f64 given as Python (or NumPy) numbers; [value] or None
+    (a function of the argument and an unused `keep`, as ``_quick_group``'s).
 
     A float is returned as the Python float that rounds (to nearest) to the value."""
     if isinstance(t, BoolType):
-        return lambda x: [x] if type(x) is bool else None
+        return lambda x, keep=None: [x] if type(x) is bool else None
     if not isinstance(t, ScalarType):
         return None
     if t.is_int:
         info = np.iinfo(DTYPES[t.name])
         lo, hi = int(info.min), int(info.max)
 
-        def convert_int(x):
+        def convert_int(x, keep=None):
             if type(x) is not int:
                 if type(x) not in _NUMPY_INTS:
                     return None
@@ -659,7 +693,7 @@ def _quick_scalar(t: Type):
     if t.name in ("f32", "f64"):
         f32 = t.name == "f32"
 
-        def convert_float(x):
+        def convert_float(x, keep=None):
             kind = type(x)
             if kind is float or kind is np.float64 or kind is np.float32:
                 x = float(x)
@@ -872,23 +906,23 @@ def quick(params: List[Argument], writes: Collection[int] = ()):
     (what it allocates is added to the list) -- or None whenever ``marshal`` is needed,
     also for a read-only array given for an argument the kernel writes (`writes`: their
     positions).  None when some parameter type (f16, bf16, complex) has no quick path."""
-    converters = []  # (function, whether it takes `keep`)
+    converters = []  # functions of (argument, keep)
     for k, p in enumerate(params):
         t = p.value.type
-        group = isinstance(t, GroupType)
         c = (_quick_memref(t, p.attrs, k in writes) if isinstance(t, MemrefType) else
-             _quick_group(t, p.attrs, k in writes) if group else _quick_scalar(t))
+             _quick_group(t, p.attrs, k in writes) if isinstance(t, GroupType) else
+             _quick_scalar(t))
         if c is None:
             return None
-        converters.append((c, group))
+        converters.append(c)
     count = len(converters)
 
     def convert(args: Sequence[Any], keep: list) -> Optional[list]:
         if len(args) != count:
             return None
         out: list = []
-        for (c, group), x in zip(converters, args):
-            v = c(x, keep) if group else c(x)
+        for c, x in zip(converters, args):
+            v = c(x, keep)
             if v is None:
                 return None
             out += v

@@ -6,18 +6,21 @@ the program after the "lower" pipeline for the cpu description ("lowered"), LLVM
 ``CpuModule(program, machine)`` loads the object code -- from the disk cache (``cache``)
 when it holds it, without lowering or generating code, else through ``Artifacts``.
 
-A launch checks the arguments with ``ttlc.runtime.args`` (the same checks and errors as
-every target): NumPy arrays, lists of them for groups, prepared groups and Python numbers
-go through ``quick`` (checks specialised to the kernel's parameters at its first launch,
-written with one ``struct.pack_into``; a ``ttlc.PreparedGroup`` gives the slots it
-keeps), anything else and every error through ``marshal``.  The slot array of the kernel
-ABI (see ``codegen``) is a new buffer per launch, so launches of one kernel from several
-Python threads at once are independent.  The grid's work-groups are
-split into contiguous chunks, one per thread: the calling thread runs the first chunk (a
-single work-group never leaves it), worker threads waiting in machine code the others
-(``pool``; a Python thread pool where that cannot be built).  Kernels are called through
-``ctypes.CFUNCTYPE``, which releases the GIL.  A launch uses as many threads as the
-process may use CPUs; ``TTLC_NUM_THREADS`` overrides it (read at every launch).
+A kernel's first call makes its launcher (``CpuModule.launcher``), which holds what does
+not depend on the arguments.  A launch checks the arguments with ``ttlc.runtime.args``
+(the same checks and errors as every target): NumPy arrays, lists of them for groups,
+prepared groups and Python numbers go through ``quick`` (checks specialised to the
+kernel's parameters, array layouts decided once each; a ``ttlc.PreparedGroup`` gives the
+slots it keeps), anything else and every error through ``marshal``.  The launch's buffer
+-- a head for ``rtlib.LAUNCH``, the slot array of the kernel ABI (see ``codegen``), the
+error record -- is new per launch and written with one ``struct.pack_into``, so launches
+of one kernel from several Python threads at once are independent.  The grid's
+work-groups are split into contiguous chunks, one per thread: the calling thread runs
+the first chunk (a single chunk is one call of ``rtlib.LAUNCH`` with the buffer), worker
+threads waiting in machine code the others (``pool``; a Python thread pool where that
+cannot be built).  Kernels are called through ``ctypes.CFUNCTYPE``, which releases the
+GIL.  A launch uses as many threads as the process may use CPUs; ``TTLC_NUM_THREADS``
+overrides it (read at every launch).
 
 Checked mode (``checked=True``) compiles bounds checks (every index within its mode, group
 indices within the group, no access through a null memref), integer division by zero,
@@ -45,7 +48,7 @@ import numpy as np
 from ...diagnostics import CompileError, Diagnostic, KernelError
 from ...ir.core import Function, Program
 from ...ir.types import BoolType, GroupType
-from ...runtime import Module
+from ...runtime import Module, check_grid
 from ...runtime import findings
 from ...runtime.findings import kernel_error, race_words
 from ...target import Target
@@ -373,26 +376,34 @@ _SLOT_FORMAT = {"bool": "?7x", "i8": "b7x", "i16": "h6x", "i32": "i4x", "i64": "
                 "f32": "f4x", "f64": "d"}
 
 
+#: the head of a launch's buffer, before its slots (``rtlib.LAUNCH``): the kernel's address,
+#: the number of work-groups, the scratch memory, the slot count
+_HEAD = struct.Struct(f"<{rtlib.LAUNCH_HEAD}q")
+#: ``rtlib.LAUNCH``'s type: no argument types, so that ``ctypes`` passes a launch's buffer
+#: (a ctypes array) as a pointer without converting it
+_LAUNCH_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32)
+
+
 class _Plan:
     """What a launch of one kernel needs besides its arguments: the type of its buffer
-    (the slots, then the error record of the first chunk), the quick argument checks
-    (``runtime.args.quick``, None when some parameter has none; they refuse read-only
-    arrays for the arguments the kernel writes) and the ``struct`` layout that writes
-    their results into the slots."""
+    (``_HEAD``, the slots, then the error record of the first chunk), the quick argument
+    checks (``runtime.args.quick``, None when some parameter has none; they refuse
+    read-only arrays for the arguments the kernel writes) and the ``struct`` layout that
+    writes the head, the grid and their results into the buffer."""
 
     def __init__(self, func: Function, info: "abi.KernelInfo"):
         from ...runtime.args import quick
 
-        self.buffer = ctypes.c_int64 * (info.num_slots + findings.ERR_SLOTS)
+        self.buffer = ctypes.c_int64 * (rtlib.LAUNCH_HEAD + info.num_slots + findings.ERR_SLOTS)
         self.quick = quick(func.args, info.writes)
         if self.quick is not None:
-            fmt = ["<3q"]
+            fmt = [_HEAD.format, "3q"]
             for a, lay in zip(func.args, info.slots):
                 t = a.value.type
                 fmt.append("q" * lay.count if lay.kind != "scalar" else
                            _SLOT_FORMAT["bool" if isinstance(t, BoolType) else t.name])
             self.struct = struct.Struct("".join(fmt))
-            assert self.struct.size == 8 * info.num_slots, (fmt, info.num_slots)
+            assert self.struct.size == _HEAD.size + 8 * info.num_slots, (fmt, info.num_slots)
 
 
 class CpuModule(Module):
@@ -425,52 +436,80 @@ class CpuModule(Module):
             plan = self._plans[func.name] = _Plan(func, self.infos[func.name])
         return plan
 
-    def launch(self, kernel, args, grid) -> None:
+    def launcher(self, kernel):
+        """A call of `kernel`, made for it once: what does not depend on the arguments is
+        looked up here, and the last grid given is kept with its check (the same tuple
+        object again, as a literal or the default grid, is not checked again).  A launch
+        of one chunk is one call of ``rtlib.LAUNCH``."""
         func = kernel.func
-        info = self.infos[func.name]
+        name = func.name
+        info = self.infos[name]
         plan = self._plan(func)
-        # one buffer per launch: the slots, then the error record of the calling thread's
-        # chunk (launches from several Python threads share nothing)
-        buf = plan.buffer()
-        keep: list = []
-        flat = plan.quick(args, keep) if plan.quick is not None else None
-        if flat is not None:
-            plan.struct.pack_into(buf, 0, *grid, *flat)
-        else:  # everything else, and every error, goes through marshal
-            keep = self._marshal_and_pack(info, func, args, grid, buf)
-        self._run(info, func.name, buf, grid[0] * grid[1] * grid[2])
-        del keep  # the views and arrays the slots point to, alive until here
+        quick, make_buffer, max_grid = plan.quick, plan.buffer, self.max_grid
+        pack = None if quick is None else plan.struct.pack_into
+        address, slots, local_bytes = self._addresses[name], info.num_slots, info.local_bytes
+        error = rtlib.LAUNCH_HEAD + slots  # where the error record starts in the buffer
+        entry = _LAUNCH_TYPE(rtlib.install()[rtlib.LAUNCH])
+        seen = ((), (), 0)  # (the last grid given, check_grid's answer, its work-groups)
+
+        def launch(args, grid) -> None:
+            nonlocal seen
+            given, checked, total = seen
+            if grid is not given:
+                checked = check_grid(grid, max_grid)
+                total = checked[0] * checked[1] * checked[2]
+                seen = (grid, checked, total)
+            chunks = 1 if total == 1 else min(num_threads(), total, pool.MAX_CHUNKS)
+            local = _thread_scratch(local_bytes) if local_bytes and chunks == 1 else 0
+            # one buffer per launch: the head, the slots, then the error record of the
+            # calling thread's chunk (launches from several Python threads share nothing)
+            buf = make_buffer()
+            keep: list = []
+            flat = None if quick is None else quick(args, keep)
+            if flat is not None:
+                pack(buf, 0, address, total, local, slots, *checked, *flat)
+            else:  # everything else, and every error, goes through marshal
+                keep = self._marshal_and_pack(info, func, args, checked, buf)
+                _HEAD.pack_into(buf, 0, address, total, local, slots)
+            if chunks == 1:  # the common small launch: a single call on this thread
+                if entry(buf):
+                    raise self._error(info, buf[error:])
+            else:
+                self._run_chunks(info, name, buf, total, chunks)
+            del keep  # the views and arrays the slots point to, alive until here
+        return launch
+
+    def launch(self, kernel, args, grid) -> None:
+        kernel(*args, grid=grid)  # (through the kernel's launcher)
 
     def _marshal_and_pack(self, info, func: Function, args, grid, buf) -> list:
+        """Check and convert the arguments with ``marshal``, write the slots into the
+        launch's buffer `buf`; what the slots point to (to keep until the kernel ends)."""
         from ...runtime.values import Memory
         from ...runtime.args import marshal
 
         memory = Memory()
         values = marshal(args, func.args, memory, func.name)
         keep: list = [memory]
-        self._pack(info, func, values, memory, grid, keep, buf)
+        slots = (ctypes.c_int64 * info.num_slots).from_buffer(buf, _HEAD.size)
+        self._pack(info, func, values, memory, grid, keep, slots)
         self._check_writable(info, func, values, memory)
         return keep
 
-    def _run(self, info, func_name: str, buf, total: int) -> None:
-        """Run work-groups 0..total-1 in contiguous chunks, the first on this thread and
-        the others on worker threads (a single work-group never leaves this thread)."""
-        fn = self._functions[func_name]
-        address = ctypes.addressof(buf)
+    def _run_chunks(self, info, func_name: str, buf, total: int, chunks: int) -> None:
+        """Run work-groups 0..total-1 in `chunks` contiguous chunks, the first on this
+        thread and the others on worker threads (`buf`: the launch's buffer)."""
+        address = ctypes.addressof(buf) + _HEAD.size
+        error = rtlib.LAUNCH_HEAD + info.num_slots
         first_error = address + 8 * info.num_slots
-        chunks = 1 if total == 1 else min(num_threads(), total, pool.MAX_CHUNKS)
-        if chunks == 1:  # the common small launch, without the rest
-            local = _thread_scratch(info.local_bytes) if info.local_bytes else 0
-            failures = [(0, None)] if fn(address, 0, total, local, first_error) else []
-        else:
-            native = pool.NativePool.create() if chunks > 1 else None
-            failures = (native.run(self._addresses[func_name], address, total, chunks,
-                                   info.local_bytes, first_error) if native is not None else None)
-            if failures is None:  # no native pool, or another launch uses it
-                failures = _run_in_python(fn, address, total, chunks, info.local_bytes,
-                                          first_error, threaded=native is None)
+        native = pool.NativePool.create()
+        failures = (native.run(self._addresses[func_name], address, total, chunks,
+                               info.local_bytes, first_error) if native is not None else None)
+        if failures is None:  # no native pool, or another launch uses it
+            failures = _run_in_python(self._functions[func_name], address, total, chunks,
+                                      info.local_bytes, first_error, threaded=native is None)
         for k, record in failures:  # chunks are in group order: the first error is the lowest
-            raise self._error(info, buf[info.num_slots:] if record is None else record)
+            raise self._error(info, buf[error:] if record is None else record)
 
     def _pack(self, info, func: Function, values, memory, grid, keep: list, slots) -> None:
         """Fill the slot array of the kernel ABI (`keep` holds what it points to)."""

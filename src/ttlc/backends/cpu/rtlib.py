@@ -15,6 +15,10 @@ find to address 0, so such a call would crash the process.  Therefore:
   libc, libmvec): ``UnresolvedSymbols``, which the module turns into a
   ``ttlc.CompileError``.
 
+It also holds ``LAUNCH``, the entry through which a launch of one chunk calls a kernel
+(``module``): its one argument, a launch's buffer, is passed by ``ctypes`` as a pointer
+without argument types, which costs a third of a call with the kernel's five typed ones.
+
 The conversions round to nearest even, keep signed zeros, infinities and NaN payloads
 (NaNs become quiet), and produce subnormals exactly as IEEE 754 asks; the tests compare
 them with NumPy and ml_dtypes bit for bit over every 16-bit input and edge cases of wider
@@ -274,17 +278,40 @@ def _division(name: str, signed: bool, remainder: bool) -> str:
     return f"define i128 @{name}(i128 %a, i128 %b) {{\n{body}\n  ret i128 {out}\n}}\n"
 
 
+#: the launch entry: ``i32 ttlc_launch(i64* block)`` calls the kernel at block[0] with the
+#: slots at block + LAUNCH_HEAD (words), work-groups 0 to block[1], the scratch memory at
+#: block[2] and the error record after the block[3] slots
+LAUNCH = "ttlc_launch"
+LAUNCH_HEAD = 4
+_LAUNCH = f"""\
+define i32 @{LAUNCH}(ptr %block) {{
+  %kernel = load ptr, ptr %block
+  %p1 = getelementptr i64, ptr %block, i64 1
+  %end = load i64, ptr %p1
+  %p2 = getelementptr i64, ptr %block, i64 2
+  %local = load ptr, ptr %p2
+  %p3 = getelementptr i64, ptr %block, i64 3
+  %count = load i64, ptr %p3
+  %slots = getelementptr i64, ptr %block, i64 {LAUNCH_HEAD}
+  %err = getelementptr i64, ptr %slots, i64 %count
+  %rc = call i32 %kernel(ptr %slots, i64 0, i64 %end, ptr %local, ptr %err)
+  ret i32 %rc
+}}
+"""
+
+
 def source() -> str:
     """The runtime library as LLVM IR."""
     parts = [_truncation(n, s, d) if d.width < s.width else _extension(n, s, d)
              for n, (s, d) in CONVERSIONS.items()]
     parts.append(_UDIVMOD)
     parts += [_division(n, *how) for n, how in DIVISIONS.items()]
+    parts.append(_LAUNCH)
     return "\n".join(parts)
 
 
 #: the names the runtime library defines
-ROUTINES = tuple(CONVERSIONS) + tuple(DIVISIONS)
+ROUTINES = tuple(CONVERSIONS) + tuple(DIVISIONS) + (LAUNCH,)
 
 
 # ==== installing it and checking machine code ==============================================
