@@ -448,3 +448,23 @@ def test_grids(monkeypatch):
         x[...] = 1
         k(x, 2.0, grid=three)
         np.testing.assert_array_equal(x, np.full(5, 8.0))
+
+
+def test_grid_checked_at_the_first_call_and_lists_every_time(monkeypatch):
+    """The grid remembered is only ever a tuple given before: an empty grid at a kernel's
+    first call is refused, and a list changed in place between calls runs its new size."""
+    monkeypatch.setenv("TTLC_NUM_THREADS", "1")
+    k = ttlc.compile(SCALE, target="cpu")["scale"]
+    x = np.ones(5)
+    with pytest.raises(ValueError) as want:
+        check_grid(())
+    with pytest.raises(ValueError) as got:
+        k(x, 2.0, grid=())
+    assert str(got.value) == str(want.value)
+    np.testing.assert_array_equal(x, np.ones(5))
+    grid = [2]
+    for count in (2, 3):
+        grid[0] = count
+        x[...] = 1
+        k(x, 2.0, grid=grid)
+        np.testing.assert_array_equal(x, np.full(5, 2.0 ** count))

@@ -450,12 +450,14 @@ class CpuModule(Module):
         address, slots, local_bytes = self._addresses[name], info.num_slots, info.local_bytes
         error = rtlib.LAUNCH_HEAD + slots  # where the error record starts in the buffer
         entry = _LAUNCH_TYPE(rtlib.install()[rtlib.LAUNCH])
-        seen = ((), (), 0)  # (the last grid given, check_grid's answer, its work-groups)
+        # (the last tuple given as the grid, check_grid's answer, its work-groups); only a
+        # tuple is remembered: a list may have changed since
+        seen = (None, None, 0)
 
         def launch(args, grid) -> None:
             nonlocal seen
             given, checked, total = seen
-            if grid is not given:
+            if grid is not given or type(grid) is not tuple:
                 checked = check_grid(grid, max_grid)
                 total = checked[0] * checked[1] * checked[2]
                 seen = (grid, checked, total)
