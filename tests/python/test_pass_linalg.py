@@ -28,7 +28,8 @@ import pytest
 import ttlc
 from ttlc.passes import PassContext, get_pass, run_passes
 from ttlc.passes.linalg import choose_tiles
-from ttlc.passes.linalg.tiles import ACC_SHARE, SPLIT_MAX_K, k_steps, row_pieces
+from ttlc.passes.linalg.tiles import (ACC_SHARE, SPLIT_MAX_K, STREAM_ROW_BYTES, k_steps,
+                                      row_pieces)
 from ttlc.ir.types import SCALAR_TYPES
 from ttlc.target import TARGETS, get_target
 
@@ -822,6 +823,23 @@ def test_choose_tiles_cpu_reads_a_large_a_once():
     avx2 = dataclasses.replace(cpu, register_budget=15 * 32)
     narrow = choose_tiles(avx2, 8, 1, 128, 9, 128, f64, f64, f64)
     assert (narrow.m, narrow.n_pieces) == (8, ((5, 5), (4, 4)))
+
+
+def test_choose_tiles_cpu_streams_four_lines_of_a_large_a():
+    """AVX-512: an A larger than L1 that is read once per column tile several times
+    anyway (N wider than any tile: 100 columns, at most 24 per tile) is loaded at least
+    four cache lines (256 bytes) per K step: f32 100x100x100 in 64-row tiles (64x5), not
+    32x10; f64 keeps its 32-row tiles (256 bytes already), and an A whose columns one tile
+    takes all of (128x9x128) keeps the tiles that read it once."""
+    f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
+    cpu = TARGETS["cpu"]
+    t = choose_tiles(cpu, 16, 1, 100, 100, 100, f32, f32, f32)
+    assert (t.m, t.n) == (64, 5) and t.m * 4 == STREAM_ROW_BYTES
+    assert t.m_pieces == ((64, 64), (32, 32), (4, 16)) and t.n_pieces == ((100, 5),)
+    assert choose_tiles(cpu, 8, 1, 100, 100, 100, f64, f64, f64).m == 32
+    assert choose_tiles(cpu, 16, 1, 128, 9, 128, f32, f32, f32).m == 32
+    # an A within L1 (f32 64x64: 16 KiB) is not concerned
+    assert choose_tiles(cpu, 16, 1, 64, 64, 64, f32, f32, f32).m == 64
 
 
 @pytest.mark.parametrize("size,tile,unit", [(35, 32, 8), (56, 32, 8), (9, 16, 16), (120, 32, 16),

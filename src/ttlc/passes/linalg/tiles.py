@@ -41,7 +41,10 @@ The rule (documented in ``choose_tiles``):
   budget instead of half (only A's columns are operands), two of A's columns fit the
   rest, and K steps are at most SPLIT_MAX_K.  Where A is read from beyond L1 on a CPU of
   32 vector registers (``streams_a``), a register of A costs A_LOAD_COST: the tiles that
-  read A fewer times win (f64 128x9x128: 16x9, A read once, rather than 32x3).
+  read A fewer times win (f64 128x9x128: 16x9, A read once, rather than 32x3); where A is
+  read several times whatever the tiles (even a tile of S rows cannot take all of N),
+  tiles load at least STREAM_ROW_BYTES of A's column per K step (f32 100x100x100: 64x5,
+  not 32x10).
 * Without broadcast operands (``target.broadcast_operands`` false: AVX2, subgroups of one
   ymm register) and with static M and N and one subgroup, ``register_tiles`` counts
   registers instead: each piece of M takes its own column count (``Tiles.row_n_pieces``)
@@ -100,6 +103,13 @@ LOAD_COST = 1.5
 #: while the K x n entries of B a column tile reads stay in L1 (f64 128x9x128: 32x3 tiles,
 #: A read three times, ran at 0.89x of LIBXSMM, 16x9 tiles, A read once, at 1.0x)
 A_LOAD_COST = 2
+#: the least bytes of A's column a tile loads per K step where ``streams_a`` and A is read
+#: several times whatever the tiles (N wider than any tile): four cache lines.  f32
+#: 100x100x100 with each member's operands new to the caches (a batch from L3): 32-row
+#: tiles (128 bytes; 32x10, A read 10 times) ran at 0.78-0.93 of LIBXSMM, 32x5, 32x6 and
+#: 32x12 no better, 64-row tiles (64x5, A read 20 times; 64x6, 64x4) at 0.89-1.01; with
+#: A and B in L2 all ran alike
+STREAM_ROW_BYTES = 256
 #: the L1 data cache assumed: the smallest of the x86 CPUs with AVX-512 (Zen 4, Skylake-SP;
 #: Ice Lake and later have 48 KiB)
 L1_BYTES = 32 << 10
@@ -257,11 +267,20 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         # each piece is code of its own: LLVM's time grows with it
         return total * (1 + PIECE_COST * (len(ms) * len(ns) - 1))
 
+    def fits(m: int) -> bool:
+        """Whether tiles of m rows are allowed: where remainders are split, two of A's
+        columns fit the operands' part (one loaded while the other is used): a 128x3 f32
+        tile filling all 32 zmm ran at 0.7x of 32x9."""
+        return m == S or (m <= acc_elems and (not split or 2 * m * a.size <= operands))
+
     best = None
     m = S
-    # where remainders are split, two of A's columns fit the operands' part (one loaded
-    # while the other is used): a 128x3 f32 tile filling all 32 zmm ran at 0.7x of 32x9
-    while m <= m_cap and (m == S or (m <= acc_elems and (not split or 2 * m * a.size <= operands))):
+    # A beyond L1 and read once per column tile several times anyway (even S rows cannot
+    # take all of N): tiles of at least STREAM_ROW_BYTES of A's column per K step
+    if a_load != 1 and Nm * S > acc_elems:
+        while m * a.size < STREAM_ROW_BYTES and m * 2 <= m_cap and fits(m * 2):
+            m *= 2
+    while m <= m_cap and fits(m):
         n_max = max(1, acc_elems // m)
         if N is not None:
             n_max = min(n_max, N)
