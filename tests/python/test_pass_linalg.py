@@ -28,8 +28,8 @@ import pytest
 import ttlc
 from ttlc.passes import PassContext, get_pass, run_passes
 from ttlc.passes.linalg import choose_tiles
-from ttlc.passes.linalg.tiles import (ACC_SHARE, SPLIT_MAX_K, STREAM_ROW_BYTES, k_steps,
-                                      row_pieces)
+from ttlc.passes.linalg.tiles import (ACC_SHARE, SPLIT_MAX_K, STREAM_A_BYTES, STREAM_ROW_BYTES,
+                                      k_steps, row_pieces)
 from ttlc.ir.types import SCALAR_TYPES
 from ttlc.target import TARGETS, get_target
 
@@ -725,16 +725,18 @@ def test_choose_tiles_cpu_microkernel():
 
 
 def test_choose_tiles_cpu_remainders_get_smaller_tiles():
-    """f64, subgroup 8, AVX-512: a DG code's 35x9x35 is two 16x9 tiles (18 zmm) and the
-    last 3 rows as an 8-row tile (not a 64-row tile), K in steps of 2 then 1; 56x9x56 is
-    rows 48 + 8 (nothing checked) and K in steps of 2 (no rest); GPU targets keep one
+    """f64, subgroup 8, AVX-512: a DG code's 35x9x35 is 32 rows in 32x6 and 32x3 tiles and
+    the last 3 rows as an 8x9 tile (not a 64-row tile), K in steps of 2 then 1; 56x9x56 is
+    rows 32 + 16 + 8 (nothing checked) and K in steps of 2 (no rest); GPU targets keep one
     piece."""
     f64 = SCALAR_TYPES["f64"]
     t = choose_tiles(TARGETS["cpu"], 8, 1, 35, 9, 35, f64, f64, f64)
-    assert (t.m_pieces, t.n_pieces, t.k, t.k_rest) == (((32, 16), (3, 8)), ((9, 9),), 2, (1,))
+    assert (t.m_pieces, t.k, t.k_rest) == (((32, 32), (3, 8)), 2, (1,))
+    assert t.row_n_pieces == (((6, 6), (3, 3)), ((9, 9),))
     t = choose_tiles(TARGETS["cpu"], 8, 1, 56, 9, 56, f64, f64, f64)
-    assert (t.m_pieces, t.k, t.k_rest) == (((48, 16), (8, 8)), 2, ())
-    assert sum(e for e, _ in t.m_pieces) == 56 and sum(e for e, _ in t.n_pieces) == 9
+    assert (t.m_pieces, t.k, t.k_rest) == (((32, 32), (16, 16), (8, 8)), 2, ())
+    assert sum(e for e, _ in t.m_pieces) == 56
+    assert all(sum(e for e, _ in columns) == 9 for columns in t.row_n_pieces)
     gpu = choose_tiles(TARGETS["pvc"], 16, 1, 35, 9, 35, f64, f64, f64)
     assert (gpu.m_pieces, gpu.n_pieces, gpu.k_rest) == ((), (), ())
 
@@ -834,12 +836,41 @@ def test_choose_tiles_cpu_streams_four_lines_of_a_large_a():
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
     t = choose_tiles(cpu, 16, 1, 100, 100, 100, f32, f32, f32)
+    assert t.row_n_pieces == ()
     assert (t.m, t.n) == (64, 5) and t.m * 4 == STREAM_ROW_BYTES
     assert t.m_pieces == ((64, 64), (32, 32), (4, 16)) and t.n_pieces == ((100, 5),)
     assert choose_tiles(cpu, 8, 1, 100, 100, 100, f64, f64, f64).m == 32
     assert choose_tiles(cpu, 16, 1, 128, 9, 128, f32, f32, f32).m == 32
     # an A within L1 (f32 64x64: 16 KiB) is not concerned
     assert choose_tiles(cpu, 16, 1, 64, 64, 64, f32, f32, f32).m == 64
+
+
+def test_choose_tiles_cpu_tall_tiles_take_a_narrow_n_in_the_fewest_column_tiles():
+    """AVX-512: where M has the rows for tiles of four cache lines of A's column
+    (STREAM_ROW_BYTES: 32 f64, 64 f32) and N is narrower than a tile of S rows can take,
+    those rows take N in the fewest column tiles (f64 9 columns: 32x6 and 32x3, the
+    accumulator's 24 zmm at most) and the rows left the tiles of the rest (16x9, 8x9);
+    not where A is beyond L1 and a 16x9 tile reads it once (f64 84x9x84), nor where M
+    has fewer rows (f64 17x13x11: 8x13) or A fewer bytes (STREAM_A_BYTES), nor on a GPU."""
+    f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
+    cpu = TARGETS["cpu"]
+    t = choose_tiles(cpu, 8, 1, 56, 9, 56, f64, f64, f64)
+    assert t.m_pieces == ((32, 32), (16, 16), (8, 8)) and t.m * 8 == STREAM_ROW_BYTES
+    assert t.row_n_pieces == (((6, 6), (3, 3)), ((9, 9),), ((9, 9),))
+    for (_, tile), columns in zip(t.m_pieces, t.row_n_pieces):
+        assert all(tile * n * 8 <= cpu.register_budget * ACC_SHARE for _, n in columns)
+    t = choose_tiles(cpu, 16, 1, 84, 9, 84, f32, f32, f32)
+    assert t.m_pieces == ((64, 64), (16, 16), (4, 16))
+    assert t.row_n_pieces == (((6, 6), (3, 3)), ((9, 9),), ((9, 9),))
+    t = choose_tiles(cpu, 8, 1, 84, 9, 84, f64, f64, f64)
+    assert (t.m, t.n, t.row_n_pieces) == (16, 9, ())
+    t = choose_tiles(cpu, 8, 1, 17, 13, 11, f64, f64, f64)
+    assert (t.m, t.n, t.row_n_pieces) == (8, 13, ())
+    # an A below STREAM_A_BYTES (56x9 f64: a chain's second product) keeps its tiles
+    assert 56 * 9 * 8 < STREAM_A_BYTES
+    assert choose_tiles(cpu, 8, 1, 56, 9, 9, f64, f64, f64).row_n_pieces == ()
+    assert choose_tiles(cpu, 8, 1, 64, 64, 64, f64, f64, f64).m == 32
+    assert choose_tiles(TARGETS["pvc"], 16, 1, 56, 9, 56, f64, f64, f64).row_n_pieces == ()
 
 
 @pytest.mark.parametrize("size,tile,unit", [(35, 32, 8), (56, 32, 8), (9, 16, 16), (120, 32, 16),

@@ -41,10 +41,13 @@ The rule (documented in ``choose_tiles``):
   budget instead of half (only A's columns are operands), two of A's columns fit the
   rest, and K steps are at most SPLIT_MAX_K.  Where A is read from beyond L1 on a CPU of
   32 vector registers (``streams_a``), a register of A costs A_LOAD_COST: the tiles that
-  read A fewer times win (f64 128x9x128: 16x9, A read once, rather than 32x3); where A is
-  read several times whatever the tiles (even a tile of S rows cannot take all of N),
-  tiles load at least STREAM_ROW_BYTES of A's column per K step (f32 100x100x100: 64x5,
-  not 32x10).
+  read A fewer times win (f64 128x9x128: 16x9, A read once, rather than 32x3).
+* Tall tiles: where M has the rows, static M x K of A holds STREAM_A_BYTES or more, and
+  A is not one a tile of S rows reads once from beyond L1 (above), the tiles load
+  STREAM_ROW_BYTES of A's column per K step (four cache lines: 32 rows of f64, 64 of
+  f32).  Where N is wider than any tile, all tiles are that tall (f32 100x100x100: 64x5,
+  not 32x10); else those rows take N in the fewest column tiles and the rows left the
+  tiles the cost picks (``tall_rows``: f64 56x9x56 as 32x6 and 32x3, then 16x9 and 8x9).
 * Without broadcast operands (``target.broadcast_operands`` false: AVX2, subgroups of one
   ymm register) and with static M and N and one subgroup, ``register_tiles`` counts
   registers instead: each piece of M takes its own column count (``Tiles.row_n_pieces``)
@@ -103,16 +106,22 @@ LOAD_COST = 1.5
 #: while the K x n entries of B a column tile reads stay in L1 (f64 128x9x128: 32x3 tiles,
 #: A read three times, ran at 0.89x of LIBXSMM, 16x9 tiles, A read once, at 1.0x)
 A_LOAD_COST = 2
-#: the least bytes of A's column a tile loads per K step where ``streams_a`` and A is read
-#: several times whatever the tiles (N wider than any tile): four cache lines.  f32
-#: 100x100x100 with each member's operands new to the caches (a batch from L3): 32-row
-#: tiles (128 bytes; 32x10, A read 10 times) ran at 0.78-0.93 of LIBXSMM, 32x5, 32x6 and
-#: 32x12 no better, 64-row tiles (64x5, A read 20 times; 64x6, 64x4) at 0.89-1.01; with
-#: A and B in L2 all ran alike
-STREAM_ROW_BYTES = 256
 #: the L1 data cache assumed: the smallest of the x86 CPUs with AVX-512 (Zen 4, Skylake-SP;
 #: Ice Lake and later have 48 KiB)
 L1_BYTES = 32 << 10
+#: the bytes of A's column a tile loads per K step where M has the rows (four cache lines:
+#: 32 rows of f64, 64 of f32).  With each batch member's A new to the caches (a batch
+#: from L3) taller tiles ran faster though they read A more often; with A in L1 or L2 all
+#: ran alike.  f32 100x100x100: 32-row tiles (32x10, A read 10 times; 32x5, 32x6, 32x12)
+#: at 0.78-0.93 of LIBXSMM, 64-row ones (64x5, A read 20 times; 64x4, 64x6) at 0.89-1.01;
+#: f64 56x9x56: 16x9 and 8x9 at 0.92-0.99, 32x6 + 32x3 then 16x9 and 8x9 at 0.98-1.05
+#: (32x5 + 32x4: 0.97-1.02; 32x3, A read three times: 0.95-0.96)
+STREAM_ROW_BYTES = 256
+#: the least A (bytes) for STREAM_ROW_BYTES: tall tiles gained from 9.8 KiB (f64
+#: 35x9x35: 2-3%) up; an A of a few KiB (M x 9 with K = 9: the chains' second product, the
+#: blocks of a tall-and-skinny product; a ger's column) is a few dozen cache lines, and
+#: the pieces of tall tiles cost compile time (f64 56x9x9: 40% more LLVM IR)
+STREAM_A_BYTES = L1_BYTES // 4
 
 
 def streams_a(target: Target, M: Optional[int], K: Optional[int], a: ScalarType) -> bool:
@@ -273,13 +282,21 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         tile filling all 32 zmm ran at 0.7x of 32x9."""
         return m == S or (m <= acc_elems and (not split or 2 * m * a.size <= operands))
 
+    # tiles of at least STREAM_ROW_BYTES of A's column per K step where M has the rows for
+    # them (static M, remainders split) and A has STREAM_A_BYTES, unless A is beyond L1
+    # and a tile of S rows takes all of N (it reads A once: ``streams_a``)
+    tall = 0
+    if (split and M is not None and M * (K or ASSUMED_SIZE) * a.size >= STREAM_A_BYTES
+            and not (a_load != 1 and Nm * S <= acc_elems)):
+        tall = S
+        while tall * a.size < STREAM_ROW_BYTES and tall * 2 <= m_cap and fits(tall * 2):
+            tall *= 2
+        if tall * a.size < STREAM_ROW_BYTES:
+            tall = 0
     best = None
-    m = S
-    # A beyond L1 and read once per column tile several times anyway (even S rows cannot
-    # take all of N): tiles of at least STREAM_ROW_BYTES of A's column per K step
-    if a_load != 1 and Nm * S > acc_elems:
-        while m * a.size < STREAM_ROW_BYTES and m * 2 <= m_cap and fits(m * 2):
-            m *= 2
+    # where N is wider than any tile (A is read once per column tile several times
+    # anyway), every tile is that tall; else below
+    m = tall if tall and Nm * S > acc_elems else S
     while m <= m_cap and fits(m):
         n_max = max(1, acc_elems // m)
         if N is not None:
@@ -290,6 +307,9 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
                 best = (key, m, n)
         m *= 2
     _, m, n = best
+    if tall > m and N is not None and G == 1:
+        return tall_rows(tall, min(N, acc_elems // tall), Tiles(m, n, 1), M, N, K, S,
+                         _k_step(SPLIT_MAX_K, tall * a.size, operands))
 
     # where subgroups are SIMD lanes (the CPU), mul_add takes B's entries from memory one
     # broadcast at a time (FMA memory operands) when they are real and need no
@@ -306,6 +326,25 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         k, k_rest = k_steps(K, k)
     return Tiles(m, n, k, row_pieces(M, m, S) if M is not None else (),
                  column_pieces(N, n) if N is not None else (), k_rest)
+
+
+def tall_rows(tall: int, n: int, short: Tiles, M: int, N: int, K: Optional[int], S: int,
+              k: int) -> Tiles:
+    """Tiles of `tall` rows over the first ``M - M % tall`` rows, N in the fewest column
+    tiles (`n` columns, the widest that fit: A is read from L1 once per column tile), the
+    rows left in the `short` tiles (m x n) as ``choose_tiles`` picks them: f64 56x9x56 on
+    AVX-512 as 32x6 and 32x3, then 16x9 and 8x9 (LIBXSMM: 32x5 and 32x4 tiles, then 24-row
+    ones).  With each member's A new to the caches (a batch from L3), 16x9 and 8x9 tiles
+    ran at 0.92-0.99 of LIBXSMM, these at 0.98-1.05 (32x5 and 32x4: 0.97-1.02; 32x3, A
+    read three times, 0.95-0.96); with A in L1 or L2 all ran alike."""
+    rest = M % tall
+    rows = ((M - rest, tall),) + (row_pieces(rest, short.m, S) if rest else ())
+    columns = ((column_pieces(N, n),)
+               + (column_pieces(N, short.n),) * (len(rows) - 1))
+    k_rest: Tuple[int, ...] = ()
+    if K is not None:
+        k, k_rest = k_steps(K, k)
+    return Tiles(tall, n, k, rows, columns[0], k_rest, columns)
 
 
 def _k_step(most: int, operand_bytes: int, operands: int) -> int:
