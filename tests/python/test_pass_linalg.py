@@ -726,15 +726,17 @@ def test_choose_tiles_cpu_microkernel():
 
 def test_choose_tiles_cpu_remainders_get_smaller_tiles():
     """f64, subgroup 8, AVX-512: a DG code's 35x9x35 is 32 rows in 32x6 and 32x3 tiles and
-    the last 3 rows as an 8x9 tile (not a 64-row tile), K in steps of 2 then 1; 56x9x56 is
-    rows 32 + 16 + 8 (nothing checked) and K in steps of 2 (no rest); GPU targets keep one
-    piece."""
+    the last 3 rows as an 8x9 tile (not a 64-row tile), K in steps of 1 (tall tiles);
+    56x9x56 is rows 32 + 16 + 8 (nothing checked); 20x9x20 16 + 4 rows (16x9, 8x9), K in
+    steps of 2 then 1; GPU targets keep one piece."""
     f64 = SCALAR_TYPES["f64"]
     t = choose_tiles(TARGETS["cpu"], 8, 1, 35, 9, 35, f64, f64, f64)
-    assert (t.m_pieces, t.k, t.k_rest) == (((32, 32), (3, 8)), 2, (1,))
+    assert (t.m_pieces, t.k, t.k_rest) == (((32, 32), (3, 8)), 1, ())
     assert t.row_n_pieces == (((6, 6), (3, 3)), ((9, 9),))
+    t = choose_tiles(TARGETS["cpu"], 8, 1, 20, 9, 19, f64, f64, f64)
+    assert (t.m_pieces, t.n_pieces, t.k, t.k_rest) == (((16, 16), (4, 8)), ((9, 9),), 2, (1,))
     t = choose_tiles(TARGETS["cpu"], 8, 1, 56, 9, 56, f64, f64, f64)
-    assert (t.m_pieces, t.k, t.k_rest) == (((32, 32), (16, 16), (8, 8)), 2, ())
+    assert (t.m_pieces, t.k, t.k_rest) == (((32, 32), (16, 16), (8, 8)), 1, ())
     assert sum(e for e, _ in t.m_pieces) == 56
     assert all(sum(e for e, _ in columns) == 9 for columns in t.row_n_pieces)
     gpu = choose_tiles(TARGETS["pvc"], 16, 1, 35, 9, 35, f64, f64, f64)

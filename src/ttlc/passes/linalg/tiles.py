@@ -308,8 +308,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         m *= 2
     _, m, n = best
     if tall > m and N is not None and G == 1:
-        return tall_rows(tall, min(N, acc_elems // tall), Tiles(m, n, 1), M, N, K, S,
-                         _k_step(SPLIT_MAX_K, tall * a.size, operands))
+        return tall_rows(tall, min(N, acc_elems // tall), Tiles(m, n, 1), M, N, S)
 
     # where subgroups are SIMD lanes (the CPU), mul_add takes B's entries from memory one
     # broadcast at a time (FMA memory operands) when they are real and need no
@@ -328,23 +327,23 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
                  column_pieces(N, n) if N is not None else (), k_rest)
 
 
-def tall_rows(tall: int, n: int, short: Tiles, M: int, N: int, K: Optional[int], S: int,
-              k: int) -> Tiles:
+def tall_rows(tall: int, n: int, short: Tiles, M: int, N: int, S: int) -> Tiles:
     """Tiles of `tall` rows over the first ``M - M % tall`` rows, N in the fewest column
     tiles (`n` columns, the widest that fit: A is read from L1 once per column tile), the
     rows left in the `short` tiles (m x n) as ``choose_tiles`` picks them: f64 56x9x56 on
     AVX-512 as 32x6 and 32x3, then 16x9 and 8x9 (LIBXSMM: 32x5 and 32x4 tiles, then 24-row
     ones).  With each member's A new to the caches (a batch from L3), 16x9 and 8x9 tiles
     ran at 0.92-0.99 of LIBXSMM, these at 0.98-1.05 (32x5 and 32x4: 0.97-1.02; 32x3, A
-    read three times, 0.95-0.96); with A in L1 or L2 all ran alike."""
+    read three times, 0.95-0.96); with A in L1 or L2 all ran alike.  K steps of one (24
+    FMAs a step of a tall tile beside the loop's few integer instructions): within 1% of
+    steps of two, and a fifth less LLVM IR for the pieces (f32 84x9x84 in a chain: 1562
+    lines against 1742, 1643 before tall tiles), which keeps such a chain's cold compile
+    within 150 ms."""
     rest = M % tall
     rows = ((M - rest, tall),) + (row_pieces(rest, short.m, S) if rest else ())
     columns = ((column_pieces(N, n),)
                + (column_pieces(N, short.n),) * (len(rows) - 1))
-    k_rest: Tuple[int, ...] = ()
-    if K is not None:
-        k, k_rest = k_steps(K, k)
-    return Tiles(tall, n, k, rows, columns[0], k_rest, columns)
+    return Tiles(tall, n, 1, rows, columns[0], (), columns)
 
 
 def _k_step(most: int, operand_bytes: int, operands: int) -> int:
