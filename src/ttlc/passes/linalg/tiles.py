@@ -112,10 +112,10 @@ L1_BYTES = 32 << 10
 #: the bytes of A's column a tile loads per K step where M has the rows (four cache lines:
 #: 32 rows of f64, 64 of f32).  With each batch member's A new to the caches (a batch
 #: from L3) taller tiles ran faster though they read A more often; with A in L1 or L2 all
-#: ran alike.  f32 100x100x100: 32-row tiles (32x10, A read 10 times; 32x5, 32x6, 32x12)
-#: at 0.78-0.93 of LIBXSMM, 64-row ones (64x5, A read 20 times; 64x4, 64x6) at 0.89-1.01;
-#: f64 56x9x56: 16x9 and 8x9 at 0.92-0.99, 32x6 + 32x3 then 16x9 and 8x9 at 0.98-1.05
-#: (32x5 + 32x4: 0.97-1.02; 32x3, A read three times: 0.95-0.96)
+#: ran alike.  f32 100x100x100: 32x10 tiles (A read 10 times) at 0.76-0.96 of LIBXSMM,
+#: 32x5, 32x6 and 32x12 no better, 64-row ones (64x5, A read 20 times; 64x4, 64x6) at
+#: 0.87-1.08; f64 56x9x56: 16x9 and 8x9 at 0.92-0.99, 32x6 + 32x3 then 16x9 and 8x9 at
+#: 0.98-1.05 (32x5 + 32x4: 0.97-1.02; 32x3, A read three times: 0.95-0.96)
 STREAM_ROW_BYTES = 256
 #: the least A (bytes) for STREAM_ROW_BYTES: tall tiles gained from 9.8 KiB (f64
 #: 35x9x35: 2-3%) up; an A of a few KiB (M x 9 with K = 9: the chains' second product, the
