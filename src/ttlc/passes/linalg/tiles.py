@@ -152,8 +152,8 @@ class Tiles:
     m_pieces: Pieces = ()
     n_pieces: Pieces = ()
     k_rest: Tuple[int, ...] = ()
-    #: where the pieces of M take column counts of their own (``register_tiles``): N's
-    #: pieces for each of ``m_pieces``; empty: ``n_pieces`` for all
+    #: where the pieces of M take column counts of their own (``register_tiles``,
+    #: ``tall_rows``): N's pieces for each of ``m_pieces``; empty: ``n_pieces`` for all
     row_n_pieces: Tuple[Pieces, ...] = ()
 
 
