@@ -727,7 +727,7 @@ def test_choose_tiles_cpu_microkernel():
 def test_choose_tiles_cpu_remainders_get_smaller_tiles():
     """f64, subgroup 8, AVX-512: a DG code's 35x9x35 is 32 rows in 32x6 and 32x3 tiles and
     the last 3 rows as an 8x9 tile (not a 64-row tile), K in steps of 1 (tall tiles);
-    56x9x56 is rows 32 + 16 + 8 (nothing checked); 20x9x20 16 + 4 rows (16x9, 8x9), K in
+    56x9x56 is rows 32 + 16 + 8 (nothing checked); 20x9x19 16 + 4 rows (16x9, 8x9), K in
     steps of 2 then 1; GPU targets keep one piece."""
     f64 = SCALAR_TYPES["f64"]
     t = choose_tiles(TARGETS["cpu"], 8, 1, 35, 9, 35, f64, f64, f64)
@@ -843,7 +843,7 @@ def test_choose_tiles_cpu_streams_four_lines_of_a_large_a():
     assert t.m_pieces == ((64, 64), (32, 32), (4, 16)) and t.n_pieces == ((100, 5),)
     assert choose_tiles(cpu, 8, 1, 100, 100, 100, f64, f64, f64).m == 32
     assert choose_tiles(cpu, 16, 1, 128, 9, 128, f32, f32, f32).m == 32
-    # an A within L1 (f32 64x64: 16 KiB) is not concerned
+    # f32 64x64x64 has its 64-row tiles (64x4) already
     assert choose_tiles(cpu, 16, 1, 64, 64, 64, f32, f32, f32).m == 64
 
 
