@@ -337,8 +337,7 @@ def tall_rows(tall: int, n: int, short: Tiles, M: int, N: int, S: int) -> Tiles:
     read three times, 0.95-0.96); with A in L1 or L2 all ran alike.  K steps of one (24
     FMAs a step of a tall tile beside the loop's few integer instructions): within 1% of
     steps of two, and a fifth less LLVM IR for the pieces (f32 84x9x84 in a chain: 1562
-    lines against 1742, 1643 before tall tiles), which keeps such a chain's cold compile
-    within 150 ms."""
+    lines against 1742, 1643 before tall tiles; its cold compile as before them)."""
     rest = M % tall
     rows = ((M - rest, tall),) + (row_pieces(rest, short.m, S) if rest else ())
     columns = ((column_pieces(N, n),)
