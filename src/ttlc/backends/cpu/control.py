@@ -107,6 +107,7 @@ def emit_for(cg: FunctionCodegen, inst: Instruction):
     carried = []
     for k, (t, v, x) in enumerate(zip(types, res_var, inits)):
         if k in held:
+            held[k].header(cg, pre)
             carried.append(held[k])
             continue
         p = cg.phi(t, v)
@@ -150,10 +151,13 @@ def emit_for(cg: FunctionCodegen, inst: Instruction):
     if affine:
         prev.add_incoming(active, end)
     for k, (p, v) in enumerate(zip(carried, new)):
-        if k not in held:
+        if k in held:
+            held[k].latch(cg, end)
+        else:
             cg.add_incoming(p, v, end)
     latch = b.branch(header)
-    if not held and coop.rolled(types):
+    if coop.rolled([t for k, t in enumerate(types) if k not in held]) or \
+            any(c.rolled for c in held.values()):
         not_unrolled(latch)
     b.position_at_end(done)
     return [held[k].leave(cg) if k in held else p for k, p in enumerate(carried)]

@@ -647,11 +647,37 @@ def _rows(cg: FunctionCodegen, v, c: int, M: int, r0: int, lanes: int):
 def microkernel(cg: FunctionCodegen, kernel: Microkernel, A: CoopVal, B: CoopVal, g: int,
                 c, cd: ScalarType):
     """A B + c for subgroup g with ``kernel`` (c, the result: column-major in cd)."""
+    M, N = A.type.rows, B.type.cols
+    acc = accumulator_pieces(cg, kernel, c, M, N)
+    update_pieces(cg, kernel, A, B, g, acc, cd)
+    return joined_pieces(cg, kernel, acc, M, N)
+
+
+def accumulator_pieces(cg: FunctionCodegen, kernel: Microkernel, c, M: int, N: int) -> dict:
+    """The column-major M x N matrix c as the kernel's accumulators: {(piece, column):
+    vector of the piece's rows}."""
+    return {(p, j): _rows(cg, c, j, M, r0, lanes)
+            for j in range(N) for p, (r0, lanes) in enumerate(kernel.pieces(M))}
+
+
+def joined_pieces(cg: FunctionCodegen, kernel: Microkernel, acc: dict, M: int, N: int):
+    """The accumulators ``acc`` back as one column-major M x N matrix."""
+    pieces = kernel.pieces(M)
+    columns = []
+    for j in range(N):
+        col = concat(cg, [acc[p, j] for p in range(len(pieces))])
+        if sum(lanes for _, lanes in pieces) != M:  # the padding of the last piece
+            col = shuffle(cg, col, col, range(M))
+        columns.append(col)
+    return concat(cg, columns)
+
+
+def update_pieces(cg: FunctionCodegen, kernel: Microkernel, A: CoopVal, B: CoopVal, g: int,
+                  acc: dict, cd: ScalarType) -> None:
+    """acc += A B for subgroup g, in place (``accumulator_pieces``)."""
     M, K, N = A.type.rows, A.type.cols, B.type.cols
     a = kernel.prepare(cg, A.mats[g], A.type.component, cd)
     pieces = kernel.pieces(M)
-    acc = {(p, j): _rows(cg, c, j, M, r0, lanes)
-           for j in range(N) for p, (r0, lanes) in enumerate(pieces)}
     for n, (ps, cols) in enumerate(kernel.blocks(len(pieces), N)):
         if n:  # LLVM's scheduler would interleave the blocks again (and spill)
             scheduling_barrier(cg)
@@ -669,13 +695,6 @@ def microkernel(cg: FunctionCodegen, kernel: Microkernel, A: CoopVal, B: CoopVal
                 b_op = kernel.b_operand(cg, B.mats[g], B.type.component, K, k, j, cd)
                 for p in ps:
                     acc[p, j] = kernel.step(cg, cd, acc[p, j], a_ops[p], b_op, pieces[p][1])
-    columns = []
-    for j in range(N):
-        col = concat(cg, [acc[p, j] for p in range(len(pieces))])
-        if sum(lanes for _, lanes in pieces) != M:  # the padding of the last piece
-            col = shuffle(cg, col, col, range(M))
-        columns.append(col)
-    return concat(cg, columns)
 
 
 class StreamedA(Microkernel):
