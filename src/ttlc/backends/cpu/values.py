@@ -179,9 +179,10 @@ class FoldingBuilder(ir.IRBuilder):
             return VectorConstant(vector1.type.element, [pool[k] for k in picks])
         if picks is None:
             return super().shuffle_vector(vector1, vector2, mask, name)
-        traced = self._traced
+        n, traced = vector1.type.count, self._traced
+        if len(picks) == n and picks[0] in (0, n) and picks == tuple(range(picks[0], picks[0] + n)):
+            return vector1 if picks[0] == 0 else vector2  # the whole of one operand
         if id(vector1) in traced or id(vector2) in traced:  # else: lanes are the operands'
-            n = vector1.type.count
             first, second = self._origins(vector1), self._origins(vector2)
             lanes = [first[k] if k < n else second[k - n] for k in picks]
             sources = list({id(src): src for src, _ in lanes if src is not ZERO}.values())
