@@ -145,9 +145,10 @@ class HeldPieces(LoopCarrier):
 
 def claim_loop(cg: FunctionCodegen, loop: Instruction) -> Dict[int, HeldPieces]:
     """The carried values of a (uniform) ``for`` held as their pieces (``HeldPieces``), by
-    their index: each a real coopmatrix used in the body only as C of an FMA mul_add at
-    the body's top level whose result, of C's type and accumulated in it, is only yielded
-    back in its place."""
+    their index: each a real coopmatrix used in the body only as C of an FMA mul_add of
+    operands of its own type (f32, f64: not the 16-bit products accumulated in f32) at the
+    body's top level whose result, of C's type and accumulated in it, is only yielded back
+    in its place."""
     body = loop.regions[0]
     last = body.instructions[-1] if body.instructions else None
     if last is None or last.opcode != "yield":
@@ -169,6 +170,7 @@ def claim_loop(cg: FunctionCodegen, loop: Instruction) -> Dict[int, HeldPieces]:
                 or yielded[k] is not ma.results[0] or uses.get(ma.results[0]) != [last]
                 or list(yielded).count(ma.results[0]) != 1
                 or t.component.is_complex or accumulate_type(t.component) != t.component
+                or not a.component == b.component == t.component
                 or mul_add_path(a.component.name, b.component.name, t.component.name) != "FMA"):
             continue
         claimed[k] = HeldPieces(t)
