@@ -25,13 +25,7 @@ from ttlc.backends.cpu.module import Artifacts  # noqa: E402
 KERNEL = """func @mm(%A: memref<{t}x{M}x{K}>, %B: memref<{t}x{K}x{N}>, %C: memref<{t}x{M}x{N}>,
                 %S: memref<{t}x{tm}x{tn}>) attributes{{subgroup_size={sg}, work_group_size=[{sg},1]}} {{
     parallel {{
-        %c0 = constant 0 : index
-        %sm = constant {M} : index
-        %sn = constant {N} : index
-        %sk = constant {K} : index
-        %tm = constant {tm} : index
-        %tn = constant {tn} : index
-        %tk = constant {tk} : index
+        {constants}
         for %i = %c0, %sm, %tm {{
             for %j = %c0, %sn, %tn {{
                 %init = cooperative_matrix_load %C[%i,%j] : coopmatrix<{t}x{tm}x{tn},matrix_acc>
@@ -55,7 +49,10 @@ DTYPES = {"f32": np.float32, "f64": np.float64}
 
 
 def _kernel(t, M, K, N, tm, tk, tn, body=""):
-    return KERNEL.format(t=t, M=M, K=K, N=N, tm=tm, tk=tk, tn=tn, sg=8, body=body)
+    sizes = dict(c0=0, sm=M, sn=N, sk=K, tm=tm, tn=tn, tk=tk)
+    constants = "\n        ".join(f"%{k} = constant {v} : index" for k, v in sizes.items())
+    return KERNEL.format(t=t, M=M, K=K, N=N, tm=tm, tk=tk, tn=tn, sg=8, body=body,
+                         constants=constants)
 
 
 def _run(text, t, M, K, N, tm, tn):
