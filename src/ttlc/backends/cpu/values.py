@@ -8,6 +8,7 @@ on these; this one imports none of them.
 """
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from dataclasses import dataclass
@@ -180,9 +181,11 @@ class FoldingBuilder(ir.IRBuilder):
         if picks is None:
             return super().shuffle_vector(vector1, vector2, mask, name)
         n, traced = vector1.type.count, self._traced
-        if len(picks) == n and picks[0] in (0, n) and picks == tuple(range(picks[0], picks[0] + n)):
+        if len(picks) == n and picks[0] in (0, n) and picks == _lanes(picks[0], picks[0] + n):
             return vector1 if picks[0] == 0 else vector2  # the whole of one operand
-        if id(vector1) in traced or id(vector2) in traced:  # else: lanes are the operands'
+        joined = len(picks) == 2 * n and vector1 is not vector2 and picks == _lanes(0, 2 * n)
+        if not joined and (id(vector1) in traced or id(vector2) in traced):
+            # (two vectors joined whole are taken apart later, not simplified here)
             first, second = self._origins(vector1), self._origins(vector2)
             lanes = [first[k] if k < n else second[k - n] for k in picks]
             sources = list({id(src): src for src, _ in lanes if src is not ZERO}.values())
@@ -233,6 +236,11 @@ class FoldingBuilder(ir.IRBuilder):
         except AttributeError:
             self.__traced = {}
             return self.__traced
+
+
+@functools.lru_cache(maxsize=None)
+def _lanes(start: int, end: int) -> Tuple[int, ...]:
+    return tuple(range(start, end))
 
 
 #: the source of the lanes of zero vectors in ``FoldingBuilder._origins``
