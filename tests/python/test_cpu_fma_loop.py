@@ -24,6 +24,7 @@ from ttlc.backends.cpu.module import Artifacts  # noqa: E402
 
 KERNEL = """func @mm(%A: memref<{t}x{M}x{K}>, %B: memref<{t}x{K}x{N}>, %C: memref<{t}x{M}x{N}>,
                 %S: memref<{t}x{tm}x{tn}>) attributes{{subgroup_size={sg}, work_group_size=[{sg},1]}} {{
+    %gid = group_id.x : index
     parallel {{
         {constants}
         for %i = %c0, %sm, %tm {{
@@ -36,7 +37,7 @@ KERNEL = """func @mm(%A: memref<{t}x{M}x{K}>, %B: memref<{t}x{K}x{N}>, %C: memre
                     {body}
                     yield (%y)
                 }}
-                cooperative_matrix_store %acc, %C[%i,%j]
+                {after}
             }}
         }}
     }}
@@ -48,22 +49,44 @@ ALSO_STORED = "cooperative_matrix_store %x, %S[%c0,%c0]"
 DTYPES = {"f32": np.float32, "f64": np.float64}
 
 
-def _kernel(t, M, K, N, tm, tk, tn, body=""):
+#: the loop's result stored as it is (from its pieces)
+STORED = "cooperative_matrix_store %acc, %C[%i,%j]"
+#: the loop's result needed whole inside a branch (doubled, stored to C) and after it
+#: (halved, stored to S, which keeps the last tile's); the condition is known only when run
+WHOLE_IN_A_BRANCH = """%p = greater_than %sk, %gid : bool
+                if %p {{
+                    %two = constant 2.0 : {t}
+                    %d = cooperative_matrix_scale %two, %acc : coopmatrix<{t}x{tm}x{tn},matrix_acc>
+                    cooperative_matrix_store %d, %C[%i,%j]
+                }}
+                %half = constant 0.5 : {t}
+                %e = cooperative_matrix_scale %half, %acc : coopmatrix<{t}x{tm}x{tn},matrix_acc>
+                cooperative_matrix_store %e, %S[%c0,%c0]"""
+
+
+def _kernel(t, M, K, N, tm, tk, tn, body="", after=STORED):
     sizes = dict(c0=0, sm=M, sn=N, sk=K, tm=tm, tn=tn, tk=tk)
     constants = "\n        ".join(f"%{k} = constant {v} : index" for k, v in sizes.items())
     return KERNEL.format(t=t, M=M, K=K, N=N, tm=tm, tk=tk, tn=tn, sg=8, body=body,
-                         constants=constants)
+                         constants=constants,
+                         after=after.format(t=t, tm=tm, tn=tn) if after != STORED else after)
 
 
-def _run(text, t, M, K, N, tm, tn):
+def _run(text, t, M, K, N, tm, tn, scale=1.0):
+    """Run the kernel; C must be scale * (A B + C) after it; returns S."""
     rng = np.random.default_rng(M * 1009 + K * 31 + N)
     A, B, C = (np.asfortranarray(rng.standard_normal(s).astype(DTYPES[t]))
                for s in ((M, K), (K, N), (M, N)))
     S = np.zeros((tm, tn), DTYPES[t], order="F")
     want = A.astype(np.float64) @ B + C
     ttlc.compile(text, target="cpu")["mm"](A, B, C, S, grid=1)
+    _close(C, scale * want, t, K)
+    return S, want
+
+
+def _close(got, want, t, K):
     eps = np.finfo(DTYPES[t]).eps
-    assert np.abs(C - want).max() <= 4 * K * eps * max(1.0, np.abs(want).max())
+    assert np.abs(got - want).max() <= 4 * K * eps * max(1.0, np.abs(want).max())
 
 
 def _whole_tile_phis(text, t, tm, tn) -> int:
@@ -92,6 +115,16 @@ def test_accumulator_used_elsewhere_is_carried_whole(t):
     text = _kernel(t, M, K, N, tm, tk, tn, body=ALSO_STORED)
     assert _whole_tile_phis(text, t, tm, tn) == 1
     _run(text, t, M, K, N, tm, tn)
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_result_needed_whole_in_a_branch_and_after_it(t):
+    """The loop's result, held as pieces, is joined into the matrix where the loop ends,
+    so that a use inside a branch and one after it both see it."""
+    M, K, N, tm, tk, tn = 32, 24, 6, 16, 2, 3
+    S, want = _run(_kernel(t, M, K, N, tm, tk, tn, after=WHOLE_IN_A_BRANCH), t, M, K, N, tm,
+                   tn, scale=2.0)
+    _close(S, 0.5 * want[M - tm:, N - tn:], t, K)
 
 
 def _unroll_disabled(text) -> int:

@@ -82,6 +82,14 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
         return C.mul_add(cg, inst, A, B)
     path = mul_add_path(A.type.component.name, B.type.component.name, ct.name)
     kernel = dpbf16.KERNEL if path == "AVX512-BF16" else coop.fma_kernel(M, N, cd)
+    if path == "FMA" and A.type.component == B.type.component == cd == ct == D.component:
+        # (f32, f64 products: the result as the kernel's pieces)
+        pieces = []
+        for g in range(coop.subgroups(cg)):
+            acc = _pieces_of(cg, kernel, C, g)
+            coop.update_pieces(cg, kernel, A, B, g, acc, cd)
+            pieces.append(acc)
+        return coop.PiecesVal(cg, kernel, pieces, D)
     out = []
     for g in range(coop.subgroups(cg)):
         if path == "AMX":  # 16-bit products into f32 on the tile unit
@@ -92,6 +100,15 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
             d = convert(cg, d, cd, ct)
         out.append(convert(cg, d, ct, D.component))
     return CoopVal(out, D)
+
+
+def _pieces_of(cg: FunctionCodegen, kernel: coop.Microkernel, C: CoopVal, g: int) -> dict:
+    """Subgroup g's matrix C as `kernel`'s accumulators (``coop.accumulator_pieces``)."""
+    if isinstance(C, coop.PiecesVal):
+        acc = C.pieces_for(kernel, g)
+        if acc is not None:
+            return acc
+    return coop.accumulator_pieces(cg, kernel, C.mats[g], C.type.rows, C.type.cols)
 
 
 # ---- FMA accumulators held as their pieces across a loop ----------------------------------------
@@ -113,9 +130,7 @@ class HeldPieces(LoopCarrier):
         self.phis: List[dict] = []  # per subgroup: (piece, column) -> its phi
 
     def enter(self, cg: FunctionCodegen, init: CoopVal, copies: int) -> "HeldPieces":
-        t = self.type
-        self.pieces = [coop.accumulator_pieces(cg, self.kernel, m, t.rows, t.cols)
-                       for m in init.mats]
+        self.pieces = [_pieces_of(cg, self.kernel, init, g) for g in range(coop.subgroups(cg))]
         return self
 
     def header(self, cg: FunctionCodegen, pre: ir.Block) -> None:
@@ -138,9 +153,7 @@ class HeldPieces(LoopCarrier):
                 cg.add_incoming(p, acc[key], end)
 
     def leave(self, cg: FunctionCodegen) -> CoopVal:
-        t = self.type
-        return CoopVal([coop.joined_pieces(cg, self.kernel, phis, t.rows, t.cols)
-                        for phis in self.phis], t)
+        return coop.PiecesVal(cg, self.kernel, self.phis, self.type)
 
 
 def claim_loop(cg: FunctionCodegen, loop: Instruction) -> Dict[int, HeldPieces]:

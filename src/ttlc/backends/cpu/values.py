@@ -12,7 +12,7 @@ import functools
 import math
 import operator
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from llvmlite import ir
 
@@ -211,6 +211,28 @@ class FoldingBuilder(ir.IRBuilder):
         out = super().shuffle_vector(vector1, vector2, mask, name)
         traced[id(out)] = [out, vector1, vector2, picks]  # its lanes when first asked
         return out
+
+    def mark(self) -> tuple:
+        """Where the builder is: (block, the instruction before, None at the start)."""
+        return self.block, self.block.instructions[self._anchor - 1] if self._anchor else None
+
+    def emit_at(self, mark: tuple, fn: Callable[[], Any]):
+        """fn() with its instructions placed at `mark` (``mark``), then back where the
+        builder was (after them, where that is in the same block and not before)."""
+        block, before = mark
+        saved_block, saved_anchor = self._block, self._anchor
+        if before is None:
+            self.position_at_start(block)
+        else:
+            self.position_after(before)
+        start = self._anchor
+        try:
+            return fn()
+        finally:
+            added = self._anchor - start
+            self._block = saved_block
+            self._anchor = saved_anchor + (added if saved_block is block and saved_anchor >= start
+                                           else 0)
 
     def _origins(self, v) -> list:
         """(source vector, lane) of each lane of v: through the shuffles this builder
