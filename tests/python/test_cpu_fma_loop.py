@@ -127,6 +127,17 @@ def test_result_needed_whole_in_a_branch_and_after_it(t):
     _close(S, 0.5 * want[M - tm:, N - tn:], t, K)
 
 
+def test_result_kept_across_a_barrier_of_subgroups_run_in_turn():
+    """Eight subgroups run phase by phase (``phases``): the loop's result, held as pieces,
+    is kept across the barrier as the matrix."""
+    M, K, N, tm, tk, tn = 32, 24, 6, 16, 2, 3
+    text = _kernel("f64", M, K, N, tm, tk, tn,
+                   after="barrier.local\n                " + STORED)
+    text = text.replace("work_group_size=[8,1]", "work_group_size=[64,1]")
+    assert "work_group_size=[64,1]" in text
+    _run(text, "f64", M, K, N, tm, tn)
+
+
 def _unroll_disabled(text) -> int:
     """Loops of the kernel told not to unroll (each has its loop metadata)."""
     return Artifacts(ttlc.check(text), False).ir.count("!llvm.loop !")
