@@ -149,6 +149,76 @@ def test_folding_builder_extracts_inserted_entries():
     assert [i.operands[0] for i in kept] == [built, built, v]
 
 
+def _run_shuffles(build, inputs: np.ndarray, outputs: int) -> np.ndarray:
+    """Compile and run f(in, out), whose body ``build(b, x, y)`` makes from the two <8 x i32>
+    vectors at ``in`` a list of <8 x i32> vectors stored to ``out`` one after the other."""
+    import ctypes
+
+    mod = ir.Module()
+    mod.triple = jit.triple()
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * 2), "f")
+    b = FoldingBuilder(fn.append_basic_block("entry"))
+    src, dst = fn.args
+    v8 = ir.VectorType(I32, 8)
+    x = b.load(src, typ=v8, align=4)
+    y = b.load(b.gep(src, [ir.Constant(I64, 8)], source_etype=I32), typ=v8, align=4)
+    results = build(b, x, y)
+    assert len(results) == outputs
+    for k, v in enumerate(results):
+        b.store(v, b.gep(dst, [ir.Constant(I64, 8 * k)], source_etype=I32), align=4)
+    b.ret_void()
+    library = jit.Library(jit.emit_object(jit.optimize(jit.parse(str(mod)))))
+    out = np.zeros(8 * outputs, np.int32)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(library.address("f"))(
+        inputs.ctypes.data, out.ctypes.data)
+    return out.reshape(outputs, 8)
+
+
+def test_folding_builder_traces_shuffles_to_their_sources():
+    """Random chains of shuffles (of the inputs, of zeros, of earlier shuffles) compute what
+    their masks say, however the builder shortens them; a vector joined from pieces and
+    taken apart again is the pieces themselves."""
+    rng = np.random.default_rng(11)
+    inputs = np.arange(1, 17, dtype=np.int32)
+    want = {}
+
+    def build(b, x, y):
+        v8 = ir.VectorType(I32, 8)
+        pool = [(x, inputs[:8]), (y, inputs[8:]), (ZeroVector(v8), np.zeros(8, np.int32))]
+        for _ in range(40):
+            (p, pv), (q, qv) = (pool[k] for k in rng.integers(0, len(pool), 2))
+            mask = [int(m) for m in rng.integers(0, 16, 8)]
+            v = b.shuffle_vector(p, q, VectorConstant(I32, mask))
+            pool.append((v, np.concatenate([pv, qv])[mask]))
+        halves = [b.shuffle_vector(x, x, VectorConstant(I32, r)) for r in (range(4), range(4, 8))]
+        joined = b.shuffle_vector(*halves, VectorConstant(I32, range(8)))
+        assert b.shuffle_vector(joined, y, VectorConstant(I32, range(8))) is joined
+        assert b.shuffle_vector(y, joined, VectorConstant(I32, range(8, 16))) is joined
+        back = b.shuffle_vector(joined, joined, VectorConstant(I32, [2, 1, 0, 4, 5, 6, 7, 3]))
+        assert back is x or back.operands[0] is x  # from x, not from the halves
+        want["values"] = [v for _, v in pool[3:]]
+        return [v for v, _ in pool[3:]]
+
+    got = _run_shuffles(build, inputs, 40)
+    np.testing.assert_array_equal(got, np.array(want["values"]))
+
+
+def test_drop_unused_keeps_effects_and_what_they_use():
+    from ttlc.backends.cpu.function import drop_unused
+
+    b = _builder()
+    x, v = b.function.args
+    used = b.add(x, x)
+    b.shuffle_vector(v, v, VectorConstant(I32, [1, 0]))  # unused, and so is the add below
+    unused = b.mul(b.add(x, ir.Constant(I32, 3)), x)
+    call = b.call(ir.Function(b.module, ir.FunctionType(I32, [I32]), "g"), [used])  # unused result
+    b.ret_void()
+    drop_unused(b.function)
+    kept = b.block.instructions
+    assert used in kept and call in kept and unused not in kept
+    assert [i.opname for i in kept] == ["add", "call", "ret void"]
+
+
 def test_short_vector_constants_keep_values_apart():
     """(a signed zero is not the other zero; a splat is not a vector with one lane else)"""
     assert llvm_reads(VectorConstant(F64, [-0.0] * 4)) != llvm_reads(VectorConstant(F64, [0.0] * 4))

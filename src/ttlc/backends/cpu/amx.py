@@ -56,6 +56,7 @@ from ...ir.core import Instruction, Region, Value
 from ...ir.types import CoopMatrixType
 from . import amx_emulation, jit
 from .coop import concat
+from .function import LoopCarrier
 from .memory import lt_size
 from .values import (F32, I1, I8, I16, I32, I64, LLTYPE, PTR, CoopVal, HeldMatrix,
                      VectorConstant, mangle, zero_of)
@@ -431,7 +432,7 @@ def mul_add(cg, operands: str, a, bm, c: ir.Value, M: int, K: int, N: int) -> ir
 
 
 # ---- accumulators held in tiles across a loop ------------------------------------------------
-class TileAccumulator:
+class TileAccumulator(LoopCarrier):
     """A loop-carried f32 coopmatrix kept in tile registers for the whole loop (see
     ``claim_loop``): per subgroup, the C^T blocks of ``_Slots.blocks`` on their own
     registers.  A mul_add updates it in place: the loop's only use of the old value is

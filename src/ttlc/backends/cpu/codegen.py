@@ -138,7 +138,7 @@ def _table() -> Dict[str, Callable]:
 EMITTERS: Dict[str, Callable] = _table()
 
 #: the loop carriers of uniform loops (``FunctionCodegen.loop_carriers``)
-LOOP_CARRIERS: Tuple[Callable, ...] = (amx.claim_loop,)
+LOOP_CARRIERS: Tuple[Callable, ...] = (amx.claim_loop, mul_add.claim_loop)
 
 
 # ==== the module =================================================================================

@@ -107,6 +107,7 @@ def emit_for(cg: FunctionCodegen, inst: Instruction):
     carried = []
     for k, (t, v, x) in enumerate(zip(types, res_var, inits)):
         if k in held:
+            held[k].header(cg, pre)
             carried.append(held[k])
             continue
         p = cg.phi(t, v)
@@ -150,13 +151,42 @@ def emit_for(cg: FunctionCodegen, inst: Instruction):
     if affine:
         prev.add_incoming(active, end)
     for k, (p, v) in enumerate(zip(carried, new)):
-        if k not in held:
+        if k in held:
+            held[k].latch(cg, end)
+        else:
             cg.add_incoming(p, v, end)
     latch = b.branch(header)
-    if not held and coop.rolled(types):
+    if coop.rolled([t for k, t in enumerate(types) if k not in held]) or \
+            any(c.rolled for c in held.values()) or \
+            any(i.opcode == "for" and stays_loop(i) for i in body.walk()):
         not_unrolled(latch)
     b.position_at_end(done)
     return [held[k].leave(cg) if k in held else p for k, p in enumerate(carried)]
+
+
+#: loops of at least this many iterations are taken to stay loops in LLVM
+LONG_LOOP = 8
+
+
+def stays_loop(loop: Instruction) -> bool:
+    """Whether a ``for`` stays a loop in LLVM, and so does every loop around it (LLVM's
+    unroller told not to unroll them, ``not_unrolled``): one carrying the accumulator of a
+    tile whose A is taken a register at a time (``coop.rolled``), or one of an unknown
+    or long trip count (``LONG_LOOP``).  Unrolling a loop around such a loop -- LLVM
+    unrolls loops of a few iterations fully, a gemm's loops over its tiles around the K
+    loop -- copies the inner loop whole: no faster (the K loop does the work, the outer
+    loop's branch is one per tile), but LLVM's later passes and instruction selection
+    take as long on every copy (f32 84x84.84x9.9x9 without AVX-512: six copies of each K
+    loop, half of its compile)."""
+    if coop.rolled([r.type for r in loop.results]):
+        return True
+    bounds = [loop.slots[k] for k in ("from", "to", "step") if k in loop.slots]
+    values = [v.owner.attrs["value"] if v.owner is not None and v.owner.opcode == "constant"
+              else None for v in bounds]
+    if None in values:
+        return True
+    start, end, step = values if len(values) == 3 else values + [1]
+    return step <= 0 or -(-(end - start) // step) >= LONG_LOOP
 
 
 def not_unrolled(latch: ir.Instruction) -> None:

@@ -448,17 +448,17 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
     rows = _plain_rows(cg, inst, M)
     width = max(1, jit.vector_bits() // 8 // lt_size(lt))
     for g in range(subgroups(cg)):
-        mat = value.mats[g]
 
         def store(m: MemVal, offsets, valid, contiguous, at):
             if contiguous == "columns" and not comp.is_complex:
                 for c in range(N):
-                    column = _column(cg, mat, c, M)
+                    column = column_of(cg, value, g, c)
                     if rows is None:
                         _masked_store(cg, column, at(0, c), _column(cg, valid, c, M))
                     for r0, lanes in _store_pieces(rows or 0, width):
                         _masked_store(cg, _rows(cg, column, 0, M, r0, lanes), at(r0, c), None)
                 return
+            mat = value.mats[g]
             if contiguous == "rows" and not comp.is_complex:
                 # rows of a transposed tile are contiguous (see load_matrix)
                 for r in range(M):
@@ -647,11 +647,73 @@ def _rows(cg: FunctionCodegen, v, c: int, M: int, r0: int, lanes: int):
 def microkernel(cg: FunctionCodegen, kernel: Microkernel, A: CoopVal, B: CoopVal, g: int,
                 c, cd: ScalarType):
     """A B + c for subgroup g with ``kernel`` (c, the result: column-major in cd)."""
+    M, N = A.type.rows, B.type.cols
+    acc = accumulator_pieces(cg, kernel, c, M, N)
+    update_pieces(cg, kernel, A, B, g, acc, cd)
+    return joined_pieces(cg, kernel, acc, M, N)
+
+
+def accumulator_pieces(cg: FunctionCodegen, kernel: Microkernel, c, M: int, N: int) -> dict:
+    """The column-major M x N matrix c as the kernel's accumulators: {(piece, column):
+    vector of the piece's rows}."""
+    return {(p, j): _rows(cg, c, j, M, r0, lanes)
+            for j in range(N) for p, (r0, lanes) in enumerate(kernel.pieces(M))}
+
+
+def joined_pieces(cg: FunctionCodegen, kernel: Microkernel, acc: dict, M: int, N: int):
+    """The accumulators ``acc`` back as one column-major M x N matrix."""
+    pieces = kernel.pieces(M)
+    columns = []
+    for j in range(N):
+        col = concat(cg, [acc[p, j] for p in range(len(pieces))])
+        if sum(lanes for _, lanes in pieces) != M:  # the padding of the last piece
+            col = shuffle(cg, col, col, range(M))
+        columns.append(col)
+    return concat(cg, columns)
+
+
+class PiecesVal(CoopVal):
+    """A coopmatrix as the FMA kernel's accumulators (``accumulator_pieces``, per
+    subgroup), as a mul_add or a K loop leaves it.  Stores and mul_adds take the pieces;
+    the matrix (``mats``) is joined from them only when something else needs it, placed
+    where the value was made: a tile joined after its K loop only for its store to take
+    it apart again was a fifth of a gemm's code generation."""
+
+    def __init__(self, cg: FunctionCodegen, kernel: Microkernel, pieces: List[dict],
+                 t: CoopMatrixType):
+        self.type, self.kernel, self.pieces = t, kernel, pieces
+        self._cg, self._mark, self._mats = cg, cg.b.mark(), None
+
+    @property
+    def mats(self) -> List[Any]:
+        if self._mats is None:
+            t, cg = self.type, self._cg
+            self._mats = cg.b.emit_at(self._mark, lambda: [
+                joined_pieces(cg, self.kernel, acc, t.rows, t.cols) for acc in self.pieces])
+        return self._mats
+
+    def pieces_for(self, kernel: Microkernel, g: int) -> Optional[dict]:
+        """Subgroup g's accumulators, where `kernel` splits the columns as this one does."""
+        same = kernel.pieces(self.type.rows) == self.kernel.pieces(self.type.rows)
+        return dict(self.pieces[g]) if same else None
+
+
+def column_of(cg: FunctionCodegen, value: CoopVal, g: int, c: int):
+    """Column c of subgroup g's matrix (from its pieces where it has them)."""
+    M = value.type.rows
+    if not isinstance(value, PiecesVal):
+        return _column(cg, value.mats[g], c, M)
+    pieces = value.kernel.pieces(M)
+    col = concat(cg, [value.pieces[g][p, c] for p in range(len(pieces))])
+    return col if sum(lanes for _, lanes in pieces) == M else shuffle(cg, col, col, range(M))
+
+
+def update_pieces(cg: FunctionCodegen, kernel: Microkernel, A: CoopVal, B: CoopVal, g: int,
+                  acc: dict, cd: ScalarType) -> None:
+    """acc += A B for subgroup g, in place (``accumulator_pieces``)."""
     M, K, N = A.type.rows, A.type.cols, B.type.cols
     a = kernel.prepare(cg, A.mats[g], A.type.component, cd)
     pieces = kernel.pieces(M)
-    acc = {(p, j): _rows(cg, c, j, M, r0, lanes)
-           for j in range(N) for p, (r0, lanes) in enumerate(pieces)}
     for n, (ps, cols) in enumerate(kernel.blocks(len(pieces), N)):
         if n:  # LLVM's scheduler would interleave the blocks again (and spill)
             scheduling_barrier(cg)
@@ -669,13 +731,6 @@ def microkernel(cg: FunctionCodegen, kernel: Microkernel, A: CoopVal, B: CoopVal
                 b_op = kernel.b_operand(cg, B.mats[g], B.type.component, K, k, j, cd)
                 for p in ps:
                     acc[p, j] = kernel.step(cg, cd, acc[p, j], a_ops[p], b_op, pieces[p][1])
-    columns = []
-    for j in range(N):
-        col = concat(cg, [acc[p, j] for p in range(len(pieces))])
-        if sum(lanes for _, lanes in pieces) != M:  # the padding of the last piece
-            col = shuffle(cg, col, col, range(M))
-        columns.append(col)
-    return concat(cg, columns)
 
 
 class StreamedA(Microkernel):

@@ -34,6 +34,68 @@ def _pow2_vector(t: ir.Type) -> Optional[ir.VectorType]:
     return ir.VectorType(t.element, 1 << (t.count - 1).bit_length())
 
 
+#: instructions without effects, which ``drop_unused`` removes where nothing uses them
+_PURE = frozenset("""
+    shufflevector insertelement extractelement getelementptr add sub mul and or xor shl lshr
+    ashr fadd fsub fmul fneg icmp fcmp select trunc zext sext fptrunc fpext bitcast sitofp
+    uitofp fptosi fptoui
+""".split())
+
+
+def drop_unused(fn: ir.Function) -> None:
+    """Remove the instructions without effects whose results nothing uses, until none is
+    left.  Code generation leaves many: a coopmatrix joined from pieces only for its
+    pieces to be taken again (``FoldingBuilder.shuffle_vector`` takes them directly), the
+    vectors of indices of accesses that need none; LLVM would parse them only to drop
+    them."""
+    uses: Dict[int, int] = {}
+    for block in fn.blocks:
+        for inst in block.instructions:
+            for v in ([v for v, _ in inst.incomings] if isinstance(inst, ir.PhiInstr)
+                      else inst.operands):
+                uses[id(v)] = uses.get(id(v), 0) + 1
+    dead = [inst for block in fn.blocks for inst in block.instructions
+            if inst.opname in _PURE and id(inst) not in uses]
+    dropped = set()
+    while dead:
+        inst = dead.pop()
+        dropped.add(id(inst))
+        for v in inst.operands:
+            uses[id(v)] -= 1
+            if not uses[id(v)] and getattr(v, "opname", None) in _PURE \
+                    and isinstance(v, ir.Instruction):
+                dead.append(v)
+    if dropped:
+        for block in fn.blocks:
+            block.instructions[:] = [i for i in block.instructions if id(i) not in dropped]
+
+
+class LoopCarrier:
+    """A carried value of a uniform loop that a back-end feature holds its own way for the
+    whole loop (``FunctionCodegen.loop_carriers``), as ``emit_for`` drives it: ``enter``
+    before the loop (in the block before it), ``header`` at the top of the loop's header
+    (where its phis go), the body's instructions update it in place, ``latch`` at the end
+    of the body (the block that branches back), ``leave`` after the loop for the result."""
+
+    #: copies of the body per iteration it would like (given when the trip count is a
+    #: constant multiple of it)
+    unroll = 1
+    #: whether the loop must stay a loop (LLVM's unroller told not to unroll it)
+    rolled = False
+
+    def enter(self, cg: "FunctionCodegen", init, copies: int) -> "LoopCarrier":
+        raise NotImplementedError
+
+    def header(self, cg: "FunctionCodegen", pre: ir.Block) -> None:
+        pass
+
+    def latch(self, cg: "FunctionCodegen", end: ir.Block) -> None:
+        pass
+
+    def leave(self, cg: "FunctionCodegen"):
+        raise NotImplementedError
+
+
 class FunctionCodegen:
     """Emits one kernel into an LLVM module."""
 
@@ -81,13 +143,10 @@ class FunctionCodegen:
         self.finish_hooks: List[Callable[[], None]] = []
         #: opcode -> emitter (cg, instruction) -> its result(s) (``codegen.EMITTERS``)
         self.emitters = emitters
-        #: functions (cg, for instruction) -> {index: carrier}: carried values of a uniform
-        #: loop that a back-end feature holds outside LLVM values for the whole loop
-        #: (``amx.claim_loop``: accumulators in tile registers).  ``carrier.unroll`` is how
-        #: many copies of the body per iteration it would like (given when the trip count is
-        #: a constant multiple of it); ``carrier.enter(cg, init, copies)`` before the loop
-        #: gives the body's value, which the body updates in place; ``carrier.leave(cg)``
-        #: after it, the result.
+        #: functions (cg, for instruction) -> {index: ``LoopCarrier``}: carried values of a
+        #: uniform loop that a back-end feature holds its own way for the whole loop
+        #: (``amx.claim_loop``: accumulators in tile registers; ``mul_add.claim_loop``:
+        #: FMA accumulators as their pieces of columns).
         self.loop_carriers = tuple(loop_carriers)
 
     # ---- small helpers -------------------------------------------------------------------
@@ -331,21 +390,21 @@ class FunctionCodegen:
         two (the added lanes undefined) and cut after the phis: LLVM's instruction
         selection would split it into pieces across the edge and rebuild it lane by lane
         at every loop iteration (unpacks, inserts and spills in a gemm's K loop)."""
-        out = []
+        return self.from_parts(t, [self.phi_of(x) for x in self.part_types(t, varying)])
+
+    def phi_of(self, x: ir.Type) -> ir.Value:
+        """A phi of the LLVM type x at the start of the current block (padded as ``phi``
+        says); ``add_incoming`` gives it its values."""
+        wide = _pow2_vector(x)
+        if wide is None:
+            return self.b.phi(x)
         block = self.b.block
-        for x in self.part_types(t, varying):
-            wide = _pow2_vector(x)
-            if wide is None:
-                out.append(self.b.phi(x))
-                continue
-            self.b.position_at_start(block)
-            carried = self.b.phi(wide)
-            self.b.position_at_end(block)
-            cut = self.b.shuffle_vector(carried, UndefVector(wide),
-                                        VectorConstant(I32, range(x.count)))
-            self._padded_phis[id(cut)] = (cut, carried)
-            out.append(cut)
-        return self.from_parts(t, out)
+        self.b.position_at_start(block)
+        carried = self.b.phi(wide)
+        self.b.position_at_end(block)
+        cut = self.b.shuffle_vector(carried, UndefVector(wide), VectorConstant(I32, range(x.count)))
+        self._padded_phis[id(cut)] = (cut, carried)
+        return cut
 
     def add_incoming(self, phi, value, block: ir.Block) -> None:
         for p, v in zip(parts(phi), parts(value)):
@@ -507,6 +566,7 @@ class FunctionCodegen:
         b.ret(ir.Constant(I32, 0))
         for hook in self.finish_hooks:
             hook()
+        drop_unused(self.fn)
         return KernelInfo(self.func.name, self.symbol, self.cfg, layout, nslots,
                           self.local_bytes, self.instructions, self.writes, self.locals)
 

@@ -8,7 +8,9 @@ paths, which build on ``coop.py`` and know nothing of each other.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict
+from typing import Callable, Dict, List
+
+from llvmlite import ir
 
 from ...ir.core import Instruction
 from ...ir.numerics import accumulate_type
@@ -16,7 +18,7 @@ from ...ir.types import CoopMatrixType
 from ...target import MatrixInstruction, MatrixUnit
 from . import amx, coop, dpbf16
 from .arith import convert
-from .function import FunctionCodegen
+from .function import FunctionCodegen, LoopCarrier
 from .values import CoopVal
 
 
@@ -76,10 +78,18 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
     ct = C.type.component
     cd = accumulate_type(ct)
     M, K, N = A.type.rows, A.type.cols, B.type.cols
-    if isinstance(C, amx.TileAccumulator):  # held in tile registers across a loop
+    if isinstance(C, (amx.TileAccumulator, HeldPieces)):  # held its own way across a loop
         return C.mul_add(cg, inst, A, B)
     path = mul_add_path(A.type.component.name, B.type.component.name, ct.name)
     kernel = dpbf16.KERNEL if path == "AVX512-BF16" else coop.fma_kernel(M, N, cd)
+    if path == "FMA" and A.type.component == B.type.component == cd == ct == D.component:
+        # (f32, f64 products: the result as the kernel's pieces)
+        pieces = []
+        for g in range(coop.subgroups(cg)):
+            acc = _pieces_of(cg, kernel, C, g)
+            coop.update_pieces(cg, kernel, A, B, g, acc, cd)
+            pieces.append(acc)
+        return coop.PiecesVal(cg, kernel, pieces, D)
     out = []
     for g in range(coop.subgroups(cg)):
         if path == "AMX":  # 16-bit products into f32 on the tile unit
@@ -90,6 +100,94 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
             d = convert(cg, d, cd, ct)
         out.append(convert(cg, d, ct, D.component))
     return CoopVal(out, D)
+
+
+def _pieces_of(cg: FunctionCodegen, kernel: coop.Microkernel, C: CoopVal, g: int) -> dict:
+    """Subgroup g's matrix C as `kernel`'s accumulators (``coop.accumulator_pieces``)."""
+    if isinstance(C, coop.PiecesVal):
+        acc = C.pieces_for(kernel, g)
+        if acc is not None:
+            return acc
+    return coop.accumulator_pieces(cg, kernel, C.mats[g], C.type.rows, C.type.cols)
+
+
+# ---- FMA accumulators held as their pieces across a loop ----------------------------------------
+class HeldPieces(LoopCarrier):
+    """A loop-carried coopmatrix that only FMA mul_adds update (``claim_loop``), kept for the
+    whole loop as the microkernel's accumulators, one phi per piece of a column and
+    subgroup (``coop.accumulator_pieces``), and joined into the matrix only after the loop.
+
+    Carried as the matrix, a K loop took the accumulator apart into its pieces at the top
+    of every iteration and joined them again at the bottom, through a phi of the whole
+    matrix (f32 32 x 3: one <128 x float>): LLVM's InstCombine and instruction selection
+    spent most of a gemm's compile on these shuffles, only to find the pieces again."""
+
+    def __init__(self, t: CoopMatrixType):
+        self.type = t
+        self.kernel = coop.fma_kernel(t.rows, t.cols, t.component)
+        self.rolled = isinstance(self.kernel, coop.StreamedA)  # (``coop.rolled``)
+        self.pieces: List[dict] = []  # per subgroup: (piece, column) -> its current value
+        self.phis: List[dict] = []  # per subgroup: (piece, column) -> its phi
+
+    def enter(self, cg: FunctionCodegen, init: CoopVal, copies: int) -> "HeldPieces":
+        self.pieces = [_pieces_of(cg, self.kernel, init, g) for g in range(coop.subgroups(cg))]
+        return self
+
+    def header(self, cg: FunctionCodegen, pre: ir.Block) -> None:
+        self.phis = []
+        for init in self.pieces:
+            phis = {key: cg.phi_of(v.type) for key, v in init.items()}
+            for key, v in init.items():
+                cg.add_incoming(phis[key], v, pre)
+            self.phis.append(phis)
+        self.pieces = [dict(phis) for phis in self.phis]
+
+    def mul_add(self, cg: FunctionCodegen, inst: Instruction, A: CoopVal, B: CoopVal):
+        for g, acc in enumerate(self.pieces):
+            coop.update_pieces(cg, self.kernel, A, B, g, acc, self.type.component)
+        return self
+
+    def latch(self, cg: FunctionCodegen, end: ir.Block) -> None:
+        for phis, acc in zip(self.phis, self.pieces):
+            for key, p in phis.items():
+                cg.add_incoming(p, acc[key], end)
+
+    def leave(self, cg: FunctionCodegen) -> CoopVal:
+        return coop.PiecesVal(cg, self.kernel, self.phis, self.type)
+
+
+def claim_loop(cg: FunctionCodegen, loop: Instruction) -> Dict[int, HeldPieces]:
+    """The carried values of a (uniform) ``for`` held as their pieces (``HeldPieces``), by
+    their index: each a real coopmatrix used in the body only as C of an FMA mul_add of
+    operands of its own type (f32, f64: not the 16-bit products accumulated in f32) at the
+    body's top level whose result, of C's type and accumulated in it, is only yielded back
+    in its place."""
+    body = loop.regions[0]
+    last = body.instructions[-1] if body.instructions else None
+    if last is None or last.opcode != "yield":
+        return {}
+    yielded = last.slots["values"]
+    uses: Dict[object, list] = {}
+    for i in body.walk():
+        for v in i.operands:
+            uses.setdefault(v, []).append(i)
+    claimed = {}
+    for k, arg in enumerate(body.args[1:]):
+        users = uses.get(arg, [])
+        if len(users) != 1 or users[0].opcode != "cooperative_matrix_mul_add" or k >= len(yielded):
+            continue
+        ma = users[0]
+        t, a, b = arg.type, ma.slots["a"].type, ma.slots["b"].type
+        if (ma.slots["c"] is not arg or arg in (ma.slots["a"], ma.slots["b"])
+                or ma not in body.instructions or ma.results[0].type != t
+                or yielded[k] is not ma.results[0] or uses.get(ma.results[0]) != [last]
+                or list(yielded).count(ma.results[0]) != 1
+                or t.component.is_complex or accumulate_type(t.component) != t.component
+                or not a.component == b.component == t.component
+                or mul_add_path(a.component.name, b.component.name, t.component.name) != "FMA"):
+            continue
+        claimed[k] = HeldPieces(t)
+    return claimed
 
 
 #: the product of coopmatrices

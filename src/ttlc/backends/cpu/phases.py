@@ -168,8 +168,10 @@ def _rebuild(x, leaves):
         return [_rebuild(e, leaves) for e in x]
     if isinstance(x, tuple):
         return tuple(_rebuild(e, leaves) for e in x)
-    if isinstance(x, _STRUCTS):
-        return type(x)(*[_rebuild(getattr(x, f.name), leaves) for f in fields(x)])
+    if isinstance(x, _STRUCTS):  # (a subclass holding it another way, coop.PiecesVal, as
+        # the structure it is)
+        kind = next(t for t in _STRUCTS if isinstance(x, t))
+        return kind(*[_rebuild(getattr(x, f.name), leaves) for f in fields(x)])
     return x
 
 

@@ -8,10 +8,11 @@ on these; this one imports none of them.
 """
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from llvmlite import ir
 
@@ -166,13 +167,106 @@ class FoldingBuilder(ir.IRBuilder):
 
     def shuffle_vector(self, vector1, vector2, mask, name=""):
         """A shuffle of integer constants (the masks of unmasked coopmatrix accesses) is
-        the constant it picks."""
+        the constant it picks.  Otherwise each lane is traced back through the shuffles
+        this builder made to the vector it comes from (``_origins``): a shuffle that picks
+        a whole vector in order is that vector, and one that picks from at most two
+        vectors (and zeros) is one shuffle of those.  A coopmatrix joined from its pieces
+        and then taken apart again (a mul_add's result stored, a tile's columns) is so
+        the pieces again, not a chain of shuffles over the whole matrix for LLVM to undo."""
         a, b, picks = _ints(vector1), _ints(vector2), _ints(mask)
         if a is not None and b is not None and picks is not None and \
                 isinstance(vector1, VectorConstant) and max(picks) < 2 * len(a):
             pool = a + b
             return VectorConstant(vector1.type.element, [pool[k] for k in picks])
-        return super().shuffle_vector(vector1, vector2, mask, name)
+        if picks is None:
+            return super().shuffle_vector(vector1, vector2, mask, name)
+        n, traced = vector1.type.count, self._traced
+        if len(picks) == n and picks[0] in (0, n) and picks == _lanes(picks[0], picks[0] + n):
+            return vector1 if picks[0] == 0 else vector2  # the whole of one operand
+        joined = len(picks) == 2 * n and vector1 is not vector2 and picks == _lanes(0, 2 * n)
+        if not joined and (id(vector1) in traced or id(vector2) in traced):
+            # (two vectors joined whole are taken apart later, not simplified here)
+            first, second = self._origins(vector1), self._origins(vector2)
+            lanes = [first[k] if k < n else second[k - n] for k in picks]
+            sources = list({id(src): src for src, _ in lanes if src is not ZERO}.values())
+            if not sources:
+                return zero_of(ir.VectorType(vector1.type.element, len(lanes)))
+            one = sources[0] if len(sources) == 1 else None
+            if one is not None and one.type.count == len(lanes) and all(
+                    src is one and lane == k for k, (src, lane) in enumerate(lanes)):
+                return one
+            operands = None
+            if one is not None:
+                operands = one, zero_of(one.type)
+            elif len(sources) == 2 and sources[0].type == sources[1].type and \
+                    all(src is not ZERO for src, _ in lanes):
+                operands = sources
+            if operands is not None:
+                vector1, vector2 = operands
+                width = vector1.type.count
+                mask = VectorConstant(I32, [width if src is ZERO else
+                                            lane + (width if src is vector2 else 0)
+                                            for src, lane in lanes])
+                picks = mask.ints
+        out = super().shuffle_vector(vector1, vector2, mask, name)
+        traced[id(out)] = [out, vector1, vector2, picks]  # its lanes when first asked
+        return out
+
+    def mark(self) -> tuple:
+        """Where the builder is: (block, the instruction before, None at the start)."""
+        return self.block, self.block.instructions[self._anchor - 1] if self._anchor else None
+
+    def emit_at(self, mark: tuple, fn: Callable[[], Any]):
+        """fn() with its instructions placed at `mark` (``mark``), then back where the
+        builder was (after them, where that is in the same block and not before)."""
+        block, before = mark
+        saved_block, saved_anchor = self._block, self._anchor
+        if before is None:
+            self.position_at_start(block)
+        else:
+            self.position_after(before)
+        start = self._anchor
+        try:
+            return fn()
+        finally:
+            added = self._anchor - start
+            self._block = saved_block
+            self._anchor = saved_anchor + (added if saved_block is block and saved_anchor >= start
+                                           else 0)
+
+    def _origins(self, v) -> list:
+        """(source vector, lane) of each lane of v: through the shuffles this builder
+        made; ``(ZERO, 0)`` for a lane of a zero vector; v's own lanes otherwise."""
+        hit = self._traced.get(id(v))
+        if hit is not None:
+            if len(hit) > 2:  # worked out once
+                _, x, y, picks = hit
+                n = x.type.count
+                first, second = self._origins(x), self._origins(y)
+                hit[1:] = [[first[k] if k < n else second[k - n] for k in picks]]
+            return hit[1]
+        if isinstance(v, ZeroVector):
+            return [(ZERO, 0)] * v.type.count
+        return [(v, k) for k in range(v.type.count)]
+
+    @property
+    def _traced(self) -> Dict[int, list]:
+        """id of a shuffle this builder made -> [the shuffle, its lanes' ``_origins``], or
+        [the shuffle, its operands, its mask] until they are asked for."""
+        try:
+            return self.__traced
+        except AttributeError:
+            self.__traced = {}
+            return self.__traced
+
+
+@functools.lru_cache(maxsize=None)
+def _lanes(start: int, end: int) -> Tuple[int, ...]:
+    return tuple(range(start, end))
+
+
+#: the source of the lanes of zero vectors in ``FoldingBuilder._origins``
+ZERO = object()
 
 
 def _ints(x: ir.Value) -> Optional[Tuple[int, ...]]:
