@@ -55,11 +55,13 @@ from llvmlite import ir
 from ...ir.core import Instruction, Region, Value
 from ...ir.types import CoopMatrixType
 from . import amx_emulation, jit
+from .columns import Columns, Place, TileSource, at, in_memory, private_scratch, web, widen
+from .arith import convert
 from .coop import concat
 from .function import LoopCarrier
-from .memory import lt_size
 from .values import (F32, I1, I8, I16, I32, I64, LLTYPE, PTR, CoopVal, HeldMatrix,
-                     VectorConstant, mangle, zero_of)
+                     VectorConstant, zero_of)
+from .vectors import gather, lt_size, splat_n
 
 TILE_ROWS = 16
 TILE_BYTES = 64  # bytes of one accumulator tile row (16 floats)
@@ -92,23 +94,10 @@ def _ceil(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-def _at(b: ir.IRBuilder, ptr: ir.Value, byte_offset: int) -> ir.Value:
-    return b.gep(ptr, [ir.Constant(I64, byte_offset)], source_etype=I8)
-
-
 def _load_column(b: ir.IRBuilder, ptr: ir.Value, elem: ir.Type, rows: int,
                  length: int) -> ir.Value:
     """The ``rows`` components at ptr, zero-extended to ``length`` components."""
-    return _widen(b, b.load(ptr, align=lt_size(elem), typ=ir.VectorType(elem, rows)), length)
-
-
-def _widen(b: ir.IRBuilder, col: ir.Value, length: int) -> ir.Value:
-    """The vector col zero-extended to ``length`` components."""
-    rows = col.type.count
-    if rows == length:
-        return col
-    idx = [r if r < rows else rows for r in range(length)]
-    return b.shuffle_vector(col, zero_of(col.type), VectorConstant(I32, idx))
+    return widen(b, b.load(ptr, align=lt_size(elem), typ=ir.VectorType(elem, rows)), length)
 
 
 #: matrices of at most this many components are split into columns by shuffles; larger
@@ -116,106 +105,105 @@ def _widen(b: ir.IRBuilder, col: ir.Value, length: int) -> ir.Value:
 SHUFFLE_LIMIT = 1024
 
 
-def _columns(b: ir.IRBuilder, v, elem: ir.Type, rows: int, length: int,
+def _columns(cg, v, elem: ir.Type, rows: int, length: int,
              tmp: ir.Value) -> Callable[[int], ir.Value]:
     """c -> column c of the column-major matrix v with ``rows`` rows, zero-extended to
     ``length`` components: v a vector (split by shuffles, or through tmp for large
     matrices) or an untransposed ``Place`` (an operand left in memory, ``InMemory``: its
     columns are loaded where they are)."""
+    b = cg.b
     if isinstance(v, Place):
-        return lambda c: v.column(b, elem, c, rows, length)
+        return lambda c: v.column(cg, elem, c, rows, length)
     n = v.type.count
     if n > SHUFFLE_LIMIT:
         b.store(v, tmp, align=64)
         size = lt_size(elem)
-        return lambda c: _load_column(b, _at(b, tmp, c * rows * size), elem, rows, length)
+        return lambda c: _load_column(b, at(b, tmp, c * rows * size), elem, rows, length)
     zero = zero_of(v.type)
     return lambda c: b.shuffle_vector(v, zero, VectorConstant(
         I32, [c * rows + r if r < rows else n for r in range(length)]))
 
 
-def _store_padded(b: ir.IRBuilder, v, elem: ir.Type, rows: int, cols: int, prows: int,
-                  pcols: int, dst: ir.Value, tmp: ir.Value) -> None:
+def _store_padded(cg, v, elem: ir.Type, rows: int, cols: int, prows: int, pcols: int,
+                  dst: ir.Value, tmp: ir.Value) -> None:
     """Store the column-major rows x cols matrix v (a vector or an untransposed ``Place``)
     of elem components as a prows x pcols matrix (zeros around it) at dst."""
+    b = cg.b
     size = lt_size(elem)
     if (rows, cols) == (prows, pcols) and not isinstance(v, Place):
         b.store(v, dst, align=64)
         return
-    column = _columns(b, v, elem, rows, prows, tmp)
+    column = _columns(cg, v, elem, rows, prows, tmp)
     for c in range(pcols):
         col = column(c) if c < cols else zero_of(ir.VectorType(elem, prows))
-        b.store(col, _at(b, dst, c * prows * size), align=4)
+        b.store(col, at(b, dst, c * prows * size), align=4)
 
 
-def _store_vnni(b: ir.IRBuilder, a, elem: ir.Type, M: int, K: int, Mp: int, Kp: int,
-                dst: ir.Value, tmp: ir.Value) -> None:
+def _store_vnni(cg, a, elem: ir.Type, M: int, K: int, Mp: int, Kp: int, dst: ir.Value,
+                tmp: ir.Value) -> None:
     """Store A (M x K column-major 16-bit values: a vector or a ``Place``) as Kp/2 rows of
     pairs at dst: row k2 holds A[m, 2 k2], A[m, 2 k2 + 1] for m < Mp (zeros outside A).
     Each row is two columns interleaved by one shuffle of 2 Mp components."""
     if isinstance(a, Place) and a.transposed:
-        return _store_vnni_transposed(b, a, M, K, Mp, Kp, dst)
-    column = _columns(b, a, elem, M, Mp, tmp)
+        return _store_vnni_transposed(cg, a, M, K, Mp, Kp, dst, tmp)
+    b = cg.b
+    column = _columns(cg, a, elem, M, Mp, tmp)
     pair = [m // 2 + (m % 2) * Mp for m in range(2 * Mp)]  # interleave two columns
     for k2 in range(Kp // 2):
         cols = [column(k) if k < K else zero_of(ir.VectorType(elem, Mp))
                 for k in (2 * k2, 2 * k2 + 1)]
         row = b.shuffle_vector(cols[0], cols[1], VectorConstant(I32, pair))
-        b.store(row, _at(b, dst, 4 * k2 * Mp), align=4)
+        b.store(row, at(b, dst, 4 * k2 * Mp), align=4)
 
 
-def _gather(b: ir.IRBuilder, elem: ir.Type, ptrs: ir.Value, mask: ir.Value) -> ir.Value:
-    """llvm.masked.gather of elem components (zeros where mask is off)."""
-    vt = ir.VectorType(elem, ptrs.type.count)
-    name = f"llvm.masked.gather.{mangle(vt)}.{mangle(ptrs.type)}"
-    fn = b.module.globals.get(name) or ir.Function(
-        b.module, ir.FunctionType(vt, [ptrs.type, I32, mask.type, vt]), name)
-    return b.call(fn, [ptrs, ir.Constant(I32, lt_size(elem)), mask, zero_of(vt)])
-
-
-def _lanes(b: ir.IRBuilder, base: ir.Value, stride: ir.Value, n: int) -> ir.Value:
+def _lanes(cg, base: ir.Value, stride: ir.Value, n: int) -> ir.Value:
     """The n pointers base + i stride (bytes), i < n."""
-    offsets = b.mul(_splat(b, stride, n), VectorConstant(I64, list(range(n))))
-    return b.gep(_splat(b, base, n), [offsets], source_etype=I8)
+    offsets = cg.b.mul(splat_n(cg, stride, n), VectorConstant(I64, list(range(n))))
+    return cg.b.gep(splat_n(cg, base, n), [offsets], source_etype=I8)
 
 
-def _store_vnni_transposed(b: ir.IRBuilder, a: "Place", M: int, K: int, Mp: int, Kp: int,
-                           dst: ir.Value) -> None:
+def _store_vnni_transposed(cg, a: "Place", M: int, K: int, Mp: int, Kp: int,
+                           dst: ir.Value, tmp: ir.Value) -> None:
     """``_store_vnni`` for an A loaded transposed: A's row m is the memref's column y + m
     (contiguous), whose 32-bit word k2 is the pair of row k2 of the layout; each row is
     one gather of those words from the Mp rows of A (a 16-bit one for the half pair of
-    an odd K)."""
+    an odd K).  A checked A's rows are first copied to tmp, zero-padded to Kp
+    (``Place.staged``): its pairs may be half inside the memref."""
+    b = cg.b
+    if a.bounds is not None:
+        a, K = a.staged(cg, I16, M, K, Kp, tmp), Kp
     base, stride = a.at(0, 0)
-    rows = _lanes(b, base, stride, Mp)
+    rows = _lanes(cg, base, stride, Mp)
     mask = VectorConstant(I1, [m < M for m in range(Mp)])
     for k2 in range(Kp // 2):
-        at = b.gep(rows, [ir.Constant(I64, 4 * k2)], source_etype=I8)
+        words = b.gep(rows, [ir.Constant(I64, 4 * k2)], source_etype=I8)
         if 2 * k2 + 1 < K:
-            row = _gather(b, I32, at, mask)
+            row = gather(cg, I32, words, mask)
         elif 2 * k2 < K:
-            row = b.zext(_gather(b, I16, at, mask), ir.VectorType(I32, Mp))
+            row = b.zext(gather(cg, I16, words, mask), ir.VectorType(I32, Mp))
         else:
             row = zero_of(ir.VectorType(I32, Mp))
-        b.store(row, _at(b, dst, 4 * k2 * Mp), align=4)
+        b.store(row, at(b, dst, 4 * k2 * Mp), align=4)
 
 
-def _store_b_transposed(b: ir.IRBuilder, bm: "Place", elem: ir.Type, K: int, N: int,
-                        Kp: int, Np: int, dst: ir.Value, tmp: ir.Value) -> None:
+def _store_b_transposed(cg, bm: "Place", elem: ir.Type, K: int, N: int, Kp: int, Np: int,
+                        dst: ir.Value, tmp: ir.Value) -> None:
     """``_store_padded`` of B^T (Np rows of Kp) for a B loaded transposed: B's row k is the
     memref's column y + k (contiguous).  Rows 2 k2 and 2 k2 + 1 interleaved are the
     32-bit pairs of column k2 of B^T's rows, stored as row k2 of tmp; row n of B^T is
     then one gather of word n of each tmp row."""
+    b = cg.b
     pair = [n // 2 + (n % 2) * Np for n in range(2 * Np)]
     for k2 in range(Kp // 2):
-        rows = [_load_column(b, bm.at(0, k)[0], elem, N, Np) if k < K
+        rows = [bm.column(cg, elem, k, N, Np) if k < K
                 else zero_of(ir.VectorType(elem, Np)) for k in (2 * k2, 2 * k2 + 1)]
         b.store(b.shuffle_vector(rows[0], rows[1], VectorConstant(I32, pair)),
-                _at(b, tmp, 4 * k2 * Np), align=4)
-    words = _lanes(b, tmp, ir.Constant(I64, 4 * Np), Kp // 2)
+                at(b, tmp, 4 * k2 * Np), align=4)
+    words = _lanes(cg, tmp, ir.Constant(I64, 4 * Np), Kp // 2)
     every = VectorConstant(I1, [1] * (Kp // 2))
     for n in range(Np):
-        row = _gather(b, I32, b.gep(words, [ir.Constant(I64, 4 * n)], source_etype=I8), every)
-        b.store(row, _at(b, dst, 2 * Kp * n), align=4)
+        row = gather(cg, I32, b.gep(words, [ir.Constant(I64, 4 * n)], source_etype=I8), every)
+        b.store(row, at(b, dst, 2 * Kp * n), align=4)
 
 
 def _scratch(cg, nbytes: int) -> ir.Value:
@@ -297,7 +285,7 @@ def _emulate(cg, b: ir.IRBuilder, name: str, *args) -> None:
     elif what.startswith("tdp"):
         rows, colsb = _shape(cg, args[0].constant)
         shapes = [rows, colsb // 4, _shape(cg, args[1].constant)[1] // 4]
-    amx_emulation.call(b, what, list(args), _at(b, cg.local, offset), shapes)
+    amx_emulation.call(b, what, list(args), at(b, cg.local, offset), shapes)
 
 
 def _configure_kernel(cg) -> None:
@@ -334,15 +322,16 @@ class _Slots:
         a_bytes = 2 * self.Kp * self.Mp
         b = cg.b
         self.c = _scratch(cg, c_bytes + b_bytes + 2 * a_bytes
-                          + max(4 * M * N, 2 * self.Kp * self.Np, 2 * M * K))
-        self.b = _at(b, self.c, c_bytes)
-        self.a = _at(b, self.c, c_bytes + b_bytes)
-        self.a_next = _at(b, self.c, c_bytes + b_bytes + a_bytes)  # (paired products)
-        self.tmp = _at(b, self.c, c_bytes + b_bytes + 2 * a_bytes)
+                          + max(4 * M * N, 2 * self.Kp * self.Np, 2 * self.Mp * self.Kp))
+        self.b = at(b, self.c, c_bytes)
+        self.a = at(b, self.c, c_bytes + b_bytes)
+        self.a_next = at(b, self.c, c_bytes + b_bytes + a_bytes)  # (paired products)
+        self.tmp = at(b, self.c, c_bytes + b_bytes + 2 * a_bytes)
 
-    def c_tile(self, b: ir.IRBuilder, n: int, m: int) -> ir.Value:
-        """Accumulator tile (n, m) of C^T."""
-        return _at(b, self.c, 4 * (TILE_ROWS * n * self.Mp + TILE_ROWS * m))
+    def c_tile(self, b: ir.IRBuilder, n: int, m: int, base: Optional[ir.Value] = None):
+        """Accumulator tile (n, m) of C^T (at base instead of the scratch's C^T)."""
+        return at(b, self.c if base is None else base,
+                  4 * (TILE_ROWS * n * self.Mp + TILE_ROWS * m))
 
     def blocks(self) -> List[Dict[Tuple[int, int], int]]:
         return _blocks(self.Mp, self.Np)
@@ -365,10 +354,17 @@ def _tile(t: int) -> ir.Value:
     return ir.Constant(I8, t)
 
 
-def _move_c(cg, s: _Slots, acc: Dict[Tuple[int, int], int], name: str) -> None:
-    """Load (tileloadd64) or store (tilestored64) the accumulator tiles acc from / to C^T."""
+def _move_c(cg, s: _Slots, acc: Dict[Tuple[int, int], int], name: str,
+            base: Optional[ir.Value] = None) -> None:
+    """Load (tileloadd64) or store (tilestored64) the accumulator tiles acc from / to C^T
+    (at base instead of the scratch's C^T)."""
     for (n, m), t in acc.items():
-        _call(cg, cg.b, name, _tile(t), s.c_tile(cg.b, n, m), ir.Constant(I64, 4 * s.Mp))
+        _call(cg, cg.b, name, _tile(t), s.c_tile(cg.b, n, m, base), ir.Constant(I64, 4 * s.Mp))
+
+
+def _result_buffer(cg, s: _Slots) -> ir.Value:
+    """A buffer of its own for a result's C^T (``Columns``: read after other products)."""
+    return private_scratch(cg, 4 * s.Mp * s.Np)
 
 
 def _products(cg, s: _Slots, a, bm, accs: List[Dict[Tuple[int, int], int]]) -> None:
@@ -378,7 +374,7 @@ def _products(cg, s: _Slots, a, bm, accs: List[Dict[Tuple[int, int], int]]) -> N
     (``_b_tiles``)."""
     b = cg.b
     b_src = _b_tiles(cg, s, bm)
-    _store_vnni(b, a, s.elem, s.M, s.K, s.Mp, s.Kp, s.a, s.tmp)
+    _store_vnni(cg, a, s.elem, s.M, s.K, s.Mp, s.Kp, s.a, s.tmp)
     a_stride = ir.Constant(I64, 4 * s.Mp)
     for acc in accs:
         n0, m0 = min(n for n, _ in acc), min(m for _, m in acc)
@@ -388,7 +384,7 @@ def _products(cg, s: _Slots, a, bm, accs: List[Dict[Tuple[int, int], int]]) -> N
                 _call(cg, b, "llvm.x86.tileloadd64", _tile(4 + n - n0), *b_src(n, k))
             for m in ms:
                 _call(cg, b, "llvm.x86.tileloadd64", _tile(6 + m - m0),
-                      _at(b, s.a, 4 * (s.ks // 2 * k * s.Mp + TILE_ROWS * m)), a_stride)
+                      at(b, s.a, 4 * (s.ks // 2 * k * s.Mp + TILE_ROWS * m)), a_stride)
             for (n, m), t in acc.items():
                 _call(cg, b, s.product, _tile(t), _tile(4 + n - n0), _tile(6 + m - m0))
 
@@ -401,11 +397,11 @@ def _b_tiles(cg, s: _Slots, bm) -> TileSource:
         return lambda n, k: bm.at(s.ks * k, TILE_ROWS * n)
     b = cg.b
     if isinstance(bm, Place) and bm.transposed:
-        _store_b_transposed(b, bm, s.elem, s.K, s.N, s.Kp, s.Np, s.b, s.tmp)
+        _store_b_transposed(cg, bm, s.elem, s.K, s.N, s.Kp, s.Np, s.b, s.tmp)
     else:
-        _store_padded(b, bm, s.elem, s.K, s.N, s.Kp, s.Np, s.b, s.tmp)
+        _store_padded(cg, bm, s.elem, s.K, s.N, s.Kp, s.Np, s.b, s.tmp)
     stride = ir.Constant(I64, 2 * s.Kp)
-    return lambda n, k: (_at(b, s.b, 2 * (TILE_ROWS * n * s.Kp + s.ks * k)), stride)
+    return lambda n, k: (at(b, s.b, 2 * (TILE_ROWS * n * s.Kp + s.ks * k)), stride)
 
 
 def _read_c(cg, s: _Slots, vt: ir.VectorType) -> ir.Value:
@@ -413,22 +409,50 @@ def _read_c(cg, s: _Slots, vt: ir.VectorType) -> ir.Value:
     b = cg.b
     if (s.Mp, s.Np) == (s.M, s.N):
         return b.load(s.c, align=64, typ=vt)
-    columns = [b.load(_at(b, s.c, 4 * col * s.Mp), align=4, typ=ir.VectorType(F32, s.M))
+    columns = [b.load(at(b, s.c, 4 * col * s.Mp), align=4, typ=ir.VectorType(F32, s.M))
                for col in range(s.N)]
     return concat(cg, columns)
 
 
-def mul_add(cg, operands: str, a, bm, c: ir.Value, M: int, K: int, N: int) -> ir.Value:
+def mul_add(cg, operands: str, a, bm, c: ir.Value, M: int, K: int, N: int,
+            columns: bool = False):
     """A B + C on AMX: a (M*K) and bm (K*N) of the 16-bit type ``operands`` (vectors or
-    ``Place``s), c (M*N) float, all column-major; returns the M*N float vector."""
+    ``Place``s), c (M*N) float, all column-major (or the address of C^T's padded
+    storage, a ``Columns`` buffer); returns the M*N float vector, or with ``columns`` the
+    address of the result in a buffer of its own (columns ``Mp`` floats apart)."""
     _configure_kernel(cg)
     s = _Slots(cg, M, K, N, operands)
-    _store_padded(cg.b, c, F32, M, N, s.Mp, s.Np, s.c, s.tmp)
+    zero, c_base = _is_zero(c), None
+    if isinstance(c.type, ir.PointerType):
+        c_base = c
+    elif not zero:
+        _store_padded(cg, c, F32, M, N, s.Mp, s.Np, s.c, s.tmp)
+    dst = _result_buffer(cg, s) if columns else None
     for acc in s.blocks():
-        _move_c(cg, s, acc, "llvm.x86.tileloadd64")
+        if zero:
+            for t in acc.values():
+                _call(cg, cg.b, "llvm.x86.tilezero", _tile(t))
+        else:
+            _move_c(cg, s, acc, "llvm.x86.tileloadd64", c_base)
         _products(cg, s, a, bm, [acc])
-        _move_c(cg, s, acc, "llvm.x86.tilestored64")
-    return _read_c(cg, s, c.type)
+        _move_c(cg, s, acc, "llvm.x86.tilestored64", dst)
+    return dst if columns else _read_c(cg, s, ir.VectorType(F32, M * N))
+
+
+def product(cg, inst: Instruction, A, B, C):
+    """D = A B + C of the AMX mul_add inst (not in a loop's tiles): where D is only
+    updated and stored (``columns.web``), ``Columns`` in a buffer of its own, else a
+    CoopVal; C a CoopVal or ``Columns`` (its tiles loaded from its buffer)."""
+    t: CoopMatrixType = inst.results[0].type
+    M, K, N = A.type.rows, A.type.cols, B.type.cols
+    Mp = _ceil(M, TILE_ROWS)
+    keep = t == C.type and web(cg, inst.results[0]) is not None
+    cs = C.buffers(cg, 4 * Mp, _ceil(N, TILE_ROWS)) if isinstance(C, Columns) else C.mats
+    out = [mul_add(cg, A.type.component.name, A.mats[g], B.mats[g], cs[g], M, K, N, keep)
+           for g in range(len(cs))]
+    if keep:
+        return Columns.in_buffers(cg, t, out, 4 * Mp)
+    return CoopVal([convert(cg, d, C.type.component, t.component) for d in out], t)
 
 
 # ---- accumulators held in tiles across a loop ------------------------------------------------
@@ -439,10 +463,11 @@ class TileAccumulator(LoopCarrier):
     that mul_add, and its result is only yielded."""
 
     def __init__(self, t: CoopMatrixType, tiles: List[Dict[Tuple[int, int], int]],
-                 stored_next: bool):
+                 stored_next: bool, result: Value):
         self.type = t
         self.tiles = tiles
         self.stored_next = stored_next  # the loop's result goes to a store (TileResult)
+        self.result = result  # the loop's result
         #: body copies per iteration (emit_for): a single tile pairs its products
         self.unroll = 2 if [len(acc) for acc in tiles] == [1] else 1
         self.copies = 1  # the copies emit_for gives
@@ -459,7 +484,7 @@ class TileAccumulator(LoopCarrier):
                 for r in acc.values():
                     _call(cg, cg.b, "llvm.x86.tilezero", _tile(r))
             else:
-                _store_padded(cg.b, mat, F32, t.rows, t.cols, s.Mp, s.Np, s.c, s.tmp)
+                _store_padded(cg, mat, F32, t.rows, t.cols, s.Mp, s.Np, s.c, s.tmp)
                 _move_c(cg, s, acc, "llvm.x86.tileloadd64")
         return self
 
@@ -484,7 +509,7 @@ class TileAccumulator(LoopCarrier):
         two A's before the first product halves these waits."""
         b = cg.b
         half = 0 if self.pending is None else 1
-        _store_vnni(b, a, s.elem, s.M, s.K, s.Mp, s.Kp, s.a_next if half else s.a, s.tmp)
+        _store_vnni(cg, a, s.elem, s.M, s.K, s.Mp, s.Kp, s.a_next if half else s.a, s.tmp)
         _call(cg, b, "llvm.x86.tileloadd64", _tile(4 + half), *b_src(0, 0))
         if not half:
             self.pending = s
@@ -498,11 +523,13 @@ class TileAccumulator(LoopCarrier):
             _call(cg, b, s.product, _tile(t), _tile(4 + h), _tile(6 + h))
 
     def leave(self, cg):
-        """After the loop: the value as a CoopVal (or a TileResult for its store)."""
+        """After the loop: the value as a TileResult for its store, as ``Columns`` where it
+        is only updated and stored (``columns.web``), else as a CoopVal."""
         assert self.pending is None, "internal error: half a pair of AMX products"
         if self.stored_next:
-            self.stored_next = False  # (a TileResult that cannot store directly calls leave)
             return TileResult(self)
+        if web(cg, self.result) is not None:
+            return self.columns(cg)
         t = self.type
         s = _Slots(cg, t.rows, 0, t.cols)
         mats = []
@@ -511,99 +538,15 @@ class TileAccumulator(LoopCarrier):
             mats.append(_read_c(cg, s, ir.VectorType(F32, t.rows * t.cols)))
         return CoopVal(mats, t)
 
-
-#: (i, j) -> address and row stride in bytes of a tile starting at (i, j) in memory
-TileSource = Callable[[int, int], Tuple[ir.Value, ir.Value]]
-
-
-def _in_memory(cg, access: Instruction, elem: str, g: int,
-               operand: bool = False) -> Optional["Place"]:
-    """Where subgroup g's matrix of the cooperative_matrix_load/store ``access`` is in
-    memory (a ``Place``): when every work-item is active, the kernel is not in checked
-    mode (there every access goes through ``coop._access``, which checks it), the access
-    is untransposed and has no checked flags (or, for an ``operand`` of AMX products,
-    either but not both), on ``elem`` components, through a memref with unit row stride
-    (its columns are contiguous: the rows of their transpose, a tile's rows).  None
-    otherwise.  (A transposed operand with checked flags stays a vector: its pairs
-    could be half inside the memref.)"""
-    component = access.slots["tensor"].type.element
-    transposed = access.modifier("ta") == "t"
-    checked = access.modifier("checked")
-    if (cg.mask is not None or cg.checked or component.name != elem
-            or ((transposed or checked is not None) and not operand)
-            or (transposed and checked is not None)):
-        return None
-    from .coop import memref_in, uniform_in
-
-    lane = ir.Constant(I32, g * cg.S)
-    m = memref_in(cg, cg.get(access.slots["tensor"]), lane)
-    if m.stride[0] != 1:
-        return None
-    b = cg.b
-    x = uniform_in(cg, cg.get(access.slots["x"]), lane)
-    y = uniform_in(cg, cg.get(access.slots["y"]), lane)
-    st1 = cg.ival(m.stride[1])
-    size = ir.Constant(I64, component.size)
-    stride = b.mul(st1, size)
-
-    def at(r0: int, c0: int) -> Tuple[ir.Value, ir.Value]:
-        off = b.add(b.add(x, ir.Constant(I64, r0)), b.mul(b.add(y, ir.Constant(I64, c0)), st1))
-        return b.gep(m.ptr, [b.mul(off, size)], source_etype=I8), stride
-    bounds = None
-    if checked is not None:
-        s0, s1 = (cg.ival(v) for v in m.shape)
-        bounds = (x, y, s0 if checked in ("rows_checked", "both_checked") else None,
-                  s1 if checked in ("cols_checked", "both_checked") else None)
-    return Place(at, transposed, bounds)
-
-
-class Place:
-    """Where one subgroup's operand is in memory: ``at`` (a ``TileSource`` of the memref
-    at the load's position (x, y)); whether the matrix is the transpose of that block (a
-    load with ``.t``: the matrix's rows are the memref's contiguous columns); and for a
-    checked load, ``bounds``: (x, y, the memref's rows or None, its columns or None),
-    outside which entries read as zeros."""
-
-    def __init__(self, at: TileSource, transposed: bool = False, bounds=None):
-        self.at = at
-        self.transposed = transposed
-        self.bounds = bounds
-
-    @property
-    def tiles(self) -> bool:
-        """Tiles can be loaded from here as they are (untransposed, unchecked)."""
-        return not self.transposed and self.bounds is None
-
-    def column(self, b: ir.IRBuilder, elem: ir.Type, c: int, rows: int,
-               length: int) -> ir.Value:
-        """Column c of the (untransposed) matrix, zero-extended to ``length`` components;
-        zeros outside the memref where the load is checked."""
-        if self.bounds is None:
-            return _load_column(b, self.at(0, c)[0], elem, rows, length)
-        x, y, s0, s1 = self.bounds
-        ok = VectorConstant(I1, [1] * rows)
-        if s0 is not None:
-            r = b.add(_splat(b, x, rows), VectorConstant(I64, list(range(rows))))
-            ok = b.and_(b.icmp_signed(">=", r, zero_of(r.type)),
-                        b.icmp_signed("<", r, _splat(b, s0, rows)))
-        if s1 is not None:
-            col = b.add(y, ir.Constant(I64, c))
-            inside = b.and_(b.icmp_signed(">=", col, ir.Constant(I64, 0)),
-                            b.icmp_signed("<", col, s1))
-            ok = b.and_(ok, _splat(b, inside, rows))
-        vt = ir.VectorType(elem, rows)
-        name = f"llvm.masked.load.{mangle(vt)}.p0"
-        fn = b.module.globals.get(name) or ir.Function(
-            b.module, ir.FunctionType(vt, [PTR, I32, ok.type, vt]), name)
-        return _widen(b, b.call(fn, [self.at(0, c)[0], ir.Constant(I32, lt_size(elem)), ok,
-                                     zero_of(vt)]), length)
-
-
-def _splat(b: ir.IRBuilder, v: ir.Value, n: int) -> ir.Value:
-    """v in each of n lanes."""
-    vt = ir.VectorType(v.type, n)
-    return b.shuffle_vector(b.insert_element(ir.Constant(vt, None), v, ir.Constant(I32, 0)),
-                            ir.Constant(vt, None), VectorConstant(I32, [0] * n))
+    def columns(self, cg) -> Columns:
+        """The tiles stored to buffers of their own, as ``Columns``."""
+        t = self.type
+        s = _Slots(cg, t.rows, 0, t.cols)
+        bases = []
+        for acc in self.tiles:
+            bases.append(_result_buffer(cg, s))
+            _move_c(cg, s, acc, "llvm.x86.tilestored64", bases[-1])
+        return Columns.in_buffers(cg, t, bases, 4 * s.Mp)
 
 
 class InMemory:
@@ -622,7 +565,7 @@ def operand_in_memory(cg, load: Instruction) -> Optional[InMemory]:
     """The cooperative_matrix_load ``load`` left in memory (an ``InMemory``) when every
     use of its value is as A or B of an AMX mul_add later in the same region with
     nothing between that has regions or may write memory, and each subgroup's access
-    qualifies for ``_in_memory`` (transposed or not); else None (the load is emitted)."""
+    qualifies for ``columns.in_memory`` (transposed or not, checked or not); else None (the load is emitted)."""
     value = load.results[0]
     t = value.type
     if not (isinstance(t, CoopMatrixType) and usable(t.component.name)):
@@ -640,7 +583,7 @@ def operand_in_memory(cg, load: Instruction) -> Optional[InMemory]:
         if any(i.regions or not (i.opdef.pure or i.opcode == "cooperative_matrix_load")
                for i in between):
             return None
-    places = [_in_memory(cg, load, t.component.name, g, True) for g in range(cg.W // cg.S)]
+    places = [in_memory(cg, load, t.component.name, g, transposed=True) for g in range(cg.W // cg.S)]
     return None if any(p is None for p in places) else InMemory(t, places)
 
 
@@ -660,30 +603,19 @@ class TileResult(HeldMatrix):
         return TileResult(self.acc, t)
 
     def store(self, cg, inst: Instruction) -> None:
-        from .arith import convert
-        from .coop import cast, emit_store
-
+        """An f32 result straight from the tiles into a memref where they fit as they are;
+        else through ``Columns`` (converted, masked, or as coop.py stores)."""
         comp = self.type.component
-        direct = [_in_memory(cg, inst, comp.name, g) for g in range(len(self.acc.tiles))]
-        if any(d is None for d in direct):  # stored as the vectors it stands for
-            value = self.acc.leave(cg)
-            cg.env[inst.slots["value"]] = cast(cg, value, self.type)
-            return emit_store(cg, inst)
-        b = cg.b
         acc_comp = self.acc.type.component
-        M = self.type.rows
-        s = _Slots(cg, M, 0, self.type.cols)
+        direct = [in_memory(cg, inst, comp.name, g) for g in range(len(self.acc.tiles))]
+        if comp != acc_comp or any(d is None or not d.tiles for d in direct):
+            cols = self.acc.columns(cg).map(
+                self.type, lambda g, p: convert(cg, p, acc_comp, comp))
+            return cols.store(cg, inst)
         for place, acc in zip(direct, self.acc.tiles):
-            if comp == acc_comp:
-                for (n, m), t in acc.items():
-                    _call(cg, b, "llvm.x86.tilestored64", _tile(t),
-                          *place.at(TILE_ROWS * m, TILE_ROWS * n))
-                continue
-            _move_c(cg, s, acc, "llvm.x86.tilestored64")
-            for c in range(self.type.cols):
-                col = b.load(_at(b, s.c, 4 * c * s.Mp), align=4, typ=ir.VectorType(F32, M))
-                b.store(convert(cg, col, acc_comp, comp), place.at(0, c)[0],
-                        align=comp.size)
+            for (n, m), t in acc.items():
+                _call(cg, cg.b, "llvm.x86.tilestored64", _tile(t),
+                      *place.at(TILE_ROWS * m, TILE_ROWS * n))
         return None
 
 
@@ -763,7 +695,7 @@ def claim_loop(cg, loop: Instruction) -> Dict[int, TileAccumulator]:
         for _ in range(G):
             regs = {nm: free.pop(0) for blk in blocks for nm in blk}
             tiles.append(regs)
-        claimed[k] = TileAccumulator(t, tiles, _stored_next(cg, loop, k))
+        claimed[k] = TileAccumulator(t, tiles, _stored_next(cg, loop, k), loop.results[k])
         mul_adds.add(ma)
     others = [i for i in insts if i.opcode == "cooperative_matrix_mul_add"
               and i not in mul_adds and _mul_add_types(i)]

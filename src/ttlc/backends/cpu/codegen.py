@@ -82,7 +82,7 @@ from ...diagnostics import CompileError, Diagnostic
 from ...ir.core import Instruction, Program
 from ...ir.ops import FOREACH_OPS, OPS, compose_tables
 from ...ir.types import CoopMatrixType
-from . import amx, arith, control, coop, memory, mul_add, subgroup
+from . import amx, arith, columns, control, coop, memory, mul_add, subgroup
 from .abi import KernelInfo
 from .function import FunctionCodegen
 from .values import Unsupported
@@ -104,21 +104,31 @@ def _on_matrices(numbers: Callable, matrices: Callable) -> Callable:
 
 
 def _through_amx(table: Dict[str, Callable]) -> None:
-    """Loads and casts that leave matrices where AMX products want them: a matrix only
-    AMX products use stays in memory, where they read it (``amx.operand_in_memory``), and
-    a result held in AMX tiles stays there through a cast to its store
-    (``amx.TileResult``)."""
-    load, cast = table["cooperative_matrix_load"], table["cast"]
+    """Loads and updates that leave matrices where AMX products want them and put them:
+    a matrix only AMX products use stays in memory, where they read it
+    (``amx.operand_in_memory``); a result held in AMX tiles stays there through a cast to
+    its store (``amx.TileResult``); and an AMX product's result that is only updated and
+    stored, with what is added to it, is worked on column by column in memory
+    (``columns.EMITTERS``), never as a vector of the whole matrix."""
+    def first(*emitters: Callable) -> Callable:
+        def emit(cg: FunctionCodegen, inst: Instruction):
+            for fn in emitters[:-1]:
+                out = fn(cg, inst)
+                if out is not None:
+                    return out
+            return emitters[-1](cg, inst)
+        return emit
 
-    def emit_load(cg: FunctionCodegen, inst: Instruction):
-        return amx.operand_in_memory(cg, inst) or load(cg, inst)
-
-    def emit_cast(cg: FunctionCodegen, inst: Instruction):
+    def tile_result_cast(cg: FunctionCodegen, inst: Instruction):
         held = cg.raw(inst.slots["a"])
-        if isinstance(held, amx.TileResult):
-            return held.cast(cg, inst.results[0].type)
-        return cast(cg, inst)
-    table.update({"cooperative_matrix_load": emit_load, "cast": emit_cast})
+        return held.cast(cg, inst.results[0].type) if isinstance(held, amx.TileResult) else None
+
+    table["cooperative_matrix_load"] = first(amx.operand_in_memory, columns.EMITTERS[
+        "cooperative_matrix_load"], table["cooperative_matrix_load"])
+    table["cast"] = first(tile_result_cast, columns.EMITTERS["cast"], table["cast"])
+    for op, fn in columns.EMITTERS.items():
+        if op not in ("cooperative_matrix_load", "cast"):
+            table[op] = first(fn, table[op])
 
 
 def _table() -> Dict[str, Callable]:

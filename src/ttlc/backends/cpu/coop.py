@@ -37,10 +37,11 @@ from . import jit, races
 from .arith import binary, convert, unary
 from .arith import constant as scalar_constant
 from .function import FunctionCodegen, lane_loop
-from .memory import (_align, _component_ptrs, _masked_load, _masked_store, _note_write,
-                     _store_atomic, atomic_update, check_alive, elem_type, is_null, lt_size)
+from .memory import (_align, _component_ptrs, _masked_store, _note_write, _store_atomic,
+                     atomic_update, check_alive, elem_type, is_null, lt_size)
 from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, MemVal,
                      VectorConstant, is_vec, parts, undef_of, zero_of)
+from .vectors import gather, masked_load, splat_n
 
 
 def _vt(t: CoopMatrixType) -> ir.VectorType:
@@ -83,17 +84,6 @@ def concat(cg: FunctionCodegen, pieces: list) -> Any:
     if out.type.count != total:
         out = cg.b.shuffle_vector(out, out, _consts(range(total)))
     return out
-
-
-def splat_n(cg: FunctionCodegen, x, n: int):
-    """A scalar (or complex scalar) repeated n times."""
-    if isinstance(x, Cplx):
-        return Cplx(splat_n(cg, x.re, n), splat_n(cg, x.im, n))
-    vt = ir.VectorType(x.type, n)
-    if isinstance(x, ir.Constant):
-        return VectorConstant(x.type, [x.constant] * n)
-    v = cg.b.insert_element(undef_of(vt), x, ir.Constant(I32, 0))
-    return cg.b.shuffle_vector(v, undef_of(vt), _consts([0] * n))
 
 
 def zero_mat(t: CoopMatrixType):
@@ -393,7 +383,7 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
                 cols = []
                 for c in range(N):
                     p = at(0, c)
-                    cols.append(_masked_load(cg, lt, p, _column(cg, valid, c, M), M))
+                    cols.append(masked_load(cg, lt, p, _column(cg, valid, c, M), M))
                 result["v"] = concat(cg, cols)
                 return
             if contiguous == "rows" and not comp.is_complex:
@@ -401,7 +391,7 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
                 # matrix is contiguous (N components), loaded as one vector; one shuffle
                 # makes the rows columns (a gather of M N components is scalarized where
                 # the CPU has no fast gather, and is slow to compile)
-                rows = [_masked_load(cg, lt, at(r, 0), _row(cg, valid, r, M, N), N)
+                rows = [masked_load(cg, lt, at(r, 0), _row(cg, valid, r, M, N), N)
                         for r in range(M)]
                 by_rows = concat(cg, rows)
                 result["v"] = shuffle(cg, by_rows, by_rows,
@@ -410,18 +400,12 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
             ptrs = b.gep(splat_n(cg, m.ptr, M * N), [offsets()], source_etype=elem_type(comp))
             if comp.is_complex:
                 pi = b.gep(ptrs, [_consts([1] * (M * N), I64)], source_etype=lt)
-                result["v"] = Cplx(_gather_n(cg, lt, ptrs, valid), _gather_n(cg, lt, pi, valid))
+                result["v"] = Cplx(gather(cg, lt, ptrs, valid), gather(cg, lt, pi, valid))
             else:
-                result["v"] = _gather_n(cg, lt, ptrs, valid)
+                result["v"] = gather(cg, lt, ptrs, valid)
         _access(cg, inst, t, g, load)
         mats.append(result["v"])
     return CoopVal(mats, t)
-
-
-def _gather_n(cg: FunctionCodegen, lt: ir.Type, ptrs, mask):
-    vt = ir.VectorType(lt, ptrs.type.count)
-    return cg.intrinsic("llvm.masked.gather", vt, [ptrs, ir.Constant(I32, lt_size(lt)), mask,
-                                                   zero_of(vt)], [vt, ptrs.type])
 
 
 def _scatter_n(cg: FunctionCodegen, v, ptrs, mask) -> None:

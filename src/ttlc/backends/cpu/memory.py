@@ -20,7 +20,8 @@ from ...runtime.findings import (ERR_DETAILS, E_EXPAND, E_FUSE, E_GROUP_INDEX, E
                                  E_LIFETIME, E_NULL, E_SHAPES, E_SUBVIEW, InstRef)
 from .arith import binary
 from .function import FunctionCodegen, lane_loop
-from .values import (F16, F32, F64, I1, I8, I16, I32, I64, LLTYPE, PTR, Cplx, GroupVal, IndexLike,
+from .vectors import lt_size, masked_load
+from .values import (F16, I1, I8, I16, I32, I64, LLTYPE, PTR, Cplx, GroupVal, IndexLike,
                      Lanes, MemVal, VectorConstant, is_vec, parts, zero_of)
 
 
@@ -111,14 +112,6 @@ def _align(t: ScalarType) -> int:
     return t.component.size if t.is_complex else t.size
 
 
-def _masked_load(cg: FunctionCodegen, lt: ir.Type, p, mask, n: int):
-    vt = ir.VectorType(lt, n)
-    if mask is None:
-        return cg.b.load(p, typ=vt, align=lt_size(lt))
-    return cg.intrinsic("llvm.masked.load", vt, [p, ir.Constant(I32, lt_size(lt)), mask,
-                                                 zero_of(vt)], [vt, PTR])
-
-
 def _short_lanes(lt: ir.Type, n: int) -> int:
     """Lanes to widen a masked store of n elements of type lt to: 16 bytes when n 8- or
     16-bit elements fill less.  LLVM 22 for x86 miscompiles such a store (the vector is
@@ -148,12 +141,6 @@ def _masked_store(cg: FunctionCodegen, v, p, mask) -> None:
         mask = cg.b.shuffle_vector(mask, zero_of(mask.type), pick)
     cg.intrinsic("llvm.masked.store", ir.VoidType(), [v, p, ir.Constant(I32, lt_size(lt)), mask],
                  [v.type, PTR])
-
-
-def lt_size(lt: ir.Type) -> int:
-    if isinstance(lt, ir.IntType):
-        return max(1, lt.width // 8)
-    return {F16: 2, F32: 4, F64: 8}.get(lt, 8) if not isinstance(lt, ir.PointerType) else 8
 
 
 def _gather(cg: FunctionCodegen, lt: ir.Type, ptrs, mask):
@@ -205,9 +192,9 @@ def _load_contiguous(cg: FunctionCodegen, t: ScalarType, ptr, first, mask):
     lt = LLTYPE[t.name]
     p = _gep(cg, t, ptr, first)
     if not t.is_complex:
-        return _masked_load(cg, lt, p, mask, cg.W)
+        return masked_load(cg, lt, p, mask, cg.W)
     even, odd, _ = _interleave_masks(cg.W)
-    both = _masked_load(cg, lt, p, _double_mask(cg, mask), 2 * cg.W)
+    both = masked_load(cg, lt, p, _double_mask(cg, mask), 2 * cg.W)
     return Cplx(b.shuffle_vector(both, both, VectorConstant(I32, even)),
                 b.shuffle_vector(both, both, VectorConstant(I32, odd)))
 

@@ -81,6 +81,8 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
     if isinstance(C, (amx.TileAccumulator, HeldPieces)):  # held its own way across a loop
         return C.mul_add(cg, inst, A, B)
     path = mul_add_path(A.type.component.name, B.type.component.name, ct.name)
+    if path == "AMX":  # 16-bit products into f32 on the tile unit
+        return amx.product(cg, inst, A, B, C)
     kernel = dpbf16.KERNEL if path == "AVX512-BF16" else coop.fma_kernel(M, N, cd)
     if path == "FMA" and A.type.component == B.type.component == cd == ct == D.component:
         # (f32, f64 products: the result as the kernel's pieces)
@@ -92,10 +94,7 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
         return coop.PiecesVal(cg, kernel, pieces, D)
     out = []
     for g in range(coop.subgroups(cg)):
-        if path == "AMX":  # 16-bit products into f32 on the tile unit
-            d = amx.mul_add(cg, A.type.component.name, A.mats[g], B.mats[g], C.mats[g], M, K, N)
-        else:
-            d = coop.microkernel(cg, kernel, A, B, g, convert(cg, C.mats[g], ct, cd), cd)
+        d = coop.microkernel(cg, kernel, A, B, g, convert(cg, C.mats[g], ct, cd), cd)
         if cd != ct:
             d = convert(cg, d, cd, ct)
         out.append(convert(cg, d, ct, D.component))

@@ -37,7 +37,8 @@ from ...analysis.effects import RACE_CLASSES as CLASSES
 from ...analysis.effects import race_class as class_of
 from ...ir.core import Function, Instruction
 from ...runtime.findings import E_RACE, ERR_DETAILS, RACE_FIXED_DETAILS
-from .values import I1, I8, I32, I64, PTR, VectorConstant, undef_of, zero_of
+from .values import I1, I8, I32, I64, PTR, VectorConstant, undef_of
+from .vectors import gather, masked_load, splat_n
 
 #: details of an E_RACE record before the index values (worded by ``findings.race_words``)
 FIXED_DETAILS = RACE_FIXED_DETAILS
@@ -143,21 +144,10 @@ def emit_check_iteration(cg, inst: Instruction) -> None:
 
 
 # ---- accesses ---------------------------------------------------------------------------------
-def _splat(cg, x: ir.Value, n: int) -> ir.Value:
-    vt = ir.VectorType(x.type, n)
-    if isinstance(x, ir.Constant):
-        return VectorConstant(x.type, [x.constant] * n)
-    v = cg.b.insert_element(undef_of(vt), x, ir.Constant(I32, 0))
-    return cg.b.shuffle_vector(v, undef_of(vt), VectorConstant(I32, [0] * n))
-
-
 def _gather(cg, base: ir.Value, idx: ir.Value, width: int, mask: ir.Value) -> ir.Value:
     et = ir.IntType(8 * width)
     n = idx.type.count
-    ptrs = cg.b.gep(_splat(cg, base, n), [idx], source_etype=et)
-    vt = ir.VectorType(et, n)
-    return cg.intrinsic("llvm.masked.gather", vt, [ptrs, ir.Constant(I32, width), mask,
-                                                   zero_of(vt)], [vt, ptrs.type])
+    return gather(cg, et, cg.b.gep(splat_n(cg, base, n), [idx], source_etype=et), mask)
 
 
 def _scatter(cg, base: ir.Value, idx: ir.Value, value: ir.Value, mask: ir.Value,
@@ -170,15 +160,14 @@ def _scatter(cg, base: ir.Value, idx: ir.Value, value: ir.Value, mask: ir.Value,
         order = VectorConstant(I32, list(range(n - 1, -1, -1)))
         idx, value, mask = (cg.b.shuffle_vector(x, undef_of(x.type), order)
                             for x in (idx, value, mask))
-    ptrs = cg.b.gep(_splat(cg, base, n), [idx], source_etype=et)
+    ptrs = cg.b.gep(splat_n(cg, base, n), [idx], source_etype=et)
     cg.intrinsic("llvm.masked.scatter", ir.VoidType(),
                  [value, ptrs, ir.Constant(I32, et.width // 8), mask], [value.type, ptrs.type])
 
 
 def _masked_load(cg, base: ir.Value, first: ir.Value, vt: ir.VectorType, mask: ir.Value):
     p = cg.b.gep(base, [first], source_etype=vt.element)
-    return cg.intrinsic("llvm.masked.load", vt, [p, ir.Constant(I32, vt.element.width // 8),
-                                                 mask, zero_of(vt)], [vt, PTR])
+    return masked_load(cg, vt.element, p, mask, vt.count)
 
 
 def _masked_store(cg, base: ir.Value, first: ir.Value, value: ir.Value, mask: ir.Value) -> None:
@@ -206,8 +195,8 @@ def track(cg, inst: Instruction, addrs: ir.Value, active: Optional[ir.Value], me
     vt = ir.VectorType(I64, n)
     mine = class_of(inst)
     kind, coop = CLASSES[mine]
-    rel = b.sub(addrs, _splat(cg, b.ptrtoint(cg.local, I64), n))
-    inside = b.icmp_unsigned("<", rel, _splat(cg, sh.data_end, n))  # (defensive)
+    rel = b.sub(addrs, splat_n(cg, b.ptrtoint(cg.local, I64), n))
+    inside = b.icmp_unsigned("<", rel, splat_n(cg, sh.data_end, n))  # (defensive)
     act = inside if active is None else b.and_(active, inside)
     idx = b.lshr(rel, ir.Constant(vt, [sh.shift] * n))
     size = inst.slots["tensor"].type.element.size
@@ -224,7 +213,7 @@ def track(cg, inst: Instruction, addrs: ir.Value, active: Optional[ir.Value], me
             _scatter(cg, base, idx, value, act, reverse)
         else:
             _masked_store(cg, base, first, value, act)
-    floor = _splat(cg, b.load(sh.floor, typ=I64), n)
+    floor = splat_n(cg, b.load(sh.floor, typ=I64), n)
     inst_id = cg.inst_id(inst)
 
     def report(bad: ir.Value, other: ir.Value, packed: ir.Value, lowest: bool = False) -> None:
@@ -234,7 +223,7 @@ def track(cg, inst: Instruction, addrs: ir.Value, active: Optional[ir.Value], me
             at_least = ir.Constant(vt, [-1] * n)
             first = cg.intrinsic("llvm.vector.reduce.umin", I64, [b.select(bad, idx, at_least)],
                                  [vt])
-            bad = b.and_(bad, b.icmp_unsigned("==", idx, _splat(cg, first, n)))
+            bad = b.and_(bad, b.icmp_unsigned("==", idx, splat_n(cg, first, n)))
         k = cg.first_lane(bad)
         k = b.select(b.icmp_unsigned("<", k, ir.Constant(I32, n)), k, ir.Constant(I32, 0))
         at = lambda v: b.extract_element(v, k)  # noqa: E731

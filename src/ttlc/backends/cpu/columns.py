@@ -1,0 +1,433 @@
+"""Coopmatrices in memory, worked on column by column in vectors of the machine's width.
+
+``coop.py`` holds a subgroup's matrix as one LLVM vector of all its components.  For the
+16 x 16 tiles of AMX that is up to 4096 lanes (a 32 x 32 f32 tile: 1024), which LLVM
+legalises slowly: the scaling, conversion, checked loads and stores of a gemm's update
+on such vectors took most of the compile time of its AMX kernels.  The AMX path keeps its
+matrices in memory instead:
+
+* ``Place``: where one subgroup's matrix of a cooperative_matrix_load or _store is in a
+  memref with contiguous columns (``in_memory``), with the bounds of its checked flags:
+  a column, or a piece of one, is one (masked) vector load or store there.
+* ``Columns``: a matrix value as a function of (column, first row, rows) giving that
+  piece as a vector: an AMX product's result stored from its tiles to the kernel's
+  scratch memory, a load copied there (zeros outside the memref), and the elementwise
+  updates gemm makes of them (scale, add, cast) on the way to their store, each done
+  piece by piece where the store (or another update) asks for it.  Pieces are at most a
+  register wide (``Columns.pieces``).  A value becomes ``Columns`` only where every use
+  of it, and of what is computed from it, is such an update or a store (``web``): no
+  other instruction ever sees one, so nothing else needs to know them.
+
+The buffers in the scratch memory are each value's own (``private_scratch``), written
+once where the value is made: a piece read later reads what was there then, whatever
+the code between wrote elsewhere.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Tuple, Union
+
+from llvmlite import ir
+
+from ...ir.core import Instruction, Value
+from ...ir.types import CoopMatrixType
+from . import jit
+from .arith import binary, convert
+from .control import not_unrolled
+from .coop import emit_store, first_lane, memref_in, uniform_in
+from .memory import _masked_store
+from .values import I1, I8, I32, I64, LLTYPE, CoopVal, HeldMatrix, VectorConstant, zero_of
+from .vectors import lt_size, masked_load, splat_n
+
+
+def at(b: ir.IRBuilder, ptr: ir.Value, byte_offset: int) -> ir.Value:
+    """ptr + byte_offset."""
+    return b.gep(ptr, [ir.Constant(I64, byte_offset)], source_etype=I8)
+
+
+def widen(b: ir.IRBuilder, col: ir.Value, length: int) -> ir.Value:
+    """The vector col zero-extended to ``length`` components."""
+    rows = col.type.count
+    if rows == length:
+        return col
+    idx = [r if r < rows else rows for r in range(length)]
+    return b.shuffle_vector(col, zero_of(col.type), VectorConstant(I32, idx))
+
+
+def private_scratch(cg, nbytes: int) -> ir.Value:
+    """nbytes of the kernel's per-thread scratch memory (where alloca lives), 64-byte
+    aligned, for one value alone."""
+    offset = -(-cg.local_bytes // 64) * 64
+    cg.local_bytes = offset + nbytes
+    return at(cg.b, cg.local, offset)
+
+
+# ---- places in memrefs ----------------------------------------------------------------------
+#: a column index: known at compile time, or an i64 (a loop's variable)
+Column = Union[int, ir.Value]
+#: (r, c) -> address of the memref's entry (r, c) relative to an access's position, and
+#: the byte stride of the memref's columns
+TileSource = Callable[[int, Column], Tuple[ir.Value, ir.Value]]
+
+
+def i64(c: Column) -> ir.Value:
+    return ir.Constant(I64, c) if isinstance(c, int) else c
+
+
+class Place:
+    """Where one subgroup's matrix is in memory: ``at`` (a ``TileSource`` of the memref
+    at the access's position (x, y)); whether the matrix is the transpose of that block
+    (an access with ``.t``: the matrix's rows are the memref's contiguous columns); and
+    for a checked access, ``bounds``: (x, y, the memref's rows or None, its columns or
+    None), outside which entries read as zeros (and are not written).  Rows and columns
+    here are the memref's, whichever way the matrix is."""
+
+    def __init__(self, at: TileSource, transposed: bool = False, bounds=None):
+        self.at = at
+        self.transposed = transposed
+        self.bounds = bounds
+
+    @property
+    def tiles(self) -> bool:
+        """Tiles can be loaded from here as they are (untransposed, unchecked)."""
+        return not self.transposed and self.bounds is None
+
+    def rows_inside(self, cg, r0: int, n: int, limit: Optional[int] = None):
+        """i1 x n: which of the rows r0 .. r0 + n - 1 are below ``limit`` and inside the
+        memref (None: all are)."""
+        b = cg.b
+        ok = None
+        if limit is not None and r0 + n > limit:
+            ok = VectorConstant(I1, [r0 + i < limit for i in range(n)])
+        if self.bounds is not None and self.bounds[2] is not None:
+            x, s0 = self.bounds[0], self.bounds[2]
+            r = b.add(splat_n(cg, b.add(x, ir.Constant(I64, r0)), n),
+                      VectorConstant(I64, list(range(n))))
+            inside = b.and_(b.icmp_signed(">=", r, zero_of(r.type)),
+                            b.icmp_signed("<", r, splat_n(cg, s0, n)))
+            ok = inside if ok is None else b.and_(ok, inside)
+        return ok
+
+    def column_inside(self, cg, c: Column) -> Optional[ir.Value]:
+        """i1: column c is inside the memref (None: it is)."""
+        if self.bounds is None or self.bounds[3] is None:
+            return None
+        b = cg.b
+        y, s1 = self.bounds[1], self.bounds[3]
+        col = b.add(y, i64(c))
+        return b.and_(b.icmp_signed(">=", col, ir.Constant(I64, 0)), b.icmp_signed("<", col, s1))
+
+    def column(self, cg, elem: ir.Type, c: int, rows: int, length: int) -> ir.Value:
+        """Rows 0 .. rows - 1 of column c, zero-extended to ``length`` components; zeros
+        outside the memref where the access is checked."""
+        mask = _both(cg, self.rows_inside(cg, 0, rows), self.column_inside(cg, c), rows)
+        return widen(cg.b, masked_load(cg, elem, self.at(0, c)[0], mask, rows), length)
+
+    def staged(self, cg, elem: ir.Type, cols: int, rows: int, length: int,
+               dst: ir.Value) -> "Place":
+        """Columns 0 .. cols - 1 (rows 0 .. rows - 1 of each, zeros past them and outside
+        the memref) copied to dst as columns of ``length`` components: the unchecked
+        ``Place`` of the copy, transposed as this one."""
+        size = lt_size(elem)
+        for c in range(cols):
+            cg.b.store(self.column(cg, elem, c, rows, length), at(cg.b, dst, c * length * size),
+                       align=size)
+        stride = ir.Constant(I64, length * size)
+        return Place(lambda r, c: (at(cg.b, dst, (r + c * length) * size), stride),
+                     self.transposed)
+
+
+def _both(cg, rows: Optional[ir.Value], column: Optional[ir.Value], n: int):
+    """The mask of rows where the column is inside (None: every lane)."""
+    if column is None:
+        return rows
+    column = splat_n(cg, column, n)
+    return column if rows is None else cg.b.and_(rows, column)
+
+
+def in_memory(cg, access: Instruction, elem: str, g: int,
+              transposed: bool = False) -> Optional[Place]:
+    """Where subgroup g's matrix of the cooperative_matrix_load/store ``access`` is in
+    memory (a ``Place``): when every work-item is active, the kernel is not in checked
+    mode (there every access goes through ``coop._access``, which checks it), the access
+    is on ``elem`` components, untransposed (or ``transposed`` allowed), through a memref
+    with unit row stride (its columns are contiguous: the rows of their transpose, a
+    tile's rows).  None otherwise."""
+    component = access.slots["tensor"].type.element
+    is_t = access.modifier("ta") == "t"
+    checked = access.modifier("checked")
+    if (cg.mask is not None or cg.checked or component.name != elem
+            or (is_t and not transposed)):
+        return None
+    lane = ir.Constant(I32, g * cg.S)
+    m = memref_in(cg, cg.get(access.slots["tensor"]), lane)
+    if m.stride[0] != 1:
+        return None
+    b = cg.b
+    x = uniform_in(cg, cg.get(access.slots["x"]), lane)
+    y = uniform_in(cg, cg.get(access.slots["y"]), lane)
+    st1 = cg.ival(m.stride[1])
+    size = ir.Constant(I64, component.size)
+    stride = b.mul(st1, size)
+
+    def at_(r0: int, c0: Column) -> Tuple[ir.Value, ir.Value]:
+        off = b.add(b.add(x, ir.Constant(I64, r0)), b.mul(b.add(y, i64(c0)), st1))
+        return b.gep(m.ptr, [b.mul(off, size)], source_etype=I8), stride
+    bounds = None
+    if checked is not None:
+        s0, s1 = (cg.ival(v) for v in m.shape)
+        # the matrix's rows are the memref's columns where it is transposed
+        rows, cols = ("cols_checked", "rows_checked") if is_t else ("rows_checked", "cols_checked")
+        bounds = (x, y, s0 if checked in (rows, "both_checked") else None,
+                  s1 if checked in (cols, "both_checked") else None)
+    return Place(at_, is_t, bounds)
+
+
+# ---- matrices column by column ----------------------------------------------------------------
+#: (column, first row, rows) -> that piece of a subgroup's matrix, a vector
+Piece = Callable[[Column, int, int], ir.Value]
+
+
+def _address(cg, base: ir.Value, stride: int, c: Column, offset: int) -> ir.Value:
+    """base + c stride + offset (bytes): in a buffer of columns ``stride`` bytes apart."""
+    b = cg.b
+    return b.gep(base, [b.add(b.mul(i64(c), ir.Constant(I64, stride)), ir.Constant(I64, offset))],
+                 source_etype=I8)
+
+
+def column_loop(cg, n: int, body: Callable[[ir.Value], None]) -> None:
+    """body(c) for the columns c = 0 .. n - 1 (i64): a loop LLVM keeps rolled (unrolled,
+    the pieces of 32 or 64 columns were most of an AMX kernel's code)."""
+    b = cg.b
+    if n == 1:
+        body(ir.Constant(I64, 0))
+        return
+    pre = b.block
+    loop, done = cg.block("columns"), cg.block("columns.end")
+    b.branch(loop)
+    b.position_at_end(loop)
+    c = b.phi(I64)
+    c.add_incoming(ir.Constant(I64, 0), pre)
+    body(c)
+    nxt = b.add(c, ir.Constant(I64, 1))
+    c.add_incoming(nxt, b.block)
+    not_unrolled(b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(I64, n)), loop, done))
+    b.position_at_end(done)
+
+
+class Columns(HeldMatrix):
+    """A coopmatrix value as per subgroup a ``Piece`` (see the module's docstring); where
+    it is a buffer as it is, ``bases`` (per subgroup) and ``stride`` (bytes from one
+    column to the next)."""
+
+    def __init__(self, t: CoopMatrixType, parts: List[Piece],
+                 bases: Optional[List[ir.Value]] = None, stride: int = 0):
+        self.type = t
+        self.parts = parts
+        self.bases = bases
+        self.stride = stride
+
+    @staticmethod
+    def in_buffers(cg, t: CoopMatrixType, bases: List[ir.Value], stride: int) -> "Columns":
+        """The matrices at bases (one per subgroup), column-major, ``stride`` bytes from
+        one column to the next."""
+        lt = LLTYPE[t.component.name]
+        size = lt_size(lt)
+
+        def part(base: ir.Value) -> Piece:
+            return lambda c, r0, n: cg.b.load(_address(cg, base, stride, c, r0 * size),
+                                              typ=ir.VectorType(lt, n), align=size)
+        return Columns(t, [part(base) for base in bases], bases, stride)
+
+    @staticmethod
+    def of(cg, x) -> "Columns":
+        """x as Columns: x itself, or a CoopVal's vectors stored to buffers."""
+        if isinstance(x, Columns):
+            return x
+        t = x.type
+        size = lt_size(LLTYPE[t.component.name])
+        bases = []
+        for v in x.mats:
+            bases.append(private_scratch(cg, t.rows * t.cols * size))
+            cg.b.store(v, bases[-1], align=size)
+        return Columns.in_buffers(cg, t, bases, t.rows * size)
+
+    def pieces(self) -> List[Tuple[int, int]]:
+        """(first row, rows) of the pieces of a column: a register of f32 (or of the
+        component where wider) each."""
+        lanes = max(1, jit.vector_bits() // 8 // max(4, self.type.component.size))
+        M = self.type.rows
+        return [(r0, min(lanes, M - r0)) for r0 in range(0, M, lanes)]
+
+    def map(self, t: CoopMatrixType, fn: Callable[..., ir.Value],
+            *others: "Columns") -> "Columns":
+        """The matrices of type t whose pieces are fn(g, piece) of this one's (and of
+        others', passed after it)."""
+        def part(g: int) -> Piece:
+            srcs = [self.parts[g]] + [o.parts[g] for o in others]
+            return lambda c, r0, n: fn(g, *[p(c, r0, n) for p in srcs])
+        return Columns(t, [part(g) for g in range(len(self.parts))])
+
+    def materialize(self, cg) -> CoopVal:
+        """The CoopVal of coop.py's representation (a vector per subgroup)."""
+        from .coop import concat
+
+        M, N = self.type.rows, self.type.cols
+        return CoopVal([concat(cg, [p(c, 0, M) for c in range(N)]) for p in self.parts],
+                       self.type)
+
+    def buffers(self, cg, stride: int, cols: int) -> List[ir.Value]:
+        """The matrices in buffers of ``cols`` columns ``stride`` bytes apart (what is past
+        the type's rows and columns undefined): this one's own, or written to new ones
+        column by column."""
+        if self.bases is not None and self.stride == stride:
+            return self.bases
+        t = self.type
+        out = [private_scratch(cg, stride * cols) for _ in self.parts]
+        size = lt_size(LLTYPE[t.component.name])
+        for base, part in zip(out, self.parts):
+            def body(c: ir.Value, part=part, base=base) -> None:
+                for r0, n in self.pieces():
+                    cg.b.store(part(c, r0, n), _address(cg, base, stride, c, r0 * size),
+                               align=size)
+            column_loop(cg, t.cols, body)
+        return out
+
+    def store(self, cg, inst: Instruction) -> None:
+        """The store column by column in a loop, piece by piece (masked by its checked
+        flags), or as coop.py stores where its memref has no ``Place``."""
+        comp = self.type.component
+        places = [in_memory(cg, inst, comp.name, g) for g in range(len(self.parts))]
+        if any(p is None for p in places):
+            cg.env[inst.slots["value"]] = self.materialize(cg)
+            return emit_store(cg, inst)
+        pieces = self.pieces()
+        for place, part in zip(places, self.parts):
+            row_masks = {r0: place.rows_inside(cg, r0, n) for r0, n in pieces}
+
+            def body(c: ir.Value, place=place, part=part, row_masks=row_masks) -> None:
+                inside = place.column_inside(cg, c)
+                for r0, n in pieces:
+                    _masked_store(cg, part(c, r0, n), place.at(r0, c)[0],
+                                  _both(cg, row_masks[r0], inside, n))
+            column_loop(cg, self.type.cols, body)
+        return None
+
+
+def stage(cg, place: Place, t: CoopMatrixType) -> ir.Value:
+    """Subgroup's matrix of type t at place copied column by column to a buffer of its
+    own, zeros outside the memref; the buffer's address (columns t.rows apart)."""
+    lt = LLTYPE[t.component.name]
+    size = lt_size(lt)
+    buf = private_scratch(cg, t.rows * t.cols * size)
+    pieces = Columns(t, []).pieces()
+    row_masks = {r0: place.rows_inside(cg, r0, n) for r0, n in pieces}
+
+    def body(c: ir.Value) -> None:
+        inside = place.column_inside(cg, c)
+        for r0, n in pieces:
+            v = masked_load(cg, lt, place.at(r0, c)[0], _both(cg, row_masks[r0], inside, n), n)
+            cg.b.store(v, _address(cg, buf, t.rows * size, c, r0 * size), align=size)
+    column_loop(cg, t.cols, body)
+    return buf
+
+
+# ---- which values are Columns ----------------------------------------------------------------
+#: the elementwise instructions on matrices done piece by piece
+BINARY = ("add", "sub", "mul")
+
+
+def web(cg, value: Value) -> Optional[List[Instruction]]:
+    """The instructions that compute from value (transitively) when each is an update
+    done piece by piece (cooperative_matrix_scale of it, cast, ``BINARY`` of real float
+    matrices), a cooperative_matrix_store of it or an AMX product taking it as C, and
+    the kernel has no barrier (a value held across one would have to be saved between
+    phases); else None."""
+    from .amx import _mul_add_types, _users
+
+    memo: Dict[Value, Optional[List[Instruction]]] = cg.__dict__.setdefault("columns_web", {})
+    if value in memo:
+        return memo[value]
+    if "columns_barrier" not in cg.__dict__:
+        cg.columns_barrier = any(i.opcode == "barrier" for i in cg.func.body.walk())
+    out: Optional[List[Instruction]] = None if cg.columns_barrier else []
+    todo, seen = [value], set()
+    while todo and out is not None:
+        v = todo.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        t = v.type
+        if not (isinstance(t, CoopMatrixType) and t.component.is_float):
+            out = None
+            break
+        for user in _users(cg).get(v, []):
+            op = user.opcode
+            if op == "cooperative_matrix_store" and user.slots["value"] is v:
+                continue
+            if (op == "cooperative_matrix_mul_add" and user.slots["c"] is v
+                    and v not in (user.slots["a"], user.slots["b"]) and _mul_add_types(user)):
+                continue  # (its tiles are loaded from the buffer: ``amx.product``)
+            if not ((op == "cooperative_matrix_scale" and user.slots["b"] is v)
+                    or op == "cast" or op in BINARY):
+                out = None
+                break
+            out.append(user)
+            todo.append(user.results[0])
+    memo[value] = out
+    return out
+
+
+def _scale(cg, inst: Instruction) -> Optional[Columns]:
+    x = cg.raw(inst.slots["b"])
+    if not isinstance(x, Columns):
+        return None
+    t: CoopMatrixType = inst.results[0].type
+    a = cg.get(inst.slots["a"])
+    scalars = [uniform_in(cg, a, first_lane(cg, g) if cg.varying_repr(a) else None, g,
+                          "the scalar") for g in range(len(x.parts))]
+    return x.map(t, lambda g, p: binary(cg, "mul", t.component,
+                                        splat_n(cg, scalars[g], p.type.count), p))
+
+
+def _cast(cg, inst: Instruction) -> Optional[Columns]:
+    x = cg.raw(inst.slots["a"])
+    t = inst.results[0].type
+    if not isinstance(x, Columns) or not isinstance(t, CoopMatrixType):
+        return None
+    return x.map(t, lambda g, p: convert(cg, p, x.type.component, t.component))
+
+
+def _binary(cg, inst: Instruction) -> Optional[Columns]:
+    xs = [cg.raw(inst.slots[k]) for k in ("a", "b")]
+    t = inst.results[0].type
+    if not any(isinstance(x, Columns) for x in xs) or not isinstance(t, CoopMatrixType):
+        return None
+    x, y = (Columns.of(cg, v) for v in xs)
+    return x.map(t, lambda g, p, q: binary(cg, inst.opcode, t.component, p, q), y)
+
+
+def _load(cg, inst: Instruction) -> Optional[Columns]:
+    """A load whose value meets ``Columns`` in an update (added to an AMX product's
+    result) and is only updated and stored (``web``): copied to a buffer (``stage``)."""
+    value = inst.results[0]
+    t = value.type
+    uses = web(cg, value) if isinstance(t, CoopMatrixType) else None
+    if not uses or not any(u.opcode in BINARY and any(
+            isinstance(cg.env.get(v), Columns) for v in u.operands) for u in uses):
+        return None
+    G = cg.W // cg.S
+    places = [in_memory(cg, inst, t.component.name, g) for g in range(G)]
+    if any(p is None for p in places):
+        return None
+    return Columns.in_buffers(cg, t, [stage(cg, p, t) for p in places],
+                              t.rows * t.component.size)
+
+
+#: opcode -> its emitter on Columns, giving None where the operands are not Columns (and
+#: the instruction is emitted as coop.py does)
+EMITTERS: Dict[str, Callable] = {
+    "cooperative_matrix_scale": _scale,
+    "cast": _cast,
+    **dict.fromkeys(BINARY, _binary),
+    "cooperative_matrix_load": _load,
+}
