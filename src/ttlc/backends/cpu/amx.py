@@ -55,7 +55,8 @@ from llvmlite import ir
 from ...ir.core import Instruction, Region, Value
 from ...ir.types import CoopMatrixType
 from . import amx_emulation, jit
-from .columns import Columns, Place, TileSource, at, in_memory, private_scratch, web, widen
+from .columns import (Column, Columns, Place, TileSource, _address, at, column_loop, i64,
+                      in_memory, private_scratch, web, widen)
 from .arith import convert
 from .coop import concat
 from .function import LoopCarrier
@@ -140,20 +141,40 @@ def _store_padded(cg, v, elem: ir.Type, rows: int, cols: int, prows: int, pcols:
 
 
 def _store_vnni(cg, a, elem: ir.Type, M: int, K: int, Mp: int, Kp: int, dst: ir.Value,
-                tmp: ir.Value) -> None:
+                tmp: ir.Value, rolled: bool = False) -> None:
     """Store A (M x K column-major 16-bit values: a vector or a ``Place``) as Kp/2 rows of
     pairs at dst: row k2 holds A[m, 2 k2], A[m, 2 k2 + 1] for m < Mp (zeros outside A).
-    Each row is two columns interleaved by one shuffle of 2 Mp components."""
+    Each row is two columns interleaved by one shuffle of 2 Mp components; ``rolled``,
+    the rows of whole pairs of an A in memory are a loop (``_pair_rows``)."""
     if isinstance(a, Place) and a.transposed:
-        return _store_vnni_transposed(cg, a, M, K, Mp, Kp, dst, tmp)
+        return _store_vnni_transposed(cg, a, M, K, Mp, Kp, dst, tmp, rolled)
+    if isinstance(a, Place) and a.bounds is not None:  # its columns zero-padded, in a loop
+        a = a.staged(cg, elem, K, M, Mp, tmp)
     b = cg.b
     column = _columns(cg, a, elem, M, Mp, tmp)
-    pair = [m // 2 + (m % 2) * Mp for m in range(2 * Mp)]  # interleave two columns
-    for k2 in range(Kp // 2):
+    pair = VectorConstant(I32, [m // 2 + (m % 2) * Mp for m in range(2 * Mp)])
+
+    def whole_pair(k2: ir.Value) -> None:
+        k = b.mul(k2, ir.Constant(I64, 2))
+        b.store(b.shuffle_vector(column(k), column(b.add(k, ir.Constant(I64, 1))), pair),
+                _address(cg, dst, 4 * Mp, k2, 0), align=4)
+    whole = _pair_rows(cg, K, rolled and isinstance(a, Place), whole_pair)
+    for k2 in range(whole, Kp // 2):
         cols = [column(k) if k < K else zero_of(ir.VectorType(elem, Mp))
                 for k in (2 * k2, 2 * k2 + 1)]
-        row = b.shuffle_vector(cols[0], cols[1], VectorConstant(I32, pair))
-        b.store(row, at(b, dst, 4 * k2 * Mp), align=4)
+        b.store(b.shuffle_vector(cols[0], cols[1], pair), at(b, dst, 4 * k2 * Mp), align=4)
+
+
+def _pair_rows(cg, K: int, rolled: bool, body: Callable[[ir.Value], None]) -> int:
+    """body(k2) for the rows k2 of whole pairs of K (k2 < K / 2) in a loop where
+    ``rolled``, and the number of rows done so (0 where not).  Products outside a K loop
+    (the edges, the K remainder, a single step) stage A so: unrolled, the staging of
+    every such product was most of the kernel's machine code, while in a K loop it
+    stays unrolled, where its speed counts."""
+    if not rolled or K < 4:
+        return 0
+    column_loop(cg, K // 2, body)
+    return K // 2
 
 
 def _lanes(cg, base: ir.Value, stride: ir.Value, n: int) -> ir.Value:
@@ -163,11 +184,11 @@ def _lanes(cg, base: ir.Value, stride: ir.Value, n: int) -> ir.Value:
 
 
 def _store_vnni_transposed(cg, a: "Place", M: int, K: int, Mp: int, Kp: int,
-                           dst: ir.Value, tmp: ir.Value) -> None:
+                           dst: ir.Value, tmp: ir.Value, rolled: bool = False) -> None:
     """``_store_vnni`` for an A loaded transposed: A's row m is the memref's column y + m
     (contiguous), whose 32-bit word k2 is the pair of row k2 of the layout; each row is
     one gather of those words from the Mp rows of A (a 16-bit one for the half pair of
-    an odd K).  A checked A's rows are first copied to tmp, zero-padded to Kp
+    an odd K).  A checked A's rows are first copied to tmp, zero-padded to Kp, in a loop
     (``Place.staged``): its pairs may be half inside the memref."""
     b = cg.b
     if a.bounds is not None:
@@ -175,35 +196,50 @@ def _store_vnni_transposed(cg, a: "Place", M: int, K: int, Mp: int, Kp: int,
     base, stride = a.at(0, 0)
     rows = _lanes(cg, base, stride, Mp)
     mask = VectorConstant(I1, [m < M for m in range(Mp)])
-    for k2 in range(Kp // 2):
-        words = b.gep(rows, [ir.Constant(I64, 4 * k2)], source_etype=I8)
+
+    def words(k2: Column) -> ir.Value:
+        return b.gep(rows, [b.mul(i64(k2), ir.Constant(I64, 4))], source_etype=I8)
+    whole = _pair_rows(cg, K, rolled, lambda k2: b.store(
+        gather(cg, I32, words(k2), mask), _address(cg, dst, 4 * Mp, k2, 0), align=4))
+    for k2 in range(whole, Kp // 2):
         if 2 * k2 + 1 < K:
-            row = gather(cg, I32, words, mask)
+            row = gather(cg, I32, words(k2), mask)
         elif 2 * k2 < K:
-            row = b.zext(gather(cg, I16, words, mask), ir.VectorType(I32, Mp))
+            row = b.zext(gather(cg, I16, words(k2), mask), ir.VectorType(I32, Mp))
         else:
             row = zero_of(ir.VectorType(I32, Mp))
         b.store(row, at(b, dst, 4 * k2 * Mp), align=4)
 
 
 def _store_b_transposed(cg, bm: "Place", elem: ir.Type, K: int, N: int, Kp: int, Np: int,
-                        dst: ir.Value, tmp: ir.Value) -> None:
+                        dst: ir.Value, tmp: ir.Value, rolled: bool = False) -> None:
     """``_store_padded`` of B^T (Np rows of Kp) for a B loaded transposed: B's row k is the
     memref's column y + k (contiguous).  Rows 2 k2 and 2 k2 + 1 interleaved are the
     32-bit pairs of column k2 of B^T's rows, stored as row k2 of tmp; row n of B^T is
-    then one gather of word n of each tmp row."""
+    then one gather of word n of each tmp row.  ``rolled``: both in loops, as A's pairs
+    (``_pair_rows``)."""
     b = cg.b
-    pair = [n // 2 + (n % 2) * Np for n in range(2 * Np)]
-    for k2 in range(Kp // 2):
+    pair = VectorConstant(I32, [n // 2 + (n % 2) * Np for n in range(2 * Np)])
+
+    def whole_pair(k2: ir.Value) -> None:
+        k = b.mul(k2, ir.Constant(I64, 2))
+        rows = [bm.column(cg, elem, c, N, Np) for c in (k, b.add(k, ir.Constant(I64, 1)))]
+        b.store(b.shuffle_vector(*rows, pair), _address(cg, tmp, 4 * Np, k2, 0), align=4)
+    for k2 in range(_pair_rows(cg, K, rolled, whole_pair), Kp // 2):
         rows = [bm.column(cg, elem, k, N, Np) if k < K
                 else zero_of(ir.VectorType(elem, Np)) for k in (2 * k2, 2 * k2 + 1)]
-        b.store(b.shuffle_vector(rows[0], rows[1], VectorConstant(I32, pair)),
-                at(b, tmp, 4 * k2 * Np), align=4)
+        b.store(b.shuffle_vector(*rows, pair), at(b, tmp, 4 * k2 * Np), align=4)
     words = _lanes(cg, tmp, ir.Constant(I64, 4 * Np), Kp // 2)
     every = VectorConstant(I1, [1] * (Kp // 2))
-    for n in range(Np):
-        row = gather(cg, I32, b.gep(words, [ir.Constant(I64, 4 * n)], source_etype=I8), every)
-        b.store(row, at(b, dst, 2 * Kp * n), align=4)
+
+    def row(n: Column) -> None:
+        word = b.gep(words, [b.mul(i64(n), ir.Constant(I64, 4))], source_etype=I8)
+        b.store(gather(cg, I32, word, every), _address(cg, dst, 2 * Kp, n, 0), align=4)
+    if rolled:
+        column_loop(cg, Np, row)
+    else:
+        for n in range(Np):
+            row(n)
 
 
 def _scratch(cg, nbytes: int) -> ir.Value:
@@ -367,14 +403,15 @@ def _result_buffer(cg, s: _Slots) -> ir.Value:
     return private_scratch(cg, 4 * s.Mp * s.Np)
 
 
-def _products(cg, s: _Slots, a, bm, accs: List[Dict[Tuple[int, int], int]]) -> None:
+def _products(cg, s: _Slots, a, bm, accs: List[Dict[Tuple[int, int], int]],
+              rolled: bool = False) -> None:
     """acc += B^T A^T on the tile registers of accs (blocks of C^T as from ``blocks``,
     possibly on other registers of 0-3); a and bm vectors or ``Place``s.  A is
-    staged into the scratch first, and so is B unless its tiles are in memory
-    (``_b_tiles``)."""
+    staged into the scratch first (``rolled``: its whole pairs in a loop, outside K
+    loops), and so is B unless its tiles are in memory (``_b_tiles``)."""
     b = cg.b
-    b_src = _b_tiles(cg, s, bm)
-    _store_vnni(cg, a, s.elem, s.M, s.K, s.Mp, s.Kp, s.a, s.tmp)
+    b_src = _b_tiles(cg, s, bm, rolled)
+    _store_vnni(cg, a, s.elem, s.M, s.K, s.Mp, s.Kp, s.a, s.tmp, rolled)
     a_stride = ir.Constant(I64, 4 * s.Mp)
     for acc in accs:
         n0, m0 = min(n for n, _ in acc), min(m for _, m in acc)
@@ -389,7 +426,7 @@ def _products(cg, s: _Slots, a, bm, accs: List[Dict[Tuple[int, int], int]]) -> N
                 _call(cg, b, s.product, _tile(t), _tile(4 + n - n0), _tile(6 + m - m0))
 
 
-def _b_tiles(cg, s: _Slots, bm) -> TileSource:
+def _b_tiles(cg, s: _Slots, bm, rolled: bool = False) -> TileSource:
     """(n, k) -> address and row stride of B^T's tile (n, k): where B is in memory when it
     is (an untransposed ``Place``, ``InMemory``) and needs no padding, else in the
     scratch, where it is staged first."""
@@ -397,7 +434,9 @@ def _b_tiles(cg, s: _Slots, bm) -> TileSource:
         return lambda n, k: bm.at(s.ks * k, TILE_ROWS * n)
     b = cg.b
     if isinstance(bm, Place) and bm.transposed:
-        _store_b_transposed(cg, bm, s.elem, s.K, s.N, s.Kp, s.Np, s.b, s.tmp)
+        _store_b_transposed(cg, bm, s.elem, s.K, s.N, s.Kp, s.Np, s.b, s.tmp, rolled)
+    elif isinstance(bm, Place):  # B^T's rows are B's columns: zero-padded, in a loop
+        bm.staged(cg, s.elem, s.N, s.K, s.Kp, s.b, s.Np)
     else:
         _store_padded(cg, bm, s.elem, s.K, s.N, s.Kp, s.Np, s.b, s.tmp)
     stride = ir.Constant(I64, 2 * s.Kp)
@@ -434,7 +473,7 @@ def mul_add(cg, operands: str, a, bm, c: ir.Value, M: int, K: int, N: int,
                 _call(cg, cg.b, "llvm.x86.tilezero", _tile(t))
         else:
             _move_c(cg, s, acc, "llvm.x86.tileloadd64", c_base)
-        _products(cg, s, a, bm, [acc])
+        _products(cg, s, a, bm, [acc], rolled=True)
         _move_c(cg, s, acc, "llvm.x86.tilestored64", dst)
     return dst if columns else _read_c(cg, s, ir.VectorType(F32, M * N))
 

@@ -73,6 +73,33 @@ def i64(c: Column) -> ir.Value:
     return ir.Constant(I64, c) if isinstance(c, int) else c
 
 
+def _address(cg, base: ir.Value, stride: int, c: Column, offset: int) -> ir.Value:
+    """base + c stride + offset (bytes): in a buffer of columns ``stride`` bytes apart."""
+    b = cg.b
+    return b.gep(base, [b.add(b.mul(i64(c), ir.Constant(I64, stride)), ir.Constant(I64, offset))],
+                 source_etype=I8)
+
+
+def column_loop(cg, n: int, body: Callable[[ir.Value], None]) -> None:
+    """body(c) for the columns c = 0 .. n - 1 (i64): a loop LLVM keeps rolled (unrolled,
+    the pieces of 32 or 64 columns were most of an AMX kernel's code)."""
+    b = cg.b
+    if n == 1:
+        body(ir.Constant(I64, 0))
+        return
+    pre = b.block
+    loop, done = cg.block("columns"), cg.block("columns.end")
+    b.branch(loop)
+    b.position_at_end(loop)
+    c = b.phi(I64)
+    c.add_incoming(ir.Constant(I64, 0), pre)
+    body(c)
+    nxt = b.add(c, ir.Constant(I64, 1))
+    c.add_incoming(nxt, b.block)
+    not_unrolled(b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(I64, n)), loop, done))
+    b.position_at_end(done)
+
+
 class Place:
     """Where one subgroup's matrix is in memory: ``at`` (a ``TileSource`` of the memref
     at the access's position (x, y)); whether the matrix is the transpose of that block
@@ -116,23 +143,34 @@ class Place:
         col = b.add(y, i64(c))
         return b.and_(b.icmp_signed(">=", col, ir.Constant(I64, 0)), b.icmp_signed("<", col, s1))
 
-    def column(self, cg, elem: ir.Type, c: int, rows: int, length: int) -> ir.Value:
+    def column(self, cg, elem: ir.Type, c: Column, rows: int, length: int,
+               row_mask=False) -> ir.Value:
         """Rows 0 .. rows - 1 of column c, zero-extended to ``length`` components; zeros
-        outside the memref where the access is checked."""
-        mask = _both(cg, self.rows_inside(cg, 0, rows), self.column_inside(cg, c), rows)
+        outside the memref where the access is checked (``row_mask``: the rows'
+        ``rows_inside``, where already made)."""
+        if row_mask is False:
+            row_mask = self.rows_inside(cg, 0, rows)
+        mask = _both(cg, row_mask, self.column_inside(cg, c), rows)
         return widen(cg.b, masked_load(cg, elem, self.at(0, c)[0], mask, rows), length)
 
-    def staged(self, cg, elem: ir.Type, cols: int, rows: int, length: int,
-               dst: ir.Value) -> "Place":
+    def staged(self, cg, elem: ir.Type, cols: int, rows: int, length: int, dst: ir.Value,
+               padded: int = 0) -> "Place":
         """Columns 0 .. cols - 1 (rows 0 .. rows - 1 of each, zeros past them and outside
-        the memref) copied to dst as columns of ``length`` components: the unchecked
-        ``Place`` of the copy, transposed as this one."""
+        the memref) copied to dst as columns of ``length`` components, in a loop, then
+        zero columns up to ``padded``: the unchecked ``Place`` of the copy, transposed as
+        this one (a checked operand of AMX products is staged so, then read as an
+        unchecked one)."""
+        b = cg.b
         size = lt_size(elem)
-        for c in range(cols):
-            cg.b.store(self.column(cg, elem, c, rows, length), at(cg.b, dst, c * length * size),
-                       align=size)
+        row_mask = self.rows_inside(cg, 0, rows)
+        column_loop(cg, cols, lambda c: b.store(
+            self.column(cg, elem, c, rows, length, row_mask),
+            _address(cg, dst, length * size, c, 0), align=size))
+        for c in range(cols, padded):
+            b.store(zero_of(ir.VectorType(elem, length)), at(b, dst, c * length * size),
+                    align=size)
         stride = ir.Constant(I64, length * size)
-        return Place(lambda r, c: (at(cg.b, dst, (r + c * length) * size), stride),
+        return Place(lambda r, c: (_address(cg, dst, length * size, c, r * size), stride),
                      self.transposed)
 
 
@@ -185,33 +223,6 @@ def in_memory(cg, access: Instruction, elem: str, g: int,
 # ---- matrices column by column ----------------------------------------------------------------
 #: (column, first row, rows) -> that piece of a subgroup's matrix, a vector
 Piece = Callable[[Column, int, int], ir.Value]
-
-
-def _address(cg, base: ir.Value, stride: int, c: Column, offset: int) -> ir.Value:
-    """base + c stride + offset (bytes): in a buffer of columns ``stride`` bytes apart."""
-    b = cg.b
-    return b.gep(base, [b.add(b.mul(i64(c), ir.Constant(I64, stride)), ir.Constant(I64, offset))],
-                 source_etype=I8)
-
-
-def column_loop(cg, n: int, body: Callable[[ir.Value], None]) -> None:
-    """body(c) for the columns c = 0 .. n - 1 (i64): a loop LLVM keeps rolled (unrolled,
-    the pieces of 32 or 64 columns were most of an AMX kernel's code)."""
-    b = cg.b
-    if n == 1:
-        body(ir.Constant(I64, 0))
-        return
-    pre = b.block
-    loop, done = cg.block("columns"), cg.block("columns.end")
-    b.branch(loop)
-    b.position_at_end(loop)
-    c = b.phi(I64)
-    c.add_incoming(ir.Constant(I64, 0), pre)
-    body(c)
-    nxt = b.add(c, ir.Constant(I64, 1))
-    c.add_incoming(nxt, b.block)
-    not_unrolled(b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(I64, n)), loop, done))
-    b.position_at_end(done)
 
 
 class Columns(HeldMatrix):
