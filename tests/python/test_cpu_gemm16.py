@@ -152,11 +152,18 @@ def test_gemm16_bf16_on_amx_keeps_tiles_in_registers():
       for M, N, K in ((64, 64, 64), (37, 21, 19))],
     *[("bf16", "f32", ta, tb, M, N, K) for ta, tb in (("t", "n"), ("n", "t"), ("t", "t"))
       for M, N, K in ((64, 64, 64), (16, 5, 33))],
-    ("f16", "f32", "t", "t", 16, 64, 16)])
-def test_gemm16_on_amx_matches_numpy(amx, ab, c, ta, tb, M, N, K):
-    """gemm with 16-bit operands on AMX (bf16 and f16 products, real or emulated): the
-    inputs are multiples of 1/8 (``rand``), so every f32 sum is exact and the result must
-    equal NumPy's float64 product, rounded once for a 16-bit C."""
+    ("f16", "f32", "t", "t", 16, 64, 16),
+    # edges in every dimension, a K loop and its remainder (a product whose C is the
+    # loop's result), transposed A with checked flags, 16-bit C, K = 1
+    *[(ab, c, ta, tb, 100, 70, 50) for ab, c in (("bf16", "bf16"), ("f16", "f32"))
+      for ta, tb in (("n", "n"), ("t", "n"), ("t", "t"))],
+    ("bf16", "bf16", "t", "n", 37, 21, 19), ("f16", "f16", "t", "t", 37, 21, 1)])
+@pytest.mark.parametrize("beta", [-2.0, 0.0])
+def test_gemm16_on_amx_matches_numpy(amx, ab, c, ta, tb, M, N, K, beta):
+    """gemm with 16-bit operands on AMX (bf16 and f16 products, real or emulated), beta
+    known only at run time (C read, or not): the inputs are multiples of 1/8 (``rand``),
+    so every f32 sum is exact and the result must equal NumPy's float64 product, rounded
+    once for a 16-bit C."""
     import numpy as np
 
     import ttlc
@@ -166,13 +173,51 @@ def test_gemm16_on_amx_matches_numpy(amx, ab, c, ta, tb, M, N, K):
     C = rand((M, N), c, 3)
     a = A.astype(np.float64).T if ta == "t" else A.astype(np.float64)
     b = B.astype(np.float64).T if tb == "t" else B.astype(np.float64)
-    exact = 0.5 * (a @ b) - 2.0 * C.astype(np.float64)
+    exact = 0.5 * (a @ b) + beta * C.astype(np.float64)
     text = source(ab, c, ta, tb, M, N, K)
     from ttlc.backends.cpu.module import Artifacts
 
     assert "tdp%sps" % ("bf16" if ab == "bf16" else "fp16") in Artifacts(
         ttlc.check(text), False).ir
-    ttlc.compile(text, target="cpu")["k"](0.5, A, B, -2.0, C, grid=1)
+    ttlc.compile(text, target="cpu")["k"](0.5, A, B, beta, C, grid=1)
+    np.testing.assert_array_equal(C, exact.astype(C.dtype))
+
+
+@pytest.mark.parametrize("ab,c,ta,tb,M,N,K", [("bf16", "bf16", "t", "n", 37, 21, 19),
+                                              ("f16", "f32", "n", "n", 100, 70, 50)])
+def test_gemm16_update_on_amx_is_column_by_column(amx, ab, c, ta, tb, M, N, K):
+    """The update after the AMX products (alpha and beta at run time, C checked at the
+    edges, converted to 16 bits) and the staging of a checked transposed A are done a
+    column piece at a time (``columns.py``): no vector in the kernel's LLVM IR has more
+    than 64 components (a 32 x 32 f32 tile as one vector has 1024)."""
+    import re
+
+    import ttlc
+    from ttlc.backends.cpu.module import Artifacts
+
+    ir = Artifacts(ttlc.check(source(ab, c, ta, tb, M, N, K)), False).ir
+    assert "tdp%sps" % ("bf16" if ab == "bf16" else "fp16") in ir
+    assert max(int(n) for n in re.findall(r"<(\d+) x ", ir)) <= 64
+
+
+@pytest.mark.parametrize("ta", ["n", "t"])
+def test_gemm16_on_amx_in_checked_mode_matches_numpy(amx, ta):
+    """Checked code keeps coop.py's checked accesses (no ``Place``): the AMX products'
+    results leave their buffers as vectors there, and agree with NumPy."""
+    import numpy as np
+
+    import ttlc
+
+    M, N, K = 37, 21, 19
+    A = rand((M, K) if ta == "n" else (K, M), "bf16", 4)
+    B, C = rand((K, N), "bf16", 5), rand((M, N), "bf16", 6)
+    a = A.astype(np.float64).T if ta == "t" else A.astype(np.float64)
+    exact = 0.5 * (a @ B.astype(np.float64)) - 2.0 * C.astype(np.float64)
+    text = source("bf16", "bf16", ta, "n", M, N, K)
+    from ttlc.backends.cpu.module import Artifacts
+
+    assert "tdpbf16ps" in Artifacts(ttlc.check(text), True).ir
+    ttlc.compile(text, target="cpu", checked=True)["k"](0.5, A, B, -2.0, C, grid=1)
     np.testing.assert_array_equal(C, exact.astype(C.dtype))
 
 
