@@ -255,13 +255,17 @@ def _scratch(cg, nbytes: int) -> ir.Value:
 
 
 def k_step(cg) -> int:
-    """bf16 values of one operand tile row (k per tdpbf16ps) in this kernel: 16 when no
-    AMX product has K > 16 (no zero padding up to 32 to stage and multiply), else 32."""
+    """16-bit values of one operand tile row (k per tile product) in this kernel: the
+    largest K of its AMX products rounded up to a power of two, at least a pair, at most
+    MAX_K_STEP (no zero padding to stage and multiply: a product with K = 4, as the
+    vector path's tiles for a transposed B have, staged and multiplied 16 k's, 12 of
+    them zeros, whose stores were most of such a kernel's machine code)."""
     ks = getattr(cg, "amx_k_step", None)
     if ks is None:
-        big = any(i.opcode == "cooperative_matrix_mul_add" and _mul_add_types(i)
-                  and i.slots["a"].type.cols > 16 for i in cg.func.body.walk())
-        ks = cg.amx_k_step = MAX_K_STEP if big else MAX_K_STEP // 2
+        k = max((i.slots["a"].type.cols for i in cg.func.body.walk()
+                 if i.opcode == "cooperative_matrix_mul_add" and _mul_add_types(i)),
+                default=2)
+        ks = cg.amx_k_step = min(MAX_K_STEP, max(2, 1 << (k - 1).bit_length()))
     return ks
 
 
