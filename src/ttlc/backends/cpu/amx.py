@@ -55,7 +55,7 @@ from llvmlite import ir
 from ...ir.core import Instruction, Region, Value
 from ...ir.types import CoopMatrixType
 from . import amx_emulation, jit
-from .columns import (Column, Columns, Place, TileSource, _address, at, column_loop, i64,
+from .columns import (Column, Columns, Place, TileSource, address, at, column_loop, i64,
                       in_memory, private_scratch, web, widen)
 from .arith import convert
 from .coop import concat
@@ -107,14 +107,15 @@ SHUFFLE_LIMIT = 1024
 
 
 def _columns(cg, v, elem: ir.Type, rows: int, length: int,
-             tmp: ir.Value) -> Callable[[int], ir.Value]:
+             tmp: ir.Value) -> Callable[[Column], ir.Value]:
     """c -> column c of the column-major matrix v with ``rows`` rows, zero-extended to
     ``length`` components: v a vector (split by shuffles, or through tmp for large
     matrices) or an untransposed ``Place`` (an operand left in memory, ``InMemory``: its
     columns are loaded where they are)."""
     b = cg.b
     if isinstance(v, Place):
-        return lambda c: v.column(cg, elem, c, rows, length)
+        row_mask = v.rows_inside(cg, 0, rows)
+        return lambda c: v.column(cg, elem, c, rows, length, row_mask)
     n = v.type.count
     if n > SHUFFLE_LIMIT:
         b.store(v, tmp, align=64)
@@ -148,8 +149,6 @@ def _store_vnni(cg, a, elem: ir.Type, M: int, K: int, Mp: int, Kp: int, dst: ir.
     the rows of whole pairs of an A in memory are a loop (``_pair_rows``)."""
     if isinstance(a, Place) and a.transposed:
         return _store_vnni_transposed(cg, a, M, K, Mp, Kp, dst, tmp, rolled)
-    if isinstance(a, Place) and a.bounds is not None:  # its columns zero-padded, in a loop
-        a = a.staged(cg, elem, K, M, Mp, tmp)
     b = cg.b
     column = _columns(cg, a, elem, M, Mp, tmp)
     pair = VectorConstant(I32, [m // 2 + (m % 2) * Mp for m in range(2 * Mp)])
@@ -157,7 +156,7 @@ def _store_vnni(cg, a, elem: ir.Type, M: int, K: int, Mp: int, Kp: int, dst: ir.
     def whole_pair(k2: ir.Value) -> None:
         k = b.mul(k2, ir.Constant(I64, 2))
         b.store(b.shuffle_vector(column(k), column(b.add(k, ir.Constant(I64, 1))), pair),
-                _address(cg, dst, 4 * Mp, k2, 0), align=4)
+                address(cg, dst, 4 * Mp, k2, 0), align=4)
     whole = _pair_rows(cg, K, rolled and isinstance(a, Place), whole_pair)
     for k2 in range(whole, Kp // 2):
         cols = [column(k) if k < K else zero_of(ir.VectorType(elem, Mp))
@@ -200,7 +199,7 @@ def _store_vnni_transposed(cg, a: "Place", M: int, K: int, Mp: int, Kp: int,
     def words(k2: Column) -> ir.Value:
         return b.gep(rows, [b.mul(i64(k2), ir.Constant(I64, 4))], source_etype=I8)
     whole = _pair_rows(cg, K, rolled, lambda k2: b.store(
-        gather(cg, I32, words(k2), mask), _address(cg, dst, 4 * Mp, k2, 0), align=4))
+        gather(cg, I32, words(k2), mask), address(cg, dst, 4 * Mp, k2, 0), align=4))
     for k2 in range(whole, Kp // 2):
         if 2 * k2 + 1 < K:
             row = gather(cg, I32, words(k2), mask)
@@ -215,16 +214,16 @@ def _store_b_transposed(cg, bm: "Place", elem: ir.Type, K: int, N: int, Kp: int,
                         dst: ir.Value, tmp: ir.Value, rolled: bool = False) -> None:
     """``_store_padded`` of B^T (Np rows of Kp) for a B loaded transposed: B's row k is the
     memref's column y + k (contiguous).  Rows 2 k2 and 2 k2 + 1 interleaved are the
-    32-bit pairs of column k2 of B^T's rows, stored as row k2 of tmp; row n of B^T is
-    then one gather of word n of each tmp row.  ``rolled``: both in loops, as A's pairs
-    (``_pair_rows``)."""
+    32-bit pairs of column k2 of B^T's rows, stored as row k2 of tmp; row n < N of B^T
+    is then one gather of word n of each tmp row (the rows past N are zeros).
+    ``rolled``: both in loops, as A's pairs (``_pair_rows``)."""
     b = cg.b
     pair = VectorConstant(I32, [n // 2 + (n % 2) * Np for n in range(2 * Np)])
 
     def whole_pair(k2: ir.Value) -> None:
         k = b.mul(k2, ir.Constant(I64, 2))
         rows = [bm.column(cg, elem, c, N, Np) for c in (k, b.add(k, ir.Constant(I64, 1)))]
-        b.store(b.shuffle_vector(*rows, pair), _address(cg, tmp, 4 * Np, k2, 0), align=4)
+        b.store(b.shuffle_vector(*rows, pair), address(cg, tmp, 4 * Np, k2, 0), align=4)
     for k2 in range(_pair_rows(cg, K, rolled, whole_pair), Kp // 2):
         rows = [bm.column(cg, elem, k, N, Np) if k < K
                 else zero_of(ir.VectorType(elem, Np)) for k in (2 * k2, 2 * k2 + 1)]
@@ -234,12 +233,14 @@ def _store_b_transposed(cg, bm: "Place", elem: ir.Type, K: int, N: int, Kp: int,
 
     def row(n: Column) -> None:
         word = b.gep(words, [b.mul(i64(n), ir.Constant(I64, 4))], source_etype=I8)
-        b.store(gather(cg, I32, word, every), _address(cg, dst, 2 * Kp, n, 0), align=4)
+        b.store(gather(cg, I32, word, every), address(cg, dst, 2 * Kp, n, 0), align=4)
     if rolled:
-        column_loop(cg, Np, row)
+        column_loop(cg, N, row)
     else:
-        for n in range(Np):
+        for n in range(N):
             row(n)
+    for n in range(N, Np):  # B's padding columns
+        b.store(zero_of(ir.VectorType(I32, Kp // 2)), at(b, dst, 2 * Kp * n), align=4)
 
 
 def _scratch(cg, nbytes: int) -> ir.Value:

@@ -73,7 +73,7 @@ def i64(c: Column) -> ir.Value:
     return ir.Constant(I64, c) if isinstance(c, int) else c
 
 
-def _address(cg, base: ir.Value, stride: int, c: Column, offset: int) -> ir.Value:
+def address(cg, base: ir.Value, stride: int, c: Column, offset: int) -> ir.Value:
     """base + c stride + offset (bytes): in a buffer of columns ``stride`` bytes apart."""
     b = cg.b
     return b.gep(base, [b.add(b.mul(i64(c), ir.Constant(I64, stride)), ir.Constant(I64, offset))],
@@ -165,12 +165,12 @@ class Place:
         row_mask = self.rows_inside(cg, 0, rows)
         column_loop(cg, cols, lambda c: b.store(
             self.column(cg, elem, c, rows, length, row_mask),
-            _address(cg, dst, length * size, c, 0), align=size))
+            address(cg, dst, length * size, c, 0), align=size))
         for c in range(cols, padded):
             b.store(zero_of(ir.VectorType(elem, length)), at(b, dst, c * length * size),
                     align=size)
         stride = ir.Constant(I64, length * size)
-        return Place(lambda r, c: (_address(cg, dst, length * size, c, r * size), stride),
+        return Place(lambda r, c: (address(cg, dst, length * size, c, r * size), stride),
                      self.transposed)
 
 
@@ -208,8 +208,12 @@ def in_memory(cg, access: Instruction, elem: str, g: int,
     stride = b.mul(st1, size)
 
     def at_(r0: int, c0: Column) -> Tuple[ir.Value, ir.Value]:
-        off = b.add(b.add(x, ir.Constant(I64, r0)), b.mul(b.add(y, i64(c0)), st1))
-        return b.gep(m.ptr, [b.mul(off, size)], source_etype=I8), stride
+        # column c0's address, then row r0 as a constant offset from it: in a loop over
+        # the columns, one induction variable serves every row (LLVM's loop strength
+        # reduction took long over one per row)
+        column = b.gep(m.ptr, [b.mul(b.add(x, b.mul(b.add(y, i64(c0)), st1)), size)],
+                       source_etype=I8)
+        return (at(b, column, r0 * component.size) if r0 else column), stride
     bounds = None
     if checked is not None:
         s0, s1 = (cg.ival(v) for v in m.shape)
@@ -245,7 +249,7 @@ class Columns(HeldMatrix):
         size = lt_size(lt)
 
         def part(base: ir.Value) -> Piece:
-            return lambda c, r0, n: cg.b.load(_address(cg, base, stride, c, r0 * size),
+            return lambda c, r0, n: cg.b.load(address(cg, base, stride, c, r0 * size),
                                               typ=ir.VectorType(lt, n), align=size)
         return Columns(t, [part(base) for base in bases], bases, stride)
 
@@ -298,7 +302,7 @@ class Columns(HeldMatrix):
         for base, part in zip(out, self.parts):
             def body(c: ir.Value, part=part, base=base) -> None:
                 for r0, n in self.pieces():
-                    cg.b.store(part(c, r0, n), _address(cg, base, stride, c, r0 * size),
+                    cg.b.store(part(c, r0, n), address(cg, base, stride, c, r0 * size),
                                align=size)
             column_loop(cg, t.cols, body)
         return out
@@ -337,7 +341,7 @@ def stage(cg, place: Place, t: CoopMatrixType) -> ir.Value:
         inside = place.column_inside(cg, c)
         for r0, n in pieces:
             v = masked_load(cg, lt, place.at(r0, c)[0], _both(cg, row_masks[r0], inside, n), n)
-            cg.b.store(v, _address(cg, buf, t.rows * size, c, r0 * size), align=size)
+            cg.b.store(v, address(cg, buf, t.rows * size, c, r0 * size), align=size)
     column_loop(cg, t.cols, body)
     return buf
 
