@@ -74,7 +74,7 @@ def _lowered(cpu: str, amx: bool = False) -> dict:
 
 def test_gemm16_tiles_on_amx():
     """AMX (16 x 16 x 32 products, four accumulator tiles): 2 x 2 blocks with K steps of 32
-    (16 for K = 16), a row of four for M = 16, but not for a B loaded transposed; no f16
+    (16 for K = 16), a row of four for M = 16, also for a B loaded transposed; no f16
     instruction."""
     got = _lowered("sapphirerapids", amx=True)
     assert got["unit"] == "AMX" and got["instructions"] == [["bf16", "bf16", "f32", 16, 16, 32]]
@@ -82,9 +82,10 @@ def test_gemm16_tiles_on_amx():
     assert got["bf1616x64x16"]["tiles"] == [[16, 64, 16]]
     # M = 37 (two 32-row tiles), N = 21 (a 32-column tile, checked), K = 1
     assert got["bf1637x21x1"]["tiles"] == [[32, 32, 1]]
-    # B loaded transposed: the register-budget tiles (amx.py's code for a transposed
-    # 32 x 32 B took LLVM minutes to optimize)
-    assert got["bf16 B^T"]["tiles"] == [[64, 4, 4]]
+    # B loaded transposed: the same whole tiles (its rows staged by gathers of pairs)
+    assert got["bf16 B^T"]["tiles"] == [[32, 32, 32]]
+    assert got["bf16 B^T"]["products"]["tdpbf16ps"] == 4
+    assert not got["bf16 B^T"]["loop spills tiles"]
 
 
 def test_gemm16_tiles_with_avx512_bf16():

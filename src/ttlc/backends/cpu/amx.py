@@ -148,7 +148,7 @@ def _store_vnni(cg, a, elem: ir.Type, M: int, K: int, Mp: int, Kp: int, dst: ir.
     Each row is two columns interleaved by one shuffle of 2 Mp components; ``rolled``,
     the rows of whole pairs of an A in memory are a loop (``_pair_rows``)."""
     if isinstance(a, Place) and a.transposed:
-        return _store_vnni_transposed(cg, a, M, K, Mp, Kp, dst, tmp, rolled)
+        return _store_vnni_transposed(cg, a, M, K, Mp, Kp, dst, tmp)
     b = cg.b
     column = _columns(cg, a, elem, M, Mp, tmp)
     pair = VectorConstant(I32, [m // 2 + (m % 2) * Mp for m in range(2 * Mp)])
@@ -167,9 +167,9 @@ def _store_vnni(cg, a, elem: ir.Type, M: int, K: int, Mp: int, Kp: int, dst: ir.
 def _pair_rows(cg, K: int, rolled: bool, body: Callable[[ir.Value], None]) -> int:
     """body(k2) for the rows k2 of whole pairs of K (k2 < K / 2) in a loop where
     ``rolled``, and the number of rows done so (0 where not).  Products outside a K loop
-    (the edges, the K remainder, a single step) stage A so: unrolled, the staging of
-    every such product was most of the kernel's machine code, while in a K loop it
-    stays unrolled, where its speed counts."""
+    (the edges, the K remainder, a single step) stage A's pairs so, and every product
+    its gathers (a transposed operand): unrolled, that staging was most of the kernel's
+    machine code; A's shuffles in a K loop stay unrolled, where their speed counts."""
     if not rolled or K < 4:
         return 0
     column_loop(cg, K // 2, body)
@@ -183,12 +183,13 @@ def _lanes(cg, base: ir.Value, stride: ir.Value, n: int) -> ir.Value:
 
 
 def _store_vnni_transposed(cg, a: "Place", M: int, K: int, Mp: int, Kp: int,
-                           dst: ir.Value, tmp: ir.Value, rolled: bool = False) -> None:
+                           dst: ir.Value, tmp: ir.Value) -> None:
     """``_store_vnni`` for an A loaded transposed: A's row m is the memref's column y + m
     (contiguous), whose 32-bit word k2 is the pair of row k2 of the layout; each row is
     one gather of those words from the Mp rows of A (a 16-bit one for the half pair of
-    an odd K).  A checked A's rows are first copied to tmp, zero-padded to Kp, in a loop
-    (``Place.staged``): its pairs may be half inside the memref."""
+    an odd K); the gathers of whole pairs are a loop, in K loops too (the gathers, not
+    the loop, take the time).  A checked A's rows are first copied to tmp, zero-padded
+    to Kp, in a loop (``Place.staged``): its pairs may be half inside the memref."""
     b = cg.b
     if a.bounds is not None:
         a, K = a.staged(cg, I16, M, K, Kp, tmp), Kp
@@ -198,7 +199,7 @@ def _store_vnni_transposed(cg, a: "Place", M: int, K: int, Mp: int, Kp: int,
 
     def words(k2: Column) -> ir.Value:
         return b.gep(rows, [b.mul(i64(k2), ir.Constant(I64, 4))], source_etype=I8)
-    whole = _pair_rows(cg, K, rolled, lambda k2: b.store(
+    whole = _pair_rows(cg, K, True, lambda k2: b.store(
         gather(cg, I32, words(k2), mask), address(cg, dst, 4 * Mp, k2, 0), align=4))
     for k2 in range(whole, Kp // 2):
         if 2 * k2 + 1 < K:
@@ -211,34 +212,22 @@ def _store_vnni_transposed(cg, a: "Place", M: int, K: int, Mp: int, Kp: int,
 
 
 def _store_b_transposed(cg, bm: "Place", elem: ir.Type, K: int, N: int, Kp: int, Np: int,
-                        dst: ir.Value, tmp: ir.Value, rolled: bool = False) -> None:
+                        dst: ir.Value, tmp: ir.Value) -> None:
     """``_store_padded`` of B^T (Np rows of Kp) for a B loaded transposed: B's row k is the
     memref's column y + k (contiguous).  Rows 2 k2 and 2 k2 + 1 interleaved are the
     32-bit pairs of column k2 of B^T's rows, stored as row k2 of tmp; row n < N of B^T
-    is then one gather of word n of each tmp row (the rows past N are zeros).
-    ``rolled``: both in loops, as A's pairs (``_pair_rows``)."""
+    is then one gather of word n of each tmp row (the rows past N are zeros).  Both are
+    loops, in K loops too: there the gathers, not the loops, take the time."""
     b = cg.b
-    pair = VectorConstant(I32, [n // 2 + (n % 2) * Np for n in range(2 * Np)])
-
-    def whole_pair(k2: ir.Value) -> None:
-        k = b.mul(k2, ir.Constant(I64, 2))
-        rows = [bm.column(cg, elem, c, N, Np) for c in (k, b.add(k, ir.Constant(I64, 1)))]
-        b.store(b.shuffle_vector(*rows, pair), address(cg, tmp, 4 * Np, k2, 0), align=4)
-    for k2 in range(_pair_rows(cg, K, rolled, whole_pair), Kp // 2):
-        rows = [bm.column(cg, elem, k, N, Np) if k < K
-                else zero_of(ir.VectorType(elem, Np)) for k in (2 * k2, 2 * k2 + 1)]
-        b.store(b.shuffle_vector(*rows, pair), at(b, tmp, 4 * k2 * Np), align=4)
+    # B's rows are the memref's columns: in pairs as A's columns are (an N x K matrix)
+    _store_vnni(cg, Place(bm.at, False, bm.bounds), elem, N, K, Np, Kp, tmp, None, True)
     words = _lanes(cg, tmp, ir.Constant(I64, 4 * Np), Kp // 2)
     every = VectorConstant(I1, [1] * (Kp // 2))
 
     def row(n: Column) -> None:
         word = b.gep(words, [b.mul(i64(n), ir.Constant(I64, 4))], source_etype=I8)
         b.store(gather(cg, I32, word, every), address(cg, dst, 2 * Kp, n, 0), align=4)
-    if rolled:
-        column_loop(cg, N, row)
-    else:
-        for n in range(N):
-            row(n)
+    column_loop(cg, N, row)
     for n in range(N, Np):  # B's padding columns
         b.store(zero_of(ir.VectorType(I32, Kp // 2)), at(b, dst, 2 * Kp * n), align=4)
 
@@ -415,7 +404,7 @@ def _products(cg, s: _Slots, a, bm, accs: List[Dict[Tuple[int, int], int]],
     staged into the scratch first (``rolled``: its whole pairs in a loop, outside K
     loops), and so is B unless its tiles are in memory (``_b_tiles``)."""
     b = cg.b
-    b_src = _b_tiles(cg, s, bm, rolled)
+    b_src = _b_tiles(cg, s, bm)
     _store_vnni(cg, a, s.elem, s.M, s.K, s.Mp, s.Kp, s.a, s.tmp, rolled)
     a_stride = ir.Constant(I64, 4 * s.Mp)
     for acc in accs:
@@ -431,7 +420,7 @@ def _products(cg, s: _Slots, a, bm, accs: List[Dict[Tuple[int, int], int]],
                 _call(cg, b, s.product, _tile(t), _tile(4 + n - n0), _tile(6 + m - m0))
 
 
-def _b_tiles(cg, s: _Slots, bm, rolled: bool = False) -> TileSource:
+def _b_tiles(cg, s: _Slots, bm) -> TileSource:
     """(n, k) -> address and row stride of B^T's tile (n, k): where B is in memory when it
     is (an untransposed ``Place``, ``InMemory``) and needs no padding, else in the
     scratch, where it is staged first."""
@@ -439,7 +428,7 @@ def _b_tiles(cg, s: _Slots, bm, rolled: bool = False) -> TileSource:
         return lambda n, k: bm.at(s.ks * k, TILE_ROWS * n)
     b = cg.b
     if isinstance(bm, Place) and bm.transposed:
-        _store_b_transposed(cg, bm, s.elem, s.K, s.N, s.Kp, s.Np, s.b, s.tmp, rolled)
+        _store_b_transposed(cg, bm, s.elem, s.K, s.N, s.Kp, s.Np, s.b, s.tmp)
     elif isinstance(bm, Place):  # B^T's rows are B's columns: zero-padded, in a loop
         bm.staged(cg, s.elem, s.N, s.K, s.Kp, s.b, s.Np)
     else:

@@ -377,11 +377,12 @@ def web(cg, value: Value) -> Optional[List[Instruction]]:
             break
         for user in _users(cg).get(v, []):
             op = user.opcode
-            if op == "cooperative_matrix_store" and user.slots["value"] is v:
+            if ((op == "cooperative_matrix_store" and user.slots["value"] is v)
+                    or (op == "cooperative_matrix_mul_add" and user.slots["c"] is v
+                        and v not in (user.slots["a"], user.slots["b"])
+                        and _mul_add_types(user))):
+                out.append(user)  # (a product loads its tiles from the buffer)
                 continue
-            if (op == "cooperative_matrix_mul_add" and user.slots["c"] is v
-                    and v not in (user.slots["a"], user.slots["b"]) and _mul_add_types(user)):
-                continue  # (its tiles are loaded from the buffer: ``amx.product``)
             if not ((op == "cooperative_matrix_scale" and user.slots["b"] is v)
                     or op == "cast" or op in BINARY):
                 out = None
@@ -423,7 +424,9 @@ def _binary(cg, inst: Instruction) -> Optional[Columns]:
 
 def _load(cg, inst: Instruction) -> Optional[Columns]:
     """A load whose value meets ``Columns`` in an update (added to an AMX product's
-    result) and is only updated and stored (``web``): copied to a buffer (``stage``)."""
+    result) and is only updated and stored (``web``): read piece by piece where its
+    store asks for them when that store writes where it reads (``_stored_in_place``),
+    else copied to a buffer first (``stage``)."""
     value = inst.results[0]
     t = value.type
     uses = web(cg, value) if isinstance(t, CoopMatrixType) else None
@@ -434,8 +437,39 @@ def _load(cg, inst: Instruction) -> Optional[Columns]:
     places = [in_memory(cg, inst, t.component.name, g) for g in range(G)]
     if any(p is None for p in places):
         return None
-    return Columns.in_buffers(cg, t, [stage(cg, p, t) for p in places],
-                              t.rows * t.component.size)
+    if not _stored_in_place(cg, inst, uses):
+        return Columns.in_buffers(cg, t, [stage(cg, p, t) for p in places],
+                                  t.rows * t.component.size)
+    lt = LLTYPE[t.component.name]
+    pieces = Columns(t, []).pieces()
+
+    def part(place: Place) -> Piece:
+        row_masks = {r0: place.rows_inside(cg, r0, n) for r0, n in pieces}
+        return lambda c, r0, n: masked_load(
+            cg, lt, place.at(r0, c)[0], _both(cg, row_masks[r0], place.column_inside(cg, c), n), n)
+    return Columns(t, [part(p) for p in places])
+
+
+def _stored_in_place(cg, load: Instruction, uses: List[Instruction]) -> bool:
+    """The loaded matrix, updated, is stored where it was read (the same memref, position
+    and flags), later in the load's region, with nothing between but pure instructions
+    and its updates: a store piece then reads each piece of it just before writing it,
+    and what it reads is what the load would have read."""
+    from .amx import _region_of
+
+    stores = [u for u in uses if u.opcode == "cooperative_matrix_store"]
+    if len(stores) != 1 or any(u.opcode == "cooperative_matrix_mul_add" for u in uses):
+        return False
+    store = stores[0]
+    region = _region_of(cg, load)
+    if (region is None or _region_of(cg, store) is not region
+            or any(store.slots[k] is not load.slots[k] for k in ("tensor", "x", "y"))
+            or any(store.modifier(m) != load.modifier(m) for m in ("checked", "ta"))):
+        return False
+    between = region.instructions[region.instructions.index(load) + 1:
+                                  region.instructions.index(store)]
+    return (all(u in between for u in uses if u is not store)
+            and all(i in uses or i.opdef.pure for i in between))
 
 
 #: opcode -> its emitter on Columns, giving None where the operands are not Columns (and

@@ -35,10 +35,10 @@ def mul_add_path(a_type: str, b_type: str, acc_type: str) -> str:
 
 #: mul_add_path -> the grain of its products (rows, columns, k of one instruction), the
 #: products of that grain its accumulators hold at once, for lower-linalg's tiles, and
-#: whether those tiles suit a B loaded transposed (not on AMX: LLVM takes minutes to
-#: optimize the code of a 32 x 32 x 32 AMX mul_add whose B is loaded with .t)
+#: whether those tiles suit a B loaded transposed (both do: AMX stages B^T's rows by
+#: gathers of pairs in loops, ``amx._store_b_transposed``)
 GRAINS = {
-    "AMX": (amx.TILE_ROWS, amx.TILE_ROWS, amx.MAX_K_STEP, amx.ACCUMULATOR_TILES, False),
+    "AMX": (amx.TILE_ROWS, amx.TILE_ROWS, amx.MAX_K_STEP, amx.ACCUMULATOR_TILES, True),
     "AVX512-BF16": (max(dpbf16.WIDTHS), 1, dpbf16.KERNEL.k_step, dpbf16.GEMM_ACCUMULATORS, True),
 }
 #: the products of 16-bit operands gemm accumulates in f32 (``accumulate_type``)

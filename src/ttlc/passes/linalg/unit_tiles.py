@@ -20,7 +20,7 @@ So on AMX (16 x 16 products of k 32, four accumulator tiles) a 64^3 gemm gets ti
 64 x 16 x 16 (1/16 of each tile product useful); on AVX512-BF16 (16 x 1 x 2 per
 vdpbf16ps, 16 accumulator registers) 64 x 4 with K steps of 4.  Targets whose unit gives no
 ``accumulators`` keep ``choose_tiles``' tiles, and so does a B loaded transposed on a unit
-whose tiles do not suit it (``MatrixUnit.transposed_b``: AMX).
+whose tiles do not suit it (``MatrixUnit.transposed_b``).
 """
 from __future__ import annotations
 
