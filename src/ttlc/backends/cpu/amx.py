@@ -4,7 +4,7 @@ Where the CPU has AMX-BF16 (Sapphire Rapids and later) and Linux grants the proc
 tile-data state, ``D = A B + C`` with bf16 A and B and an f32 accumulator runs on
 ``tdpbf16ps``, and with f16 A and B on ``tdpfp16ps`` where the CPU also has AMX-FP16
 (Granite Rapids; ``PRODUCTS``): 16 x 16 f32 accumulator tiles, each step a 16 x ks by ks x 16
-product (ks, the k step, 16 or 32).
+product (ks, the k step, a power of two up to 32).
 
 A coopmatrix is a column-major vector (``coop.py``); the tile instructions want rows, so
 the product is computed transposed, ``C^T += B^T A^T``:
@@ -17,9 +17,9 @@ the product is computed transposed, ``C^T += B^T A^T``:
   ``A[m, 2 k2], A[m, 2 k2 + 1]`` for each m: two columns of A interleaved per row.
 
 The operands go through the kernel's per-thread scratch memory (where alloca lives),
-padded with zeros to multiples of 16 (M, N) and of the kernel's k step (K): 16 when no
-product of the kernel has K > 16, else 32 (``k_step``; the operand tiles are configured
-that wide).  The padding adds nothing to the products.  Tiles 0-3 hold up to 2 x 2
+padded with zeros to multiples of 16 (M, N) and of the kernel's k step (K): its
+products' largest K rounded up to a power of two, at most 32 (``k_step``; the operand
+tiles are configured that wide).  The padding adds nothing to the products.  Tiles 0-3 hold up to 2 x 2
 accumulator tiles, 4-5 and 6-7 the operand tiles of one k step.  The tile configuration
 is loaded once per kernel call and released before the kernel returns.
 
@@ -30,11 +30,19 @@ the result follows (``TileResult``), and a single accumulator tile runs its prod
 pairs of k steps (``TileAccumulator._paired``).
 
 An operand loaded from a memref with contiguous columns and used only by AMX products
-is not loaded into a vector at all (``operand_in_memory``, ``InMemory``): B's tiles are
-loaded from the memref, and A's pairs staged from its columns, two column loads and one
-shuffle of 2 x 16 or 2 x 32 components per pair of k.  (Vectors of the whole matrix, and
-the shuffles that take them apart, took LLVM up to seconds per kernel.)  Only A is staged
-in every step: its pair layout is not a layout of memory.
+is not loaded into a vector at all (``operand_in_memory``, ``InMemory``, a
+``columns.Place``): B's tiles are loaded from the memref, and A's pairs staged from its
+columns, two column loads and one shuffle of 2 x 16 or 2 x 32 components per pair of k;
+a transposed operand by gathers of 32-bit pairs; a checked one through masked column
+loads (zeros outside the memref).  (Vectors of the whole matrix, and the shuffles that
+take them apart, took LLVM up to seconds per kernel.)  Only A is staged in every step of
+an unchecked B: its pair layout is not a layout of memory.  Outside K loops, and for
+the gathers everywhere, the staging is a loop over pairs or rows (``_pair_rows``).
+
+A product's result that is only updated (alpha, beta, a cast) and stored, or taken as C
+by the next product, leaves the tiles for a buffer of its own and is worked on column
+by column (``product``, ``TileAccumulator.leave``, ``columns.Columns``), never as a
+vector of the whole matrix.
 
 The results agree with the vector path up to the accumulation order (pairs of products
 are added before accumulating) and AMX's handling of denormals (flushed to zero), which
@@ -598,7 +606,8 @@ def operand_in_memory(cg, load: Instruction) -> Optional[InMemory]:
     """The cooperative_matrix_load ``load`` left in memory (an ``InMemory``) when every
     use of its value is as A or B of an AMX mul_add later in the same region with
     nothing between that has regions or may write memory, and each subgroup's access
-    qualifies for ``columns.in_memory`` (transposed or not, checked or not); else None (the load is emitted)."""
+    qualifies for ``columns.in_memory`` (transposed or not, checked or not); else None
+    (the load is emitted)."""
     value = load.results[0]
     t = value.type
     if not (isinstance(t, CoopMatrixType) and usable(t.component.name)):
@@ -616,7 +625,8 @@ def operand_in_memory(cg, load: Instruction) -> Optional[InMemory]:
         if any(i.regions or not (i.opdef.pure or i.opcode == "cooperative_matrix_load")
                for i in between):
             return None
-    places = [in_memory(cg, load, t.component.name, g, transposed=True) for g in range(cg.W // cg.S)]
+    places = [in_memory(cg, load, t.component.name, g, transposed=True)
+              for g in range(cg.W // cg.S)]
     return None if any(p is None for p in places) else InMemory(t, places)
 
 
