@@ -88,6 +88,45 @@ def test_amx_path_is_taken_and_can_be_disabled(amx, monkeypatch, M, K, N):
         jit.amx_usable.cache_clear()
 
 
+UPDATE = """func @mm(%A: memref<bf16x20x32>, %B: memref<bf16x32x24>, %C: memref<f32x24x24>,
+                %D: memref<f32x20x24>) attributes{subgroup_size=16, work_group_size=[{wg},1]} {
+    parallel {
+        %c0 = constant 0 : index
+        %c2 = constant 2 : index
+        %zero = constant 0.0 : coopmatrix<f32x32x32,matrix_acc>
+        %a = cooperative_matrix_load.rows_checked %A[%c0,%c0] : coopmatrix<bf16x32x32,matrix_a>
+        %b = cooperative_matrix_load.cols_checked %B[%c0,%c0] : coopmatrix<bf16x32x32,matrix_b>
+        %ab = cooperative_matrix_mul_add %a, %b, %zero : coopmatrix<f32x32x32,matrix_acc>
+        %c = cooperative_matrix_load.both_checked %C[%c2,%c0] : coopmatrix<f32x32x32,matrix_acc>
+        %three = constant 3.0 : f32
+        %c3 = cooperative_matrix_scale %three, %c : coopmatrix<f32x32x32,matrix_acc>
+        %d = sub %ab, %c3 : coopmatrix<f32x32x32,matrix_acc>
+        cooperative_matrix_store.both_checked %d, %D[%c0,%c0]
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("wg", [16, 32])
+def test_product_updated_by_another_memref_matches_numpy(amx, wg):
+    """D = A B - 3 C[2:, :], all at the edges (checked): the product's result is updated
+    and stored column by column (``columns.Columns``), and C, read from another memref
+    than the one written, is copied to the scratch first (``columns.stage``), zeros
+    outside C's 24 rows."""
+    rng = np.random.default_rng(5)
+    A = np.asfortranarray(rng.integers(-8, 9, (20, 32)).astype(ml_dtypes.bfloat16))
+    B = np.asfortranarray(rng.integers(-8, 9, (32, 24)).astype(ml_dtypes.bfloat16))
+    C = np.asfortranarray(rng.integers(-8, 9, (24, 24)).astype(np.float32))
+    D = np.asfortranarray(np.zeros((20, 24), np.float32))
+    text = UPDATE.replace("{wg}", str(wg))
+    assert _uses_amx(text)
+    ttlc.compile(text, target="cpu")["mm"](A, B, C, D, grid=1)
+    # D's 20 rows take C's rows 2..21 (the tile's rows past C's 24 read as zeros, and
+    # its rows and columns past D's are not stored)
+    expected = A.astype(np.float64) @ B.astype(np.float64) - 3 * C[2:22].astype(np.float64)
+    np.testing.assert_array_equal(D, expected)
+
+
 def test_two_subgroups_each_multiply_their_own_matrix(amx):
     got, expected, _ = _run(32, 32, 16, wg=32)
     assert np.abs(got - expected).max() <= _tolerance(32, "f32") * np.abs(expected).max()
