@@ -201,6 +201,33 @@ def test_gemm16_update_on_amx_is_column_by_column(amx, ab, c, ta, tb, M, N, K):
     assert max(int(n) for n in re.findall(r"<(\d+) x ", ir)) <= 64
 
 
+@pytest.mark.parametrize("ab,c,ta", [("bf16", "bf16", "t"), ("f16", "f32", "n")])
+def test_gemm16_on_amx_with_sizes_known_at_run_time_matches_numpy(amx, ab, c, ta):
+    """Sizes known only at run time: the K remainder is an ``if`` after the K loop, whose
+    branches yield the product's result and the loop's, merged as buffers
+    (``columns.merge``); equal to NumPy's product."""
+    import re
+
+    import numpy as np
+
+    import ttlc
+
+    M, N, K = 37, 21, 50
+    text = source(ab, c, ta, "n", M, N, K)
+    for size in (M, N, K):
+        text = text.replace(f"x{size}x", "x?x").replace(f"x{size}>", "x?>")
+    assert "x?x?>" in text and "37" not in text
+    from ttlc.backends.cpu.module import Artifacts
+
+    ir = Artifacts(ttlc.check(text), False).ir  # no vector of a whole tile
+    assert max(int(n) for n in re.findall(r"<(\d+) x ", ir)) <= 64
+    A, B, C = rand((M, K) if ta == "n" else (K, M), ab, 7), rand((K, N), ab, 8), rand((M, N), c, 9)
+    a = A.astype(np.float64).T if ta == "t" else A.astype(np.float64)
+    exact = 0.5 * (a @ B.astype(np.float64)) - 2.0 * C.astype(np.float64)
+    ttlc.compile(text, target="cpu")["k"](0.5, A, B, -2.0, C, grid=1)
+    np.testing.assert_array_equal(C, exact.astype(C.dtype))
+
+
 @pytest.mark.parametrize("ta", ["n", "t"])
 def test_gemm16_on_amx_in_checked_mode_matches_numpy(amx, ta):
     """Checked code keeps coop.py's checked accesses (no ``Place``): the AMX products'

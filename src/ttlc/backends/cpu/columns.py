@@ -386,6 +386,14 @@ def web(cg, value: Value) -> Optional[List[Instruction]]:
                         and _mul_add_types(user))):
                 out.append(user)  # (a product loads its tiles from the buffer)
                 continue
+            if op == "yield":  # the result of a uniform if (``merge``)
+                owner = _owner(cg, user)
+                if owner is None or owner.opcode != "if" or owner.slots["condition"] in cg.varying:
+                    out = None
+                    break
+                out.append(user)
+                todo.extend(r for r, y in zip(owner.results, user.operands) if y is v)
+                continue
             if not ((op == "cooperative_matrix_scale" and user.slots["b"] is v)
                     or op == "cast" or op in BINARY):
                 out = None
@@ -394,6 +402,40 @@ def web(cg, value: Value) -> Optional[List[Instruction]]:
             todo.append(user.results[0])
     memo[value] = out
     return out
+
+
+def _owner(cg, inst: Instruction) -> Optional[Instruction]:
+    """The instruction whose region holds inst (None at the kernel's top level)."""
+    owners = getattr(cg, "columns_owners", None)
+    if owners is None:
+        owners = cg.columns_owners = {}
+        for i in cg.func.body.walk():
+            for r in i.regions:
+                for j in r.instructions:
+                    owners[id(j)] = i
+    return owners.get(id(inst))
+
+
+def settle(cg, x) -> "Columns":
+    """x (a coopmatrix a uniform if yields, its result only updated and stored: ``web``)
+    as Columns in buffers of columns its rows apart, for ``merge``: its own buffers, or
+    its pieces written to new ones here, before the branch leaves."""
+    x = Columns.of(cg, x)
+    stride = x.type.rows * lt_size(LLTYPE[x.type.component.name])
+    return Columns.in_buffers(cg, x.type, x.buffers(cg, stride, x.type.cols), stride)
+
+
+def merge(cg, values: List[Tuple["Columns", ir.Block]]) -> "Columns":
+    """The result of a uniform if from what its branches yield (``settle``d, each with
+    the block it leaves from): a phi of the buffers' addresses per subgroup."""
+    first = values[0][0]
+    phis = []
+    for g in range(len(first.bases)):
+        p = cg.b.phi(first.bases[g].type)
+        for x, block in values:
+            p.add_incoming(x.bases[g], block)
+        phis.append(p)
+    return Columns.in_buffers(cg, first.type, phis, first.stride)
 
 
 def _scale(cg, inst: Instruction) -> Optional[Columns]:

@@ -209,23 +209,41 @@ def emit_if(cg: FunctionCodegen, inst: Instruction):
     types = [r.type for r in inst.results]
     res_var = [r in cg.varying for r in inst.results]
     if not is_vec(cond):
+        from . import columns
+
+        # a result the first branch yields as Columns (an AMX product's, only updated and
+        # stored) stays in memory: a phi of buffers (``columns.merge``)
+        in_memory: list = [None] * len(types)
+
+        def leave(out) -> list:
+            vals = []
+            for k, (o, v) in enumerate(zip(out, res_var)):
+                if in_memory[k] is None:
+                    in_memory[k] = isinstance(o, columns.Columns)
+                if in_memory[k]:
+                    o = columns.settle(cg, o)
+                elif isinstance(o, columns.Columns):  # (the other branch's is a vector)
+                    o = o.materialize(cg)
+                vals.append(o if in_memory[k] else cg.coerce(o, v))
+            return vals
         then_bb = cg.block("then")
         else_bb = cg.block("else") if else_r is not None else None
         merge = cg.block("endif")
         b.cbranch(cond, then_bb, else_bb or merge)
         incoming = []
         b.position_at_end(then_bb)
-        out = cg.emit_region(then_r) or []
-        incoming.append(([cg.coerce(o, v) for o, v in zip(out, res_var)], b.block))
+        incoming.append((leave(cg.emit_region(then_r) or []), b.block))
         b.branch(merge)
         if else_bb is not None:
             b.position_at_end(else_bb)
-            out = cg.emit_region(else_r) or []
-            incoming.append(([cg.coerce(o, v) for o, v in zip(out, res_var)], b.block))
+            incoming.append((leave(cg.emit_region(else_r) or []), b.block))
             b.branch(merge)
         b.position_at_end(merge)
         results = []
         for k, (t, v) in enumerate(zip(types, res_var)):
+            if in_memory[k]:
+                results.append(columns.merge(cg, [(vals[k], blk) for vals, blk in incoming]))
+                continue
             p = cg.phi(t, v)
             for vals, blk in incoming:
                 cg.add_incoming(p, vals[k], blk)
