@@ -19,9 +19,10 @@ the product is computed transposed, ``C^T += B^T A^T``:
 The operands go through the kernel's per-thread scratch memory (where alloca lives),
 padded with zeros to multiples of 16 (M, N) and of the kernel's k step (K): its
 products' largest K rounded up to a power of two, at most 32 (``k_step``; the operand
-tiles are configured that wide).  The padding adds nothing to the products.  Tiles 0-3 hold up to 2 x 2
-accumulator tiles, 4-5 and 6-7 the operand tiles of one k step.  The tile configuration
-is loaded once per kernel call and released before the kernel returns.
+tiles are configured that wide).  The padding adds nothing to the products.  Tiles 0-3
+hold up to 2 x 2 accumulator tiles, 4-5 and 6-7 the operand tiles of one k step.  The
+tile configuration is loaded once per kernel call and released before the kernel
+returns.
 
 A K loop (``for`` with the accumulator as carried value, ``claim_loop``) keeps the
 accumulator in tiles 0-3 for the whole loop (``TileAccumulator``): zeroed or loaded

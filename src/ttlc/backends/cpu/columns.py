@@ -16,8 +16,10 @@ matrices in memory instead:
   store, each done piece by piece in a loop over the columns where the store (or an
   AMX product taking it as C) asks for it.  Pieces are at most two registers wide
   (``Columns.pieces``).  A value becomes ``Columns`` only where every use of it, and of
-  what is computed from it, is such an update, a store or such a product (``web``): no
-  other instruction ever sees one, so nothing else needs to know them.
+  what is computed from it, is such an update, a store, such a product or a yield of a
+  uniform ``if`` (whose branches' buffers are merged by a phi of their addresses,
+  ``merge``) (``web``): no other instruction ever sees one, so nothing else needs to
+  know them.
 
 The buffers in the scratch memory are each value's own (``private_scratch``), written
 once where the value is made: a piece read later reads what was there then, whatever
@@ -357,9 +359,10 @@ BINARY = ("add", "sub", "mul")
 def web(cg, value: Value) -> Optional[List[Instruction]]:
     """The instructions that compute from value (transitively) when each is an update
     done piece by piece (cooperative_matrix_scale of it, cast, ``BINARY`` of real float
-    matrices), a cooperative_matrix_store of it or an AMX product taking it as C, and
-    the kernel has no barrier (a value held across one would have to be saved between
-    phases); else None."""
+    matrices), a cooperative_matrix_store of it, an AMX product taking it as C or a
+    yield of a uniform if (its result then checked in turn), and the kernel has no
+    barrier (a value held across one would have to be saved between phases); else
+    None."""
     from .amx import _mul_add_types, _users
 
     memo: Dict[Value, Optional[List[Instruction]]] = cg.__dict__.setdefault("columns_web", {})
