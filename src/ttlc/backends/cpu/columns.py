@@ -269,12 +269,12 @@ class Columns(HeldMatrix):
             cg.b.store(v, bases[-1], align=size)
         return Columns.in_buffers(cg, t, bases, t.rows * size)
 
-    def pieces(self) -> List[Tuple[int, int]]:
+    def pieces(self, registers: int = 2) -> List[Tuple[int, int]]:
         """(first row, rows) of the pieces of a column: two registers of f32 (or of the
         component where wider) each, which LLVM splits in two without effort (a column
         of 32 f32 in one piece: the update loops' code was 0.9x as long to compile as
-        with pieces of one register)."""
-        lanes = 2 * max(1, jit.vector_bits() // 8 // max(4, self.type.component.size))
+        with pieces of one register), or ``registers``."""
+        lanes = registers * max(1, jit.vector_bits() // 8 // max(4, self.type.component.size))
         M = self.type.rows
         return [(r0, min(lanes, M - r0)) for r0 in range(0, M, lanes)]
 
@@ -339,7 +339,10 @@ def stage(cg, place: Place, t: CoopMatrixType) -> ir.Value:
     lt = LLTYPE[t.component.name]
     size = lt_size(lt)
     buf = private_scratch(cg, t.rows * t.cols * size)
-    pieces = Columns(t, []).pieces()
+    # one register a piece: LLVM 22 (built with assertions) aborts on a masked load of two
+    # AVX2 registers (split into two vmaskmovps) stored to the scratch ("unknown
+    # LocationSize")
+    pieces = Columns(t, []).pieces(registers=1)
     row_masks = {r0: place.rows_inside(cg, r0, n) for r0, n in pieces}
 
     def body(c: ir.Value) -> None:
