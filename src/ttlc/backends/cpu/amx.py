@@ -3,8 +3,8 @@
 Where the CPU has AMX-BF16 (Sapphire Rapids and later) and Linux grants the process the
 tile-data state, ``D = A B + C`` with bf16 A and B and an f32 accumulator runs on
 ``tdpbf16ps``, and with f16 A and B on ``tdpfp16ps`` where the CPU also has AMX-FP16
-(Granite Rapids; ``PRODUCTS``): 16 x 16 f32 accumulator tiles, each step a 16 x ks by ks x 16
-product (ks, the k step, a power of two up to 32).
+(Granite Rapids; ``amx_products.PRODUCTS``): 16 x 16 f32 accumulator tiles, each step a
+16 x ks by ks x 16 product (ks, the k step, a power of two up to 32).
 
 A coopmatrix is a column-major vector (``coop.py``); the tile instructions want rows, so
 the product is computed transposed, ``C^T += B^T A^T``:
@@ -61,11 +61,13 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from llvmlite import ir
 
-from ...ir.core import Instruction, Region, Value
+from ...ir.core import Instruction, Value
 from ...ir.types import CoopMatrixType
 from . import amx_emulation, jit
+from .amx_products import PRODUCTS, runs_on_amx, usable
 from .columns import (Column, Columns, Place, TileSource, address, at, column_loop, i64,
-                      in_memory, private_scratch, web, widen)
+                      in_memory, private_scratch, region_of, users_of, web,
+                      widen)
 from .arith import convert
 from .coop import concat
 from .function import LoopCarrier
@@ -79,25 +81,6 @@ TILE_BYTES = 64  # bytes of one accumulator tile row (16 floats)
 MAX_K_STEP = 32
 #: tile registers for accumulators (0-3): up to 2 x 2 accumulator tiles
 ACCUMULATOR_TILES = 4
-
-
-#: operand component -> the tile product multiplying pairs of such values into f32 sums,
-#: and the CPU feature it needs (AMX-BF16: Sapphire Rapids; AMX-FP16: Granite Rapids)
-PRODUCTS = {"bf16": ("llvm.x86.tdpbf16ps", "amx-bf16"),
-            "f16": ("llvm.x86.tdpfp16ps", "amx-fp16")}
-
-
-def usable(operands: str) -> bool:
-    """AMX multiplies 16-bit operands of this type here (``jit.amx_usable``: the tiles
-    and the process's permission; the type's product among the CPU's features)."""
-    return (operands in PRODUCTS and jit.amx_usable()
-            and (jit.EMULATE_AMX or jit.has_feature(PRODUCTS[operands][1])))
-
-
-def eligible(a_type: str, b_type: str, acc_type: str) -> bool:
-    """mul_add with these component types runs on AMX (bf16 x bf16 or f16 x f16
-    accumulated in f32, where the CPU has that product)."""
-    return a_type == b_type and acc_type == "f32" and usable(a_type)
 
 
 def _ceil(x: int, m: int) -> int:
@@ -262,7 +245,7 @@ def k_step(cg) -> int:
     ks = getattr(cg, "amx_k_step", None)
     if ks is None:
         k = max((i.slots["a"].type.cols for i in cg.func.body.walk()
-                 if i.opcode == "cooperative_matrix_mul_add" and _mul_add_types(i)),
+                 if i.opcode == "cooperative_matrix_mul_add" and runs_on_amx(i)),
                 default=2)
         ks = cg.amx_k_step = min(MAX_K_STEP, max(2, 1 << (k - 1).bit_length()))
     return ks
@@ -613,13 +596,13 @@ def operand_in_memory(cg, load: Instruction) -> Optional[InMemory]:
     t = value.type
     if not (isinstance(t, CoopMatrixType) and usable(t.component.name)):
         return None
-    users = _users(cg).get(value, [])
-    region = _region_of(cg, load)
+    users = users_of(cg).get(value, [])
+    region = region_of(cg, load)
     if not users or region is None:
         return None
     for user in users:
-        if (user.opcode != "cooperative_matrix_mul_add" or not _mul_add_types(user)
-                or user.slots["c"] is value or _region_of(cg, user) is not region):
+        if (user.opcode != "cooperative_matrix_mul_add" or not runs_on_amx(user)
+                or user.slots["c"] is value or region_of(cg, user) is not region):
             return None
         between = region.instructions[region.instructions.index(load) + 1:
                                       region.instructions.index(user)]
@@ -663,21 +646,6 @@ class TileResult(HeldMatrix):
         return None
 
 
-def _region_of(cg, inst: Instruction) -> Optional[Region]:
-    """The region of the kernel whose instruction list holds inst."""
-    parents = getattr(cg, "amx_parents", None)
-    if parents is None:
-        parents = cg.amx_parents = {}
-
-        def visit(region: Region) -> None:
-            for i in region.instructions:
-                parents[id(i)] = region
-                for r in i.regions:
-                    visit(r)
-        visit(cg.func.body)
-    return parents.get(id(inst))
-
-
 def _by_block(acc: Dict[Tuple[int, int], int]) -> List[Dict[Tuple[int, int], int]]:
     """acc (tiles of C^T) split into the 2 x 2 blocks that share operand tiles."""
     blocks: Dict[Tuple[int, int], Dict[Tuple[int, int], int]] = {}
@@ -694,12 +662,6 @@ def _is_zero(v: ir.Value) -> bool:
         return True
     return isinstance(v.constant, list) and all(
         isinstance(e, ir.Constant) and repr(e.constant) in ("0", "0.0") for e in v.constant)
-
-
-def _mul_add_types(inst: Instruction) -> bool:
-    """The mul_add runs on AMX (``eligible``)."""
-    a, b_, c = (inst.slots[k].type for k in ("a", "b", "c"))
-    return eligible(a.component.name, b_.component.name, c.component.name)
 
 
 def claim_loop(cg, loop: Instruction) -> Dict[int, TileAccumulator]:
@@ -726,7 +688,7 @@ def claim_loop(cg, loop: Instruction) -> Dict[int, TileAccumulator]:
             continue
         ma = users[0]
         if (ma.slots["c"] is not arg or arg in (ma.slots["a"], ma.slots["b"])
-                or ma not in body.instructions or not _mul_add_types(ma)
+                or ma not in body.instructions or not runs_on_amx(ma)
                 or k >= len(yielded) or yielded[k] is not ma.results[0]
                 or uses.get(ma.results[0]) != [last] or list(yielded).count(ma.results[0]) != 1):
             continue
@@ -742,7 +704,7 @@ def claim_loop(cg, loop: Instruction) -> Dict[int, TileAccumulator]:
         claimed[k] = TileAccumulator(t, tiles, _stored_next(cg, loop, k), loop.results[k])
         mul_adds.add(ma)
     others = [i for i in insts if i.opcode == "cooperative_matrix_mul_add"
-              and i not in mul_adds and _mul_add_types(i)]
+              and i not in mul_adds and runs_on_amx(i)]
     return {} if others else claimed
 
 
@@ -754,29 +716,20 @@ def _stored_next(cg, loop: Instruction, k: int) -> bool:
     tiles are exactly the matrix)."""
     result = loop.results[k]
     t: CoopMatrixType = result.type
-    users = _users(cg).get(result, [])
+    users = users_of(cg).get(result, [])
     if len(users) == 1 and users[0].opcode == "cast":
         result = users[0].results[0]
-        users = _users(cg).get(result, [])
-    region = _region_of(cg, loop)
+        users = users_of(cg).get(result, [])
+    region = region_of(cg, loop)
     if (t.rows % TILE_ROWS or t.cols % TILE_ROWS or len(users) != 1 or region is None
             or users[0].opcode != "cooperative_matrix_store"
             or users[0].slots["value"] is not result
-            or _region_of(cg, users[0]) is not region):
+            or region_of(cg, users[0]) is not region):
         return False
     between = region.instructions[region.instructions.index(loop) + 1:
                                   region.instructions.index(users[0])]
     return not any(i.regions or i.opcode == "barrier"
-                   or (i.opcode == "cooperative_matrix_mul_add" and _mul_add_types(i))
+                   or (i.opcode == "cooperative_matrix_mul_add" and runs_on_amx(i))
                    for i in between)
 
 
-def _users(cg) -> Dict[Value, List[Instruction]]:
-    """The kernel's values and the instructions that use them."""
-    users = getattr(cg, "amx_users", None)
-    if users is None:
-        users = cg.amx_users = {}
-        for i in cg.func.body.walk():
-            for v in i.operands:
-                users.setdefault(v, []).append(i)
-    return users

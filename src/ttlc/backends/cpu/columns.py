@@ -31,12 +31,13 @@ from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from llvmlite import ir
 
-from ...ir.core import Instruction, Value
+from ...ir.core import Instruction, Region, Value
 from ...ir.types import CoopMatrixType
 from . import jit
+from .amx_products import runs_on_amx
 from .arith import binary, convert
-from .control import not_unrolled
 from .coop import emit_store, first_lane, memref_in, uniform_in
+from .function import not_unrolled
 from .memory import _masked_store
 from .values import I1, I8, I32, I64, LLTYPE, CoopVal, HeldMatrix, VectorConstant, zero_of
 from .vectors import lt_size, masked_load, splat_n
@@ -354,6 +355,33 @@ def stage(cg, place: Place, t: CoopMatrixType) -> ir.Value:
     return buf
 
 
+# ---- the kernel's instructions: who uses a value, which region holds one ----------------------
+def users_of(cg) -> Dict[Value, List[Instruction]]:
+    """The kernel's values and the instructions that use them."""
+    users = getattr(cg, "kernel_users", None)
+    if users is None:
+        users = cg.kernel_users = {}
+        for i in cg.func.body.walk():
+            for v in i.operands:
+                users.setdefault(v, []).append(i)
+    return users
+
+
+def region_of(cg, inst: Instruction) -> Optional[Region]:
+    """The region of the kernel whose instruction list holds inst."""
+    parents = getattr(cg, "region_parents", None)
+    if parents is None:
+        parents = cg.region_parents = {}
+
+        def visit(region: Region) -> None:
+            for i in region.instructions:
+                parents[id(i)] = region
+                for r in i.regions:
+                    visit(r)
+        visit(cg.func.body)
+    return parents.get(id(inst))
+
+
 # ---- which values are Columns ----------------------------------------------------------------
 #: the elementwise instructions on matrices done piece by piece
 BINARY = ("add", "sub", "mul")
@@ -366,8 +394,6 @@ def web(cg, value: Value) -> Optional[List[Instruction]]:
     yield of a uniform if (its result then checked in turn), and the kernel has no
     barrier (a value held across one would have to be saved between phases); else
     None."""
-    from .amx import _mul_add_types, _users
-
     memo: Dict[Value, Optional[List[Instruction]]] = cg.__dict__.setdefault("columns_web", {})
     if value in memo:
         return memo[value]
@@ -384,12 +410,12 @@ def web(cg, value: Value) -> Optional[List[Instruction]]:
         if not (isinstance(t, CoopMatrixType) and t.component.is_float):
             out = None
             break
-        for user in _users(cg).get(v, []):
+        for user in users_of(cg).get(v, []):
             op = user.opcode
             if ((op == "cooperative_matrix_store" and user.slots["value"] is v)
                     or (op == "cooperative_matrix_mul_add" and user.slots["c"] is v
                         and v not in (user.slots["a"], user.slots["b"])
-                        and _mul_add_types(user))):
+                        and runs_on_amx(user))):
                 out.append(user)  # (a product loads its tiles from the buffer)
                 continue
             if op == "yield":  # the result of a uniform if (``merge``)
@@ -507,8 +533,6 @@ def _stored_in_place(cg, load: Instruction, uses: List[Instruction]) -> bool:
     and its updates, and the memref's columns cannot overlap (a static column stride of
     at least the matrix's rows): a store piece then reads each piece of it just before
     writing it, and what it reads is what the load would have read."""
-    from .amx import _region_of
-
     stride = load.slots["tensor"].type.stride[1]
     if stride is None or stride < load.results[0].type.rows:
         return False
@@ -516,8 +540,8 @@ def _stored_in_place(cg, load: Instruction, uses: List[Instruction]) -> bool:
     if len(stores) != 1 or any(u.opcode == "cooperative_matrix_mul_add" for u in uses):
         return False
     store = stores[0]
-    region = _region_of(cg, load)
-    if (region is None or _region_of(cg, store) is not region
+    region = region_of(cg, load)
+    if (region is None or region_of(cg, store) is not region
             or any(store.slots[k] is not load.slots[k] for k in ("tensor", "x", "y"))
             or any(store.modifier(m) != load.modifier(m) for m in ("checked", "ta"))):
         return False

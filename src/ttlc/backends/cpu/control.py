@@ -15,9 +15,9 @@ from llvmlite import ir
 
 from ...analysis.effects import DISJOINT
 from ...ir.core import Instruction
-from . import coop, races
+from . import columns, coop, races
 from ...runtime.findings import E_BARRIER, E_STEP
-from .function import FunctionCodegen
+from .function import FunctionCodegen, not_unrolled
 from .phases import Phases
 from .values import I1, I64, LLTYPE, Cplx, Lanes, is_vec
 
@@ -189,18 +189,6 @@ def stays_loop(loop: Instruction) -> bool:
     return step <= 0 or -(-(end - start) // step) >= LONG_LOOP
 
 
-def not_unrolled(latch: ir.Instruction) -> None:
-    """Tell LLVM's loop unroller to leave the loop whose back edge is `latch` as it is:
-    its own loop identifier (a metadata node whose first operand is itself, as LLVM
-    requires) with ``llvm.loop.unroll.disable``."""
-    module = latch.parent.parent.module
-    disable = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
-    # made directly: ``add_metadata`` would merge equal nodes, and a loop's must be its own
-    loop = ir.values.MDValue(module, [], name=str(len(module.metadata)))
-    loop.operands = (loop, disable)
-    latch.set_metadata("llvm.loop", loop)
-
-
 def emit_if(cg: FunctionCodegen, inst: Instruction):
     b = cg.b
     cond = cg.get(inst.slots["condition"])
@@ -209,8 +197,6 @@ def emit_if(cg: FunctionCodegen, inst: Instruction):
     types = [r.type for r in inst.results]
     res_var = [r in cg.varying for r in inst.results]
     if not is_vec(cond):
-        from . import columns
-
         # a result the first branch yields as Columns (an AMX product's, only updated and
         # stored) stays in memory: a phi of buffers (``columns.merge``)
         in_memory: list = [None] * len(types)

@@ -70,6 +70,18 @@ def drop_unused(fn: ir.Function) -> None:
             block.instructions[:] = [i for i in block.instructions if id(i) not in dropped]
 
 
+def not_unrolled(latch: ir.Instruction) -> None:
+    """Tell LLVM's loop unroller to leave the loop whose back edge is `latch` as it is:
+    its own loop identifier (a metadata node whose first operand is itself, as LLVM
+    requires) with ``llvm.loop.unroll.disable``."""
+    module = latch.parent.parent.module
+    disable = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+    # made directly: ``add_metadata`` would merge equal nodes, and a loop's must be its own
+    loop = ir.values.MDValue(module, [], name=str(len(module.metadata)))
+    loop.operands = (loop, disable)
+    latch.set_metadata("llvm.loop", loop)
+
+
 class LoopCarrier:
     """A carried value of a uniform loop that a back-end feature holds its own way for the
     whole loop (``FunctionCodegen.loop_carriers``), as ``emit_for`` drives it: ``enter``

@@ -214,14 +214,14 @@ _SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
 
 #: tests set this to True to run the AMX path (``amx.py``) on machines without AMX: its
 #: tile instructions are then emulated in plain LLVM IR (``amx_emulation.py``) and
-#: ``amx_usable`` holds for bf16 and f16 (not a user option: the emulation is slow)
+#: ``amx_products.usable`` holds for bf16 and f16 (not a user option: the emulation is slow)
 EMULATE_AMX = False
 
 
 @functools.lru_cache(maxsize=None)
 def amx_usable() -> bool:
     """Whether generated code may use AMX tiles (``amx.py``): the target CPU has them
-    with AMX-BF16 (which products each 16-bit type has: ``amx.usable``), ``TTLC_AMX=0``
+    with AMX-BF16 (which products each 16-bit type has: ``amx_products.usable``), ``TTLC_AMX=0``
     does not disable them, and this process obtained the tile-data permission (or tests
     emulate them, ``EMULATE_AMX``).  Part of the cache key, so a process runs cached AMX
     code only after asking for the permission itself."""

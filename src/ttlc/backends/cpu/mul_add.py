@@ -16,7 +16,7 @@ from ...ir.core import Instruction
 from ...ir.numerics import accumulate_type
 from ...ir.types import CoopMatrixType
 from ...target import MatrixInstruction, MatrixUnit
-from . import amx, coop, dpbf16
+from . import amx, amx_products, coop, dpbf16
 from .arith import convert
 from .function import FunctionCodegen, LoopCarrier
 from .values import CoopVal
@@ -26,7 +26,7 @@ def mul_add_path(a_type: str, b_type: str, acc_type: str) -> str:
     """What computes mul_add with these component types here: "AMX" (``amx.py``),
     "AVX512-BF16" (``dpbf16.py``) or "FMA" (the vector path: FMAs in the accumulation
     type, f32 for 16-bit floats)."""
-    if amx.eligible(a_type, b_type, acc_type):
+    if amx_products.eligible(a_type, b_type, acc_type):
         return "AMX"
     if dpbf16.eligible(a_type, b_type, acc_type):
         return "AVX512-BF16"
@@ -77,7 +77,7 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
     D: CoopMatrixType = inst.results[0].type
     ct = C.type.component
     cd = accumulate_type(ct)
-    M, K, N = A.type.rows, A.type.cols, B.type.cols
+    M, N = A.type.rows, B.type.cols
     if isinstance(C, (amx.TileAccumulator, HeldPieces)):  # held its own way across a loop
         return C.mul_add(cg, inst, A, B)
     path = mul_add_path(A.type.component.name, B.type.component.name, ct.name)
