@@ -36,7 +36,7 @@ from ...ir.types import CoopMatrixType
 from . import jit
 from .amx_products import runs_on_amx
 from .arith import binary, convert
-from .coop import emit_store, first_lane, memref_in, uniform_in
+from .coop import concat, emit_store, first_lane, memref_in, uniform_in
 from .function import not_unrolled
 from .memory import _masked_store
 from .values import I1, I8, I32, I64, LLTYPE, CoopVal, HeldMatrix, VectorConstant, zero_of
@@ -290,8 +290,6 @@ class Columns(HeldMatrix):
 
     def materialize(self, cg) -> CoopVal:
         """The CoopVal of coop.py's representation (a vector per subgroup)."""
-        from .coop import concat
-
         M, N = self.type.rows, self.type.cols
         return CoopVal([concat(cg, [p(c, 0, M) for c in range(N)]) for p in self.parts],
                        self.type)

@@ -646,14 +646,16 @@ def accumulator_pieces(cg: FunctionCodegen, kernel: Microkernel, c, M: int, N: i
 
 def joined_pieces(cg: FunctionCodegen, kernel: Microkernel, acc: dict, M: int, N: int):
     """The accumulators ``acc`` back as one column-major M x N matrix."""
+    return concat(cg, [_joined_column(cg, kernel, acc, M, j) for j in range(N)])
+
+
+def _joined_column(cg: FunctionCodegen, kernel: Microkernel, acc: dict, M: int, j: int):
+    """Column j of the M-row matrix held as the accumulators ``acc``."""
     pieces = kernel.pieces(M)
-    columns = []
-    for j in range(N):
-        col = concat(cg, [acc[p, j] for p in range(len(pieces))])
-        if sum(lanes for _, lanes in pieces) != M:  # the padding of the last piece
-            col = shuffle(cg, col, col, range(M))
-        columns.append(col)
-    return concat(cg, columns)
+    col = concat(cg, [acc[p, j] for p in range(len(pieces))])
+    if sum(lanes for _, lanes in pieces) != M:  # the padding of the last piece
+        col = shuffle(cg, col, col, range(M))
+    return col
 
 
 class PiecesVal(CoopVal):
@@ -687,9 +689,7 @@ def column_of(cg: FunctionCodegen, value: CoopVal, g: int, c: int):
     M = value.type.rows
     if not isinstance(value, PiecesVal):
         return _column(cg, value.mats[g], c, M)
-    pieces = value.kernel.pieces(M)
-    col = concat(cg, [value.pieces[g][p, c] for p in range(len(pieces))])
-    return col if sum(lanes for _, lanes in pieces) == M else shuffle(cg, col, col, range(M))
+    return _joined_column(cg, value.kernel, value.pieces[g], M, c)
 
 
 def update_pieces(cg: FunctionCodegen, kernel: Microkernel, A: CoopVal, B: CoopVal, g: int,

@@ -139,6 +139,12 @@ class FoldingBuilder(ir.IRBuilder):
     ``r * 1 + c * ld`` with constant r and c): written out, they were a third of the LLVM
     IR, which LLVM parsed and folded again for every kernel."""
 
+    def __init__(self, block: Optional[ir.Block] = None):
+        super().__init__(block)
+        #: id of a shuffle this builder made -> [the shuffle, its lanes' ``_origins``], or
+        #: [the shuffle, its operands, its mask] until they are asked for
+        self._traced: Dict[int, list] = {}
+
     def add(self, lhs, rhs, name="", flags=()):
         folded = _fold("add", lhs, rhs, 0, (lhs, rhs))
         return super().add(lhs, rhs, name, flags) if folded is None else folded
@@ -249,15 +255,6 @@ class FoldingBuilder(ir.IRBuilder):
             return [(ZERO, 0)] * v.type.count
         return [(v, k) for k in range(v.type.count)]
 
-    @property
-    def _traced(self) -> Dict[int, list]:
-        """id of a shuffle this builder made -> [the shuffle, its lanes' ``_origins``], or
-        [the shuffle, its operands, its mask] until they are asked for."""
-        try:
-            return self.__traced
-        except AttributeError:
-            self.__traced = {}
-            return self.__traced
 
 
 @functools.lru_cache(maxsize=None)
