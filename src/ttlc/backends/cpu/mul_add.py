@@ -18,6 +18,7 @@ from ...ir.types import CoopMatrixType
 from ...target import MatrixInstruction, MatrixUnit
 from . import amx, amx_products, coop, dpbf16
 from .arith import convert
+from .columns import users_of
 from .function import FunctionCodegen, LoopCarrier
 from .values import CoopVal
 
@@ -166,10 +167,7 @@ def claim_loop(cg: FunctionCodegen, loop: Instruction) -> Dict[int, HeldPieces]:
     if last is None or last.opcode != "yield":
         return {}
     yielded = last.slots["values"]
-    uses: Dict[object, list] = {}
-    for i in body.walk():
-        for v in i.operands:
-            uses.setdefault(v, []).append(i)
+    uses = users_of(cg)  # (the body's values are used in the body alone)
     claimed = {}
     for k, arg in enumerate(body.args[1:]):
         users = uses.get(arg, [])
