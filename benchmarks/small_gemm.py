@@ -250,20 +250,29 @@ class Run(recipes.Run):
                                                   ("C", (M, N), False)]))
                 kernel = self.compile(f"{kind} {t} {shape}", text,
                                       "member" if shared else "gemm")
-                out = {name: np.zeros((M, N, batch), DTYPES[t], order="F")
-                       for name in ("ttlc", "numpy", "torch", "libxsmm")}
-                At, Bt = rows_of(A), rows_of(B)  # C_i^T = B_i^T A_i^T (a shared one broadcast)
-                impls = {"ttlc": lambda: kernel(A, B, out["ttlc"], grid=(batch,)),
-                         "numpy": lambda: np.matmul(Bt, At, out=rows_of(out["numpy"]))}
-                if self.torch is not None:
-                    tA, tB, tC = (self.torch.from_numpy(x) for x in (At, Bt, rows_of(out["torch"])))
-                    impls["torch"] = lambda: self.torch.matmul(tB, tA, out=tC)
-                if self.lib.has_libxsmm:
-                    strides = (0 if shared == "A" else M * K, 0 if shared == "B" else K * N, M * N)
-                    impls["libxsmm"] = lambda: self.lib.xsmm_strided(
-                        A, B, out["libxsmm"], M, N, K, (M, K, M), strides, batch, self.threads)
-                want = np.matmul(Bt.astype(np.float64), At).T
-                self.measure(kind, t, shape, 2.0 * M * N * K * batch, impls, out, want)
+                strides = (0 if shared == "A" else M * K, 0 if shared == "B" else K * N, M * N)
+                self.measure(kind, t, shape, 2.0 * M * N * K * batch,
+                             *self.products(kernel, A, B, (M, N, batch), strides))
+
+    def products(self, kernel, A, B, out_shape, strides):
+        """The implementations of C_i = A_i B_i (out_shape (M, N, batch), or (M, N) for
+        one product; strides: each operand's between members, 0 where one matrix serves
+        all), their outputs and the result they must give: what ``measure`` takes after
+        the flops."""
+        M, N, batch = (*out_shape, 1)[:3]
+        K = A.shape[1]
+        out = {name: np.zeros(out_shape, A.dtype, order="F")
+               for name in ("ttlc", "numpy", "torch", "libxsmm")}
+        At, Bt = rows_of(A), rows_of(B)  # C_i^T = B_i^T A_i^T (a shared one broadcast)
+        impls = {"ttlc": lambda: kernel(A, B, out["ttlc"], grid=(batch,)),
+                 "numpy": lambda: np.matmul(Bt, At, out=rows_of(out["numpy"]))}
+        if self.torch is not None:
+            tA, tB, tC = (self.torch.from_numpy(x) for x in (At, Bt, rows_of(out["torch"])))
+            impls["torch"] = lambda: self.torch.matmul(tB, tA, out=tC)
+        if self.lib.has_libxsmm:
+            impls["libxsmm"] = lambda: self.lib.xsmm_strided(
+                A, B, out["libxsmm"], M, N, K, (M, K, M), strides, batch, self.threads)
+        return impls, out, np.matmul(Bt.astype(np.float64), At).T
 
     def vector_shapes(self):
         return QUICK_VECTOR_SHAPES if self.quick else VECTOR_SHAPES
@@ -358,19 +367,8 @@ class Run(recipes.Run):
             text = member_kernel(t, "gemm", [("A", (M, K), True), ("B", (K, N), True),
                                              ("C", (M, N), True)])
             kernel = self.compile(f"call {t} {shape}", text, "member")
-            out = {name: np.zeros((M, N), DTYPES[t], order="F")
-                   for name in ("ttlc", "numpy", "torch", "libxsmm")}
-            At, Bt = rows_of(A), rows_of(B)  # C^T = B^T A^T
-            impls = {"ttlc": lambda: kernel(A, B, out["ttlc"], grid=(1,)),
-                     "numpy": lambda: np.matmul(Bt, At, out=rows_of(out["numpy"]))}
-            if self.torch is not None:
-                tA, tB, tC = (self.torch.from_numpy(x) for x in (At, Bt, rows_of(out["torch"])))
-                impls["torch"] = lambda: self.torch.matmul(tB, tA, out=tC)
-            if self.lib.has_libxsmm:
-                impls["libxsmm"] = lambda: self.lib.xsmm_strided(
-                    A, B, out["libxsmm"], M, N, K, (M, K, M), (0, 0, 0), 1, self.threads)
-            want = np.matmul(Bt.astype(np.float64), At).T
-            self.measure("call", t, shape, 2.0 * M * N * K, impls, out, want)
+            self.measure("call", t, shape, 2.0 * M * N * K,
+                         *self.products(kernel, A, B, (M, N), (0, 0, 0)))
 
     def tall(self):
         rows = TALL_ROWS // 16 if self.quick else TALL_ROWS
