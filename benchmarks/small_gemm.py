@@ -80,7 +80,7 @@ TOLERANCE = {"f32": 1e-5, "f64": 1e-12}
 #: (M, N, K) of the batched and shared-operand products
 DG_SHAPES = [(56, 9, 56), (84, 9, 84), (35, 9, 35), (9, 9, 56), (20, 9, 20), (10, 9, 10),
              (120, 9, 120)]
-OTHER_SHAPES = [(1, 1, 1), (3, 5, 7), (17, 13, 11), (128, 9, 128), (64, 64, 64), (100, 100, 100)]
+OTHER_SHAPES = [(1, 1, 1), (1, 56, 56), (3, 5, 7), (17, 13, 11), (128, 9, 128), (64, 64, 64), (100, 100, 100)]
 QUICK_SHAPES = [(56, 9, 56), (35, 9, 35), (9, 9, 56)]
 #: rows of the tall-and-skinny A, and the rows each work-group takes
 TALL_ROWS, TALL_BLOCK = 1_000_000, 100

@@ -336,3 +336,46 @@ def test_avx2_k_loops_stay_loops_without_spills():
         assert v["rolled"] >= 1, name
         assert v["spills"] == [], (name, v["spills"][:5])
         assert v["error"] < TOL[name.split()[1]] * 10, (name, v["error"])
+
+
+ONE_ROW = """
+func @gemm(%alpha: {t}, %A: memref<{t}x{a},strided<1,?>>, %B: memref<{t}x{b}>, %beta: {t},
+           %C: memref<{t}x1x{n},strided<1,?>>) {{
+    gemm.{ta}.{tb} %alpha, %A, %B, %beta, %C
+}}
+"""
+#: (N, K, whether their sizes are static): K long enough for dot products (gemv.t of B),
+#: K too short for them (a matmul of one row), run-time sizes
+ONE_ROW_SHAPES = [(85, 12, True), (9, 56, True), (7, 3, True), (33, 20, False)]
+
+
+@pytest.mark.parametrize("t", sorted(DTYPES))
+@pytest.mark.parametrize("ta,tb", [("n", "n"), ("t", "n"), ("n", "t"), ("t", "t")],
+                         ids=["nn", "tn", "nt", "tt"])
+@pytest.mark.parametrize("N,K,static", ONE_ROW_SHAPES,
+                         ids=[f"1x{n}x{k}{'' if s else '-dynamic'}" for n, k, s in ONE_ROW_SHAPES])
+@pytest.mark.parametrize("checked", [False, True], ids=["", "checked"])
+def test_one_row_gemm_on_row_views(t, ta, tb, N, K, static, checked):
+    """gemm of one row (M = 1: lowered as a gemv of B, passes/linalg/matmul.py
+    one_row_as_gemv) on rows of taller arrays (A's row and C's row strided), alpha and
+    beta arguments, against NumPy; the rows beyond the views are untouched."""
+    rng = np.random.default_rng(N + K)
+    dt = DTYPES[t]
+    a = (1, K) if ta == "n" else (K, 1)
+    b = (K, N) if tb == "n" else (N, K)
+    dims = (lambda *s: "x".join(str(x) if static else "?" for x in s))
+    text = ONE_ROW.format(t=t, ta=ta, tb=tb, n=N if static else "?",
+                          a=dims(*a) if ta == "t" else "1x" + dims(K),
+                          b=dims(*b))
+    Af = np.asfortranarray(rng.standard_normal((a[0] + 2, a[1])).astype(dt))
+    Cf = np.asfortranarray(rng.standard_normal((3, N)).astype(dt))
+    B = np.asfortranarray(rng.standard_normal(b).astype(dt))
+    A, C = Af[1:1 + a[0]], Cf[1:2]
+    rest = Cf.copy()
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    want = 2.0 * ((A64.T if ta == "t" else A64) @ (B64.T if tb == "t" else B64)) \
+        - 0.5 * C.astype(np.float64)
+    ttlc.compile(text, target="cpu", checked=checked)["gemm"](2.0, A, B, -0.5, C)
+    np.testing.assert_allclose(C, want, rtol=TOL[t], atol=TOL[t] * np.abs(want).max())
+    rest[1:2] = C
+    assert np.array_equal(Cf, rest)  # rows 0 and 2 untouched

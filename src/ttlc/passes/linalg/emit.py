@@ -149,6 +149,12 @@ class Emitter:
         """An n x 1 matrix view of a vector (``expand``), made in ``pre``."""
         return self.pb.expand(vec, 0, [self.dim(vec, 0), 1])
 
+    def line(self, m: Value, mode: int, n: Int) -> Value:
+        """The first n entries along `mode` of the matrix m at index 0 of its other mode
+        (a row: mode 1, a column: mode 0) as a vector view (``subview``), made in ``pre``."""
+        line = (0, n if isinstance(n, int) else self.index(n))
+        return self.pb.subview(m, [line, (0, 0)] if mode == 0 else [(0, 0), line])
+
     # ---- alpha and beta ------------------------------------------------------------------
     @property
     def alpha(self) -> Value:

@@ -80,7 +80,27 @@ def lower_gemm(em: Emitter) -> None:
     M = em.pick_dim((C, 0), (A, am))
     N = em.pick_dim((C, 1), (B, bn))
     K = em.pick_dim((A, ak), (B, bk))
+    if known(M) == 1 and one_row_as_gemv(em, A, ak, B, tb, C, N, K):
+        return
     matmul(em, A, ta, B, tb, C, M, N, K)
+
+
+def one_row_as_gemv(em: Emitter, A: Value, ak: int, B: Value, tb: str, C: Value, N: Int,
+                    K: Int) -> bool:
+    """A gemm of one row (M = 1) lowered as the gemv ``c = alpha op(B)^T a + beta c`` (a:
+    op(A)'s row, c: C's row, both vectors of memory), where remainders are split (the
+    CPU's FMA path) and the gemv is a matmul (op(B) = B^T: N rows, vectors down B's
+    columns) or dot products (``dot_columns``).  As a matmul of one row each tile held
+    one row, a vector of a single lane per column: f32 1x85x12 with B shared ran at
+    0.79 of LIBXSMM's speed with AVX-512, 0.71-0.80 with AVX2.  Returns whether it did."""
+    acc = accumulate_type(C.type.element)
+    if not split_remainders(em.target, acc, A.type.element, B.type.element):
+        return False
+    ta = "t" if tb == "n" else "n"  # op(B)^T
+    if ta == "t" and not dot_columns(em, B, ta, C, N, K):
+        return False
+    gemv(em, B, ta, em.line(A, ak, K), em.line(C, 1, N), N, K)
+    return True
 
 
 def lower_gemv(em: Emitter) -> None:
@@ -90,6 +110,11 @@ def lower_gemv(em: Emitter) -> None:
     am, ak = (0, 1) if ta == "n" else (1, 0)
     M = em.pick_dim((c, 0), (A, am))
     K = em.pick_dim((A, ak), (b, 0))
+    gemv(em, A, ta, b, c, M, K)
+
+
+def gemv(em: Emitter, A: Value, ta: str, b: Value, c: Value, M: Int, K: Int) -> None:
+    """c := alpha op(A) b + beta c for vectors b (K) and c (M)."""
     J = dot_columns(em, A, ta, c, M, K)
     if J:
         dot_products(em, A, em.view_as_column(b), em.view_as_column(c), known(M), known(K), J)
