@@ -166,6 +166,14 @@ SIZES = {
     "f64gemm": (_gemm("f64", 128, 128, 128), (16, (16, 1)), (8, (8, 1))),
     "f64gemm_sgs4": (_gemm("f64", 128, 128, 128, " attributes{subgroup_size=4}"),
                      (4, (4, 1)), (4, (4, 2))),
+    # cpu: gemm of a few rows in the fewest lanes of at least one ymm register that hold
+    # them (config.narrow_lanes); one row, or more than half a register, keep a register
+    "f32gemm_3rows": (_gemm("f32", 3, 40, 30), (16, (16, 1)), (8, (8, 1))),
+    "f32gemm_2rows": (_gemm("f32", 2, 85, 12), (16, (16, 1)), (8, (8, 1))),
+    "f64gemm_3rows": (_gemm("f64", 3, 40, 30), (16, (16, 1)), (4, (4, 1))),
+    "f64gemm_5rows": (_gemm("f64", 5, 40, 30), (16, (16, 1)), (8, (8, 1))),
+    "f32gemm_9rows": (_gemm("f32", 9, 9, 56), (16, (16, 1)), (16, (16, 1))),
+    "f32gemm_1row": (_gemm("f32", 1, 85, 12), (16, (16, 1)), (16, (16, 1))),
     "foreach": ("func @k(%A: memref<f32x100>) {\n    %c0 = constant 0 : index\n"
                 "    %c100 = constant 100 : index\n    foreach (%i)=(%c0),(%c100) {\n    }\n}\n",
                 (16, (16, 1)), (16, (16, 1))),
@@ -175,6 +183,27 @@ SIZES = {
                "    foreach_tile (%i,%j)=(%c0,%c0),(%c64,%c64) as (%m,%n)<=(8,8) {\n    }\n}\n",
                (16, (16, 1)), (8, (16, 1))),
 }
+
+
+def test_narrow_lanes_only_for_gemm_alone_in_part_of_a_register():
+    """config.narrow_lanes: not where the function has SPMD code of its own or other
+    collective instructions, nor where one ymm register is the whole vector (AVX2)."""
+    import dataclasses
+
+    from ttlc.target.config import narrow_lanes
+
+    cpu = get_target("cpu")
+    avx2 = dataclasses.replace(cpu, vector_bytes=32, register_budget=16 * 32,
+                               broadcast_operands=False)
+    gemm = ttlc.check(_gemm("f32", 3, 40, 30)).functions[0]
+    assert (narrow_lanes(gemm, cpu), narrow_lanes(gemm, avx2)) == (8, None)
+    with_foreach = _gemm("f32", 3, 40, 30).replace(
+        "    gemm", "    %c0 = constant 0 : index\n    foreach (%i)=(%c0),(%c0) {\n    }\n    gemm")
+    with_gemv = _gemm("f32", 3, 40, 30).replace(
+        "%C: memref<f32x3x40>)", "%C: memref<f32x3x40>, %x: memref<f32x30>, %y: memref<f32x3>)"
+    ).replace("    gemm", "    gemv %one, %A, %x, %one, %y\n    gemm")
+    for text in (with_foreach, with_gemv):
+        assert narrow_lanes(ttlc.check(text).functions[0], cpu) is None
 
 
 def _tiles(builtin: str) -> str:

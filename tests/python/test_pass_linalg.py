@@ -29,7 +29,7 @@ import ttlc
 from ttlc.passes import PassContext, get_pass, run_passes
 from ttlc.passes.linalg import choose_tiles
 from ttlc.passes.linalg.tiles import (ACC_SHARE, SPLIT_MAX_K, STREAM_A_BYTES, STREAM_ROW_BYTES,
-                                      k_steps, row_pieces)
+                                      k_steps, row_pieces, subgroup_registers)
 from ttlc.ir.types import SCALAR_TYPES
 from ttlc.target import TARGETS, get_target
 
@@ -722,6 +722,28 @@ def test_choose_tiles_cpu_microkernel():
     # steps of SPLIT_MAX_K (2)
     square = choose_tiles(TARGETS["cpu"], 16, 1, 16, 16, 16, f32, f32, f32)
     assert (square.m, square.n, square.k) == (16, 16, SPLIT_MAX_K) == (16, 16, 2)
+
+
+def test_tiles_of_a_subgroup_in_part_of_a_register_count_registers():
+    """8 f32 lanes with AVX-512 (gemm of few rows: target.config.narrow_lanes): each
+    column of a tile takes a whole zmm register however few of its bytes it fills, so the
+    accumulators take ACC_SHARE of the 32 registers (f32 3x40x30: 8x20, 20 registers),
+    not ACC_SHARE of their bytes (8x40: 40 registers, spilled); the lowering sees the
+    target so (linalg.emit.Emitter)."""
+    f32 = SCALAR_TYPES["f32"]
+    cpu = TARGETS["cpu"]
+    narrow = subgroup_registers(cpu, 8, 4)
+    assert (narrow.vector_bytes, narrow.register_budget) == (32, 32 * 32)
+    assert subgroup_registers(cpu, 16, 4) is cpu and subgroup_registers(cpu, 8, 8) is cpu
+    tiles = choose_tiles(narrow, 8, 1, 3, 40, 30, f32, f32, f32)
+    assert (tiles.m, tiles.n) == (8, 20) and tiles.n <= 32 * ACC_SHARE
+    assert choose_tiles(cpu, 8, 1, 3, 40, 30, f32, f32, f32).n == 40  # counted in bytes
+    text = ("func @k(%A: memref<f32x3x30>, %B: memref<f32x30x40>, %C: memref<f32x3x40>) {\n"
+            "    %one = constant 1.0 : f32\n    gemm %one, %A, %B, %one, %C\n}\n")
+    from ttlc.passes import expand, lower_copy
+
+    lowered = str(lower_copy(ttlc.check(text), expand(["lower"]), cpu))  # (AVX-512 anywhere)
+    assert "subgroup_size=8" in lowered and "coopmatrix<f32x8x20,matrix_acc>" in lowered
 
 
 def test_choose_tiles_cpu_remainders_get_smaller_tiles():

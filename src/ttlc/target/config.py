@@ -35,7 +35,9 @@ function's element types call for, then the target's order (its preferred size f
   the registers per work-item;
 - where a subgroup is a set of SIMD lanes (``target.vector_bytes``, the CPU), as many
   lanes as one vector register holds of the widest element type (f32 -> 16, f64 -> 8),
-  when the target supports that many;
+  when the target supports that many; fewer, down to NARROW_BYTES, where the function's
+  work is gemm of a few static rows (``narrow_lanes``: f32 3 x 40 in 8 lanes with
+  AVX-512);
 - otherwise (the interpreter) the preferred size.
 
 The element types considered are those of the operands of collective BLAS instructions
@@ -137,6 +139,47 @@ def compiled_config(func: Function, target: Target, program: Optional[Program] =
     return choose(func, target, limit, program, given=False)
 
 
+#: the narrowest vector a subgroup of SIMD lanes is narrowed to for gemm of few rows
+#: (``narrow_lanes``): 32 bytes, one ymm register.  f32 and f64 gemm of 2-8 rows with
+#: AVX-512 ran 1.08-1.7x as fast in ymm as in (mostly empty) zmm registers, which Zen 4
+#: executes in two halves; in xmm registers from 0.82 to 1.72x
+NARROW_BYTES = 32
+
+
+def narrow_lanes(func: Function, target: Target) -> Optional[int]:
+    """Where subgroups are SIMD lanes (the CPU) and a function's only collective work is
+    f32 or f64 gemm (no SPMD code of its own) whose outputs have few static rows (2 or
+    more, at most half a vector register): the fewest lanes of at least NARROW_BYTES that
+    hold every gemm's rows, where the target supports that subgroup size; else None.
+    A subgroup of a whole register would compute mostly padding rows, every FMA as
+    costly as a full one.  (One row keeps the register: its gemm is dot products down
+    B's columns, ``linalg.matmul.one_row_as_gemv``.)"""
+    if not target.vector_bytes:
+        return None
+    rows, elem = 0, None
+    for inst in func.body.walk():
+        if inst.opdef.kind == SPMD or inst.opcode in FOREACH_OPS:
+            return None
+        if inst.opdef.blas is None:
+            continue
+        if inst.opcode != "gemm":
+            return None
+        types = {inst.slots[s].type.element for s in ("A", "B", "C")}
+        M = inst.slots["C"].type.shape[0]
+        if len(types) != 1 or M is None or (elem is not None and types != {elem}):
+            return None
+        elem = next(iter(types))
+        if elem.name not in ("f32", "f64"):
+            return None
+        rows = max(rows, M)
+    if elem is None or rows < 2:
+        return None
+    lanes = max(1 << (rows - 1).bit_length(), NARROW_BYTES // elem.size)
+    if 2 * lanes > target.vector_bytes // elem.size or lanes not in target.subgroup_sizes:
+        return None
+    return lanes
+
+
 def auto_limit(func: Function, target: Target) -> int:
     """The most work-items a chosen work-group has: the target's auto_work_group_limit,
     and where a subgroup is SIMD lanes (the CPU) no more than one vector register holds of
@@ -148,7 +191,7 @@ def auto_limit(func: Function, target: Target) -> int:
     widest = max(_element_sizes(func), default=0)
     if target.vector_bytes and widest:
         limit = min(limit, max(target.vector_bytes // 8, target.vector_bytes // widest))
-    return limit
+    return min(limit, narrow_lanes(func, target) or limit)
 
 
 #: instructions that see how many subgroups a work-group has or which one runs them
@@ -262,7 +305,7 @@ def subgroup_candidates(func: Function, target: Target) -> List[int]:
         if widest >= 8:
             first = min(sizes)
     elif target.vector_bytes and widest:
-        lanes = target.vector_bytes // widest
+        lanes = narrow_lanes(func, target) or target.vector_bytes // widest
         if lanes in sizes:
             first = lanes
     return [first] + [s for s in sizes if s != first]

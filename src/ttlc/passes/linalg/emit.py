@@ -19,10 +19,11 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ...ir.builder import Builder, _constant_value
 from ...ir.core import Instruction, Region, Value
-from ...ir.numerics import wrap
+from ...ir.numerics import accumulate_type, wrap
 from ...ir.types import I32, INDEX, CoopMatrixType, MemrefType, ScalarType, Type
 from ...target import Target
 from ..index_math import IndexMath, Int
+from .tiles import subgroup_registers
 
 Number = Union[int, float, complex]
 
@@ -70,7 +71,8 @@ class Emitter:
 
     def __init__(self, inst: Instruction, target: Target, sgs: int, subgroups: Tuple[int, int]):
         self.inst = inst
-        self.target = target
+        written = inst.slots[inst.opdef.blas.written]
+        self.target = subgroup_registers(target, sgs, accumulate_type(written.type.element).size)
         self.sgs = sgs
         self.subgroups = subgroups
         self.pre = Region()

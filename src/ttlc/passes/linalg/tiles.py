@@ -55,6 +55,7 @@ The rule (documented in ``choose_tiles``):
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Optional, Tuple, Union
@@ -86,6 +87,19 @@ MIN_ACC_BYTES = 256
 #: the accumulator's share of the register budget where B's entries come from memory
 #: (f64 x 9 columns on AVX-512: 32x6 tiles, 24 zmm, instead of 32x4 and a lone 32x1)
 ACC_SHARE = 0.75
+
+
+def subgroup_registers(target: Target, S: int, elem_size: int) -> Target:
+    """The target as a subgroup of S lanes of `elem_size` bytes sees it: where the lanes
+    fill only part of a vector register (the CPU: f32 in 8 lanes with AVX-512), each
+    vector of the subgroup still takes a whole register, so its registers are S *
+    elem_size bytes, as many as the machine has (without this, tiles counted in bytes
+    took up to twice the registers there are: f32 8x40 with AVX-512 spilled)."""
+    used = S * elem_size
+    if not target.vector_bytes or used >= target.vector_bytes:
+        return target
+    registers = target.register_budget // target.vector_bytes
+    return dataclasses.replace(target, vector_bytes=used, register_budget=registers * used)
 
 
 def accumulator_bytes(register_budget: int) -> int:
