@@ -142,7 +142,7 @@ def compiled_config(func: Function, target: Target, program: Optional[Program] =
 #: the narrowest vector a subgroup of SIMD lanes is narrowed to for gemm of few rows
 #: (``narrow_lanes``): 32 bytes, one ymm register.  f32 and f64 gemm of 2-8 rows with
 #: AVX-512 ran 1.08-1.7x as fast in ymm as in (mostly empty) zmm registers, which Zen 4
-#: executes in two halves; in xmm registers from 0.82 to 1.72x
+#: executes in two halves; in xmm registers from 0.62 to 1.72x (docs/performance.md)
 NARROW_BYTES = 32
 
 
