@@ -14,7 +14,7 @@ from llvmlite import ir
 
 from ...ir.core import Instruction
 from ...ir.numerics import accumulate_type
-from ...ir.types import CoopMatrixType
+from ...ir.types import CoopMatrixType, ScalarType
 from ...target import MatrixInstruction, MatrixUnit
 from . import amx, amx_products, coop, dpbf16
 from .arith import convert
@@ -84,9 +84,8 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
     path = mul_add_path(A.type.component.name, B.type.component.name, ct.name)
     if path == "AMX":  # 16-bit products into f32 on the tile unit
         return amx.product(cg, inst, A, B, C)
-    kernel = dpbf16.KERNEL if path == "AVX512-BF16" else coop.fma_kernel(M, N, cd)
-    if path == "FMA" and A.type.component == B.type.component == cd == ct == D.component:
-        # (f32, f64 products: the result as the kernel's pieces)
+    kernel = kernel_of(path, M, N, cd)
+    if cd == ct == D.component:  # (accumulated in C's type: the result as the kernel's pieces)
         pieces = []
         for g in range(coop.subgroups(cg)):
             acc = _pieces_of(cg, kernel, C, g)
@@ -102,6 +101,12 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
     return CoopVal(out, D)
 
 
+def kernel_of(path: str, M: int, N: int, cd: ScalarType) -> coop.Microkernel:
+    """The microkernel of the vector paths (``mul_add_path`` "AVX512-BF16" or "FMA") for
+    an M x N accumulator of cd."""
+    return dpbf16.KERNEL if path == "AVX512-BF16" else coop.fma_kernel(M, N, cd)
+
+
 def _pieces_of(cg: FunctionCodegen, kernel: coop.Microkernel, C: CoopVal, g: int) -> dict:
     """Subgroup g's matrix C as `kernel`'s accumulators (``coop.accumulator_pieces``)."""
     if isinstance(C, coop.PiecesVal):
@@ -111,20 +116,23 @@ def _pieces_of(cg: FunctionCodegen, kernel: coop.Microkernel, C: CoopVal, g: int
     return coop.accumulator_pieces(cg, kernel, C.mats[g], C.type.rows, C.type.cols)
 
 
-# ---- FMA accumulators held as their pieces across a loop ----------------------------------------
+# ---- accumulators held as their pieces across a loop ----------------------------------------
 class HeldPieces(LoopCarrier):
-    """A loop-carried coopmatrix that only FMA mul_adds update (``claim_loop``), kept for the
-    whole loop as the microkernel's accumulators, one phi per piece of a column and
-    subgroup (``coop.accumulator_pieces``), and joined into the matrix only after the loop.
+    """A loop-carried coopmatrix that only mul_adds of the vector paths update
+    (``claim_loop``), kept for the whole loop as their microkernel's accumulators (the FMA
+    kernel's, also on converted f16 operands, or ``dpbf16.KERNEL``'s), one phi per piece
+    of a column and subgroup (``coop.accumulator_pieces``), and joined into the matrix
+    only after the loop, where something needs it.
 
     Carried as the matrix, a K loop took the accumulator apart into its pieces at the top
     of every iteration and joined them again at the bottom, through a phi of the whole
-    matrix (f32 32 x 3: one <128 x float>): LLVM's InstCombine and instruction selection
-    spent most of a gemm's compile on these shuffles, only to find the pieces again."""
+    matrix (f32 32 x 3: one <128 x float>; bf16 products into f32 32 x 8: <256 x float>):
+    LLVM's InstCombine and instruction selection spent most of a gemm's compile on these
+    shuffles, only to find the pieces again."""
 
-    def __init__(self, t: CoopMatrixType):
+    def __init__(self, t: CoopMatrixType, kernel: coop.Microkernel):
         self.type = t
-        self.kernel = coop.fma_kernel(t.rows, t.cols, t.component)
+        self.kernel = kernel
         self.rolled = isinstance(self.kernel, coop.StreamedA)  # (``coop.rolled``)
         self.pieces: List[dict] = []  # per subgroup: (piece, column) -> its current value
         self.phis: List[dict] = []  # per subgroup: (piece, column) -> its phi
@@ -158,10 +166,10 @@ class HeldPieces(LoopCarrier):
 
 def claim_loop(cg: FunctionCodegen, loop: Instruction) -> Dict[int, HeldPieces]:
     """The carried values of a (uniform) ``for`` held as their pieces (``HeldPieces``), by
-    their index: each a real coopmatrix used in the body only as C of an FMA mul_add of
-    operands of its own type (f32, f64: not the 16-bit products accumulated in f32) at the
-    body's top level whose result, of C's type and accumulated in it, is only yielded back
-    in its place."""
+    their index: each a real coopmatrix of its own accumulation type (f32, f64, f32
+    accumulating 16-bit products; not a bf16 one) used in the body only as C of a mul_add
+    on a vector path (FMA or AVX512-BF16: AMX holds its own, ``amx.claim_loop``) at the
+    body's top level whose result, of C's type, is only yielded back in its place."""
     body = loop.regions[0]
     last = body.instructions[-1] if body.instructions else None
     if last is None or last.opcode != "yield":
@@ -175,15 +183,15 @@ def claim_loop(cg: FunctionCodegen, loop: Instruction) -> Dict[int, HeldPieces]:
             continue
         ma = users[0]
         t, a, b = arg.type, ma.slots["a"].type, ma.slots["b"].type
+        path = mul_add_path(a.component.name, b.component.name, t.component.name)
         if (ma.slots["c"] is not arg or arg in (ma.slots["a"], ma.slots["b"])
                 or ma not in body.instructions or ma.results[0].type != t
                 or yielded[k] is not ma.results[0] or uses.get(ma.results[0]) != [last]
                 or list(yielded).count(ma.results[0]) != 1
                 or t.component.is_complex or accumulate_type(t.component) != t.component
-                or not a.component == b.component == t.component
-                or mul_add_path(a.component.name, b.component.name, t.component.name) != "FMA"):
+                or path == "AMX"):
             continue
-        claimed[k] = HeldPieces(t)
+        claimed[k] = HeldPieces(t, kernel_of(path, t.rows, t.cols, t.component))
     return claimed
 
 
