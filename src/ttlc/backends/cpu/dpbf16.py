@@ -85,17 +85,21 @@ class _BFloat(ir.Type):
         return hash(_BFloat)
 
 
+def _opaque(cg: FunctionCodegen, pairs: ir.Value) -> ir.Value:
+    """The bf16 pairs (i16 bits) as the instruction's bfloat operand.  They pass an empty
+    asm on their way to bfloat: without it LLVM may move the bitcast before the shuffle
+    that makes them (a shuffle of a whole loaded bfloat matrix, or of a pair of B's
+    entries loaded with a mask), which its x86 instruction selection aborts on (LLVM 22:
+    a bf16 gemm of 16 x 1 x 33 with a bf16 result killed the process).  Measured at equal
+    speed on a 64^3 gemm."""
+    x = cg.b.asm(ir.FunctionType(pairs.type, [pairs.type]), "", "=v,0", [pairs], False)
+    return cg.b.bitcast(x, ir.VectorType(_BFloat(), pairs.type.count))
+
+
 def _instruction(cg: FunctionCodegen, acc: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
-    """vdpbf16ps of the vector width of acc.  The operands pass an empty asm on their way
-    to bfloat: without it LLVM may move the bitcast before the shuffle that makes them (a
-    shuffle of a whole loaded bfloat matrix, or of a pair of B's entries loaded with a
-    mask), which its x86 instruction selection aborts on (LLVM 22: a bf16 gemm of
-    16 x 1 x 33 with a bf16 result killed the process).  Measured at equal speed on a
-    64^3 gemm."""
-    pairs = ir.VectorType(_BFloat(), a.type.count)
-    a, b = (cg.b.asm(ir.FunctionType(x.type, [x.type]), "", "=v,0", [x], False) for x in (a, b))
+    """vdpbf16ps of the vector width of acc (a, b: ``_opaque``)."""
     return cg.intrinsic(f"llvm.x86.avx512bf16.dpbf16ps.{WIDTHS[acc.type.count]}", acc.type,
-                        [acc, cg.b.bitcast(a, pairs), cg.b.bitcast(b, pairs)])
+                        [acc, a, b])
 
 
 def _flush(cg: FunctionCodegen, x: ir.Value) -> ir.Value:
@@ -108,31 +112,52 @@ def _flush(cg: FunctionCodegen, x: ir.Value) -> ir.Value:
     return b.bitcast(b.select(tiny, signed_zero, bits), x.type)
 
 
-def _emulated(cg: FunctionCodegen, acc: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+def _members(cg: FunctionCodegen, pairs: ir.Value) -> Tuple[ir.Value, ir.Value]:
+    """The odd and the even members of the bf16 pairs, as f32 with denormals flushed."""
+    n = pairs.type.count // 2
+    return tuple(_flush(cg, cg.bf16_to_f32(cg.b.shuffle_vector(
+        pairs, pairs, _consts(range(odd, 2 * n, 2))))) for odd in (1, 0))
+
+
+def _emulated(cg: FunctionCodegen, acc: ir.Value, a, b) -> ir.Value:
     """vdpbf16ps in plain LLVM IR: per lane, two fused multiply-adds (exact product, one
     rounding to nearest even), the odd members of the pairs first, with denormal inputs
-    and results flushed to zero."""
-    n = acc.type.count
-
-    def members(v: ir.Value, odd: int) -> ir.Value:
-        half = cg.b.shuffle_vector(v, v, _consts(range(odd, 2 * n, 2)))
-        return _flush(cg, cg.bf16_to_f32(half))
-
+    and results flushed to zero (a, b: ``_members``)."""
     acc = _flush(cg, acc)
-    for odd in (1, 0):
-        acc = _flush(cg, cg.intrinsic("llvm.fma", acc.type,
-                                      [members(a, odd), members(b, odd), acc], [acc.type]))
+    for x, y in zip(a, b):
+        acc = _flush(cg, cg.intrinsic("llvm.fma", acc.type, [x, y, acc], [acc.type]))
     return acc
 
 
-#: jit.bf16_dot() -> the implementation of the step
-IMPLEMENTATIONS = {"vdpbf16ps": _instruction, "emulated": _emulated}
+#: jit.bf16_dot() -> the implementation of the step: (the operand made of bf16 pairs, the
+#: step on such operands); each operand is made once and taken by all products that use it
+IMPLEMENTATIONS = {"vdpbf16ps": (_opaque, _instruction), "emulated": (_members, _emulated)}
 
 
-def dpbf16ps(cg: FunctionCodegen, acc: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
-    """acc (n floats) plus the dot products of the bf16 pairs of a and b (2n bf16 bits
-    each), as vdpbf16ps computes them."""
-    return IMPLEMENTATIONS[jit.bf16_dot()](cg, acc, a, b)
+def operand(cg: FunctionCodegen, pairs: ir.Value):
+    """The bf16 pairs (2n i16 bits) as ``dpbf16ps`` takes them."""
+    return IMPLEMENTATIONS[jit.bf16_dot()][0](cg, pairs)
+
+
+def dpbf16ps(cg: FunctionCodegen, acc: ir.Value, a, b) -> ir.Value:
+    """acc (n floats) plus the dot products of the bf16 pairs of a and b (``operand``),
+    as vdpbf16ps computes them."""
+    return IMPLEMENTATIONS[jit.bf16_dot()][1](cg, acc, a, b)
+
+
+class _Broadcast:
+    """B's pair of a step for one column (32 bits), broadcast as ``operand`` once per
+    width of the pieces that take it."""
+
+    def __init__(self, pair: ir.Value):
+        self.pair = pair
+        self.by_lanes: dict = {}
+
+    def at(self, cg: FunctionCodegen, lanes: int):
+        if lanes not in self.by_lanes:
+            pairs = cg.b.bitcast(splat_n(cg, self.pair, lanes), ir.VectorType(I16, 2 * lanes))
+            self.by_lanes[lanes] = operand(cg, pairs)
+        return self.by_lanes[lanes]
 
 
 class PairKernel(Microkernel):
@@ -169,24 +194,23 @@ class PairKernel(Microkernel):
         zero = a.type.count  # (lane 0 of the zero vector)
         idx = [c * M + r if r < M and c < K else zero
                for r in range(r0, r0 + lanes) for c in (k, k + 1)]
-        return cg.b.shuffle_vector(a, zero_of(a.type), _consts(idx))
+        return operand(cg, cg.b.shuffle_vector(a, zero_of(a.type), _consts(idx)))
 
     def b_operand(self, cg: FunctionCodegen, b, t: ScalarType, K: int, k: int, j: int,
                   cd: ScalarType):
         """B[k, j] and B[k + 1, j] (0 past K) as one 32-bit value: built with zext, shl
         and or, which LLVM turns into one 32-bit load that vdpbf16ps broadcasts itself
         ({1to16}); a <2 x i16> shuffle bitcast to i32 gave separate broadcasts, 60 more
-        instructions per 16 x 16 x 16 step."""
+        instructions per 16 x 16 x 16 step (``_Broadcast``)."""
         bb = cg.b
         lo = bb.zext(bb.extract_element(b, ir.Constant(I32, j * K + k)), I32)
-        if k + 1 >= K:
-            return lo
-        hi = bb.zext(bb.extract_element(b, ir.Constant(I32, j * K + k + 1)), I32)
-        return bb.or_(lo, bb.shl(hi, ir.Constant(I32, 16)))
+        if k + 1 < K:
+            hi = bb.zext(bb.extract_element(b, ir.Constant(I32, j * K + k + 1)), I32)
+            lo = bb.or_(lo, bb.shl(hi, ir.Constant(I32, 16)))
+        return _Broadcast(lo)
 
     def step(self, cg: FunctionCodegen, cd: ScalarType, acc, a_op, b_op, lanes: int):
-        pairs = cg.b.bitcast(splat_n(cg, b_op, lanes), ir.VectorType(I16, 2 * lanes))
-        return dpbf16ps(cg, acc, a_op, pairs)
+        return dpbf16ps(cg, acc, a_op, b_op.at(cg, lanes))
 
 
 KERNEL = PairKernel()
