@@ -26,8 +26,8 @@ jit = pytest.importorskip("ttlc.backends.cpu.jit")
 #: AMX on this CPU, else emulated (``amx_testing``)
 needs_amx = pytest.mark.usefixtures("amx")
 
-KERNEL = """func @mm(%A: memref<bf16x{M}x{K}>, %B: memref<bf16x{K}x{N}>, %C: memref<f32x{M}x{N}>)
-        attributes{{subgroup_size=16, work_group_size=[{wg},1]}} {{
+KERNEL = """func @mm(%A: memref<{ab}x{M}x{K}>, %B: memref<{ab}x{K}x{N}>, %C: memref<{c}x{M}x{N}>)
+        attributes{{subgroup_size={S}, work_group_size=[{wg},1]}} {{
     parallel {{
         %c0 = constant 0 : index
         %sm = constant {M} : index
@@ -43,9 +43,9 @@ KERNEL = """func @mm(%A: memref<bf16x{M}x{K}>, %B: memref<bf16x{K}x{N}>, %C: mem
                 %acc = for %k = %c0, %sk, %tk init(%x=%init)
                         -> (coopmatrix<f32x{tm}x{tn},matrix_acc>) {{
                     %ta = cooperative_matrix_load{flag} %A[%i,%k]
-                        : coopmatrix<bf16x{tm}x{tk},matrix_a>
+                        : coopmatrix<{ab}x{tm}x{tk},matrix_a>
                     %tb = cooperative_matrix_load{flag} %B[%k,%j]
-                        : coopmatrix<bf16x{tk}x{tn},matrix_b>
+                        : coopmatrix<{ab}x{tk}x{tn},matrix_b>
                     %y = cooperative_matrix_mul_add %ta, %tb, %x
                         : coopmatrix<f32x{tm}x{tn},matrix_acc>
                     {body}
@@ -63,8 +63,11 @@ FROM_C = "%init = cooperative_matrix_load{flag} %C[%i,%j] : coopmatrix<f32x{tm}x
 STORE = "cooperative_matrix_store{flag} %acc, %C[%i,%j]"
 
 
-def _kernel(M, K, N, tm, tk, tn, wg=16, init=ZERO, body="", after=STORE, flag=""):
-    fmt = dict(M=M, K=K, N=N, tm=tm, tk=tk, tn=tn, wg=wg, flag=flag)
+def _kernel(M, K, N, tm, tk, tn, wg=16, init=ZERO, body="", after=STORE, flag="", ab="bf16",
+            c="f32", S=16):
+    """A K loop of mul_adds of ab (bf16) A and B into an f32 accumulator per tile of the
+    c (f32) matrix C."""
+    fmt = dict(M=M, K=K, N=N, tm=tm, tk=tk, tn=tn, wg=wg, flag=flag, ab=ab, c=c, S=S)
     return KERNEL.format(init=init.format(**fmt), body=body.format(**fmt),
                          after=after.format(**fmt), **fmt)
 

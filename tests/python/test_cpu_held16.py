@@ -23,38 +23,18 @@ import pytest
 import ttlc
 
 jit = pytest.importorskip("ttlc.backends.cpu.jit")
+import test_cpu_amx_loop as loop  # noqa: E402  (its K-loop kernels)
 from test_cpu_dpbf16 import _close, _same, dot_reference  # noqa: E402
 from test_cpu_fma_loop import _whole_tile_phis  # noqa: E402
 
 DTYPES = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32}
 
-KERNEL = """func @mm(%A: memref<{ab}x{M}x{K}>, %B: memref<{ab}x{K}x{N}>, %C: memref<{c}x{M}x{N}>)
-        attributes{{subgroup_size={S}, work_group_size=[{S},1]}} {{
-    parallel {{
-        %c0 = constant 0 : index
-        %sm = constant {M} : index
-        %sn = constant {N} : index
-        %sk = constant {K} : index
-        %tm = constant {tm} : index
-        %tn = constant {tn} : index
-        %tk = constant {tk} : index
-        for %i = %c0, %sm, %tm {{
-            for %j = %c0, %sn, %tn {{
-                %c = cooperative_matrix_load.both_checked %C[%i,%j] : coopmatrix<{c}x{tm}x{tn},matrix_acc>
-                %init = cast %c : coopmatrix<f32x{tm}x{tn},matrix_acc>
-                %acc = for %k = %c0, %sk, %tk init(%x=%init) -> (coopmatrix<f32x{tm}x{tn},matrix_acc>) {{
-                    %ta = cooperative_matrix_load.both_checked %A[%i,%k] : coopmatrix<{ab}x{tm}x{tk},matrix_a>
-                    %tb = cooperative_matrix_load.both_checked %B[%k,%j] : coopmatrix<{ab}x{tk}x{tn},matrix_b>
-                    %y = cooperative_matrix_mul_add %ta, %tb, %x : coopmatrix<f32x{tm}x{tn},matrix_acc>
-                    yield (%y)
-                }}
-                %r = cast %acc : coopmatrix<{c}x{tm}x{tn},matrix_acc>
-                cooperative_matrix_store.both_checked %r, %C[%i,%j]
-            }}
-        }}
-    }}
-}}
-"""
+#: C's tile cast to f32 before the loop, the result cast back to C's type after it (casts of
+#: f32 to f32 are no-ops)
+CAST_C = """%c = cooperative_matrix_load{flag} %C[%i,%j] : coopmatrix<{c}x{tm}x{tn},matrix_acc>
+                %init = cast %c : coopmatrix<f32x{tm}x{tn},matrix_acc>"""
+CAST_BACK = """%r = cast %acc : coopmatrix<{c}x{tm}x{tn},matrix_acc>
+                cooperative_matrix_store{flag} %r, %C[%i,%j]"""
 
 #: (M, K, N, tm, tk, tn, subgroup size): 32-row tiles (two vdpbf16ps pieces of 16 rows)
 #: over 37 rows, K steps of 4 over 19 (the last one half outside A and B), 3 columns over
@@ -63,10 +43,10 @@ KERNEL = """func @mm(%A: memref<{ab}x{M}x{K}>, %B: memref<{ab}x{K}x{N}>, %C: mem
 SHAPES = [(37, 19, 11, 32, 4, 3, 8), (13, 7, 9, 8, 2, 5, 8), (5, 3, 7, 2, 2, 3, 2)]
 
 
-def _kernel(ab, c, M, K, N, tm, tk, tn, S) -> str:
-    """C = A B + C over tiles, accumulating in f32 (a 16-bit C cast to f32 before the loop
-    and the result back to C's type after it; casts of f32 to f32 are no-ops)."""
-    return KERNEL.format(ab=ab, c=c, M=M, K=K, N=N, tm=tm, tk=tk, tn=tn, S=S)
+def _kernel(ab, c, M, K, N, tm, tk, tn, S, body="") -> str:
+    """C = A B + C over tiles of checked accesses, accumulating in f32."""
+    return loop._kernel(M, K, N, tm, tk, tn, wg=S, init=CAST_C, body=body, after=CAST_BACK,
+                        flag=".both_checked", ab=ab, c=c, S=S)
 
 
 def _inputs(ab, c, M, K, N):
@@ -127,9 +107,8 @@ def test_accumulator_used_elsewhere_is_carried_whole(dot_path):
     """A second use of the accumulator in the body (a store): the loop carries the whole
     tile and computes the same."""
     M, K, N, tm, tk, tn, S = SHAPES[0]
-    text = _kernel("bf16", "f32", M, K, N, tm, tk, tn, S)
-    text = text.replace("yield (%y)", "cooperative_matrix_store.both_checked %x, %C[%i,%j]\n"
-                        "                    yield (%y)")
+    text = _kernel("bf16", "f32", M, K, N, tm, tk, tn, S,
+                   body="cooperative_matrix_store.both_checked %x, %C[%i,%j]")
     assert _whole_tile_phis(text, "f32", tm, tn) == 1
     A, B, C = _inputs("bf16", "f32", M, K, N)
     out = C.copy(order="F")
