@@ -116,7 +116,7 @@ def _pieces_of(cg: FunctionCodegen, kernel: coop.Microkernel, C: CoopVal, g: int
     return coop.accumulator_pieces(cg, kernel, C.mats[g], C.type.rows, C.type.cols)
 
 
-# ---- accumulators held as their pieces across a loop ----------------------------------------
+# ---- accumulators held as their pieces across a loop ---------------------------------------------
 class HeldPieces(LoopCarrier):
     """A loop-carried coopmatrix that only mul_adds of the vector paths update
     (``claim_loop``), kept for the whole loop as their microkernel's accumulators (the FMA
