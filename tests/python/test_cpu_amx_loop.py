@@ -41,13 +41,13 @@ KERNEL = """func @mm(%A: memref<{ab}x{M}x{K}>, %B: memref<{ab}x{K}x{N}>, %C: mem
             for %j = %c0, %sn, %tn {{
                 {init}
                 %acc = for %k = %c0, %sk, %tk init(%x=%init)
-                        -> (coopmatrix<f32x{tm}x{tn},matrix_acc>) {{
+                        -> (coopmatrix<{acc}x{tm}x{tn},matrix_acc>) {{
                     %ta = cooperative_matrix_load{flag} %A[%i,%k]
                         : coopmatrix<{ab}x{tm}x{tk},matrix_a>
                     %tb = cooperative_matrix_load{flag} %B[%k,%j]
                         : coopmatrix<{ab}x{tk}x{tn},matrix_b>
                     %y = cooperative_matrix_mul_add %ta, %tb, %x
-                        : coopmatrix<f32x{tm}x{tn},matrix_acc>
+                        : coopmatrix<{acc}x{tm}x{tn},matrix_acc>
                     {body}
                     yield (%y)
                 }}
@@ -64,10 +64,10 @@ STORE = "cooperative_matrix_store{flag} %acc, %C[%i,%j]"
 
 
 def _kernel(M, K, N, tm, tk, tn, wg=16, init=ZERO, body="", after=STORE, flag="", ab="bf16",
-            c="f32", S=16):
-    """A K loop of mul_adds of ab (bf16) A and B into an f32 accumulator per tile of the
-    c (f32) matrix C."""
-    fmt = dict(M=M, K=K, N=N, tm=tm, tk=tk, tn=tn, wg=wg, flag=flag, ab=ab, c=c, S=S)
+            c="f32", S=16, acc="f32"):
+    """A K loop of mul_adds of ab (bf16) A and B into an acc (f32) accumulator per tile of
+    the c (f32) matrix C."""
+    fmt = dict(M=M, K=K, N=N, tm=tm, tk=tk, tn=tn, wg=wg, flag=flag, ab=ab, c=c, S=S, acc=acc)
     return KERNEL.format(init=init.format(**fmt), body=body.format(**fmt),
                          after=after.format(**fmt), **fmt)
 

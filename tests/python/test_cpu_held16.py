@@ -9,12 +9,15 @@ phi of the whole tile, on every path the products take here: vdpbf16ps (the inst
 where the CPU has it, else emulated with ``jit.EMULATE_DPBF16PS``), bf16 on f32 FMAs
 without AVX512-BF16, f16 on f32 FMAs.  The shapes are odd in M, N and K (partial tiles
 and a last K step half outside, read through checked loads), the result is stored in f32
-or cast to the operands' type after the loop.  Expected values are NumPy models of the
+or cast to the operands' type after the loop; products of i8, i16 and f32 operands into
+i32 and f64 accumulators are held the same way.  Expected values are NumPy models of the
 path's order of additions (``test_cpu_dpbf16.dot_reference``: the products of 16-bit
 values are exact in f32, so each model is exact), and NumPy in float64 within the error
 of reassociation.
 """
 from __future__ import annotations
+
+import re
 
 import ml_dtypes
 import numpy as np
@@ -24,10 +27,11 @@ import ttlc
 
 jit = pytest.importorskip("ttlc.backends.cpu.jit")
 import test_cpu_amx_loop as loop  # noqa: E402  (its K-loop kernels)
-from test_cpu_dpbf16 import _close, _same, dot_reference  # noqa: E402
+from test_cpu_dpbf16 import _close, _ir, _same, dot_reference  # noqa: E402
 from test_cpu_fma_loop import _whole_tile_phis  # noqa: E402
 
 DTYPES = {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32}
+NUMPY = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "f32": np.float32, "f64": np.float64}
 
 #: C's tile cast to f32 before the loop, the result cast back to C's type after it (casts of
 #: f32 to f32 are no-ops)
@@ -124,3 +128,23 @@ def test_agrees_with_the_interpreter(dot_path):
     ttlc.compile(text, target="cpu")["mm"](A, B, got, grid=1)
     ttlc.compile(text, target="interp")["mm"](A, B, want, grid=1)
     assert np.abs(got - want).max() <= 4 * K * 2.0 ** -23 * max(1.0, np.abs(want).max())
+
+
+@pytest.mark.parametrize("ab,acc", [("i8", "i32"), ("i16", "i32"), ("f32", "f64")])
+def test_other_mixed_products_are_held_too(ab, acc):
+    """Products of operands of another type than the accumulator's on the FMA path (the
+    operands converted) are held as pieces the same way; integer-valued data, so that the
+    result is exact in any order."""
+    M, K, N, tm, tk, tn, S = SHAPES[1]
+    init = ("%init = cooperative_matrix_load{flag} %C[%i,%j] : "
+            f"coopmatrix<{acc}x{{tm}}x{{tn}},matrix_acc>")
+    text = loop._kernel(M, K, N, tm, tk, tn, wg=S, init=init, flag=".both_checked", ab=ab,
+                        c=acc, S=S, acc=acc)
+    assert not re.search(rf"phi\s+<(40|64) x (i32|double)>", _ir(text))  # (8 x 5, padded)
+    rng = np.random.default_rng(7)
+    A = np.asfortranarray(rng.integers(-8, 9, (M, K)).astype(NUMPY[ab]))
+    B = np.asfortranarray(rng.integers(-8, 9, (K, N)).astype(NUMPY[ab]))
+    C = np.asfortranarray(rng.integers(-8, 9, (M, N)).astype(NUMPY[acc]))
+    out = C.copy(order="F")
+    ttlc.compile(text, target="cpu")["mm"](A, B, out, grid=1)
+    assert np.array_equal(out, A.astype(np.float64) @ B.astype(np.float64) + C)
