@@ -32,9 +32,9 @@ NaN payloads are not modelled, and a result is flushed when it is denormal after
 rounding (whether the instruction decides before rounding, for results just below the
 normal range, could not be checked).
 
-Its speed has not been measured: it was written on a Zen 3, which lacks AVX512-BF16.
-``make bench`` measures it where the CPU has the instruction (the bf16 rows of
-benchmarks/suite.py name the path that ran).
+``make bench`` measures its speed where the CPU has the instruction (benchmarks/gemm16.py
+and the bf16 rows of benchmarks/suite.py name the path that ran; docs/performance.md,
+"16-bit gemm", has the Zen 4 numbers).
 
 ``dpbf16ps`` is the one step, with two implementations: the instruction
 (``llvm.x86.avx512bf16.dpbf16ps.*``), and an emulation in plain LLVM IR with the same
