@@ -64,4 +64,6 @@ def fit_to_unit(target: Target, tiles: Tiles, subgroup_size: int,
     k = max(inst.k, _ceil_div(tiles.k, inst.k) * inst.k)
     if K is not None:
         k = min(k, _next_pow2(K))
+        if k < K < 2 * k:
+            k = _next_pow2(K)
     return Tiles(m, n, k)
