@@ -133,8 +133,7 @@ class Place:
             x, s0 = self.bounds[0], self.bounds[2]
             r = b.add(splat_n(cg, b.add(x, ir.Constant(I64, r0)), n),
                       VectorConstant(I64, list(range(n))))
-            inside = b.and_(b.icmp_signed(">=", r, zero_of(r.type)),
-                            b.icmp_signed("<", r, splat_n(cg, s0, n)))
+            inside = _below(b, r, splat_n(cg, s0, n))
             ok = inside if ok is None else b.and_(ok, inside)
         return ok
 
@@ -142,10 +141,8 @@ class Place:
         """i1: column c is inside the memref (None: it is)."""
         if self.bounds is None or self.bounds[3] is None:
             return None
-        b = cg.b
         y, s1 = self.bounds[1], self.bounds[3]
-        col = b.add(y, i64(c))
-        return b.and_(b.icmp_signed(">=", col, ir.Constant(I64, 0)), b.icmp_signed("<", col, s1))
+        return _below(cg.b, cg.b.add(y, i64(c)), s1)
 
     def column(self, cg, elem: ir.Type, c: Column, rows: int, length: int,
                row_mask=False) -> ir.Value:
@@ -176,6 +173,12 @@ class Place:
         stride = ir.Constant(I64, length * size)
         return Place(lambda r, c: (address(cg, dst, length * size, c, r * size), stride),
                      self.transposed)
+
+
+def _below(b: ir.IRBuilder, i: ir.Value, size: ir.Value) -> ir.Value:
+    """0 <= i < size for a memref's size (never negative): one unsigned compare, where a
+    negative i is above every size."""
+    return b.icmp_unsigned("<", i, size)
 
 
 def _both(cg, rows: Optional[ir.Value], column: Optional[ir.Value], n: int):
