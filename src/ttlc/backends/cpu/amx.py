@@ -66,8 +66,7 @@ from ...ir.types import CoopMatrixType
 from . import amx_emulation, jit
 from .amx_products import PRODUCTS, runs_on_amx, usable
 from .columns import (Column, Columns, Place, TileSource, address, at, column_loop, i64,
-                      in_memory, private_scratch, region_of, users_of, web,
-                      widen)
+                      in_memory, private_scratch, region_of, users_of, web)
 from .arith import convert
 from .coop import concat
 from .function import LoopCarrier
@@ -87,12 +86,6 @@ def _ceil(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-def _load_column(b: ir.IRBuilder, ptr: ir.Value, elem: ir.Type, rows: int,
-                 length: int) -> ir.Value:
-    """The ``rows`` components at ptr, zero-extended to ``length`` components."""
-    return widen(b, b.load(ptr, align=lt_size(elem), typ=ir.VectorType(elem, rows)), length)
-
-
 #: matrices of at most this many components are split into columns by shuffles; larger
 #: ones go through memory (shuffles of a whole 64 x 64 matrix take LLVM seconds to compile)
 SHUFFLE_LIMIT = 1024
@@ -101,18 +94,17 @@ SHUFFLE_LIMIT = 1024
 def _columns(cg, v, elem: ir.Type, rows: int, length: int,
              tmp: ir.Value) -> Callable[[Column], ir.Value]:
     """c -> column c of the column-major matrix v with ``rows`` rows, zero-extended to
-    ``length`` components: v a vector (split by shuffles, or through tmp for large
-    matrices) or an untransposed ``Place`` (an operand left in memory, ``InMemory``: its
-    columns are loaded where they are)."""
+    ``length`` components: v a vector (split by shuffles, or stored to tmp and loaded
+    from there for large matrices) or an untransposed ``Place`` (an operand left in
+    memory, ``InMemory``: its columns are loaded where they are)."""
     b = cg.b
+    if not isinstance(v, Place) and v.type.count > SHUFFLE_LIMIT:
+        b.store(v, tmp, align=64)
+        v = Place.in_buffer(cg, tmp, rows * lt_size(elem), lt_size(elem))
     if isinstance(v, Place):
         row_mask = v.rows_inside(cg, 0, rows)
         return lambda c: v.column(cg, elem, c, rows, length, row_mask)
     n = v.type.count
-    if n > SHUFFLE_LIMIT:
-        b.store(v, tmp, align=64)
-        size = lt_size(elem)
-        return lambda c: _load_column(b, at(b, tmp, c * rows * size), elem, rows, length)
     zero = zero_of(v.type)
     return lambda c: b.shuffle_vector(v, zero, VectorConstant(
         I32, [c * rows + r if r < rows else n for r in range(length)]))

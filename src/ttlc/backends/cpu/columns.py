@@ -80,6 +80,8 @@ def i64(c: Column) -> ir.Value:
 def address(cg, base: ir.Value, stride: int, c: Column, offset: int) -> ir.Value:
     """base + c stride + offset (bytes): in a buffer of columns ``stride`` bytes apart."""
     b = cg.b
+    if isinstance(c, int):
+        return at(b, base, c * stride + offset)
     return b.gep(base, [b.add(b.mul(i64(c), ir.Constant(I64, stride)), ir.Constant(I64, offset))],
                  source_etype=I8)
 
@@ -116,6 +118,14 @@ class Place:
         self.at = at
         self.transposed = transposed
         self.bounds = bounds
+
+    @staticmethod
+    def in_buffer(cg, base: ir.Value, stride: int, size: int,
+                  transposed: bool = False) -> "Place":
+        """A matrix of ``size``-byte components in a buffer at base, its columns ``stride``
+        bytes apart (unchecked)."""
+        return Place(lambda r, c: (address(cg, base, stride, c, r * size),
+                                   ir.Constant(I64, stride)), transposed)
 
     @property
     def tiles(self) -> bool:
@@ -170,9 +180,7 @@ class Place:
         for c in range(cols, padded):
             b.store(zero_of(ir.VectorType(elem, length)), at(b, dst, c * length * size),
                     align=size)
-        stride = ir.Constant(I64, length * size)
-        return Place(lambda r, c: (address(cg, dst, length * size, c, r * size), stride),
-                     self.transposed)
+        return Place.in_buffer(cg, dst, length * size, size, self.transposed)
 
 
 def _below(b: ir.IRBuilder, i: ir.Value, size: ir.Value) -> ir.Value:
