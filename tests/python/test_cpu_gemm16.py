@@ -239,6 +239,47 @@ def test_gemm16_on_amx_with_sizes_known_at_run_time_matches_numpy(amx, ab, c, ta
     np.testing.assert_array_equal(C, exact.astype(C.dtype))
 
 
+DYNAMIC = """func @k(%alpha: {ab}, %A: memref<{ab}x?x?,strided<1,?>>,
+                      %B: memref<{ab}x?x?,strided<1,?>>, %beta: {c},
+                      %C: memref<{c}x?x?,strided<1,?>>) {{
+        gemm.{ta}.{tb} %alpha, %A, %B, %beta, %C
+    }}"""
+
+
+@pytest.mark.parametrize("ab,c,ta,tb", [("bf16", "f32", "n", "n"), ("bf16", "bf16", "t", "t"),
+                                        ("f16", "f16", "n", "t"), ("f16", "f32", "t", "n")])
+def test_gemm16_on_amx_with_run_time_sizes_and_strides_matches_numpy(amx, ab, c, ta, tb):
+    """One kernel, every size and column stride known only at run time (views of larger
+    arrays): whole tiles with a K loop and no remainder, edges in M and N with a K
+    remainder, K below one step (no K loop iteration), one row and column; the edge
+    tiles are checked tiles alone on AMX (``unit_tiles.checked_edges``) and C is
+    updated where it is read (``columns._stored_in_place``).  beta -2 and 0 at run time;
+    inputs exact (``rand``), so the result equals NumPy's float64 product rounded once."""
+    import numpy as np
+
+    import ttlc
+
+    k = ttlc.compile(DYNAMIC.format(ab=ab, c=c, ta=ta, tb=tb), target="cpu")["k"]
+    for seed, (M, N, K) in enumerate(((64, 64, 96), (37, 21, 50), (100, 70, 19), (1, 1, 1))):
+        ashape = (M, K) if ta == "n" else (K, M)
+        bshape = (K, N) if tb == "n" else (N, K)
+        # each operand the top-left block of a larger Fortran array: column stride above
+        # its rows; C's own neighbours must keep their values
+        A = rand((ashape[0] + 3, ashape[1]), ab, seed)[:ashape[0]]
+        B = rand((bshape[0] + 5, bshape[1]), ab, seed + 10)[:bshape[0]]
+        big = rand((M + 7, N + 1), c, seed + 20)
+        before = big.copy()
+        C = big[:M, :N]
+        a = A.astype(np.float64).T if ta == "t" else A.astype(np.float64)
+        bm = B.astype(np.float64).T if tb == "t" else B.astype(np.float64)
+        for beta in (-2.0, 0.0):
+            exact = 0.5 * (a @ bm) + beta * C.astype(np.float64)
+            k(0.5, A, B, beta, C, grid=1)
+            np.testing.assert_array_equal(C, exact.astype(C.dtype), err_msg=f"{M}x{N}x{K}")
+        big[:M, :N] = before[:M, :N]
+        np.testing.assert_array_equal(big, before)
+
+
 @pytest.mark.parametrize("ta", ["n", "t"])
 def test_gemm16_on_amx_in_checked_mode_matches_numpy(amx, ta):
     """Checked code keeps coop.py's checked accesses (no ``Place``): the AMX products'

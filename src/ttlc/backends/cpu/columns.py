@@ -539,12 +539,12 @@ def _load(cg, inst: Instruction) -> Optional[Columns]:
 def _stored_in_place(cg, load: Instruction, uses: List[Instruction]) -> bool:
     """The loaded matrix, updated, is stored where it was read (the same memref, position
     and flags), later in the load's region, with nothing between but pure instructions
-    and its updates, and the memref's columns cannot overlap (a static column stride of
-    at least the matrix's rows): a store piece then reads each piece of it just before
-    writing it, and what it reads is what the load would have read."""
-    stride = load.slots["tensor"].type.stride[1]
-    if stride is None or stride < load.results[0].type.rows:
-        return False
+    and its updates: a store piece then reads each piece of it just before writing it,
+    and what it reads is what the load would have read.  (The memref's columns never
+    overlap, whatever its strides: a memref's modes do not overlap, which the verifier
+    checks of static strides and the runtime of an argument's, ``types.stride_error``;
+    and a piece reads and writes only rows inside the memref, or the access would be
+    out of bounds.  Its row stride is 1, ``in_memory``.)"""
     stores = [u for u in uses if u.opcode == "cooperative_matrix_store"]
     if len(stores) != 1 or any(u.opcode == "cooperative_matrix_mul_add" for u in uses):
         return False
