@@ -221,13 +221,15 @@ def in_memory(cg, access: Instruction, elem: str, g: int,
     st1 = cg.ival(m.stride[1])
     size = ir.Constant(I64, component.size)
     stride = b.mul(st1, size)
+    # the access's position, once: a column's address is one multiply and add from it
+    origin = b.gep(m.ptr, [b.mul(b.add(x, b.mul(y, st1)), size)], source_etype=I8)
 
     def at_(r0: int, c0: Column) -> Tuple[ir.Value, ir.Value]:
         # column c0's address, then row r0 as a constant offset from it: in a loop over
         # the columns, one induction variable serves every row (LLVM's loop strength
         # reduction took long over one per row)
-        column = b.gep(m.ptr, [b.mul(b.add(x, b.mul(b.add(y, i64(c0)), st1)), size)],
-                       source_etype=I8)
+        column = origin if isinstance(c0, int) and c0 == 0 else b.gep(
+            origin, [b.mul(i64(c0), stride)], source_etype=I8)
         return (at(b, column, r0 * component.size) if r0 else column), stride
     bounds = None
     if checked is not None:
