@@ -111,9 +111,6 @@ class MatrixUnit:
     accumulators: int = 0
     #: whether those tiles are taken for a B loaded transposed too
     transposed_b: bool = True
-    #: whether an edge tile of those whose fullness is known only at run time is one
-    #: checked tile, without a copy for the case that it is full (``linalg.unit_tiles``)
-    checked_edges: bool = False
 
     def instruction(self, a: str, b: str, acc: str) -> Optional[MatrixInstruction]:
         """The instruction multiplying a and b (component type names) into acc, if any."""

@@ -35,15 +35,12 @@ def mul_add_path(a_type: str, b_type: str, acc_type: str) -> str:
 
 
 #: mul_add_path -> the grain of its products (rows, columns, k of one instruction), the
-#: products of that grain its accumulators hold at once, for lower-linalg's tiles,
+#: products of that grain its accumulators hold at once, for lower-linalg's tiles, and
 #: whether those tiles suit a B loaded transposed (both do: AMX stages B^T's rows by
-#: gathers of pairs in loops, ``amx._store_b_transposed``), and whether an edge known
-#: only at run time is one checked tile (AMX: its operands are staged through memory
-#: either way, ``MatrixUnit.checked_edges``)
+#: gathers of pairs in loops, ``amx._store_b_transposed``)
 GRAINS = {
-    "AMX": (amx.TILE_ROWS, amx.TILE_ROWS, amx.MAX_K_STEP, amx.ACCUMULATOR_TILES, True, True),
-    "AVX512-BF16": (max(dpbf16.WIDTHS), 1, dpbf16.KERNEL.k_step, dpbf16.GEMM_ACCUMULATORS, True,
-                    False),
+    "AMX": (amx.TILE_ROWS, amx.TILE_ROWS, amx.MAX_K_STEP, amx.ACCUMULATOR_TILES, True),
+    "AVX512-BF16": (max(dpbf16.WIDTHS), 1, dpbf16.KERNEL.k_step, dpbf16.GEMM_ACCUMULATORS, True),
 }
 #: the products of 16-bit operands gemm accumulates in f32 (``accumulate_type``)
 SIXTEEN_BIT_PRODUCTS = (("bf16", "bf16", "f32"), ("f16", "f16", "f32"))
@@ -61,9 +58,8 @@ def matrix_unit() -> MatrixUnit:
     if not found:
         return MatrixUnit()
     insts = tuple(MatrixInstruction(*GRAINS[path][:3], *types, 0) for path, types in found)
-    *_, accumulators, transposed_b, checked_edges = GRAINS[found[0][0]]
-    return MatrixUnit(found[0][0], insts, accumulators=accumulators, transposed_b=transposed_b,
-                      checked_edges=checked_edges)
+    *_, accumulators, transposed_b = GRAINS[found[0][0]]
+    return MatrixUnit(found[0][0], insts, accumulators=accumulators, transposed_b=transposed_b)
 
 
 def emit_mul_add(cg: FunctionCodegen, inst: Instruction):

@@ -51,7 +51,7 @@ from ..index_math import Int, known
 from .emit import Emitter, checked_flag
 from .tiles import (MIN_ACC_BYTES, Tiles, accumulator_bytes, choose_tiles, column_pieces,
                     split_remainders)
-from .unit_tiles import checked_edges, fit_to_unit
+from .unit_tiles import fit_to_unit
 
 FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
 #: the columns of A a gemv.t's dot products take at once (f64 AVX-512, 56x56 and 120x120:
@@ -421,7 +421,6 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
                 rank_one(rows, As, n0, ne, nt)
                 n0 += ne
         return
-    one_edge = checked_edges(em.target, ea, eb, acc)
     for row, (m0, me, MT, m_status) in enumerate(m_pieces):
         n_pieces = tiles.row_n_pieces[row] if tiles.row_n_pieces else tiles.n_pieces
         for n0, ne, NT, n_status in _pieces(N, tiles.n, n_pieces):
@@ -436,8 +435,6 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
                     full = m.and_(full, m.equal(tj, NT, INDEX))
                 if full is True:
                     tile([(i, MT, m_status == PARTIAL)], j, NT, n_status == PARTIAL)
-                elif one_edge:
-                    tile([(i, MT, m_status != FULL)], j, NT, n_status != FULL)
                 else:
                     branch = b.if_(full)
                     with branch:

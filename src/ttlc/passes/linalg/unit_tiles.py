@@ -31,18 +31,6 @@ from ...target import Target
 from .tiles import ASSUMED_SIZE, Tiles, _ceil_div, _next_pow2
 
 
-def checked_edges(target: Target, a: ScalarType, b: ScalarType, acc: ScalarType) -> bool:
-    """A tile of C at an edge whose fullness is known only at run time is one checked
-    tile, not a choice at run time between it and an unchecked copy: where the unit's
-    products of a x b into acc stage every operand through memory (AMX,
-    ``MatrixUnit.checked_edges``), so that a checked tile costs little more than a full
-    one, while the copy doubles the code of the edges (a bf16 gemm with every size
-    known at run time: seven copies of the tile code instead of four, 0.25 s to compile
-    instead of 0.17)."""
-    unit = target.matrix
-    return unit.checked_edges and unit.instruction(a.name, b.name, acc.name) is not None
-
-
 def fit_to_unit(target: Target, tiles: Tiles, subgroup_size: int,
                 num_subgroups: Union[int, Tuple[int, int]], M: Optional[int],
                 N: Optional[int], K: Optional[int], acc: ScalarType, a: ScalarType,
