@@ -252,8 +252,8 @@ def test_gemm16_on_amx_with_run_time_sizes_and_strides_matches_numpy(amx, ab, c,
     """One kernel, every size and column stride known only at run time (views of larger
     arrays): whole tiles with a K loop and no remainder, edges in M and N with a K
     remainder, K below one step (no K loop iteration), one row and column; the edge
-    tiles are checked tiles alone on AMX (``unit_tiles.checked_edges``) and C is
-    updated where it is read (``columns._stored_in_place``).  beta -2 and 0 at run time;
+    tiles are checked tiles alone (``lower_foreach``: a remainder tile is never full)
+    and C is updated where it is read (``columns._stored_in_place``).  beta -2 and 0 at run time;
     inputs exact (``rand``), so the result equals NumPy's float64 product rounded once."""
     import numpy as np
 
