@@ -31,6 +31,17 @@ from ...target import Target
 from .tiles import ASSUMED_SIZE, Tiles, _ceil_div, _next_pow2
 
 
+def staged_edges(target: Target, a: ScalarType, b: ScalarType, acc: ScalarType) -> bool:
+    """A tile checked in M or N (at an edge of C) takes K's remainder as one more checked
+    step of its K loop, not as a product after it: where the unit's products of a x b
+    into acc stage every operand through memory (AMX, ``MatrixUnit.staged_operands``),
+    an edge tile's operands are staged with masks in every step anyway, and the product
+    after the loop was one more copy of that staging for each edge (a bf16 gemm with
+    every size known at run time: a quarter of its LLVM IR)."""
+    unit = target.matrix
+    return unit.staged_operands and unit.instruction(a.name, b.name, acc.name) is not None
+
+
 def fit_to_unit(target: Target, tiles: Tiles, subgroup_size: int,
                 num_subgroups: Union[int, Tuple[int, int]], M: Optional[int],
                 N: Optional[int], K: Optional[int], acc: ScalarType, a: ScalarType,
