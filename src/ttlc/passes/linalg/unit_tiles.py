@@ -13,7 +13,9 @@ accumulators hold at once (``MatrixUnit.accumulators``), the tile of C that
   as ``ASSUMED_SIZE``), then the one loading the fewest operand tiles per product (least
   ``bm + bn``: the squarest), then the taller;
 * the K step: ``choose_tiles``' rounded up to whole steps of the instruction's k, at most
-  the next power of two of a static K.
+  the next power of two of a static K, and that power of two where a static K is more
+  than one step and less than two (one product, where a step and a checked remainder
+  would be two, each staged on its own, for as many of the unit's products).
 
 So on AMX (16 x 16 products of k 32, four accumulator tiles) a 64^3 gemm gets tiles of
 32 x 32 with K steps of 32, where the vector path's 64 x 4 x 4 would be padded to
@@ -75,6 +77,6 @@ def fit_to_unit(target: Target, tiles: Tiles, subgroup_size: int,
     k = max(inst.k, _ceil_div(tiles.k, inst.k) * inst.k)
     if K is not None:
         k = min(k, _next_pow2(K))
-        if k < K < 2 * k:
+        if k < K < 2 * k:  # (see the module docstring)
             k = _next_pow2(K)
     return Tiles(m, n, k)
