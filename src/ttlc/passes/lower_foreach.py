@@ -249,7 +249,6 @@ class _Lowering:
         for test in full_tests:
             replace_all_uses(region, mapping[test.results[0]], never)
 
-
     def _bind(self, x: Int, mode: _Mode) -> Value:
         m = self.m
         return m.value(m.cast(x, mode.loop_type, mode.type), mode.type)

@@ -25,9 +25,9 @@ elements and no barrier is needed inside; the instruction becomes one SPMD regio
 A dimension whose static size is a multiple of its tile is never checked; one smaller
 than its tile is always checked; otherwise tiles test ``size == tile`` at run time (a
 test that folds after lower-foreach: the full tiles' size is the tile, and the remainder
-tile's never is).  On a
-matrix unit that stages every operand (AMX, ``unit_tiles.staged_edges``) a checked tile
-takes K's remainder as the last, checked step of its K loop.
+tile's never is).  On a matrix unit that stages every operand (AMX,
+``unit_tiles.staged_edges``) a checked tile takes K's remainder as the last, checked
+step of its K loop.
 Where remainders get smaller tiles (``tiles.split_remainders``: f32 and f64 on the CPU)
 and sizes are static, C is cut into pieces instead, each a foreach_tile of its own tile
 shape (M: the full tiles, then smaller power-of-two multiples of the subgroup size, the
