@@ -10,7 +10,8 @@ off, ``--repeat`` times, and prints the least CPU time of the calling thread (tt
 run on it) with its phases, in milliseconds.  Where the model has AMX its description is
 forced as the tests force it (this process may not be granted the tiles: nothing runs).
 Kernels: ``gemm16.py``'s batched 64^3 products, then one ``gemm`` per shape, operand and
-result type and transposition (the shapes of the tests: whole tiles, edges, odd K).
+result type and transposition (the shapes of the tests: whole tiles, edges, odd K; and
+``?x?x?``, every size and column stride known only at run time).
 LLVM's own start is not counted (a first kernel compiles before the measurements).
 """
 from __future__ import annotations
@@ -30,18 +31,24 @@ from gemm16 import CASES, GEMM  # noqa: E402
 from ttlc.api import check  # noqa: E402
 from ttlc.backends.cpu import jit, module  # noqa: E402
 
-SHAPES = ((64, 64, 64), (37, 21, 19), (16, 5, 33), (16, 64, 16), (37, 21, 1), (100, 70, 50))
+#: M x N x K; None: known only at run time (the memrefs' column strides too)
+SHAPES = ((64, 64, 64), (37, 21, 19), (16, 5, 33), (16, 64, 16), (37, 21, 1), (100, 70, 50),
+          (None, None, None))
 #: the phases of a cold compile: ttlc's passes, LLVM IR generation, LLVM's parse of it,
 #: LLVM's O3 pipeline, machine code
 PHASES = ("lower", "codegen", "parse", "O3", "object")
 
 
-def source(ab: str, c: str, ta: str, tb: str, M: int, N: int, K: int) -> str:
-    """alpha op(A) op(B) + beta C with memrefs of the given shapes."""
+def source(ab: str, c: str, ta: str, tb: str, M, N, K) -> str:
+    """alpha op(A) op(B) + beta C with memrefs of the given shapes (None: ``?``, and then
+    a column stride known only at run time)."""
+    def memref(t: str, rows, cols) -> str:
+        layout = ",strided<1,?>" if None in (rows, cols) else ""
+        return f"memref<{t}x{'?' if rows is None else rows}x{'?' if cols is None else cols}{layout}>"
     ashape = (M, K) if ta == "n" else (K, M)
     bshape = (K, N) if tb == "n" else (N, K)
-    return (f"func @k(%alpha: {ab}, %A: memref<{ab}x{ashape[0]}x{ashape[1]}>, "
-            f"%B: memref<{ab}x{bshape[0]}x{bshape[1]}>, %beta: {c}, %C: memref<{c}x{M}x{N}>) {{\n"
+    return (f"func @k(%alpha: {ab}, %A: {memref(ab, *ashape)}, %B: {memref(ab, *bshape)}, "
+            f"%beta: {c}, %C: {memref(c, M, N)}) {{\n"
             f"    gemm.{ta}.{tb} %alpha, %A, %B, %beta, %C\n}}")
 
 
@@ -51,7 +58,8 @@ def kernels() -> dict:
         for M, N, K in SHAPES:
             for ta in "nt":
                 for tb in "nt":
-                    out[f"{t}->{r} {M}x{N}x{K} {ta}{tb}"] = source(t, r, ta, tb, M, N, K)
+                    shape = "x".join("?" if d is None else str(d) for d in (M, N, K))
+                    out[f"{t}->{r} {shape} {ta}{tb}"] = source(t, r, ta, tb, M, N, K)
     return out
 
 

@@ -127,6 +127,40 @@ def test_product_updated_by_another_memref_matches_numpy(amx, wg):
     np.testing.assert_array_equal(D, expected)
 
 
+SCALED_A = """func @mm(%A: memref<bf16x32x64>, %B: memref<bf16x64x16>, %C: memref<f32x32x16>)
+        attributes{subgroup_size=16, work_group_size=[16,1]} {
+    parallel {
+        %c0 = constant 0 : index
+        %two = constant 2.0 : bf16
+        %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<bf16x32x64,matrix_a>
+        %a2 = cooperative_matrix_scale %two, %a : coopmatrix<bf16x32x64,matrix_a>
+        %b = cooperative_matrix_load %B[%c0,%c0] : coopmatrix<bf16x64x16,matrix_b>
+        %c = cooperative_matrix_load %C[%c0,%c0] : coopmatrix<f32x32x16,matrix_acc>
+        %d = cooperative_matrix_mul_add %a2, %b, %c : coopmatrix<f32x32x16,matrix_acc>
+        cooperative_matrix_store %d, %C[%c0,%c0]
+    }
+}
+"""
+
+
+def test_large_vector_operand_is_staged_through_memory(amx):
+    """An A that is a vector (a scaled load, not left in memory) of more than
+    ``amx.SHUFFLE_LIMIT`` components (32 x 64) is stored to the scratch and its columns
+    read back from there (``columns.Place.in_buffer``) to make its pairs: exact against
+    NumPy on inputs whose sums are exact."""
+    from ttlc.backends.cpu import amx as amx_module
+
+    assert 32 * 64 > amx_module.SHUFFLE_LIMIT
+    rng = np.random.default_rng(7)
+    A = np.asfortranarray((rng.integers(-16, 17, (32, 64)) / 8).astype(ml_dtypes.bfloat16))
+    B = np.asfortranarray((rng.integers(-16, 17, (64, 16)) / 8).astype(ml_dtypes.bfloat16))
+    C = np.asfortranarray((rng.integers(-16, 17, (32, 16)) / 8).astype(np.float32))
+    expected = 2 * A.astype(np.float64) @ B.astype(np.float64) + C
+    assert _uses_amx(SCALED_A)
+    ttlc.compile(SCALED_A, target="cpu")["mm"](A, B, C, grid=1)
+    np.testing.assert_array_equal(C, expected)
+
+
 def test_two_subgroups_each_multiply_their_own_matrix(amx):
     got, expected, _ = _run(32, 32, 16, wg=32)
     assert np.abs(got - expected).max() <= _tolerance(32, "f32") * np.abs(expected).max()

@@ -47,6 +47,8 @@ for name, text in json.loads(sys.stdin.read()).items():
     out[name] = {"tiles": sorted(shapes), "object": len(art.object_code()),
                  "products": {k: len(re.findall(r"\\t%s\\b" % k, asm))
                               for k in ("tdpbf16ps", "tdpfp16ps", "tileloadd", "tilezero")},
+                 # the products of each block that has some (a K step each)
+                 "step products": sorted({len(re.findall(r"\\ttdp", blk)) for blk in loops}),
                  "loop spills tiles": any(re.search(r"\\ttile(loadd|stored)[^\\n]*\\(%rsp", blk)
                                           for blk in loops),
                  "f32 fma": bool(re.search(r"@llvm\\.(fma|fmuladd)\\.v\\d+f32", ir)),
@@ -84,7 +86,7 @@ def test_gemm16_tiles_on_amx():
     assert got["bf1637x21x1"]["tiles"] == [[32, 32, 1]]
     # B loaded transposed: the same whole tiles (its rows staged by gathers of pairs)
     assert got["bf16 B^T"]["tiles"] == [[32, 32, 32]]
-    assert got["bf16 B^T"]["products"]["tdpbf16ps"] == 4
+    _four_products_per_step(got["bf16 B^T"], "tdpbf16ps")
     assert not got["bf16 B^T"]["loop spills tiles"]
 
 
@@ -130,7 +132,7 @@ def test_gemm16_f16_on_amx_fp16():
     for ab, product in (("bf16", "tdpbf16ps"), ("f16", "tdpfp16ps")):
         k = got[f"{ab}64x64x64"]
         assert k["tiles"] == [[32, 32, 32]], ab
-        assert k["products"][product] == 4 and k["products"]["tilezero"] == 4, ab
+        _four_products_per_step(k, product)
         assert not k["loop spills tiles"], ab
         assert got[f"{ab}16x64x16"]["tiles"] == [[16, 64, 16]], ab
     f16 = got["f1664x64x64"]
@@ -138,11 +140,20 @@ def test_gemm16_f16_on_amx_fp16():
     assert f16["products"]["tdpbf16ps"] == 0
 
 
+def _four_products_per_step(k: dict, product: str) -> None:
+    """Each K step of the kernel k runs four products on the 2 x 2 accumulator tiles,
+    zeroed before the loop: one K loop, or one per value of the beta test where LLVM
+    takes that test out of the tile loops (a copy of the loops for each)."""
+    assert k["step products"] == [4], k
+    assert k["products"][product] in (4, 8), k
+    assert k["products"]["tilezero"] == k["products"][product], k
+
+
 def test_gemm16_bf16_on_amx_keeps_tiles_in_registers():
     """sapphirerapids: the 64^3 bf16 kernel's K loop runs four tdpbf16ps on the 2 x 2
     accumulator tiles, which stay in tile registers (no tile spilled to the stack)."""
     got = _lowered("sapphirerapids", amx=True)["bf1664x64x64"]
-    assert got["products"]["tdpbf16ps"] == 4 and got["products"]["tilezero"] == 4
+    _four_products_per_step(got, "tdpbf16ps")
     assert got["products"]["tdpfp16ps"] == 0 and not got["loop spills tiles"]
 
 
@@ -226,6 +237,47 @@ def test_gemm16_on_amx_with_sizes_known_at_run_time_matches_numpy(amx, ab, c, ta
     exact = 0.5 * (a @ B.astype(np.float64)) - 2.0 * C.astype(np.float64)
     ttlc.compile(text, target="cpu")["k"](0.5, A, B, -2.0, C, grid=1)
     np.testing.assert_array_equal(C, exact.astype(C.dtype))
+
+
+DYNAMIC = """func @k(%alpha: {ab}, %A: memref<{ab}x?x?,strided<1,?>>,
+                      %B: memref<{ab}x?x?,strided<1,?>>, %beta: {c},
+                      %C: memref<{c}x?x?,strided<1,?>>) {{
+        gemm.{ta}.{tb} %alpha, %A, %B, %beta, %C
+    }}"""
+
+
+@pytest.mark.parametrize("ab,c,ta,tb", [("bf16", "f32", "n", "n"), ("bf16", "bf16", "t", "t"),
+                                        ("f16", "f16", "n", "t"), ("f16", "f32", "t", "n")])
+def test_gemm16_on_amx_with_run_time_sizes_and_strides_matches_numpy(amx, ab, c, ta, tb):
+    """One kernel, every size and column stride known only at run time (views of larger
+    arrays): whole tiles with a K loop and no remainder, edges in M and N with a K
+    remainder, K below one step (no K loop iteration), one row and column; the edge
+    tiles are checked tiles alone (``lower_foreach``: a remainder tile is never full)
+    and C is updated where it is read (``columns._stored_in_place``).  beta -2 and 0 at run time;
+    inputs exact (``rand``), so the result equals NumPy's float64 product rounded once."""
+    import numpy as np
+
+    import ttlc
+
+    k = ttlc.compile(DYNAMIC.format(ab=ab, c=c, ta=ta, tb=tb), target="cpu")["k"]
+    for seed, (M, N, K) in enumerate(((64, 64, 96), (37, 21, 50), (100, 70, 19), (1, 1, 1))):
+        ashape = (M, K) if ta == "n" else (K, M)
+        bshape = (K, N) if tb == "n" else (N, K)
+        # each operand the top-left block of a larger Fortran array: column stride above
+        # its rows; C's own neighbours must keep their values
+        A = rand((ashape[0] + 3, ashape[1]), ab, seed)[:ashape[0]]
+        B = rand((bshape[0] + 5, bshape[1]), ab, seed + 10)[:bshape[0]]
+        big = rand((M + 7, N + 1), c, seed + 20)
+        before = big.copy()
+        C = big[:M, :N]
+        a = A.astype(np.float64).T if ta == "t" else A.astype(np.float64)
+        bm = B.astype(np.float64).T if tb == "t" else B.astype(np.float64)
+        for beta in (-2.0, 0.0):
+            exact = 0.5 * (a @ bm) + beta * C.astype(np.float64)
+            k(0.5, A, B, beta, C, grid=1)
+            np.testing.assert_array_equal(C, exact.astype(C.dtype), err_msg=f"{M}x{N}x{K}")
+        big[:M, :N] = before[:M, :N]
+        np.testing.assert_array_equal(big, before)
 
 
 @pytest.mark.parametrize("ta", ["n", "t"])

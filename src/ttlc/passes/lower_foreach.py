@@ -49,8 +49,9 @@ from ..analysis.effects import DISJOINT
 from ..ir.builder import Builder
 from ..ir.core import Instruction, Program, Region, Value
 from ..ir.ops import FOREACH_OPS
-from ..ir.rewrite import clone_instructions, replace, set_attribute, walk_with_parent
-from ..ir.types import I32, ScalarType
+from ..ir.rewrite import (clone_instructions, replace, replace_all_uses, set_attribute,
+                          walk_with_parent)
+from ..ir.types import BOOL, I32, ScalarType
 from . import PassContext
 from .index_math import Bool, Int, IndexMath, known, require_sizes, set_locations
 
@@ -230,19 +231,39 @@ class _Lowering:
         args = self.body.args
         n = len(modes)
         mapping: Dict[Value, Value] = {}
+        partial: Dict[Value, int] = {}  # a remainder tile's size -> the tile it is below
         for mode in modes:
             var, size = binds[mode.index]
             if args[mode.index] in self.used:
                 mapping[args[mode.index]] = self._bind(var, mode)
             if self.tiled and args[n + mode.index] in self.used:
                 mapping[args[n + mode.index]] = self._bind(size, mode)
+                if size is mode.remainder_size and known(size) is None:
+                    partial[args[n + mode.index]] = mode.tile
+        full_tests = [i for i in self.body.walk()
+                      if i.opcode == "equal" and _is_tile_of(i.operands, partial)]
+        never = self.b.constant(False, BOOL) if full_tests else None
         region = self.b.insertion_region
         for inst in clone_instructions(self.body.instructions, mapping):
             region.append(inst)
+        for test in full_tests:
+            replace_all_uses(region, mapping[test.results[0]], never)
 
     def _bind(self, x: Int, mode: _Mode) -> Value:
         m = self.m
         return m.value(m.cast(x, mode.loop_type, mode.type), mode.type)
+
+
+def _is_tile_of(operands, partial: Dict[Value, int]) -> bool:
+    """``equal`` of a remainder tile's size and its tile: never true, as the remainder
+    tile runs only where it is not empty and its size is the range modulo the tile (a
+    gemm tests whether its tile is full: the test folds, and its unchecked copy of the
+    tile code with it)."""
+    a, c = operands
+    for x, y in ((a, c), (c, a)):
+        if x in partial and known(y) == partial[x]:
+            return True
+    return False
 
 
 def _known_or(v: Value) -> Int:

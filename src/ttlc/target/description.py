@@ -111,6 +111,10 @@ class MatrixUnit:
     accumulators: int = 0
     #: whether those tiles are taken for a B loaded transposed too
     transposed_b: bool = True
+    #: whether the unit's products stage every operand through memory, so that a tile
+    #: checked at an edge of C costs about as much per K step as a full one
+    #: (``linalg.unit_tiles.staged_edges``)
+    staged_operands: bool = False
 
     def instruction(self, a: str, b: str, acc: str) -> Optional[MatrixInstruction]:
         """The instruction multiplying a and b (component type names) into acc, if any."""

@@ -37,8 +37,8 @@ columns, two column loads and one shuffle of 2 x 16 or 2 x 32 components per pai
 a transposed operand by gathers of 32-bit pairs; a checked one through masked column
 loads (zeros outside the memref).  (Vectors of the whole matrix, and the shuffles that
 take them apart, took LLVM up to seconds per kernel.)  Only A is staged in every step of
-an unchecked B: its pair layout is not a layout of memory.  Outside K loops, and for
-the gathers everywhere, the staging is a loop over pairs or rows (``_pair_rows``).
+an unchecked B: its pair layout is not a layout of memory.  The staging is a loop over
+pairs or rows (``_pair_rows``), in K loops too.
 
 A product's result that is only updated (alpha, beta, a cast) and stored, or taken as C
 by the next product, leaves the tiles for a buffer of its own and is worked on column
@@ -66,8 +66,7 @@ from ...ir.types import CoopMatrixType
 from . import amx_emulation, jit
 from .amx_products import PRODUCTS, runs_on_amx, usable
 from .columns import (Column, Columns, Place, TileSource, address, at, column_loop, i64,
-                      in_memory, private_scratch, region_of, users_of, web,
-                      widen)
+                      in_memory, private_scratch, region_of, users_of, web)
 from .arith import convert
 from .coop import concat
 from .function import LoopCarrier
@@ -87,12 +86,6 @@ def _ceil(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-def _load_column(b: ir.IRBuilder, ptr: ir.Value, elem: ir.Type, rows: int,
-                 length: int) -> ir.Value:
-    """The ``rows`` components at ptr, zero-extended to ``length`` components."""
-    return widen(b, b.load(ptr, align=lt_size(elem), typ=ir.VectorType(elem, rows)), length)
-
-
 #: matrices of at most this many components are split into columns by shuffles; larger
 #: ones go through memory (shuffles of a whole 64 x 64 matrix take LLVM seconds to compile)
 SHUFFLE_LIMIT = 1024
@@ -101,18 +94,17 @@ SHUFFLE_LIMIT = 1024
 def _columns(cg, v, elem: ir.Type, rows: int, length: int,
              tmp: ir.Value) -> Callable[[Column], ir.Value]:
     """c -> column c of the column-major matrix v with ``rows`` rows, zero-extended to
-    ``length`` components: v a vector (split by shuffles, or through tmp for large
-    matrices) or an untransposed ``Place`` (an operand left in memory, ``InMemory``: its
-    columns are loaded where they are)."""
+    ``length`` components: v a vector (split by shuffles, or stored to tmp and loaded
+    from there for large matrices) or an untransposed ``Place`` (an operand left in
+    memory, ``InMemory``: its columns are loaded where they are)."""
     b = cg.b
+    if not isinstance(v, Place) and v.type.count > SHUFFLE_LIMIT:
+        b.store(v, tmp, align=64)
+        v = Place.in_buffer(cg, tmp, rows * lt_size(elem), lt_size(elem))
     if isinstance(v, Place):
         row_mask = v.rows_inside(cg, 0, rows)
         return lambda c: v.column(cg, elem, c, rows, length, row_mask)
     n = v.type.count
-    if n > SHUFFLE_LIMIT:
-        b.store(v, tmp, align=64)
-        size = lt_size(elem)
-        return lambda c: _load_column(b, at(b, tmp, c * rows * size), elem, rows, length)
     zero = zero_of(v.type)
     return lambda c: b.shuffle_vector(v, zero, VectorConstant(
         I32, [c * rows + r if r < rows else n for r in range(length)]))
@@ -134,11 +126,11 @@ def _store_padded(cg, v, elem: ir.Type, rows: int, cols: int, prows: int, pcols:
 
 
 def _store_vnni(cg, a, elem: ir.Type, M: int, K: int, Mp: int, Kp: int, dst: ir.Value,
-                tmp: ir.Value, rolled: bool = False) -> None:
+                tmp: ir.Value) -> None:
     """Store A (M x K column-major 16-bit values: a vector or a ``Place``) as Kp/2 rows of
     pairs at dst: row k2 holds A[m, 2 k2], A[m, 2 k2 + 1] for m < Mp (zeros outside A).
-    Each row is two columns interleaved by one shuffle of 2 Mp components; ``rolled``,
-    the rows of whole pairs of an A in memory are a loop (``_pair_rows``)."""
+    Each row is two columns interleaved by one shuffle of 2 Mp components; the rows of
+    whole pairs of an A in memory are a loop (``_pair_rows``)."""
     if isinstance(a, Place) and a.transposed:
         return _store_vnni_transposed(cg, a, M, K, Mp, Kp, dst, tmp)
     b = cg.b
@@ -149,7 +141,7 @@ def _store_vnni(cg, a, elem: ir.Type, M: int, K: int, Mp: int, Kp: int, dst: ir.
         k = b.mul(k2, ir.Constant(I64, 2))
         b.store(b.shuffle_vector(column(k), column(b.add(k, ir.Constant(I64, 1))), pair),
                 address(cg, dst, 4 * Mp, k2, 0), align=4)
-    whole = _pair_rows(cg, K, rolled and isinstance(a, Place), whole_pair)
+    whole = _pair_rows(cg, K, isinstance(a, Place), whole_pair)
     for k2 in range(whole, Kp // 2):
         cols = [column(k) if k < K else zero_of(ir.VectorType(elem, Mp))
                 for k in (2 * k2, 2 * k2 + 1)]
@@ -158,10 +150,12 @@ def _store_vnni(cg, a, elem: ir.Type, M: int, K: int, Mp: int, Kp: int, dst: ir.
 
 def _pair_rows(cg, K: int, rolled: bool, body: Callable[[ir.Value], None]) -> int:
     """body(k2) for the rows k2 of whole pairs of K (k2 < K / 2) in a loop where
-    ``rolled``, and the number of rows done so (0 where not).  Products outside a K loop
-    (the edges, the K remainder, a single step) stage A's pairs so, and every product
-    its gathers (a transposed operand): unrolled, that staging was most of the kernel's
-    machine code; A's shuffles in a K loop stay unrolled, where their speed counts."""
+    ``rolled``, and the number of rows done so (0 where not).  Every product stages the
+    pairs of an operand in memory so, in K loops too: unrolled, that staging was most
+    of the kernel's code (a gemm with sizes known at run time, seven copies of the K
+    loop: 0.55 s to compile, half of it with the loop), and a loop of two loads, a
+    shuffle and a store per row is bound by the shuffles and stores, not by its counter
+    (two more instructions on other ports; not measured: no CPU here has AMX)."""
     if not rolled or K < 4:
         return 0
     column_loop(cg, K // 2, body)
@@ -212,7 +206,7 @@ def _store_b_transposed(cg, bm: "Place", elem: ir.Type, K: int, N: int, Kp: int,
     loops, in K loops too: there the gathers, not the loops, take the time."""
     b = cg.b
     # B's rows are the memref's columns: in pairs as A's columns are (an N x K matrix)
-    _store_vnni(cg, Place(bm.at, False, bm.bounds), elem, N, K, Np, Kp, tmp, None, True)
+    _store_vnni(cg, Place(bm.at, False, bm.bounds), elem, N, K, Np, Kp, tmp, None)
     words = _lanes(cg, tmp, ir.Constant(I64, 4 * Np), Kp // 2)
     every = VectorConstant(I1, [1] * (Kp // 2))
 
@@ -389,15 +383,14 @@ def _result_buffer(cg, s: _Slots) -> ir.Value:
     return private_scratch(cg, 4 * s.Mp * s.Np)
 
 
-def _products(cg, s: _Slots, a, bm, accs: List[Dict[Tuple[int, int], int]],
-              rolled: bool = False) -> None:
+def _products(cg, s: _Slots, a, bm, accs: List[Dict[Tuple[int, int], int]]) -> None:
     """acc += B^T A^T on the tile registers of accs (blocks of C^T as from ``blocks``,
     possibly on other registers of 0-3); a and bm vectors or ``Place``s.  A is
-    staged into the scratch first (``rolled``: its whole pairs in a loop, outside K
-    loops), and so is B unless its tiles are in memory (``_b_tiles``)."""
+    staged into the scratch first, and so is B unless its tiles are in memory
+    (``_b_tiles``)."""
     b = cg.b
     b_src = _b_tiles(cg, s, bm)
-    _store_vnni(cg, a, s.elem, s.M, s.K, s.Mp, s.Kp, s.a, s.tmp, rolled)
+    _store_vnni(cg, a, s.elem, s.M, s.K, s.Mp, s.Kp, s.a, s.tmp)
     a_stride = ir.Constant(I64, 4 * s.Mp)
     for acc in accs:
         n0, m0 = min(n for n, _ in acc), min(m for _, m in acc)
@@ -459,7 +452,7 @@ def mul_add(cg, operands: str, a, bm, c: ir.Value, M: int, K: int, N: int,
                 _call(cg, cg.b, "llvm.x86.tilezero", _tile(t))
         else:
             _move_c(cg, s, acc, "llvm.x86.tileloadd64", c_base)
-        _products(cg, s, a, bm, [acc], rolled=True)
+        _products(cg, s, a, bm, [acc])
         _move_c(cg, s, acc, "llvm.x86.tilestored64", dst)
     return dst if columns else _read_c(cg, s, ir.VectorType(F32, M * N))
 
@@ -486,6 +479,10 @@ class TileAccumulator(LoopCarrier):
     ``claim_loop``): per subgroup, the C^T blocks of ``_Slots.blocks`` on their own
     registers.  A mul_add updates it in place: the loop's only use of the old value is
     that mul_add, and its result is only yielded."""
+
+    #: the K loop stays a loop: its body stages operands in loops of its own, and LLVM
+    #: unrolled a K loop of two steps (and the tile loops around it) into copies of them
+    rolled = True
 
     def __init__(self, t: CoopMatrixType, tiles: List[Dict[Tuple[int, int], int]],
                  stored_next: bool, result: Value):

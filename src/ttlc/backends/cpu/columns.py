@@ -80,6 +80,8 @@ def i64(c: Column) -> ir.Value:
 def address(cg, base: ir.Value, stride: int, c: Column, offset: int) -> ir.Value:
     """base + c stride + offset (bytes): in a buffer of columns ``stride`` bytes apart."""
     b = cg.b
+    if isinstance(c, int):
+        return at(b, base, c * stride + offset)
     return b.gep(base, [b.add(b.mul(i64(c), ir.Constant(I64, stride)), ir.Constant(I64, offset))],
                  source_etype=I8)
 
@@ -117,6 +119,14 @@ class Place:
         self.transposed = transposed
         self.bounds = bounds
 
+    @staticmethod
+    def in_buffer(cg, base: ir.Value, stride: int, size: int,
+                  transposed: bool = False) -> "Place":
+        """A matrix of ``size``-byte components in a buffer at base, its columns ``stride``
+        bytes apart (unchecked)."""
+        return Place(lambda r, c: (address(cg, base, stride, c, r * size),
+                                   ir.Constant(I64, stride)), transposed)
+
     @property
     def tiles(self) -> bool:
         """Tiles can be loaded from here as they are (untransposed, unchecked)."""
@@ -133,8 +143,7 @@ class Place:
             x, s0 = self.bounds[0], self.bounds[2]
             r = b.add(splat_n(cg, b.add(x, ir.Constant(I64, r0)), n),
                       VectorConstant(I64, list(range(n))))
-            inside = b.and_(b.icmp_signed(">=", r, zero_of(r.type)),
-                            b.icmp_signed("<", r, splat_n(cg, s0, n)))
+            inside = _below(b, r, splat_n(cg, s0, n))
             ok = inside if ok is None else b.and_(ok, inside)
         return ok
 
@@ -142,10 +151,8 @@ class Place:
         """i1: column c is inside the memref (None: it is)."""
         if self.bounds is None or self.bounds[3] is None:
             return None
-        b = cg.b
         y, s1 = self.bounds[1], self.bounds[3]
-        col = b.add(y, i64(c))
-        return b.and_(b.icmp_signed(">=", col, ir.Constant(I64, 0)), b.icmp_signed("<", col, s1))
+        return _below(cg.b, cg.b.add(y, i64(c)), s1)
 
     def column(self, cg, elem: ir.Type, c: Column, rows: int, length: int,
                row_mask=False) -> ir.Value:
@@ -173,9 +180,13 @@ class Place:
         for c in range(cols, padded):
             b.store(zero_of(ir.VectorType(elem, length)), at(b, dst, c * length * size),
                     align=size)
-        stride = ir.Constant(I64, length * size)
-        return Place(lambda r, c: (address(cg, dst, length * size, c, r * size), stride),
-                     self.transposed)
+        return Place.in_buffer(cg, dst, length * size, size, self.transposed)
+
+
+def _below(b: ir.IRBuilder, i: ir.Value, size: ir.Value) -> ir.Value:
+    """0 <= i < size for a memref's size (never negative): one unsigned compare, where a
+    negative i is above every size."""
+    return b.icmp_unsigned("<", i, size)
 
 
 def _both(cg, rows: Optional[ir.Value], column: Optional[ir.Value], n: int):
@@ -210,13 +221,15 @@ def in_memory(cg, access: Instruction, elem: str, g: int,
     st1 = cg.ival(m.stride[1])
     size = ir.Constant(I64, component.size)
     stride = b.mul(st1, size)
+    # the access's position, once: a column's address is one multiply and add from it
+    origin = b.gep(m.ptr, [b.mul(b.add(x, b.mul(y, st1)), size)], source_etype=I8)
 
     def at_(r0: int, c0: Column) -> Tuple[ir.Value, ir.Value]:
         # column c0's address, then row r0 as a constant offset from it: in a loop over
         # the columns, one induction variable serves every row (LLVM's loop strength
         # reduction took long over one per row)
-        column = b.gep(m.ptr, [b.mul(b.add(x, b.mul(b.add(y, i64(c0)), st1)), size)],
-                       source_etype=I8)
+        column = origin if isinstance(c0, int) and c0 == 0 else b.gep(
+            origin, [b.mul(i64(c0), stride)], source_etype=I8)
         return (at(b, column, r0 * component.size) if r0 else column), stride
     bounds = None
     if checked is not None:
@@ -528,12 +541,12 @@ def _load(cg, inst: Instruction) -> Optional[Columns]:
 def _stored_in_place(cg, load: Instruction, uses: List[Instruction]) -> bool:
     """The loaded matrix, updated, is stored where it was read (the same memref, position
     and flags), later in the load's region, with nothing between but pure instructions
-    and its updates, and the memref's columns cannot overlap (a static column stride of
-    at least the matrix's rows): a store piece then reads each piece of it just before
-    writing it, and what it reads is what the load would have read."""
-    stride = load.slots["tensor"].type.stride[1]
-    if stride is None or stride < load.results[0].type.rows:
-        return False
+    and its updates: a store piece then reads each piece of it just before writing it,
+    and what it reads is what the load would have read.  (The memref's columns never
+    overlap, whatever its strides: a memref's modes do not overlap, which the verifier
+    checks of static strides and the runtime of an argument's, ``types.stride_error``;
+    and a piece reads and writes only rows inside the memref, or the access would be
+    out of bounds.  Its row stride is 1, ``in_memory``.)"""
     stores = [u for u in uses if u.opcode == "cooperative_matrix_store"]
     if len(stores) != 1 or any(u.opcode == "cooperative_matrix_mul_add" for u in uses):
         return False

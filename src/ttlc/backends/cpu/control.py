@@ -123,6 +123,7 @@ def emit_for(cg: FunctionCodegen, inst: Instruction):
         active = None
         b.cbranch(b.icmp_signed("<", i, hi), body_bb, done)
     b.position_at_end(body_bb)
+    first_block = len(cg.fn.blocks)
     if cg.checked:
         zero = cg.const_like(step, ll, 0)
         saved = cg.mask
@@ -158,10 +159,20 @@ def emit_for(cg: FunctionCodegen, inst: Instruction):
     latch = b.branch(header)
     if coop.rolled([t for k, t in enumerate(types) if k not in held]) or \
             any(c.rolled for c in held.values()) or \
-            any(i.opcode == "for" and stays_loop(i) for i in body.walk()):
+            any(i.opcode == "for" and stays_loop(i) for i in body.walk()) or \
+            _holds_rolled_loop(cg.fn.blocks[first_block:]):
         not_unrolled(latch)
     b.position_at_end(done)
     return [held[k].leave(cg) if k in held else p for k, p in enumerate(carried)]
+
+
+def _holds_rolled_loop(blocks) -> bool:
+    """Some block of a loop's body ends a loop LLVM is told not to unroll (``not_unrolled``:
+    a held accumulator's K loop, the column loops of ``columns``): unrolling the loop
+    around it would copy it whole, as ``stays_loop`` says (a bf16 64^3 gemm on AMX: eight
+    copies of its K loop, 1.7x the compile time)."""
+    return any(blk.terminator is not None and "llvm.loop" in blk.terminator.metadata
+               for blk in blocks)
 
 
 #: loops of at least this many iterations are taken to stay loops in LLVM

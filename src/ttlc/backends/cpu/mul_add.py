@@ -35,12 +35,14 @@ def mul_add_path(a_type: str, b_type: str, acc_type: str) -> str:
 
 
 #: mul_add_path -> the grain of its products (rows, columns, k of one instruction), the
-#: products of that grain its accumulators hold at once, for lower-linalg's tiles, and
+#: products of that grain its accumulators hold at once, for lower-linalg's tiles,
 #: whether those tiles suit a B loaded transposed (both do: AMX stages B^T's rows by
-#: gathers of pairs in loops, ``amx._store_b_transposed``)
+#: gathers of pairs in loops, ``amx._store_b_transposed``), and whether the products
+#: stage every operand through memory (AMX, ``MatrixUnit.staged_operands``)
 GRAINS = {
-    "AMX": (amx.TILE_ROWS, amx.TILE_ROWS, amx.MAX_K_STEP, amx.ACCUMULATOR_TILES, True),
-    "AVX512-BF16": (max(dpbf16.WIDTHS), 1, dpbf16.KERNEL.k_step, dpbf16.GEMM_ACCUMULATORS, True),
+    "AMX": (amx.TILE_ROWS, amx.TILE_ROWS, amx.MAX_K_STEP, amx.ACCUMULATOR_TILES, True, True),
+    "AVX512-BF16": (max(dpbf16.WIDTHS), 1, dpbf16.KERNEL.k_step, dpbf16.GEMM_ACCUMULATORS, True,
+                    False),
 }
 #: the products of 16-bit operands gemm accumulates in f32 (``accumulate_type``)
 SIXTEEN_BIT_PRODUCTS = (("bf16", "bf16", "f32"), ("f16", "f16", "f32"))
@@ -58,8 +60,9 @@ def matrix_unit() -> MatrixUnit:
     if not found:
         return MatrixUnit()
     insts = tuple(MatrixInstruction(*GRAINS[path][:3], *types, 0) for path, types in found)
-    *_, accumulators, transposed_b = GRAINS[found[0][0]]
-    return MatrixUnit(found[0][0], insts, accumulators=accumulators, transposed_b=transposed_b)
+    *_, accumulators, transposed_b, staged = GRAINS[found[0][0]]
+    return MatrixUnit(found[0][0], insts, accumulators=accumulators, transposed_b=transposed_b,
+                      staged_operands=staged)
 
 
 def emit_mul_add(cg: FunctionCodegen, inst: Instruction):

@@ -23,7 +23,11 @@ with ``expand``.  The code, for tiles ``m x n x k`` from ``choose_tiles``::
 Each tile of C belongs to exactly one subgroup (foreach_tile), so subgroups write disjoint
 elements and no barrier is needed inside; the instruction becomes one SPMD region.
 A dimension whose static size is a multiple of its tile is never checked; one smaller
-than its tile is always checked; otherwise tiles test ``size == tile`` at run time.
+than its tile is always checked; otherwise tiles test ``size == tile`` at run time (a
+test that folds after lower-foreach: the full tiles' size is the tile, and the remainder
+tile's never is).  On a matrix unit that stages every operand (AMX,
+``unit_tiles.staged_edges``) a checked tile takes K's remainder as the last, checked
+step of its K loop.
 Where remainders get smaller tiles (``tiles.split_remainders``: f32 and f64 on the CPU)
 and sizes are static, C is cut into pieces instead, each a foreach_tile of its own tile
 shape (M: the full tiles, then smaller power-of-two multiples of the subgroup size, the
@@ -51,7 +55,7 @@ from ..index_math import Int, known
 from .emit import Emitter, checked_flag
 from .tiles import (MIN_ACC_BYTES, Tiles, accumulator_bytes, choose_tiles, column_pieces,
                     split_remainders)
-from .unit_tiles import fit_to_unit
+from .unit_tiles import fit_to_unit, staged_edges
 
 FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
 #: the columns of A a gemv.t's dot products take at once (f64 AVX-512, 56x56 and 120x120:
@@ -315,6 +319,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     tiles = fit_to_unit(em.target, tiles, em.sgs, em.subgroups, known(M), known(N), known(K),
                         acc, ea, eb, tb == "t")
     KT = tiles.k
+    edges_step_k = staged_edges(em.target, ea, eb, acc) and not tiles.k_rest
 
     # K = k_full + remainder: full steps unchecked, then the remainder: steps of smaller
     # powers of two (k_rest, static K where remainders are split) or one checked step
@@ -358,6 +363,14 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     def tile(rows: List[Rows], j: Value, NT: int, check_n: bool) -> None:
         """The blocks of rows `rows` of C's columns j .. j + NT - 1."""
         xs = zeros(rows, NT)
+        if edges_step_k and (check_n or any(check_m for _, _, check_m in rows)):
+            # an edge on a unit that stages its operands: every K step checked, K's
+            # remainder the last (``unit_tiles.staged_edges``)
+            k_all = K if known(K) is None else -(-known(K) // KT) * KT
+            xs = k_loop(em, lambda k, xs: step(rows, j, k, xs, NT, KT, check_n, True), xs,
+                        k_all, KT, 1)
+            update(rows, j, xs, check_n)
+            return
         acc_ts = [x.type for x in xs]
         P = chains(em.target, tiles, acc, ea, eb, sum(MT for _, MT, _ in rows) * NT * acc.size,
                    known(k_full))

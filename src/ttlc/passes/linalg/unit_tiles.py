@@ -13,7 +13,9 @@ accumulators hold at once (``MatrixUnit.accumulators``), the tile of C that
   as ``ASSUMED_SIZE``), then the one loading the fewest operand tiles per product (least
   ``bm + bn``: the squarest), then the taller;
 * the K step: ``choose_tiles``' rounded up to whole steps of the instruction's k, at most
-  the next power of two of a static K.
+  the next power of two of a static K, and that power of two where a static K is more
+  than one step and less than two (one product, where a step and a checked remainder
+  would be two, each staged on its own, for as many of the unit's products).
 
 So on AMX (16 x 16 products of k 32, four accumulator tiles) a 64^3 gemm gets tiles of
 32 x 32 with K steps of 32, where the vector path's 64 x 4 x 4 would be padded to
@@ -29,6 +31,17 @@ from typing import Optional, Tuple, Union
 from ...ir.types import ScalarType
 from ...target import Target
 from .tiles import ASSUMED_SIZE, Tiles, _ceil_div, _next_pow2
+
+
+def staged_edges(target: Target, a: ScalarType, b: ScalarType, acc: ScalarType) -> bool:
+    """A tile checked in M or N (at an edge of C) takes K's remainder as one more checked
+    step of its K loop, not as a product after it: where the unit's products of a x b
+    into acc stage every operand through memory (AMX, ``MatrixUnit.staged_operands``),
+    an edge tile's operands are staged with masks in every step anyway, and the product
+    after the loop was one more copy of that staging for each edge (a bf16 gemm with
+    every size known at run time: a quarter of its LLVM IR)."""
+    unit = target.matrix
+    return unit.staged_operands and unit.instruction(a.name, b.name, acc.name) is not None
 
 
 def fit_to_unit(target: Target, tiles: Tiles, subgroup_size: int,
@@ -64,4 +77,6 @@ def fit_to_unit(target: Target, tiles: Tiles, subgroup_size: int,
     k = max(inst.k, _ceil_div(tiles.k, inst.k) * inst.k)
     if K is not None:
         k = min(k, _next_pow2(K))
+        if k < K < 2 * k:  # (see the module docstring)
+            k = _next_pow2(K)
     return Tiles(m, n, k)
