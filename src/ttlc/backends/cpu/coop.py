@@ -41,7 +41,7 @@ from .memory import (_align, _component_ptrs, _masked_store, _note_write, _store
                      atomic_update, check_alive, elem_type, is_null, lt_size)
 from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, MemVal,
                      VectorConstant, is_vec, parts, undef_of, zero_of)
-from .vectors import gather, masked_load, splat_n
+from .vectors import WIDEST, concat, gather, masked_load, splat_n
 
 
 def _vt(t: CoopMatrixType) -> ir.VectorType:
@@ -65,25 +65,6 @@ def shuffle(cg: FunctionCodegen, x, y, indices) -> Any:
     if isinstance(x, Cplx):
         return Cplx(cg.b.shuffle_vector(x.re, y.re, mask), cg.b.shuffle_vector(x.im, y.im, mask))
     return cg.b.shuffle_vector(x, y, mask)
-
-
-def concat(cg: FunctionCodegen, pieces: list) -> Any:
-    """Vectors of equal length joined in order (plain or complex)."""
-    if isinstance(pieces[0], Cplx):
-        return Cplx(concat(cg, [p.re for p in pieces]), concat(cg, [p.im for p in pieces]))
-    n = pieces[0].type.count
-    total = n * len(pieces)
-    vecs = list(pieces)
-    while len(vecs) > 1:
-        m = vecs[0].type.count
-        if len(vecs) % 2:
-            vecs.append(vecs[-1])  # padding, cut off below
-        cat = _consts(range(2 * m))
-        vecs = [cg.b.shuffle_vector(vecs[i], vecs[i + 1], cat) for i in range(0, len(vecs), 2)]
-    out = vecs[0]
-    if out.type.count != total:
-        out = cg.b.shuffle_vector(out, out, _consts(range(total)))
-    return out
 
 
 def zero_mat(t: CoopMatrixType):
@@ -214,18 +195,44 @@ def emit_scale(cg: FunctionCodegen, inst: Instruction):
     a = cg.get(inst.slots["a"])
     m: CoopVal = cg.get(inst.slots["b"])
     out = []
-    for g, mat in enumerate(m.mats):
+    for g in range(len(m.mats)):
         s = uniform_in(cg, a, first_lane(cg, g) if cg.varying_repr(a) else None, g, "the scalar")
-        out.append(binary(cg, "mul", t.component, splat_n(cg, s, t.rows * t.cols), mat))
+        out.append(by_columns(cg, m, g, lambda x, s=s: binary(
+            cg, "mul", t.component, splat_n(cg, s, parts(x)[0].type.count), x)))
     return CoopVal(out, t)
 
 
 def elementwise_binary(cg: FunctionCodegen, op: str, t: CoopMatrixType, a: CoopVal, c: CoopVal):
-    return CoopVal([binary(cg, op, t.component, x, y) for x, y in zip(a.mats, c.mats)], t)
+    return CoopVal([by_columns(cg, a, g, lambda x, y: binary(cg, op, t.component, x, y), c)
+                    for g in range(len(a.mats))], t)
 
 
 def cast(cg: FunctionCodegen, x: CoopVal, dst: CoopMatrixType) -> CoopVal:
-    return CoopVal([convert(cg, m, x.type.component, dst.component) for m in x.mats], dst)
+    return CoopVal([by_columns(cg, x, g, lambda v: convert(cg, v, x.type.component,
+                                                          dst.component))
+                    for g in range(len(x.mats))], dst)
+
+
+def by_columns(cg: FunctionCodegen, x: CoopVal, g: int, fn, *others: CoopVal):
+    """fn on subgroup g's matrix x (and others of its shape): on the whole vector where it
+    has at most ``WIDEST`` components, else on groups of whole columns of at most that
+    many (one column where a column is longer), the results joined.  The columns are
+    those a load or a mul_add made (``column_of``; a join taken apart again is its
+    pieces, ``FoldingBuilder``).  A gemm's update (scale, conversion from and to 16 bits,
+    addition) on a whole tile was one vector of up to 1024 lanes, which LLVM's
+    instruction selection took apart slowly where they were half (no native arithmetic
+    without AVX512-FP16: an f16 37 x 21 update with beta in 64 x 3 tiles took 100 ms)."""
+    t = x.type
+    M, N = t.rows, t.cols
+    if M * N <= WIDEST or N == 1:
+        return fn(x.mats[g], *[o.mats[g] for o in others])
+    per = max(1, WIDEST // M)
+    cols = []
+    for c0 in range(0, N, per):
+        group = range(c0, min(N, c0 + per))
+        out = fn(*[concat(cg, [column_of(cg, v, g, c) for c in group]) for v in (x,) + others])
+        cols += [out if len(group) == 1 else _column(cg, out, k, M) for k in range(len(group))]
+    return concat(cg, cols)
 
 
 # ---- memory -----------------------------------------------------------------------------------------
@@ -238,10 +245,64 @@ def pinned(cg: FunctionCodegen, p: ir.Value) -> ir.Value:
     return cg.b.asm(ir.FunctionType(p.type, [p.type]), "", "=r,0", [p], False)
 
 
+def _inside(cg: FunctionCodegen, first: ir.Value, bound: ir.Value, n: int) -> ir.Value:
+    """i1 x n: is first + i (i = 0 .. n - 1, i64) in 0 .. bound - 1?"""
+    b = cg.b
+    at = b.add(splat_n(cg, first, n), _consts(range(n), I64))
+    return b.and_(b.icmp_signed(">=", at, zero_of(at.type)),
+                  b.icmp_signed("<", at, splat_n(cg, bound, n)))
+
+
+class Valid:
+    """Which components of a subgroup's M x N matrix an access touches: ``rows`` (i1 x M)
+    and ``cols`` (i1 x N) where the components are those of the rows and columns inside
+    (None: every one), or, in checked code, the vector of all M N (``whole``).  Accesses
+    by columns or rows take their masks from the two short ones: a checked access's mask
+    as vectors of all its indices (<M N x i64>: 256 lanes for a 64 x 4 tile) took LLVM's
+    O3 and instruction selection long to take apart."""
+
+    def __init__(self, cg: FunctionCodegen, M: int, N: int, rows: Optional[ir.Value] = None,
+                 cols: Optional[ir.Value] = None, whole: Optional[ir.Value] = None):
+        self.cg, self.M, self.N = cg, M, N
+        self.rows, self.cols, self._whole = rows, cols, whole
+
+    def _one(self, along: Optional[ir.Value], across: Optional[ir.Value], k: int, n: int):
+        """The mask of the n components that line k of ``across`` meets ``along``."""
+        if across is None:
+            return along
+        b = self.cg.b
+        bit = splat_n(self.cg, b.extract_element(across, ir.Constant(I32, k)), n)
+        return bit if along is None else b.and_(along, bit)
+
+    def column(self, c: int) -> Optional[ir.Value]:
+        """i1 x M: the components of column c (None: all)."""
+        if self._whole is not None:
+            return _column(self.cg, self._whole, c, self.M)
+        return self._one(self.rows, self.cols, c, self.M)
+
+    def row(self, r: int) -> Optional[ir.Value]:
+        """i1 x N: the components of row r (None: all)."""
+        if self._whole is not None:
+            return _row(self.cg, self._whole, r, self.M, self.N)
+        return self._one(self.cols, self.rows, r, self.N)
+
+    @property
+    def whole(self) -> ir.Value:
+        """i1 x M N, column-major."""
+        if self._whole is None:
+            cols = [self.column(c) for c in range(self.N)]
+            if all(m is None for m in cols):
+                self._whole = VectorConstant(I1, [1] * (self.M * self.N))
+            else:
+                ones = VectorConstant(I1, [1] * self.M)
+                self._whole = concat(self.cg, [ones if m is None else m for m in cols])
+        return self._whole
+
+
 def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, fn) -> None:
     """Call fn(m, offsets, valid, contiguous, at) for subgroup g, under its activity.
 
-    offsets() (i64 x M*N): element offsets of the components from m.ptr; valid (i1 x M*N):
+    offsets() (i64 x M*N): element offsets of the components from m.ptr; valid (``Valid``):
     the components accessed (the checked flags and the subgroup's activity);
     contiguous: which runs of the matrix are contiguous in memory (the memref's row
     stride is 1): "columns" (not transposed), "rows" (transposed) or None; at(r, c): a
@@ -279,7 +340,7 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         return made["offsets"]
 
     valid = VectorConstant(I1, [1] * n)
-    if checked is not None or cg.checked:
+    if cg.checked:
         ri, ci = indices()
         zero = zero_of(ir.VectorType(I64, n))
         in_rows = b.and_(b.icmp_signed(">=", ri, zero), b.icmp_signed("<", ri, splat_n(cg, s0, n)))
@@ -312,8 +373,19 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         cg.fail_if(any_bad, E_COOP_BOUNDS, details, lane=lane)
         cg.mask = saved
         check_alive(cg, inst.slots["tensor"])
-    if active is not None:
-        valid = b.and_(valid, splat_n(cg, active, n))
+    if cg.checked:
+        if active is not None:
+            valid = b.and_(valid, splat_n(cg, active, n))
+        valid = Valid(cg, M, N, whole=valid)
+    else:
+        # the matrix's rows are the memref's columns where it is transposed
+        (pr, br), (pc, bc) = ((y, s1), (x, s0)) if transpose else ((x, s0), (y, s1))
+        rows = _inside(cg, pr, br, M) if checked in ("rows_checked", "both_checked") else None
+        cols = _inside(cg, pc, bc, N) if checked in ("cols_checked", "both_checked") else None
+        if active is not None:
+            on = splat_n(cg, active, N)
+            cols = on if cols is None else b.and_(cols, on)
+        valid = Valid(cg, M, N, rows, cols)
     contiguous = ("rows" if transpose else "columns") if _unit_row_stride(m) else None
 
     origin = []
@@ -338,7 +410,8 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         size = splat_n(cg, ir.Constant(I64, m.type.element.size), n)
         addrs = b.add(splat_n(cg, b.ptrtoint(m.ptr, I64), n), b.mul(offsets(), size))
         me = b.add(b.load(cg.races.base, typ=I64), b.zext(lane, I64))
-        races.track(cg, inst, addrs, valid, splat_n(cg, me, n), list(indices()), lambda k: lane)
+        races.track(cg, inst, addrs, valid.whole, splat_n(cg, me, n), list(indices()),
+                    lambda k: lane)
     fn(m, offsets, valid, contiguous, at)
 
 
@@ -383,7 +456,7 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
                 cols = []
                 for c in range(N):
                     p = at(0, c)
-                    cols.append(masked_load(cg, lt, p, _column(cg, valid, c, M), M))
+                    cols.append(masked_load(cg, lt, p, valid.column(c), M))
                 result["v"] = concat(cg, cols)
                 return
             if contiguous == "rows" and not comp.is_complex:
@@ -391,7 +464,7 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
                 # matrix is contiguous (N components), loaded as one vector; one shuffle
                 # makes the rows columns (a gather of M N components is scalarized where
                 # the CPU has no fast gather, and is slow to compile)
-                rows = [masked_load(cg, lt, at(r, 0), _row(cg, valid, r, M, N), N)
+                rows = [masked_load(cg, lt, at(r, 0), valid.row(r), N)
                         for r in range(M)]
                 by_rows = concat(cg, rows)
                 result["v"] = shuffle(cg, by_rows, by_rows,
@@ -400,9 +473,10 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
             ptrs = b.gep(splat_n(cg, m.ptr, M * N), [offsets()], source_etype=elem_type(comp))
             if comp.is_complex:
                 pi = b.gep(ptrs, [_consts([1] * (M * N), I64)], source_etype=lt)
-                result["v"] = Cplx(gather(cg, lt, ptrs, valid), gather(cg, lt, pi, valid))
+                result["v"] = Cplx(gather(cg, lt, ptrs, valid.whole),
+                                   gather(cg, lt, pi, valid.whole))
             else:
-                result["v"] = gather(cg, lt, ptrs, valid)
+                result["v"] = gather(cg, lt, ptrs, valid.whole)
         _access(cg, inst, t, g, load)
         mats.append(result["v"])
     return CoopVal(mats, t)
@@ -438,7 +512,7 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
                 for c in range(N):
                     column = column_of(cg, value, g, c)
                     if rows is None:
-                        _masked_store(cg, column, at(0, c), _column(cg, valid, c, M))
+                        _masked_store(cg, column, at(0, c), valid.column(c))
                     for r0, lanes in _store_pieces(rows or 0, width):
                         _masked_store(cg, _rows(cg, column, 0, M, r0, lanes), at(r0, c), None)
                 return
@@ -446,15 +520,15 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
             if contiguous == "rows" and not comp.is_complex:
                 # rows of a transposed tile are contiguous (see load_matrix)
                 for r in range(M):
-                    _masked_store(cg, _row(cg, mat, r, M, N), at(r, 0), _row(cg, valid, r, M, N))
+                    _masked_store(cg, _row(cg, mat, r, M, N), at(r, 0), valid.row(r))
                 return
             ptrs = b.gep(splat_n(cg, m.ptr, M * N), [offsets()], source_etype=elem_type(comp))
             if comp.is_complex:
                 pi = b.gep(ptrs, [_consts([1] * (M * N), I64)], source_etype=lt)
-                _scatter_n(cg, mat.re, ptrs, valid)
-                _scatter_n(cg, mat.im, pi, valid)
+                _scatter_n(cg, mat.re, ptrs, valid.whole)
+                _scatter_n(cg, mat.im, pi, valid.whole)
             else:
-                _scatter_n(cg, mat, ptrs, valid)
+                _scatter_n(cg, mat, ptrs, valid.whole)
         _access(cg, inst, t, g, store)
 
 
@@ -535,10 +609,10 @@ def emit_atomic(cg: FunctionCodegen, inst: Instruction):
                     return []
                 return parts(atomic_update(cg, op, comp, p, v, ordering))
             types = [] if op == "store" else [LLTYPE[comp.name]] * (2 if comp.is_complex else 1)
-            res = _entry_loop(cg, M * N, valid, one, types)
+            res = _entry_loop(cg, M * N, valid.whole, one, types)
             if op != "store":
                 # components not accessed give 0
-                res = [b.select(valid, r, zero_of(r.type)) for r in res]
+                res = [b.select(valid.whole, r, zero_of(r.type)) for r in res]
                 out["v"] = Cplx(*res) if comp.is_complex else res[0]
         _access(cg, inst, t, g, update)
         olds.append(out.get("v"))

@@ -45,3 +45,41 @@ def gather(cg, lt: ir.Type, ptrs: ir.Value, mask: ir.Value) -> ir.Value:
     vt = ir.VectorType(lt, ptrs.type.count)
     return cg.intrinsic("llvm.masked.gather", vt, [ptrs, ir.Constant(I32, lt_size(lt)), mask,
                                                    zero_of(vt)], [vt, ptrs.type])
+
+
+def concat(cg, pieces: list):
+    """Vectors of equal length joined in order (plain or complex)."""
+    if isinstance(pieces[0], Cplx):
+        return Cplx(concat(cg, [p.re for p in pieces]), concat(cg, [p.im for p in pieces]))
+    n = pieces[0].type.count
+    total = n * len(pieces)
+    vecs = list(pieces)
+    while len(vecs) > 1:
+        m = vecs[0].type.count
+        if len(vecs) % 2:
+            vecs.append(vecs[-1])  # padding, cut off below
+        cat = VectorConstant(I32, range(2 * m))
+        vecs = [cg.b.shuffle_vector(vecs[i], vecs[i + 1], cat) for i in range(0, len(vecs), 2)]
+    out = vecs[0]
+    if out.type.count != total:
+        out = cg.b.shuffle_vector(out, out, VectorConstant(I32, range(total)))
+    return out
+
+
+#: lanes of the widest vector given to an elementwise instruction (``pieces``): LLVM
+#: splits wider ones into registers during instruction selection, slowly where the type
+#: has no native arithmetic (half without AVX512-FP16, converted lane by lane)
+WIDEST = 64
+
+
+def pieces(cg, x, fn):
+    """fn(piece) on the vector x in pieces of ``WIDEST`` lanes, joined; fn(x) where x is no
+    wider (or not a vector).  The last piece repeats x's last lane past its end."""
+    n = x.type.count if isinstance(x, ir.Value) and isinstance(x.type, ir.VectorType) else 0
+    if n <= WIDEST:
+        return fn(x)
+    b = cg.b
+    out = concat(cg, [fn(b.shuffle_vector(x, x, VectorConstant(I32, [min(k + i, n - 1)
+                                                                      for i in range(WIDEST)])))
+                      for k in range(0, n, WIDEST)])
+    return out if out.type.count == n else b.shuffle_vector(out, out, VectorConstant(I32, range(n)))
