@@ -216,7 +216,7 @@ def cast(cg: FunctionCodegen, x: CoopVal, dst: CoopMatrixType) -> CoopVal:
 def by_columns(cg: FunctionCodegen, x: CoopVal, g: int, fn, *others: CoopVal):
     """fn on subgroup g's matrix x (and others of its shape): on the whole vector where it
     has at most ``WIDEST`` components, else on groups of whole columns of at most that
-    many (one column where a column is longer), the results joined.  The columns are
+    many (one column where a column is longer), the results joined (``concat``).  The columns are
     those a load or a mul_add made (``column_of``; a join taken apart again is its
     pieces, ``FoldingBuilder``).  A gemm's update (scale, conversion from and to 16 bits,
     addition) on a whole tile was one vector of up to 1024 lanes, which LLVM's
@@ -226,13 +226,18 @@ def by_columns(cg: FunctionCodegen, x: CoopVal, g: int, fn, *others: CoopVal):
     M, N = t.rows, t.cols
     if M * N <= WIDEST or N == 1:
         return fn(x.mats[g], *[o.mats[g] for o in others])
-    per = max(1, WIDEST // M)
-    cols = []
-    for c0 in range(0, N, per):
-        group = range(c0, min(N, c0 + per))
-        out = fn(*[concat(cg, [column_of(cg, v, g, c) for c in group]) for v in (x,) + others])
-        cols += [out if len(group) == 1 else _column(cg, out, k, M) for k in range(len(group))]
-    return concat(cg, cols)
+    # columns per group: the most that divide N (groups of one length join as they are)
+    per = max(k for k in range(1, max(1, WIDEST // M) + 1) if N % k == 0)
+    return concat(cg, [fn(*[_columns(cg, v, g, c0, per) for v in (x,) + others])
+                       for c0 in range(0, N, per)])
+
+
+def _columns(cg: FunctionCodegen, v: CoopVal, g: int, c0: int, n: int):
+    """Columns c0 .. c0 + n - 1 of subgroup g's matrix v, as one vector."""
+    if n == 1 or isinstance(v, PiecesVal):
+        return concat(cg, [column_of(cg, v, g, c) for c in range(c0, c0 + n)])
+    M = v.type.rows
+    return shuffle(cg, v.mats[g], v.mats[g], range(c0 * M, (c0 + n) * M))
 
 
 # ---- memory -----------------------------------------------------------------------------------------
