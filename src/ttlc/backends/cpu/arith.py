@@ -263,9 +263,10 @@ def emit_compare(cg: FunctionCodegen, inst: Instruction):
 
 
 def convert(cg: FunctionCodegen, x, src: ScalarType, dst: ScalarType):
-    """The cast table (see ttlc.interp.semantics.convert); a vector over ``WIDEST`` lanes
-    in pieces of that many (``vectors.pieces``: a 64 x 4 tile of half as one fpext was
-    most of the machine-code phase of an f16 gemm with A transposed)."""
+    """The cast table (see ttlc.interp.semantics.convert); a vector over
+    ``vectors.widest()`` lanes in pieces of that many (``vectors.pieces``: a 64 x 4 tile of
+    half as one fpext was most of the machine-code phase of an f16 gemm with A
+    transposed)."""
     if src == dst:
         return x
     return pieces(cg, x, lambda p: _convert(cg, p, src, dst))

@@ -41,7 +41,7 @@ from .memory import (_align, _component_ptrs, _masked_store, _note_write, _store
                      atomic_update, check_alive, elem_type, is_null, lt_size)
 from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, MemVal,
                      VectorConstant, is_vec, parts, undef_of, zero_of)
-from .vectors import WIDEST, concat, gather, masked_load, splat_n
+from .vectors import Valid, concat, gather, inside, masked_load, splat_n, widest
 
 
 def _vt(t: CoopMatrixType) -> ir.VectorType:
@@ -215,7 +215,7 @@ def cast(cg: FunctionCodegen, x: CoopVal, dst: CoopMatrixType) -> CoopVal:
 
 def by_columns(cg: FunctionCodegen, x: CoopVal, g: int, fn, *others: CoopVal):
     """fn on subgroup g's matrix x (and others of its shape): on the whole vector where it
-    has at most ``WIDEST`` components, else on groups of whole columns of at most that
+    has at most ``widest()`` components, else on groups of whole columns of at most that
     many (one column where a column is longer), the results joined (``concat``).  The columns are
     those a load or a mul_add made (``column_of``; a join taken apart again is its
     pieces, ``FoldingBuilder``).  A gemm's update (scale, conversion from and to 16 bits,
@@ -224,10 +224,11 @@ def by_columns(cg: FunctionCodegen, x: CoopVal, g: int, fn, *others: CoopVal):
     without AVX512-FP16: an f16 37 x 21 update with beta in 64 x 3 tiles took 100 ms)."""
     t = x.type
     M, N = t.rows, t.cols
-    if M * N <= WIDEST or N == 1:
+    w = widest()
+    if M * N <= w or N == 1:
         return fn(x.mats[g], *[o.mats[g] for o in others])
     # columns per group: the most that divide N (groups of one length join as they are)
-    per = max(k for k in range(1, max(1, WIDEST // M) + 1) if N % k == 0)
+    per = max(k for k in range(1, max(1, w // M) + 1) if N % k == 0)
     return concat(cg, [fn(*[_columns(cg, v, g, c0, per) for v in (x,) + others])
                        for c0 in range(0, N, per)])
 
@@ -248,60 +249,6 @@ def pinned(cg: FunctionCodegen, p: ir.Value) -> ir.Value:
     which made the 16x16 microkernel a third slower.  LLVM does not merge two such
     values, so only tiles no other subgroup also reads get one."""
     return cg.b.asm(ir.FunctionType(p.type, [p.type]), "", "=r,0", [p], False)
-
-
-def _inside(cg: FunctionCodegen, first: ir.Value, bound: ir.Value, n: int) -> ir.Value:
-    """i1 x n: is first + i (i = 0 .. n - 1, i64) in 0 .. bound - 1?"""
-    b = cg.b
-    at = b.add(splat_n(cg, first, n), _consts(range(n), I64))
-    return b.and_(b.icmp_signed(">=", at, zero_of(at.type)),
-                  b.icmp_signed("<", at, splat_n(cg, bound, n)))
-
-
-class Valid:
-    """Which components of a subgroup's M x N matrix an access touches: ``rows`` (i1 x M)
-    and ``cols`` (i1 x N) where the components are those of the rows and columns inside
-    (None: every one), or, in checked code, the vector of all M N (``whole``).  Accesses
-    by columns or rows take their masks from the two short ones: a checked access's mask
-    as vectors of all its indices (<M N x i64>: 256 lanes for a 64 x 4 tile) took LLVM's
-    O3 and instruction selection long to take apart."""
-
-    def __init__(self, cg: FunctionCodegen, M: int, N: int, rows: Optional[ir.Value] = None,
-                 cols: Optional[ir.Value] = None, whole: Optional[ir.Value] = None):
-        self.cg, self.M, self.N = cg, M, N
-        self.rows, self.cols, self._whole = rows, cols, whole
-
-    def _one(self, along: Optional[ir.Value], across: Optional[ir.Value], k: int, n: int):
-        """The mask of the n components that line k of ``across`` meets ``along``."""
-        if across is None:
-            return along
-        b = self.cg.b
-        bit = splat_n(self.cg, b.extract_element(across, ir.Constant(I32, k)), n)
-        return bit if along is None else b.and_(along, bit)
-
-    def column(self, c: int) -> Optional[ir.Value]:
-        """i1 x M: the components of column c (None: all)."""
-        if self._whole is not None:
-            return _column(self.cg, self._whole, c, self.M)
-        return self._one(self.rows, self.cols, c, self.M)
-
-    def row(self, r: int) -> Optional[ir.Value]:
-        """i1 x N: the components of row r (None: all)."""
-        if self._whole is not None:
-            return _row(self.cg, self._whole, r, self.M, self.N)
-        return self._one(self.cols, self.rows, r, self.N)
-
-    @property
-    def whole(self) -> ir.Value:
-        """i1 x M N, column-major."""
-        if self._whole is None:
-            cols = [self.column(c) for c in range(self.N)]
-            if all(m is None for m in cols):
-                self._whole = VectorConstant(I1, [1] * (self.M * self.N))
-            else:
-                ones = VectorConstant(I1, [1] * self.M)
-                self._whole = concat(self.cg, [ones if m is None else m for m in cols])
-        return self._whole
 
 
 def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, fn) -> None:
@@ -385,8 +332,8 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
     else:
         # the matrix's rows are the memref's columns where it is transposed
         (pr, br), (pc, bc) = ((y, s1), (x, s0)) if transpose else ((x, s0), (y, s1))
-        rows = _inside(cg, pr, br, M) if checked in ("rows_checked", "both_checked") else None
-        cols = _inside(cg, pc, bc, N) if checked in ("cols_checked", "both_checked") else None
+        rows = inside(cg, pr, br, M) if checked in ("rows_checked", "both_checked") else None
+        cols = inside(cg, pc, bc, N) if checked in ("cols_checked", "both_checked") else None
         if active is not None:
             on = splat_n(cg, active, N)
             cols = on if cols is None else b.and_(cols, on)
