@@ -263,12 +263,14 @@ def emit_compare(cg: FunctionCodegen, inst: Instruction):
 
 
 def convert(cg: FunctionCodegen, x, src: ScalarType, dst: ScalarType):
-    """The cast table (see ttlc.interp.semantics.convert); a vector over
-    ``vectors.widest()`` lanes in pieces of that many (``vectors.pieces``: a 64 x 4 tile of
-    half as one fpext was most of the machine-code phase of an f16 gemm with A
-    transposed)."""
+    """The cast table (see ttlc.interp.semantics.convert); from or to a 16-bit float, a
+    vector over ``vectors.widest()`` lanes in pieces of that many (``vectors.pieces``: a
+    64 x 4 tile of half as one fpext was most of the machine-code phase of an f16 gemm
+    with A transposed)."""
     if src == dst:
         return x
+    if not any(t.is_float and t.size == 2 for t in (src, dst)):
+        return _convert(cg, x, src, dst)
     return pieces(cg, x, lambda p: _convert(cg, p, src, dst))
 
 

@@ -213,11 +213,25 @@ def cast(cg: FunctionCodegen, x: CoopVal, dst: CoopMatrixType) -> CoopVal:
                     for g in range(len(x.mats))], dst)
 
 
+def narrow(cg: FunctionCodegen) -> bool:
+    """Whether the kernel has coopmatrices of 16-bit floats: then its elementwise updates
+    go by groups of columns (``by_columns``) and its checked accesses take masks by rows
+    and columns (``vectors.Valid``).  Other kernels keep whole vectors, which LLVM
+    splits into registers fast enough where the type is native, and their machine code
+    as it was (the small GEMMs' speed was measured with it)."""
+    hit = cg.__dict__.get("narrow")
+    if hit is None:
+        hit = cg.narrow = any(isinstance(v.type, CoopMatrixType) and v.type.component.is_float
+                              and v.type.component.size == 2
+                              for i in cg.func.body.walk() for v in i.results)
+    return hit
+
+
 def by_columns(cg: FunctionCodegen, x: CoopVal, g: int, fn, *others: CoopVal):
     """fn on subgroup g's matrix x (and others of its shape): on the whole vector where it
-    has at most ``widest()`` components, else on groups of whole columns of at most that
-    many (one column where a column is longer), the results joined (``concat``).  The columns are
-    those a load or a mul_add made (``column_of``; a join taken apart again is its
+    has at most ``widest()`` components or the kernel is not ``narrow``, else on groups of
+    whole columns of at most that many (one column where a column is longer), the results
+    joined (``concat``).  The columns are those a load or a mul_add made (``column_of``; a join taken apart again is its
     pieces, ``FoldingBuilder``).  A gemm's update (scale, conversion from and to 16 bits,
     addition) on a whole tile was one vector of up to 1024 lanes, which LLVM's
     instruction selection took apart slowly where they were half (no native arithmetic
@@ -225,7 +239,7 @@ def by_columns(cg: FunctionCodegen, x: CoopVal, g: int, fn, *others: CoopVal):
     t = x.type
     M, N = t.rows, t.cols
     w = widest()
-    if M * N <= w or N == 1:
+    if M * N <= w or N == 1 or not narrow(cg):
         return fn(x.mats[g], *[o.mats[g] for o in others])
     # columns per group: the most that divide N (groups of one length join as they are)
     per = max(k for k in range(1, max(1, w // M) + 1) if N % k == 0)
@@ -292,7 +306,8 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         return made["offsets"]
 
     valid = VectorConstant(I1, [1] * n)
-    if cg.checked:
+    whole = cg.checked or not narrow(cg)
+    if cg.checked or (whole and checked is not None):
         ri, ci = indices()
         zero = zero_of(ir.VectorType(I64, n))
         in_rows = b.and_(b.icmp_signed(">=", ri, zero), b.icmp_signed("<", ri, splat_n(cg, s0, n)))
@@ -325,7 +340,7 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         cg.fail_if(any_bad, E_COOP_BOUNDS, details, lane=lane)
         cg.mask = saved
         check_alive(cg, inst.slots["tensor"])
-    if cg.checked:
+    if whole:
         if active is not None:
             valid = b.and_(valid, splat_n(cg, active, n))
         valid = Valid(cg, M, N, whole=valid)
