@@ -231,11 +231,12 @@ def by_columns(cg: FunctionCodegen, x: CoopVal, g: int, fn, *others: CoopVal):
     """fn on subgroup g's matrix x (and others of its shape): on the whole vector where it
     has at most ``widest()`` components or the kernel is not ``narrow``, else on groups of
     whole columns of at most that many (one column where a column is longer), the results
-    joined (``concat``).  The columns are those a load or a mul_add made (``column_of``; a join taken apart again is its
-    pieces, ``FoldingBuilder``).  A gemm's update (scale, conversion from and to 16 bits,
-    addition) on a whole tile was one vector of up to 1024 lanes, which LLVM's
-    instruction selection took apart slowly where they were half (no native arithmetic
-    without AVX512-FP16: an f16 37 x 21 update with beta in 64 x 3 tiles took 100 ms)."""
+    joined (``concat``).  The columns are those a load or a mul_add made (``column_of``;
+    a join taken apart again is its pieces, ``FoldingBuilder``).  A gemm's update (scale,
+    conversion from and to 16 bits, addition) on a whole tile was one vector of up to
+    1024 lanes, which LLVM's instruction selection took apart slowly where they were half
+    (no native arithmetic without AVX512-FP16: an f16 37 x 21 update with beta in 64 x 3
+    tiles took 100 ms)."""
     t = x.type
     M, N = t.rows, t.cols
     w = widest()

@@ -108,10 +108,11 @@ def inside(cg, first: ir.Value, bound: ir.Value, n: int) -> ir.Value:
 class Valid:
     """Which components of a subgroup's M x N matrix an access touches: ``rows`` (i1 x M)
     and ``cols`` (i1 x N) where the components are those of the rows and columns inside
-    (None: every one), or, in checked code, the vector of all M N (``whole``).  Accesses
-    by columns or rows take their masks from the two short ones: a checked access's mask
-    as vectors of all its indices (<M N x i64>: 256 lanes for a 64 x 4 tile) took LLVM's
-    O3 and instruction selection long to take apart."""
+    (None: every one), or the vector of all M N (``whole``: in checked code, and in
+    kernels without 16-bit float matrices, ``coop.narrow``).  Accesses by columns or rows
+    take their masks from the two short ones: a checked access's mask as vectors of all
+    its indices (<M N x i64>: 256 lanes for a 64 x 4 tile) took LLVM's O3 and
+    instruction selection long to take apart."""
 
     def __init__(self, cg, M: int, N: int, rows: Optional[ir.Value] = None,
                  cols: Optional[ir.Value] = None, whole: Optional[ir.Value] = None):
