@@ -41,7 +41,7 @@ from .memory import (_align, _component_ptrs, _masked_store, _note_write, _store
                      atomic_update, check_alive, elem_type, is_null, lt_size)
 from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, MemVal,
                      VectorConstant, is_vec, parts, undef_of, zero_of)
-from .vectors import Valid, concat, gather, inside, masked_load, splat_n, widest
+from .vectors import Valid, concat, gather, inside, masked_load, narrow, splat_n, widest
 
 
 def _vt(t: CoopMatrixType) -> ir.VectorType:
@@ -211,20 +211,6 @@ def cast(cg: FunctionCodegen, x: CoopVal, dst: CoopMatrixType) -> CoopVal:
     return CoopVal([by_columns(cg, x, g, lambda v: convert(cg, v, x.type.component,
                                                           dst.component))
                     for g in range(len(x.mats))], dst)
-
-
-def narrow(cg: FunctionCodegen) -> bool:
-    """Whether the kernel has coopmatrices of 16-bit floats: then its elementwise updates
-    go by groups of columns (``by_columns``) and its checked accesses take masks by rows
-    and columns (``vectors.Valid``).  Other kernels keep whole vectors, which LLVM
-    splits into registers fast enough where the type is native, and their machine code
-    as it was (the small GEMMs' speed was measured with it)."""
-    hit = cg.__dict__.get("narrow")
-    if hit is None:
-        hit = cg.narrow = any(isinstance(v.type, CoopMatrixType) and v.type.component.is_float
-                              and v.type.component.size == 2
-                              for i in cg.func.body.walk() for v in i.results)
-    return hit
 
 
 def by_columns(cg: FunctionCodegen, x: CoopVal, g: int, fn, *others: CoopVal):

@@ -3,8 +3,8 @@ gathers (zeros where the mask is off), as LLVM intrinsics through ``cg.intrinsic
 joined, and elementwise work in pieces of at most ``widest()`` lanes.
 
 They sit below ``races``, ``memory``, ``arith``, ``coop`` and ``amx`` (and import only
-``values`` and ``jit``), so that each of those uses the same definitions instead of writing
-its own.
+``values``, ``jit`` and the IR's types), so that each of those uses the same definitions
+instead of writing its own.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Optional
 
 from llvmlite import ir
 
+from ...ir.types import CoopMatrixType
 from . import jit
 from .values import F16, F32, F64, I1, I32, I64, PTR, Cplx, VectorConstant, undef_of, zero_of
 
@@ -81,6 +82,20 @@ def widest() -> int:
     return jit.vector_bits() // 8
 
 
+def narrow(cg) -> bool:
+    """Whether the kernel has coopmatrices of 16-bit floats: then its elementwise updates
+    go by groups of columns (``coop.by_columns``) and its checked accesses take masks by
+    rows and columns (``Valid``).  Other kernels keep whole vectors, which LLVM splits
+    into registers fast enough where the type is native, and their machine code as it
+    was (the small GEMMs' speed was measured with it)."""
+    hit = cg.__dict__.get("narrow")
+    if hit is None:
+        hit = cg.narrow = any(isinstance(v.type, CoopMatrixType) and v.type.component.is_float
+                              and v.type.component.size == 2
+                              for i in cg.func.body.walk() for v in i.results)
+    return hit
+
+
 def pieces(cg, x, fn):
     """fn(piece) on the vector x in pieces of ``widest()`` lanes, joined; fn(x) where x is
     no wider (or not a vector).  The last piece repeats x's last lane past its end."""
@@ -109,7 +124,7 @@ class Valid:
     """Which components of a subgroup's M x N matrix an access touches: ``rows`` (i1 x M)
     and ``cols`` (i1 x N) where the components are those of the rows and columns inside
     (None: every one), or the vector of all M N (``whole``: in checked code, and in
-    kernels without 16-bit float matrices, ``coop.narrow``).  Accesses by columns or rows
+    kernels without 16-bit float matrices, ``narrow``).  Accesses by columns or rows
     take their masks from the two short ones: a checked access's mask as vectors of all
     its indices (<M N x i64>: 256 lanes for a 64 x 4 tile) took LLVM's O3 and
     instruction selection long to take apart."""
