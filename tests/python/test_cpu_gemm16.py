@@ -212,6 +212,36 @@ def test_gemm16_update_on_amx_is_column_by_column(amx, ab, c, ta, tb, M, N, K):
     assert max(int(n) for n in re.findall(r"<(\d+) x ", ir)) <= 64
 
 
+#: the instructions of an update and of conversions (the operands of ``_widest``)
+_ELEMENTWISE = r"(?:fpext|fptrunc|fmul|fadd|fsub|trunc|zext|shl|lshr|select|icmp|fcmp)"
+
+
+def _widest(ir: str) -> int:
+    """Components of the widest vector an elementwise instruction of the LLVM IR ir
+    works on."""
+    import re
+
+    return max(int(n) for n in re.findall(r"= %s[a-z ]* <(\d+) x " % _ELEMENTWISE, ir))
+
+
+@pytest.mark.parametrize("ab,c,ta,tb,M,N,K", [
+    ("f16", "f16", "n", "n", 37, 21, 1), ("bf16", "bf16", "t", "n", 16, 5, 33),
+    ("bf16", "bf16", "n", "n", 37, 21, 19), ("f16", "f32", "t", "t", 100, 70, 50)])
+def test_gemm16_update_on_vectors_is_column_by_column(ab, c, ta, tb, M, N, K):
+    """Without AMX (the vector path of this CPU, or of TTLC_CPU), the update of a 16-bit
+    gemm's tiles (alpha and beta at run time, C checked at the edges and converted from
+    and to 16 bits) works a column at a time (``coop.by_columns``): no elementwise
+    instruction of the kernel's LLVM IR has more than 64 components (a 64 x 3 tile of
+    half as one vector has 192, which LLVM's instruction selection took apart slowly)."""
+    import ttlc
+    from ttlc.backends.cpu import jit
+    from ttlc.backends.cpu.module import Artifacts
+
+    if jit.amx_usable():
+        pytest.skip("the CPU has AMX: test_gemm16_update_on_amx_is_column_by_column")
+    assert _widest(Artifacts(ttlc.check(source(ab, c, ta, tb, M, N, K)), False).ir) <= 64
+
+
 @pytest.mark.parametrize("ab,c,ta", [("bf16", "bf16", "t"), ("f16", "f32", "n")])
 def test_gemm16_on_amx_with_sizes_known_at_run_time_matches_numpy(amx, ab, c, ta):
     """Sizes known only at run time: the K remainder is an ``if`` after the K loop, whose

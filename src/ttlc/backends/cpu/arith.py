@@ -21,6 +21,7 @@ from ...runtime.findings import E_DIV_ZERO
 from .function import FunctionCodegen, lane_loop
 from .values import (COMPONENT, F32, F64, I1, I16, I32, LLTYPE, Cplx, Lanes, VectorConstant,
                      is_vec, undef_of)
+from .vectors import pieces
 def emit_constant(cg: FunctionCodegen, inst: Instruction):
     return constant(inst.results[0].type, inst.attrs["value"])
 
@@ -262,10 +263,19 @@ def emit_compare(cg: FunctionCodegen, inst: Instruction):
 
 
 def convert(cg: FunctionCodegen, x, src: ScalarType, dst: ScalarType):
-    """The cast table (see ttlc.interp.semantics.convert)."""
-    b = cg.b
+    """The cast table (see ttlc.interp.semantics.convert); from or to a 16-bit float, a
+    vector over ``vectors.widest()`` lanes in pieces of that many (``vectors.pieces``: a
+    64 x 4 tile of half as one fpext was most of the machine-code phase of an f16 gemm
+    with A transposed)."""
     if src == dst:
         return x
+    if not any(t.is_float and t.size == 2 for t in (src, dst)):
+        return _convert(cg, x, src, dst)
+    return pieces(cg, x, lambda p: _convert(cg, p, src, dst))
+
+
+def _convert(cg: FunctionCodegen, x, src: ScalarType, dst: ScalarType):
+    b = cg.b
     if dst.is_complex:
         comp = SCALAR_TYPES[COMPONENT[dst.name]]
         if src.is_complex:

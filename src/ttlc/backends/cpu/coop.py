@@ -41,7 +41,7 @@ from .memory import (_align, _component_ptrs, _masked_store, _note_write, _store
                      atomic_update, check_alive, elem_type, is_null, lt_size)
 from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, MemVal,
                      VectorConstant, is_vec, parts, undef_of, zero_of)
-from .vectors import gather, masked_load, splat_n
+from .vectors import Valid, concat, gather, inside, masked_load, narrow, splat_n, widest
 
 
 def _vt(t: CoopMatrixType) -> ir.VectorType:
@@ -65,25 +65,6 @@ def shuffle(cg: FunctionCodegen, x, y, indices) -> Any:
     if isinstance(x, Cplx):
         return Cplx(cg.b.shuffle_vector(x.re, y.re, mask), cg.b.shuffle_vector(x.im, y.im, mask))
     return cg.b.shuffle_vector(x, y, mask)
-
-
-def concat(cg: FunctionCodegen, pieces: list) -> Any:
-    """Vectors of equal length joined in order (plain or complex)."""
-    if isinstance(pieces[0], Cplx):
-        return Cplx(concat(cg, [p.re for p in pieces]), concat(cg, [p.im for p in pieces]))
-    n = pieces[0].type.count
-    total = n * len(pieces)
-    vecs = list(pieces)
-    while len(vecs) > 1:
-        m = vecs[0].type.count
-        if len(vecs) % 2:
-            vecs.append(vecs[-1])  # padding, cut off below
-        cat = _consts(range(2 * m))
-        vecs = [cg.b.shuffle_vector(vecs[i], vecs[i + 1], cat) for i in range(0, len(vecs), 2)]
-    out = vecs[0]
-    if out.type.count != total:
-        out = cg.b.shuffle_vector(out, out, _consts(range(total)))
-    return out
 
 
 def zero_mat(t: CoopMatrixType):
@@ -214,18 +195,51 @@ def emit_scale(cg: FunctionCodegen, inst: Instruction):
     a = cg.get(inst.slots["a"])
     m: CoopVal = cg.get(inst.slots["b"])
     out = []
-    for g, mat in enumerate(m.mats):
+    for g in range(len(m.mats)):
         s = uniform_in(cg, a, first_lane(cg, g) if cg.varying_repr(a) else None, g, "the scalar")
-        out.append(binary(cg, "mul", t.component, splat_n(cg, s, t.rows * t.cols), mat))
+        out.append(by_columns(cg, m, g, lambda x, s=s: binary(
+            cg, "mul", t.component, splat_n(cg, s, parts(x)[0].type.count), x)))
     return CoopVal(out, t)
 
 
 def elementwise_binary(cg: FunctionCodegen, op: str, t: CoopMatrixType, a: CoopVal, c: CoopVal):
-    return CoopVal([binary(cg, op, t.component, x, y) for x, y in zip(a.mats, c.mats)], t)
+    return CoopVal([by_columns(cg, a, g, lambda x, y: binary(cg, op, t.component, x, y), c)
+                    for g in range(len(a.mats))], t)
 
 
 def cast(cg: FunctionCodegen, x: CoopVal, dst: CoopMatrixType) -> CoopVal:
-    return CoopVal([convert(cg, m, x.type.component, dst.component) for m in x.mats], dst)
+    return CoopVal([by_columns(cg, x, g, lambda v: convert(cg, v, x.type.component,
+                                                          dst.component))
+                    for g in range(len(x.mats))], dst)
+
+
+def by_columns(cg: FunctionCodegen, x: CoopVal, g: int, fn, *others: CoopVal):
+    """fn on subgroup g's matrix x (and others of its shape): on the whole vector where it
+    has at most ``widest()`` components or the kernel is not ``narrow``, else on groups of
+    whole columns of at most that many (one column where a column is longer), the results
+    joined (``concat``).  The columns are those a load or a mul_add made (``column_of``;
+    a join taken apart again is its pieces, ``FoldingBuilder``).  A gemm's update (scale,
+    conversion from and to 16 bits, addition) on a whole tile was one vector of up to
+    1024 lanes, which LLVM's instruction selection took apart slowly where they were half
+    (no native arithmetic without AVX512-FP16: an f16 37 x 21 update with beta in 64 x 3
+    tiles took 100 ms)."""
+    t = x.type
+    M, N = t.rows, t.cols
+    w = widest()
+    if M * N <= w or N == 1 or not narrow(cg):
+        return fn(x.mats[g], *[o.mats[g] for o in others])
+    # columns per group: the most that divide N (groups of one length join as they are)
+    per = max(k for k in range(1, max(1, w // M) + 1) if N % k == 0)
+    return concat(cg, [fn(*[_columns(cg, v, g, c0, per) for v in (x,) + others])
+                       for c0 in range(0, N, per)])
+
+
+def _columns(cg: FunctionCodegen, v: CoopVal, g: int, c0: int, n: int):
+    """Columns c0 .. c0 + n - 1 of subgroup g's matrix v, as one vector."""
+    if n == 1 or isinstance(v, PiecesVal):
+        return concat(cg, [column_of(cg, v, g, c) for c in range(c0, c0 + n)])
+    M = v.type.rows
+    return shuffle(cg, v.mats[g], v.mats[g], range(c0 * M, (c0 + n) * M))
 
 
 # ---- memory -----------------------------------------------------------------------------------------
@@ -241,7 +255,7 @@ def pinned(cg: FunctionCodegen, p: ir.Value) -> ir.Value:
 def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, fn) -> None:
     """Call fn(m, offsets, valid, contiguous, at) for subgroup g, under its activity.
 
-    offsets() (i64 x M*N): element offsets of the components from m.ptr; valid (i1 x M*N):
+    offsets() (i64 x M*N): element offsets of the components from m.ptr; valid (``Valid``):
     the components accessed (the checked flags and the subgroup's activity);
     contiguous: which runs of the matrix are contiguous in memory (the memref's row
     stride is 1): "columns" (not transposed), "rows" (transposed) or None; at(r, c): a
@@ -279,7 +293,8 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         return made["offsets"]
 
     valid = VectorConstant(I1, [1] * n)
-    if checked is not None or cg.checked:
+    whole = cg.checked or not narrow(cg)
+    if cg.checked or (whole and checked is not None):
         ri, ci = indices()
         zero = zero_of(ir.VectorType(I64, n))
         in_rows = b.and_(b.icmp_signed(">=", ri, zero), b.icmp_signed("<", ri, splat_n(cg, s0, n)))
@@ -312,8 +327,19 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         cg.fail_if(any_bad, E_COOP_BOUNDS, details, lane=lane)
         cg.mask = saved
         check_alive(cg, inst.slots["tensor"])
-    if active is not None:
-        valid = b.and_(valid, splat_n(cg, active, n))
+    if whole:
+        if active is not None:
+            valid = b.and_(valid, splat_n(cg, active, n))
+        valid = Valid(cg, M, N, whole=valid)
+    else:
+        # the matrix's rows are the memref's columns where it is transposed
+        (pr, br), (pc, bc) = ((y, s1), (x, s0)) if transpose else ((x, s0), (y, s1))
+        rows = inside(cg, pr, br, M) if checked in ("rows_checked", "both_checked") else None
+        cols = inside(cg, pc, bc, N) if checked in ("cols_checked", "both_checked") else None
+        if active is not None:
+            on = splat_n(cg, active, N)
+            cols = on if cols is None else b.and_(cols, on)
+        valid = Valid(cg, M, N, rows, cols)
     contiguous = ("rows" if transpose else "columns") if _unit_row_stride(m) else None
 
     origin = []
@@ -338,7 +364,8 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         size = splat_n(cg, ir.Constant(I64, m.type.element.size), n)
         addrs = b.add(splat_n(cg, b.ptrtoint(m.ptr, I64), n), b.mul(offsets(), size))
         me = b.add(b.load(cg.races.base, typ=I64), b.zext(lane, I64))
-        races.track(cg, inst, addrs, valid, splat_n(cg, me, n), list(indices()), lambda k: lane)
+        races.track(cg, inst, addrs, valid.whole, splat_n(cg, me, n), list(indices()),
+                    lambda k: lane)
     fn(m, offsets, valid, contiguous, at)
 
 
@@ -383,7 +410,7 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
                 cols = []
                 for c in range(N):
                     p = at(0, c)
-                    cols.append(masked_load(cg, lt, p, _column(cg, valid, c, M), M))
+                    cols.append(masked_load(cg, lt, p, valid.column(c), M))
                 result["v"] = concat(cg, cols)
                 return
             if contiguous == "rows" and not comp.is_complex:
@@ -391,7 +418,7 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
                 # matrix is contiguous (N components), loaded as one vector; one shuffle
                 # makes the rows columns (a gather of M N components is scalarized where
                 # the CPU has no fast gather, and is slow to compile)
-                rows = [masked_load(cg, lt, at(r, 0), _row(cg, valid, r, M, N), N)
+                rows = [masked_load(cg, lt, at(r, 0), valid.row(r), N)
                         for r in range(M)]
                 by_rows = concat(cg, rows)
                 result["v"] = shuffle(cg, by_rows, by_rows,
@@ -400,9 +427,10 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
             ptrs = b.gep(splat_n(cg, m.ptr, M * N), [offsets()], source_etype=elem_type(comp))
             if comp.is_complex:
                 pi = b.gep(ptrs, [_consts([1] * (M * N), I64)], source_etype=lt)
-                result["v"] = Cplx(gather(cg, lt, ptrs, valid), gather(cg, lt, pi, valid))
+                result["v"] = Cplx(gather(cg, lt, ptrs, valid.whole),
+                                   gather(cg, lt, pi, valid.whole))
             else:
-                result["v"] = gather(cg, lt, ptrs, valid)
+                result["v"] = gather(cg, lt, ptrs, valid.whole)
         _access(cg, inst, t, g, load)
         mats.append(result["v"])
     return CoopVal(mats, t)
@@ -438,7 +466,7 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
                 for c in range(N):
                     column = column_of(cg, value, g, c)
                     if rows is None:
-                        _masked_store(cg, column, at(0, c), _column(cg, valid, c, M))
+                        _masked_store(cg, column, at(0, c), valid.column(c))
                     for r0, lanes in _store_pieces(rows or 0, width):
                         _masked_store(cg, _rows(cg, column, 0, M, r0, lanes), at(r0, c), None)
                 return
@@ -446,15 +474,15 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
             if contiguous == "rows" and not comp.is_complex:
                 # rows of a transposed tile are contiguous (see load_matrix)
                 for r in range(M):
-                    _masked_store(cg, _row(cg, mat, r, M, N), at(r, 0), _row(cg, valid, r, M, N))
+                    _masked_store(cg, _row(cg, mat, r, M, N), at(r, 0), valid.row(r))
                 return
             ptrs = b.gep(splat_n(cg, m.ptr, M * N), [offsets()], source_etype=elem_type(comp))
             if comp.is_complex:
                 pi = b.gep(ptrs, [_consts([1] * (M * N), I64)], source_etype=lt)
-                _scatter_n(cg, mat.re, ptrs, valid)
-                _scatter_n(cg, mat.im, pi, valid)
+                _scatter_n(cg, mat.re, ptrs, valid.whole)
+                _scatter_n(cg, mat.im, pi, valid.whole)
             else:
-                _scatter_n(cg, mat, ptrs, valid)
+                _scatter_n(cg, mat, ptrs, valid.whole)
         _access(cg, inst, t, g, store)
 
 
@@ -535,10 +563,10 @@ def emit_atomic(cg: FunctionCodegen, inst: Instruction):
                     return []
                 return parts(atomic_update(cg, op, comp, p, v, ordering))
             types = [] if op == "store" else [LLTYPE[comp.name]] * (2 if comp.is_complex else 1)
-            res = _entry_loop(cg, M * N, valid, one, types)
+            res = _entry_loop(cg, M * N, valid.whole, one, types)
             if op != "store":
                 # components not accessed give 0
-                res = [b.select(valid, r, zero_of(r.type)) for r in res]
+                res = [b.select(valid.whole, r, zero_of(r.type)) for r in res]
                 out["v"] = Cplx(*res) if comp.is_complex else res[0]
         _access(cg, inst, t, g, update)
         olds.append(out.get("v"))

@@ -1,14 +1,20 @@
 """Vector helpers every emitter shares: a scalar repeated in n lanes, masked loads and
-gathers (zeros where the mask is off), as LLVM intrinsics through ``cg.intrinsic``.
+gathers (zeros where the mask is off), as LLVM intrinsics through ``cg.intrinsic``, vectors
+joined, and elementwise work in pieces of at most ``widest()`` lanes.
 
-They sit below ``races``, ``memory``, ``coop`` and ``amx`` (and import only ``values``), so
-that each of those uses the same definitions instead of writing its own.
+They sit below ``races``, ``memory``, ``arith``, ``coop`` and ``amx`` (and import only
+``values``, ``jit`` and the IR's types), so that each of those uses the same definitions
+instead of writing its own.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from llvmlite import ir
 
-from .values import F16, F32, F64, I32, PTR, Cplx, VectorConstant, undef_of, zero_of
+from ...ir.types import CoopMatrixType
+from . import jit
+from .values import F16, F32, F64, I1, I32, I64, PTR, Cplx, VectorConstant, undef_of, zero_of
 
 
 def lt_size(lt: ir.Type) -> int:
@@ -45,3 +51,120 @@ def gather(cg, lt: ir.Type, ptrs: ir.Value, mask: ir.Value) -> ir.Value:
     vt = ir.VectorType(lt, ptrs.type.count)
     return cg.intrinsic("llvm.masked.gather", vt, [ptrs, ir.Constant(I32, lt_size(lt)), mask,
                                                    zero_of(vt)], [vt, ptrs.type])
+
+
+def concat(cg, pieces: list):
+    """Vectors of equal length joined in order (plain or complex)."""
+    if isinstance(pieces[0], Cplx):
+        return Cplx(concat(cg, [p.re for p in pieces]), concat(cg, [p.im for p in pieces]))
+    n = pieces[0].type.count
+    total = n * len(pieces)
+    vecs = list(pieces)
+    while len(vecs) > 1:
+        m = vecs[0].type.count
+        if len(vecs) % 2:
+            vecs.append(vecs[-1])  # padding, cut off below
+        cat = VectorConstant(I32, range(2 * m))
+        vecs = [cg.b.shuffle_vector(vecs[i], vecs[i + 1], cat) for i in range(0, len(vecs), 2)]
+    out = vecs[0]
+    if out.type.count != total:
+        out = cg.b.shuffle_vector(out, out, VectorConstant(I32, range(total)))
+    return out
+
+
+def widest() -> int:
+    """Lanes of the widest vector given to an elementwise instruction (``pieces``,
+    ``coop.by_columns``): four of the machine's vector registers of f32 (64 with AVX-512,
+    32 with AVX2).  LLVM splits wider ones into registers during instruction selection,
+    slowly where the type has no native arithmetic (half without AVX512-FP16, converted
+    lane by lane); narrower ones make more instructions for O3 (bf16 gemms compiled no
+    faster with 32 on AVX-512, f16 ones on AVX2 a fifth faster than with 64)."""
+    return jit.vector_bits() // 8
+
+
+def narrow(cg) -> bool:
+    """Whether the kernel has coopmatrices of 16-bit floats: then its elementwise updates
+    go by groups of columns (``coop.by_columns``) and its checked accesses take masks by
+    rows and columns (``Valid``).  Other kernels keep whole vectors, which LLVM splits
+    into registers fast enough where the type is native, and their machine code as it
+    was (the small GEMMs' speed was measured with it)."""
+    hit = cg.__dict__.get("narrow")
+    if hit is None:
+        hit = cg.narrow = any(isinstance(v.type, CoopMatrixType) and v.type.component.is_float
+                              and v.type.component.size == 2
+                              for i in cg.func.body.walk() for v in i.results)
+    return hit
+
+
+def pieces(cg, x, fn):
+    """fn(piece) on the vector x in pieces of ``widest()`` lanes, joined; fn(x) where x is
+    no wider (or not a vector).  The last piece repeats x's last lane past its end."""
+    n = x.type.count if isinstance(x, ir.Value) and isinstance(x.type, ir.VectorType) else 0
+    w = widest()
+    if n <= w:
+        return fn(x)
+    b = cg.b
+    out = concat(cg, [fn(b.shuffle_vector(x, x, VectorConstant(I32, [min(k + i, n - 1)
+                                                                      for i in range(w)])))
+                      for k in range(0, n, w)])
+    if out.type.count != n:
+        out = b.shuffle_vector(out, out, VectorConstant(I32, range(n)))
+    return out
+
+
+def inside(cg, first: ir.Value, bound: ir.Value, n: int) -> ir.Value:
+    """i1 x n: is first + i (i = 0 .. n - 1, i64) in 0 .. bound - 1?"""
+    b = cg.b
+    at = b.add(splat_n(cg, first, n), VectorConstant(I64, range(n)))
+    return b.and_(b.icmp_signed(">=", at, zero_of(at.type)),
+                  b.icmp_signed("<", at, splat_n(cg, bound, n)))
+
+
+class Valid:
+    """Which components of a subgroup's M x N matrix an access touches: ``rows`` (i1 x M)
+    and ``cols`` (i1 x N) where the components are those of the rows and columns inside
+    (None: every one), or the vector of all M N (``whole``: in checked code, and in
+    kernels without 16-bit float matrices, ``narrow``).  Accesses by columns or rows
+    take their masks from the two short ones: a checked access's mask as vectors of all
+    its indices (<M N x i64>: 256 lanes for a 64 x 4 tile) took LLVM's O3 and
+    instruction selection long to take apart."""
+
+    def __init__(self, cg, M: int, N: int, rows: Optional[ir.Value] = None,
+                 cols: Optional[ir.Value] = None, whole: Optional[ir.Value] = None):
+        self.cg, self.M, self.N = cg, M, N
+        self.rows, self.cols, self._whole = rows, cols, whole
+
+    def _one(self, along: Optional[ir.Value], across: Optional[ir.Value], k: int, n: int):
+        """The mask of the n components that line k of ``across`` meets ``along``."""
+        if across is None:
+            return along
+        b = self.cg.b
+        bit = splat_n(self.cg, b.extract_element(across, ir.Constant(I32, k)), n)
+        return bit if along is None else b.and_(along, bit)
+
+    def column(self, c: int) -> Optional[ir.Value]:
+        """i1 x M: the components of column c (None: all)."""
+        if self._whole is not None:
+            return self._lanes(range(c * self.M, (c + 1) * self.M))
+        return self._one(self.rows, self.cols, c, self.M)
+
+    def row(self, r: int) -> Optional[ir.Value]:
+        """i1 x N: the components of row r (None: all)."""
+        if self._whole is not None:
+            return self._lanes(range(r, self.M * self.N, self.M))
+        return self._one(self.cols, self.rows, r, self.N)
+
+    def _lanes(self, which) -> ir.Value:
+        return self.cg.b.shuffle_vector(self._whole, self._whole, VectorConstant(I32, which))
+
+    @property
+    def whole(self) -> ir.Value:
+        """i1 x M N, column-major."""
+        if self._whole is None:
+            cols = [self.column(c) for c in range(self.N)]
+            if all(m is None for m in cols):
+                self._whole = VectorConstant(I1, [1] * (self.M * self.N))
+            else:
+                ones = VectorConstant(I1, [1] * self.M)
+                self._whole = concat(self.cg, [ones if m is None else m for m in cols])
+        return self._whole
