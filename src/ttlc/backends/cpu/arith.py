@@ -266,10 +266,11 @@ def convert(cg: FunctionCodegen, x, src: ScalarType, dst: ScalarType):
     """The cast table (see ttlc.interp.semantics.convert); from or to a 16-bit float, a
     vector over ``vectors.widest()`` lanes in pieces of that many (``vectors.pieces``: a
     64 x 4 tile of half as one fpext was most of the machine-code phase of an f16 gemm
-    with A transposed)."""
+    with A transposed).  Into a complex type the real part is converted so (``pieces``
+    takes real vectors)."""
     if src == dst:
         return x
-    if not any(t.is_float and t.size == 2 for t in (src, dst)):
+    if dst.is_complex or not any(t.is_float and t.size == 2 for t in (src, dst)):
         return _convert(cg, x, src, dst)
     return pieces(cg, x, lambda p: _convert(cg, p, src, dst))
 
