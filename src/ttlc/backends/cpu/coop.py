@@ -41,7 +41,8 @@ from .memory import (_align, _component_ptrs, _masked_store, _note_write, _store
                      atomic_update, check_alive, elem_type, is_null, lt_size)
 from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, MemVal,
                      VectorConstant, is_vec, parts, undef_of, zero_of)
-from .vectors import Valid, concat, gather, inside, masked_load, narrow, splat_n, widest
+from .vectors import (Valid, concat, gather, in_range, inside, masked_load, narrow, splat_n,
+                      widest)
 
 
 def _vt(t: CoopMatrixType) -> ir.VectorType:
@@ -296,9 +297,7 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
     whole = cg.checked or not narrow(cg)
     if cg.checked or (whole and checked is not None):
         ri, ci = indices()
-        zero = zero_of(ir.VectorType(I64, n))
-        in_rows = b.and_(b.icmp_signed(">=", ri, zero), b.icmp_signed("<", ri, splat_n(cg, s0, n)))
-        in_cols = b.and_(b.icmp_signed(">=", ci, zero), b.icmp_signed("<", ci, splat_n(cg, s1, n)))
+        in_rows, in_cols = in_range(cg, ri, s0), in_range(cg, ci, s1)
         row_guard, col_guard = (in_cols, in_rows) if transpose else (in_rows, in_cols)
         if checked in ("rows_checked", "both_checked"):
             valid = b.and_(valid, row_guard)

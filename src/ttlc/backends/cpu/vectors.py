@@ -112,12 +112,16 @@ def pieces(cg, x, fn):
     return out
 
 
+def in_range(cg, at: ir.Value, bound: ir.Value) -> ir.Value:
+    """i1 x n: is each lane of the i64 vector at in 0 .. bound - 1?"""
+    b = cg.b
+    return b.and_(b.icmp_signed(">=", at, zero_of(at.type)),
+                  b.icmp_signed("<", at, splat_n(cg, bound, at.type.count)))
+
+
 def inside(cg, first: ir.Value, bound: ir.Value, n: int) -> ir.Value:
     """i1 x n: is first + i (i = 0 .. n - 1, i64) in 0 .. bound - 1?"""
-    b = cg.b
-    at = b.add(splat_n(cg, first, n), VectorConstant(I64, range(n)))
-    return b.and_(b.icmp_signed(">=", at, zero_of(at.type)),
-                  b.icmp_signed("<", at, splat_n(cg, bound, n)))
+    return in_range(cg, cg.b.add(splat_n(cg, first, n), VectorConstant(I64, range(n))), bound)
 
 
 class Valid:
