@@ -793,11 +793,13 @@ def test_ger_loads_a_column_beyond_the_registers_for_each_column(ty, R, kept):
 
 @pytest.mark.parametrize("t,S", [("f32", 8), ("f64", 4)])
 @pytest.mark.parametrize("M,N,K", [(56, 9, 56), (10, 9, 10), (20, 9, 20), (17, 13, 11),
-                                   (128, 9, 128), (64, 64, 64), (3, 5, 7), (1, 1, 1)])
+                                   (128, 9, 128), (64, 64, 64), (3, 5, 7), (1, 1, 1),
+                                   (2, 85, 12), (8, 85, 12), (4, 51, 29), (3, 14, 5)])
 def test_register_tiles_fit_the_ymm_registers(t, S, M, N, K):
     """AVX2: every piece of C has tiles of its own whose accumulator and either A's column
-    or B's broadcasts fit the 15 ymm registers (r n + min(r, n), r registers per column);
-    the pieces cover M and N."""
+    or B's broadcasts fit the 15 ymm registers (r n + min(r, n), r registers per column,
+    and the mask of a piece whose rows are checked); K steps are of one; the pieces cover
+    M and N."""
     acc = SCALAR_TYPES[t]
     tiles = choose_tiles(AVX2, S, 1, M, N, K, acc, acc, acc)
     assert sum(e for e, _ in tiles.m_pieces) == M
@@ -809,7 +811,8 @@ def test_register_tiles_fit_the_ymm_registers(t, S, M, N, K):
         assert sum(e for e, _ in columns) == N
         r = tile // lanes
         for _, n in columns:
-            assert r * n + min(r, n) <= 15
+            assert r * n + min(r, n) + (extent % tile != 0) <= 15
+    assert tiles.k == 1 and tiles.k_rest == ()
 
 
 def test_register_tiles_compute_no_row_beyond_a_register():
@@ -828,6 +831,12 @@ def test_register_tiles_compute_no_row_beyond_a_register():
     assert (t.m_pieces, t.row_n_pieces) == (((10, 16),), (((5, 5), (4, 4)),))
     t = choose_tiles(AVX2, 4, 1, 56, 9, 56, f64, f64, f64)
     assert (t.m_pieces, t.row_n_pieces) == (((48, 16), (8, 8)), (((9, 3),), ((5, 5), (4, 4))))
+    # a few rows: one register of rows, as many columns as fit beside A's register (and
+    # its mask where the rows are checked: 13 + 1 + 1 of 15 for f64 2 rows)
+    t = choose_tiles(AVX2, 4, 1, 2, 85, 12, f64, f64, f64)
+    assert (t.m_pieces, t.row_n_pieces, t.k) == (((2, 4),), (((78, 13), (7, 7)),), 1)
+    t = choose_tiles(AVX2, 4, 1, 4, 51, 29, f64, f64, f64)
+    assert (t.row_n_pieces, t.k) == ((((39, 13), (12, 12)),), 1)
     # AVX-512 keeps one column count for all pieces
     assert choose_tiles(TARGETS["cpu"], 16, 1, 56, 9, 56, f32, f32, f32).row_n_pieces == ()
 

@@ -54,7 +54,7 @@ from ...ir.types import INDEX, ScalarType
 from ..index_math import Int, known
 from .emit import Emitter, checked_flag
 from .tiles import (MIN_ACC_BYTES, Tiles, accumulator_bytes, choose_tiles, column_pieces,
-                    split_remainders)
+                    register_chains, split_remainders)
 from .unit_tiles import fit_to_unit, staged_edges
 
 FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
@@ -151,14 +151,16 @@ Rows = Tuple[Value, int, bool]
 
 
 def chains(target, tiles: Tiles, acc: ScalarType, ea: ScalarType, eb: ScalarType,
-           acc_bytes: int, k_full: Optional[int]) -> int:
-    """How many sets of accumulators (``acc_bytes`` each) the K loop carries, each taking
-    every P-th step and added up after it: where remainders are split (the FMA
-    microkernel, static K), enough for MIN_ACC_BYTES of FMAs in flight, else one: a
-    gemv tile of one register waited for each FMA's result before the next."""
+           rows: int, checked: bool, NT: int, k_full: Optional[int]) -> int:
+    """How many sets of accumulators (`rows` x NT each, `checked`: rows checked) the K loop
+    carries, each taking every P-th step and added up after it: where remainders are split
+    (the FMA microkernel, static K), enough for MIN_ACC_BYTES of FMAs in flight, as many
+    as fit the registers (``register_chains``), else one: a gemv tile of one register
+    waited for each FMA's result before the next."""
     if k_full is None or not split_remainders(target, acc, ea, eb):
         return 1
-    return max(1, min(-(-MIN_ACC_BYTES // acc_bytes), k_full // tiles.k))
+    P = max(1, min(-(-MIN_ACC_BYTES // (rows * NT * acc.size)), k_full // tiles.k))
+    return register_chains(target, rows, NT, checked, acc, P)
 
 
 def row_blocks(m_pieces: list) -> List[Tuple[int, int, bool]]:
@@ -372,8 +374,8 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
             update(rows, j, xs, check_n)
             return
         acc_ts = [x.type for x in xs]
-        P = chains(em.target, tiles, acc, ea, eb, sum(MT for _, MT, _ in rows) * NT * acc.size,
-                   known(k_full))
+        P = chains(em.target, tiles, acc, ea, eb, sum(MT for _, MT, _ in rows),
+                   any(check_m for _, _, check_m in rows), NT, known(k_full))
         xs = k_loop(em, lambda k, xs: step(rows, j, k, xs, NT, KT, check_n, False), xs,
                     k_full, KT, P)
         k = known(k_full)

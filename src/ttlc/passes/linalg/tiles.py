@@ -115,6 +115,15 @@ def accumulator_bytes(register_budget: int) -> int:
 LOAD_COST = 1.5
 
 
+#: the K step of ``register_tiles`` (AVX2): in a step of one each FMA updates its
+#: accumulator in place; in a step of two LLVM carried each column's first sum in a
+#: register of its own and spilled where the accumulators take most of the 16 ymm (f64
+#: 2x85x12 with B shared in 4x13 tiles: 13 accumulators, two of A's columns and their mask,
+#: ran at 0.72 of LIBXSMM in steps of two, 1.27 in steps of one; f32 8x85x12 0.96 against
+#: 1.47; tiles of few columns 0-10% faster in steps of one: f32 35x9x35 1.74 against 1.82)
+REGISTER_K = 1
+
+
 #: what loading a register of A's column costs against a broadcast of one of B's entries
 #: where ``streams_a``: A is read once per column tile, a cache line per register, from L2,
 #: while the K x n entries of B a column tile reads stay in L1 (f64 128x9x128: 32x3 tiles,
@@ -264,7 +273,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         m_cap = max(S, _pow2_at_most(M))
     m_cap = min(m_cap, S * MAX_M_BLOCKS)
     if split and not target.broadcast_operands and G == 1 and M is not None and N is not None:
-        return register_tiles(target, S, M, N, K, acc, a, operands)
+        return register_tiles(target, S, M, N, K, acc)
     Mm = M if M is not None else ASSUMED_SIZE
     Nm = N if N is not None else ASSUMED_SIZE
 
@@ -367,19 +376,44 @@ def _k_step(most: int, operand_bytes: int, operands: int) -> int:
     return k
 
 
+def tile_registers(r: int, n: int, masked: bool, sets: int = 1) -> int:
+    """The vector registers a K step of an AVX2 register tile holds (``register_tiles``):
+    `sets` accumulators of r registers by n columns, A's column (r registers) or, where
+    n < r, B's n broadcasts, and the mask of A's partial register where rows are
+    `masked` (checked)."""
+    return sets * r * n + min(r, n) + masked
+
+
+def register_chains(target: Target, rows: int, n: int, masked: bool, acc: ScalarType,
+                    sets: int) -> int:
+    """At most `sets` sets of accumulators of a tile of `rows` x `n`: where FMAs take no
+    broadcast operand (AVX2), as many as fit the registers with the tile's operands
+    (``tile_registers``): f32 2x85x12's last 8x7 tile in two sets (14 accumulators, A's
+    register and its mask) spilled."""
+    if target.broadcast_operands or not target.vector_bytes:
+        return sets
+    regs = target.register_budget // target.vector_bytes
+    r = _ceil_div(rows * acc.size, target.vector_bytes)
+    while sets > 1 and tile_registers(r, n, masked, sets) > regs:
+        sets -= 1
+    return sets
+
+
 def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
-                   acc: ScalarType, a: ScalarType, operands: int) -> Tiles:
+                   acc: ScalarType) -> Tiles:
     """Tiles of static M and N for one subgroup of one vector register of lanes whose FMAs
     take no broadcast operand (``target.broadcast_operands`` false: AVX2), where each of
     B's broadcasts takes a register and a tile that does not fit the register file spills
     in the K loop.
 
     A tile of m rows and n columns takes ``r = m / lanes`` registers per column; it fits
-    when ``r n + min(r, n)`` is at most the budget's registers (``register_budget /
+    when ``r n + min(r, n)``, and one more where its rows are checked (the mask of A's
+    partial register), is at most the budget's registers (``register_budget /
     vector_bytes``, which leaves one for a broadcast or a register of A): the accumulator
     and either A's column (r registers, one broadcast at a time) or, where n < r, B's n
     broadcasts with A taken one register at a time (the cpu's ``coop.StreamedA``; f32
-    32x3: 12 + 3 + 1 of 16 ymm, LIBXSMM's AVX2 blocking).  A K step of a tile costs
+    32x3: 12 + 3 + 1 of 16 ymm, LIBXSMM's AVX2 blocking).  K steps are of one
+    (``REGISTER_K``).  A K step of a tile costs
     ``max(r n, latency) + LOAD_COST (r + n)`` (an accumulator of fewer than MIN_ACC_BYTES
     waits for its FMAs) and its stores ``r n``.  For each power-of-two multiple m of S up
     to the next power of two of M, M is cut as ``row_pieces`` does, or, where M is at most
@@ -397,9 +431,10 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     def columns(extent: int, tile: int) -> Optional[Tuple[float, int]]:
         """(cost, n) of the best column count for rows `extent` in tiles of `tile`."""
         r = _ceil_div(tile, lanes)
+        masked = extent % tile != 0  # its rows checked: A's partial register needs a mask
         best = None
         for n in range(1, N + 1):
-            if r * n + min(r, n) > regs:
+            if tile_registers(r, n, masked) > regs:
                 break
             pieces = column_pieces(N, n)
             cost = sum(_ceil_div(extent, tile) * _ceil_div(ne, nt)
@@ -428,8 +463,7 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         return Tiles(S, 1, 1, row_pieces(M, S, S), column_pieces(N, 1), k_steps(K, 1)[1]
                      if K is not None else ())
     _, m, rows, ns = best
-    k = _k_step(SPLIT_MAX_K, m * a.size, operands)
-    k_rest: Tuple[int, ...] = ()
+    k, k_rest = REGISTER_K, ()
     if K is not None:
         k, k_rest = k_steps(K, k)
     return Tiles(m, ns[0], k, rows, column_pieces(N, ns[0]), k_rest,
