@@ -798,8 +798,8 @@ def test_ger_loads_a_column_beyond_the_registers_for_each_column(ty, R, kept):
 def test_register_tiles_fit_the_ymm_registers(t, S, M, N, K):
     """AVX2: every piece of C has tiles of its own whose accumulator and either A's column
     or B's broadcasts fit the 15 ymm registers (r n + min(r, n), r registers per column,
-    and the mask of a piece whose rows are checked); K steps are of one; the pieces cover
-    M and N."""
+    and the mask of a piece whose rows are checked); K steps of two only where their two
+    of A's columns leave a register free; the pieces cover M and N."""
     acc = SCALAR_TYPES[t]
     tiles = choose_tiles(AVX2, S, 1, M, N, K, acc, acc, acc)
     assert sum(e for e, _ in tiles.m_pieces) == M
@@ -811,8 +811,8 @@ def test_register_tiles_fit_the_ymm_registers(t, S, M, N, K):
         assert sum(e for e, _ in columns) == N
         r = tile // lanes
         for _, n in columns:
-            assert r * n + min(r, n) + (extent % tile != 0) <= 15
-    assert tiles.k == 1 and tiles.k_rest == ()
+            assert r * n + tiles.k * min(r, n) + (extent % tile != 0) <= 15 - (tiles.k - 1)
+    assert tiles.k in (1, 2) and sum(tiles.k_rest) < tiles.k
 
 
 def test_register_tiles_compute_no_row_beyond_a_register():
@@ -837,6 +837,9 @@ def test_register_tiles_compute_no_row_beyond_a_register():
     assert (t.m_pieces, t.row_n_pieces, t.k) == (((2, 4),), (((78, 13), (7, 7)),), 1)
     t = choose_tiles(AVX2, 4, 1, 4, 51, 29, f64, f64, f64)
     assert (t.row_n_pieces, t.k) == ((((39, 13), (12, 12)),), 1)
+    # K steps of two where the tile leaves room: f32 8x27x8 in 8x9 tiles (9 + 2 of 15)
+    t = choose_tiles(AVX2, 8, 1, 8, 27, 8, f32, f32, f32)
+    assert (t.row_n_pieces, t.k) == ((((27, 9),),), 2)
     # AVX-512 keeps one column count for all pieces
     assert choose_tiles(TARGETS["cpu"], 16, 1, 56, 9, 56, f32, f32, f32).row_n_pieces == ()
 

@@ -160,7 +160,7 @@ def chains(target, tiles: Tiles, acc: ScalarType, ea: ScalarType, eb: ScalarType
     if k_full is None or not split_remainders(target, acc, ea, eb):
         return 1
     P = max(1, min(-(-MIN_ACC_BYTES // (rows * NT * acc.size)), k_full // tiles.k))
-    return register_chains(target, rows, NT, checked, acc, P)
+    return register_chains(target, rows, NT, checked, acc, tiles.k, P)
 
 
 def row_blocks(m_pieces: list) -> List[Tuple[int, int, bool]]:

@@ -115,13 +115,14 @@ def accumulator_bytes(register_budget: int) -> int:
 LOAD_COST = 1.5
 
 
-#: the K step of ``register_tiles`` (AVX2): in a step of one each FMA updates its
-#: accumulator in place; in a step of two LLVM carried each column's first sum in a
-#: register of its own and spilled where the accumulators take most of the 16 ymm (f64
-#: 2x85x12 with B shared in 4x13 tiles: 13 accumulators, two of A's columns and their mask,
-#: ran at 0.72 of LIBXSMM in steps of two, 1.27 in steps of one; f32 8x85x12 0.96 against
-#: 1.47; tiles of few columns 0-10% faster in steps of one: f32 35x9x35 1.74 against 1.82)
-REGISTER_K = 1
+#: the registers a K step of two of an AVX2 register tile leaves free beside its own
+#: (``register_tiles``): in a step of two LLVM carries each column's first sum in a
+#: register of its own, and where the accumulators, two of A's columns and their mask
+#: took all 15 ymm it spilled (f64 2x85x12 with B shared, 4x13 tiles with rows checked:
+#: 0.72 of LIBXSMM in steps of two, 1.27 in steps of one; f64 4x51x29, 4x13 tiles, 0.92
+#: against 1.68); a tile with room to spare ran faster in steps of two (f32 8x27x8 in 8x9
+#: tiles: 1.33 against 1.15; 6x9x4 2.65 against 2.45)
+K2_SPARE = 1
 
 
 #: what loading a register of A's column costs against a broadcast of one of B's entries
@@ -273,7 +274,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         m_cap = max(S, _pow2_at_most(M))
     m_cap = min(m_cap, S * MAX_M_BLOCKS)
     if split and not target.broadcast_operands and G == 1 and M is not None and N is not None:
-        return register_tiles(target, S, M, N, K, acc)
+        return register_tiles(target, S, M, N, K, acc, a, operands)
     Mm = M if M is not None else ASSUMED_SIZE
     Nm = N if N is not None else ASSUMED_SIZE
 
@@ -376,31 +377,31 @@ def _k_step(most: int, operand_bytes: int, operands: int) -> int:
     return k
 
 
-def tile_registers(r: int, n: int, masked: bool, sets: int = 1) -> int:
-    """The vector registers a K step of an AVX2 register tile holds (``register_tiles``):
-    `sets` accumulators of r registers by n columns, A's column (r registers) or, where
-    n < r, B's n broadcasts, and the mask of A's partial register where rows are
-    `masked` (checked)."""
-    return sets * r * n + min(r, n) + masked
+def tile_registers(r: int, n: int, masked: bool, sets: int = 1, k: int = 1) -> int:
+    """The vector registers a K step of `k` of an AVX2 register tile holds
+    (``register_tiles``): `sets` accumulators of r registers by n columns, k of A's
+    columns (r registers each) or, where n < r, k times B's n broadcasts, and the mask of
+    A's partial register where rows are `masked` (checked)."""
+    return sets * r * n + k * min(r, n) + masked
 
 
 def register_chains(target: Target, rows: int, n: int, masked: bool, acc: ScalarType,
-                    sets: int) -> int:
-    """At most `sets` sets of accumulators of a tile of `rows` x `n`: where FMAs take no
-    broadcast operand (AVX2), as many as fit the registers with the tile's operands
-    (``tile_registers``): f32 2x85x12's last 8x7 tile in two sets (14 accumulators, A's
-    register and its mask) spilled."""
+                    k: int, sets: int) -> int:
+    """At most `sets` sets of accumulators of a tile of `rows` x `n` in K steps of `k`:
+    where FMAs take no broadcast operand (AVX2), as many as fit the registers with the
+    tile's operands (``tile_registers``): f32 2x85x12's last 8x7 tile in two sets (14
+    accumulators, A's register and its mask) spilled."""
     if target.broadcast_operands or not target.vector_bytes:
         return sets
     regs = target.register_budget // target.vector_bytes
     r = _ceil_div(rows * acc.size, target.vector_bytes)
-    while sets > 1 and tile_registers(r, n, masked, sets) > regs:
+    while sets > 1 and tile_registers(r, n, masked, sets, k) > regs:
         sets -= 1
     return sets
 
 
 def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
-                   acc: ScalarType) -> Tiles:
+                   acc: ScalarType, a: ScalarType, operands: int) -> Tiles:
     """Tiles of static M and N for one subgroup of one vector register of lanes whose FMAs
     take no broadcast operand (``target.broadcast_operands`` false: AVX2), where each of
     B's broadcasts takes a register and a tile that does not fit the register file spills
@@ -412,8 +413,9 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     vector_bytes``, which leaves one for a broadcast or a register of A): the accumulator
     and either A's column (r registers, one broadcast at a time) or, where n < r, B's n
     broadcasts with A taken one register at a time (the cpu's ``coop.StreamedA``; f32
-    32x3: 12 + 3 + 1 of 16 ymm, LIBXSMM's AVX2 blocking).  K steps are of one
-    (``REGISTER_K``).  A K step of a tile costs
+    32x3: 12 + 3 + 1 of 16 ymm, LIBXSMM's AVX2 blocking).  K steps are of two where two
+    of A's columns fit the operands' part of the budget and every tile's step of two
+    leaves K2_SPARE registers free, else of one.  A K step of a tile costs
     ``max(r n, latency) + LOAD_COST (r + n)`` (an accumulator of fewer than MIN_ACC_BYTES
     waits for its FMAs) and its stores ``r n``.  For each power-of-two multiple m of S up
     to the next power of two of M, M is cut as ``row_pieces`` does, or, where M is at most
@@ -463,7 +465,11 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         return Tiles(S, 1, 1, row_pieces(M, S, S), column_pieces(N, 1), k_steps(K, 1)[1]
                      if K is not None else ())
     _, m, rows, ns = best
-    k, k_rest = REGISTER_K, ()
+    k = _k_step(SPLIT_MAX_K, m * a.size, operands)
+    k_rest: Tuple[int, ...] = ()
+    if any(tile_registers(_ceil_div(tile, lanes), n, extent % tile != 0, 1, k) + K2_SPARE > regs
+           for (extent, tile), n in zip(rows, ns)):
+        k = 1
     if K is not None:
         k, k_rest = k_steps(K, k)
     return Tiles(m, ns[0], k, rows, column_pieces(N, ns[0]), k_rest,
