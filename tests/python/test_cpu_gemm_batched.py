@@ -354,9 +354,10 @@ def test_avx2_k_loops_stay_loops_without_spills():
 def test_avx2_few_rows_without_spills():
     """Code for a CPU without AVX-512: gemm of 2-8 rows and many columns in one ymm
     register of rows, 13 columns with A's register (and its mask where rows are checked)
-    and K steps of one, keeps its accumulators in registers (K steps of two spilled: 26-40
+    and K steps of one, keeps its accumulators in registers (K steps of two spilled: 24
     vector stack accesses in the K loop of f64 2x85x12) and matches NumPy."""
-    avx2_kernels([f"gemm {t} {s}" for t in ("f32", "f64") for s in ("2x85x12", "8x85x12", "4x51x29")])
+    avx2_kernels([f"gemm {t} {s}" for t in ("f32", "f64")
+                  for s in ("2x85x12", "8x85x12", "4x51x29")])
 
 
 ONE_ROW = """
