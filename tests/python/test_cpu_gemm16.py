@@ -61,7 +61,8 @@ KERNELS = {f"{ab}{M}x{N}x{K}": source(ab, "f32", "n", "n", M, N, K)
            for ab in ("bf16", "f16") for M, N, K in ((64, 64, 64), (16, 64, 16), (37, 21, 1))}
 KERNELS["bf16 B^T"] = source("bf16", "f32", "n", "t", 64, 64, 64)
 KERNELS["bf16100x70x50"] = source("bf16", "f32", "n", "n", 100, 70, 50)
-KERNELS["bf16 run-time sizes"] = source("bf16", "f32", "n", "n", "?", "?", "?")
+KERNELS.update({f"{ab} run-time sizes": source(ab, "f32", "n", "n", "?", "?", "?")
+                for ab in ("bf16", "f16")})
 
 
 def _lowered(cpu: str, amx: bool = False) -> dict:
@@ -110,8 +111,10 @@ def test_gemm16_tiles_with_avx512_bf16():
     # of 16 x 14 (1050)
     assert got["bf16100x70x50"]["tiles"] == [[32, 7, 4]]
     assert got["bf16 B^T"]["tiles"] == [[64, 4, 4]]
-    # sizes known at run time: the tiles of 256 x 256, K steps of one pair
+    # sizes known at run time: the tiles of 256 x 256, K steps of one pair; f16 (f32
+    # FMAs) keeps the FMA path's tiles, K steps of one
     assert got["bf16 run-time sizes"]["tiles"] == [[64, 4, 2]]
+    assert got["f16 run-time sizes"]["tiles"] == [[64, 4, 1]]
 
 
 def test_gemm16_f16_with_avx512_fp16_uses_f32_fmas():

@@ -21,6 +21,7 @@ from .arith import convert
 from .columns import users_of
 from .function import FunctionCodegen, LoopCarrier
 from .values import CoopVal, VectorConstant
+from .vectors import narrow
 
 
 def mul_add_path(a_type: str, b_type: str, acc_type: str) -> str:
@@ -117,10 +118,12 @@ def _pieces_of(cg: FunctionCodegen, kernel: coop.Microkernel, C: CoopVal, g: int
         if acc is not None:
             return acc
     mat, M = C.mats[g], C.type.rows
-    if isinstance(mat, VectorConstant) and len({id(e) for e in mat.constant}) == 1:
+    if (narrow(cg) and isinstance(mat, VectorConstant)
+            and len({id(e) for e in mat.constant}) == 1):
         # a splat (the zeros a K loop starts from): each piece the constant it is, rows
         # past M zeros; shuffles of the whole tile's constant were a tenth of the code
-        # generation of a gemm with run-time sizes (four tiles of 64 x 4 f32)
+        # generation of a 16-bit gemm with run-time sizes (four tiles of 64 x 4 f32).
+        # (Kernels of other types keep their machine code: ``vectors.narrow``.)
         e = mat.constant[0]
         return {(p, j): VectorConstant(e.type, [e.constant if r < M else 0
                                                 for r in range(r0, r0 + lanes)])
@@ -183,9 +186,10 @@ def merged_pieces(cg: FunctionCodegen, incoming: list, t: CoopMatrixType):
     as the matrix, each branch joined its pieces into one whole-tile vector and the update
     after the ``if`` took it apart again: a bf16 gemm with every size known at run time
     wrote a 64 x 4 f32 tile (``<256 x float>``) joined and split this way for each of its
-    four copies of the tile code, a third of its LLVM IR."""
+    four copies of the tile code, a third of its LLVM IR.  Only in kernels of 16-bit
+    floats (``vectors.narrow``): the others keep their machine code."""
     vals = [v for v, _ in incoming]
-    if not vals or not all(isinstance(v, coop.PiecesVal) for v in vals):
+    if not vals or not narrow(cg) or not all(isinstance(v, coop.PiecesVal) for v in vals):
         return None
     kernel = vals[0].kernel
     per_g = [[v.pieces_for(kernel, g) for v in vals] for g in range(len(vals[0].pieces))]
