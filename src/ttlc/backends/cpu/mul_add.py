@@ -189,7 +189,8 @@ def merged_pieces(cg: FunctionCodegen, incoming: list, t: CoopMatrixType):
     four copies of the tile code, a third of its LLVM IR.  Only in kernels of 16-bit
     floats (``vectors.narrow``): the others keep their machine code."""
     vals = [v for v, _ in incoming]
-    if not vals or not narrow(cg) or not all(isinstance(v, coop.PiecesVal) for v in vals):
+    if (not vals or not narrow(cg) or t.component.is_complex
+            or not all(isinstance(v, coop.PiecesVal) for v in vals)):
         return None
     kernel = vals[0].kernel
     per_g = [[v.pieces_for(kernel, g) for v in vals] for g in range(len(vals[0].pieces))]

@@ -9,13 +9,16 @@ accumulators hold at once (``MatrixUnit.accumulators``), the tile of C that
 * ``bm * bn`` at most the unit's accumulators (divided among the work-group's subgroups
   where they run in lockstep on one thread, as in ``choose_tiles``); the rows ``bm * m`` a
   power of two and a multiple of the subgroup size;
-* among those with at least ``BUSY_BLOCKS`` of the accumulators (or holding all of C),
-  the blocks whose K steps over all of C cost least: the number of tiles times the
-  products and operand loads of one step (``bm * bn + A_OPERAND * bm + bn``; a dynamic
-  size counts as ``ASSUMED_SIZE``), then the fewest edges (tiles checked in M or N: each
-  is one more copy of the tile code), then the squarest, then the taller.  Tiles that
-  cover the most of C each (the rule before) left edges in both M and N where fewer
-  columns divide N: a bf16 37 x 21 gemm in 32 x 8 tiles was four copies of the tile code,
+* where the unit stages its operands through memory (AMX, ``MatrixUnit.staged_operands``:
+  the costs below are those of operands in registers, and AMX's speed was not measured
+  here), the block covering the most of C (cells inside M x N; a dynamic size counts as
+  ``ASSUMED_SIZE``), then the squarest (least ``bm + bn``), then the taller;
+* elsewhere, among those with at least ``BUSY_BLOCKS`` of the accumulators (or holding
+  all of C), the blocks whose K steps over all of C cost least: the number of tiles
+  times the products and operand loads of one step (``bm * bn + A_OPERAND * bm + bn``),
+  then the fewest edges (tiles checked in M or N: each is one more copy of the tile
+  code), then the squarest, then the taller.  Tiles that cover the most of C each (the
+  rule before) left edges in both M and N where fewer columns divide N: a bf16 37 x 21 gemm in 32 x 8 tiles was four copies of the tile code,
   in 32 x 7 tiles it is two, as fast to run and half as long to compile;
 * the K step: ``choose_tiles``' rounded up to whole steps of the instruction's k, at most
   the next power of two of a static K, and that power of two where a static K is more
@@ -27,10 +30,11 @@ accumulators hold at once (``MatrixUnit.accumulators``), the tile of C that
 
 Where no unit multiplies the operand types, ``choose_tiles``' tiles stay, but on SIMD
 lanes (``Target.vector_bytes``: the CPU) 16-bit floats, converted to f32 for the FMAs
-(``cpu/coop.Microkernel.prepare``), take a K known only at run time one k at a time: there is then no K remainder, and each copy of the tile code is
-one product instead of a loop of four k and a checked remainder of four (an f16 gemm with
-every size known at run time compiled in half the time, and ran as fast or faster: f16
-64 x 64 x 256 and 37 x 21 x 19, samples of both in turns).
+(``cpu/coop.Microkernel.prepare``), take a K known only at run time one k at a time:
+there is then no K remainder, and each copy of the tile code is one product instead of
+a loop of four k and a checked remainder of four (an f16 gemm with every size known at
+run time compiled in half the time, and ran as fast or faster: f16 64 x 64 x 256 and
+37 x 21 x 19, samples of both in turns).
 
 So on AMX (16 x 16 products of k 32, four accumulator tiles) a 64^3 gemm gets tiles of
 32 x 32 with K steps of 32, where the vector path's 64 x 4 x 4 would be padded to
@@ -107,7 +111,14 @@ def fit_to_unit(target: Target, tiles: Tiles, subgroup_size: int,
         steps = _ceil_div(Mm, m) * _ceil_div(Nm, n) * (bm * bn + A_OPERAND * bm + bn)
         return (steps, (Mm % m != 0) + (Nm % n != 0), bm + bn, -bm)
 
-    bm, bn = min(busy or shapes, key=key)
+    def staged_key(shape):  # (see the module docstring)
+        bm, bn = shape
+        return (-min(bm * inst.m, Mm) * min(bn * inst.n, Nm), bm + bn, -bm)
+
+    if unit.staged_operands:
+        bm, bn = min(shapes, key=staged_key)
+    else:
+        bm, bn = min(busy or shapes, key=key)
     m, n = bm * inst.m, bn * inst.n
     k = max(inst.k, _ceil_div(tiles.k, inst.k) * inst.k) if K is not None else inst.k
     if K is not None:
