@@ -60,6 +60,9 @@ print(json.dumps(out))
 KERNELS = {f"{ab}{M}x{N}x{K}": source(ab, "f32", "n", "n", M, N, K)
            for ab in ("bf16", "f16") for M, N, K in ((64, 64, 64), (16, 64, 16), (37, 21, 1))}
 KERNELS["bf16 B^T"] = source("bf16", "f32", "n", "t", 64, 64, 64)
+KERNELS["bf16100x70x50"] = source("bf16", "f32", "n", "n", 100, 70, 50)
+KERNELS.update({f"{ab} run-time sizes": source(ab, "f32", "n", "n", "?", "?", "?")
+                for ab in ("bf16", "f16")})
 
 
 def _lowered(cpu: str, amx: bool = False) -> dict:
@@ -99,10 +102,19 @@ def test_gemm16_tiles_with_avx512_bf16():
     assert got["instructions"] == [["bf16", "bf16", "f32", 16, 1, 2]]
     assert got["bf1664x64x64"]["tiles"] == [[64, 4, 4]]
     assert got["bf1616x64x16"]["tiles"] == [[16, 16, 16]]
-    # M = 37, N = 21: 32 x 8 covers as much of C as 16 x 16 with fewer operand loads, more
-    # than 64 x 4 (37 of its 64 rows); K = 1: one (padded) pair
-    assert got["bf1637x21x1"]["tiles"] == [[32, 8, 1]]
+    # M = 37, N = 21: tiles of at least 12 accumulators (``BUSY_BLOCKS``), the fewest
+    # products and operands over all of C: 2 x 3 tiles of 32 x 7 (2 x 7 registers; 6 x 25
+    # step costs against 6 x 28 for 32 x 8, 7 x 23 for 64 x 3, 6 x 30 for 16 x 14), one
+    # edge (M) where 32 x 8 had two; K = 1: one (padded) pair
+    assert got["bf1637x21x1"]["tiles"] == [[32, 7, 1]]
+    # 100 x 70: 4 x 10 tiles of 32 x 7 (cost 1000) against 4 x 9 of 32 x 8 (1008) and 7 x 5
+    # of 16 x 14 (1050)
+    assert got["bf16100x70x50"]["tiles"] == [[32, 7, 4]]
     assert got["bf16 B^T"]["tiles"] == [[64, 4, 4]]
+    # sizes known at run time: the tiles of 256 x 256, K steps of one pair; f16 (f32
+    # FMAs) keeps the FMA path's tiles, K steps of one
+    assert got["bf16 run-time sizes"]["tiles"] == [[64, 4, 2]]
+    assert got["f16 run-time sizes"]["tiles"] == [[64, 4, 1]]
 
 
 def test_gemm16_f16_with_avx512_fp16_uses_f32_fmas():
@@ -283,8 +295,34 @@ def test_gemm16_on_amx_with_run_time_sizes_and_strides_matches_numpy(amx, ab, c,
     arrays): whole tiles with a K loop and no remainder, edges in M and N with a K
     remainder, K below one step (no K loop iteration), one row and column; the edge
     tiles are checked tiles alone (``lower_foreach``: a remainder tile is never full)
-    and C is updated where it is read (``columns._stored_in_place``).  beta -2 and 0 at run time;
-    inputs exact (``rand``), so the result equals NumPy's float64 product rounded once."""
+    and C is updated where it is read (``columns._stored_in_place``)."""
+    _run_time_sizes_match_numpy(ab, c, ta, tb)
+
+
+@pytest.mark.parametrize("ab,c,ta,tb", [("bf16", "f32", "n", "n"), ("bf16", "bf16", "n", "t"),
+                                        ("f16", "f32", "n", "n"), ("f16", "f16", "t", "n")])
+def test_gemm16_on_vectors_with_run_time_sizes_and_strides_matches_numpy(ab, c, ta, tb):
+    """Without AMX (vdpbf16ps where the CPU has AVX512-BF16, else f32 FMAs): the K
+    remainder of a tile of run-time K is an ``if`` whose branches give the accumulators
+    as pieces, merged piece by piece (``mul_add.merged_pieces``): no phi of a whole tile
+    in the LLVM IR (a 64 x 4 f32 tile as one vector: 256 components), and the results
+    those of NumPy, for sizes with and without remainders in M, N and K."""
+    import re
+
+    import ttlc
+    from ttlc.backends.cpu import jit
+    from ttlc.backends.cpu.module import Artifacts
+
+    if jit.amx_usable():
+        pytest.skip("the CPU has AMX: test_gemm16_on_amx_with_run_time_sizes_and_strides...")
+    ir = Artifacts(ttlc.check(DYNAMIC.format(ab=ab, c=c, ta=ta, tb=tb)), False).ir
+    assert max(int(n) for n in re.findall(r"= phi\s+<(\d+) x ", ir)) <= 64
+    _run_time_sizes_match_numpy(ab, c, ta, tb)
+
+
+def _run_time_sizes_match_numpy(ab: str, c: str, ta: str, tb: str) -> None:
+    """The gemm of ``DYNAMIC`` against NumPy: beta -2 and 0 at run time; inputs exact
+    (``rand``), so the result equals NumPy's float64 product rounded once."""
     import numpy as np
 
     import ttlc

@@ -15,7 +15,7 @@ from llvmlite import ir
 
 from ...analysis.effects import DISJOINT
 from ...ir.core import Instruction
-from . import columns, coop, races
+from . import columns, coop, mul_add, races
 from ...runtime.findings import E_BARRIER, E_STEP
 from .function import FunctionCodegen, not_unrolled
 from .phases import Phases
@@ -240,6 +240,10 @@ def emit_if(cg: FunctionCodegen, inst: Instruction):
         for k, (t, v) in enumerate(zip(types, res_var)):
             if in_memory[k]:
                 results.append(columns.merge(cg, [(vals[k], blk) for vals, blk in incoming]))
+                continue
+            held = mul_add.merged_pieces(cg, [(vals[k], blk) for vals, blk in incoming], t)
+            if held is not None:
+                results.append(held)
                 continue
             p = cg.phi(t, v)
             for vals, blk in incoming:

@@ -20,7 +20,8 @@ from . import amx, amx_products, coop, dpbf16
 from .arith import convert
 from .columns import users_of
 from .function import FunctionCodegen, LoopCarrier
-from .values import CoopVal
+from .values import CoopVal, VectorConstant
+from .vectors import narrow
 
 
 def mul_add_path(a_type: str, b_type: str, acc_type: str) -> str:
@@ -116,7 +117,18 @@ def _pieces_of(cg: FunctionCodegen, kernel: coop.Microkernel, C: CoopVal, g: int
         acc = C.pieces_for(kernel, g)
         if acc is not None:
             return acc
-    return coop.accumulator_pieces(cg, kernel, C.mats[g], C.type.rows, C.type.cols)
+    mat, M = C.mats[g], C.type.rows
+    if (narrow(cg) and isinstance(mat, VectorConstant)
+            and len({id(e) for e in mat.constant}) == 1):
+        # a splat (the zeros a K loop starts from): each piece the constant it is, rows
+        # past M zeros; shuffles of the whole tile's constant were a tenth of the code
+        # generation of a 16-bit gemm with run-time sizes (four tiles of 64 x 4 f32).
+        # (Kernels of other types keep their machine code: ``vectors.narrow``.)
+        e = mat.constant[0]
+        return {(p, j): VectorConstant(e.type, [e.constant if r < M else 0
+                                                for r in range(r0, r0 + lanes)])
+                for j in range(C.type.cols) for p, (r0, lanes) in enumerate(kernel.pieces(M))}
+    return coop.accumulator_pieces(cg, kernel, mat, M, C.type.cols)
 
 
 # ---- accumulators held as their pieces across a loop ---------------------------------------------
@@ -165,6 +177,33 @@ class HeldPieces(LoopCarrier):
 
     def leave(self, cg: FunctionCodegen) -> CoopVal:
         return coop.PiecesVal(cg, self.kernel, self.phis, self.type)
+
+
+def merged_pieces(cg: FunctionCodegen, incoming: list, t: CoopMatrixType):
+    """The result of a uniform ``if`` that both branches give as accumulators held as
+    pieces of the same split (``coop.PiecesVal``: a gemm's K remainder taken in one branch
+    or not at all), merged piece by piece, one phi each; None for other values.  Merged
+    as the matrix, each branch joined its pieces into one whole-tile vector and the update
+    after the ``if`` took it apart again: a bf16 gemm with every size known at run time
+    wrote a 64 x 4 f32 tile (``<256 x float>``) joined and split this way for each of its
+    four copies of the tile code, a third of its LLVM IR.  Only in kernels of 16-bit
+    floats (``vectors.narrow``): the others keep their machine code."""
+    vals = [v for v, _ in incoming]
+    if (not vals or not narrow(cg) or t.component.is_complex
+            or not all(isinstance(v, coop.PiecesVal) for v in vals)):
+        return None
+    kernel = vals[0].kernel
+    per_g = [[v.pieces_for(kernel, g) for v in vals] for g in range(len(vals[0].pieces))]
+    if any(acc is None for accs in per_g for acc in accs):
+        return None
+    phis = []
+    for accs in per_g:
+        merged = {key: cg.phi_of(x.type) for key, x in accs[0].items()}
+        for (_, blk), acc in zip(incoming, accs):
+            for key, p in merged.items():
+                cg.add_incoming(p, acc[key], blk)
+        phis.append(merged)
+    return coop.PiecesVal(cg, kernel, phis, t)
 
 
 def claim_loop(cg: FunctionCodegen, loop: Instruction) -> Dict[int, HeldPieces]:

@@ -9,13 +9,32 @@ accumulators hold at once (``MatrixUnit.accumulators``), the tile of C that
 * ``bm * bn`` at most the unit's accumulators (divided among the work-group's subgroups
   where they run in lockstep on one thread, as in ``choose_tiles``); the rows ``bm * m`` a
   power of two and a multiple of the subgroup size;
-* among those, the block covering the most of C (cells inside M x N; a dynamic size counts
-  as ``ASSUMED_SIZE``), then the one loading the fewest operand tiles per product (least
-  ``bm + bn``: the squarest), then the taller;
+* where the unit stages its operands through memory (AMX, ``MatrixUnit.staged_operands``:
+  the costs below are those of operands in registers, and AMX's speed was not measured
+  here), the block covering the most of C (cells inside M x N; a dynamic size counts as
+  ``ASSUMED_SIZE``), then the squarest (least ``bm + bn``), then the taller;
+* elsewhere, among those with at least ``BUSY_BLOCKS`` of the accumulators (or holding
+  all of C), the blocks whose K steps over all of C cost least: the number of tiles
+  times the products and operand loads of one step (``bm * bn + A_OPERAND * bm + bn``),
+  then the fewest edges (tiles checked in M or N: each is one more copy of the tile
+  code), then the squarest, then the taller.  Tiles that cover the most of C each (the
+  rule before) left edges in both M and N where fewer columns divide N: a bf16 37 x 21 gemm in 32 x 8 tiles was four copies of the tile code,
+  in 32 x 7 tiles it is two, as fast to run and half as long to compile;
 * the K step: ``choose_tiles``' rounded up to whole steps of the instruction's k, at most
   the next power of two of a static K, and that power of two where a static K is more
   than one step and less than two (one product, where a step and a checked remainder
-  would be two, each staged on its own, for as many of the unit's products).
+  would be two, each staged on its own, for as many of the unit's products); for a K
+  known only at run time one step of the instruction's k (each of the four copies of
+  the tile code of run-time M and N has a K loop and a checked remainder: a step of
+  two pairs for vdpbf16ps doubled the code of both, for no gain in speed).
+
+Where no unit multiplies the operand types, ``choose_tiles``' tiles stay, but on SIMD
+lanes (``Target.vector_bytes``: the CPU) 16-bit floats, converted to f32 for the FMAs
+(``cpu/coop.Microkernel.prepare``), take a K known only at run time one k at a time:
+there is then no K remainder, and each copy of the tile code is one product instead of
+a loop of four k and a checked remainder of four (an f16 gemm with every size known at
+run time compiled in half the time, and ran as fast or faster: f16 64 x 64 x 256 and
+37 x 21 x 19, samples of both in turns).
 
 So on AMX (16 x 16 products of k 32, four accumulator tiles) a 64^3 gemm gets tiles of
 32 x 32 with K steps of 32, where the vector path's 64 x 4 x 4 would be padded to
@@ -26,11 +45,21 @@ whose tiles do not suit it (``MatrixUnit.transposed_b``).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional, Tuple, Union
 
 from ...ir.types import ScalarType
 from ...target import Target
 from .tiles import ASSUMED_SIZE, Tiles, _ceil_div, _next_pow2
+
+
+#: the least share of the unit's accumulators a tile keeps busy: the products of one
+#: accumulator depend on each other, so fewer tiles in flight leave the unit waiting
+#: (vdpbf16ps 16 x 7 tiles of a 37 x 21 gemm ran at 0.8x the speed of 32 x 8 ones)
+BUSY_BLOCKS = 0.75
+#: the cost of A's operand of a row of blocks in a K step, in products (B's operand of a
+#: column of blocks: one): two loads and a shuffle into pairs for vdpbf16ps
+A_OPERAND = 2
 
 
 def staged_edges(target: Target, a: ScalarType, b: ScalarType, acc: ScalarType) -> bool:
@@ -55,6 +84,9 @@ def fit_to_unit(target: Target, tiles: Tiles, subgroup_size: int,
     unit = target.matrix
     inst = unit.instruction(a.name, b.name, acc.name) if unit.accumulators else None
     if inst is None or (transposed_b and not unit.transposed_b):
+        if (K is None and target.vector_bytes and a.is_float and b.is_float
+                and max(a.size, b.size) < acc.size):
+            return replace(tiles, k=1)  # (16-bit floats on f32 FMAs: see the docstring)
         return tiles
     G = max(1, num_subgroups[0] * num_subgroups[1] if isinstance(num_subgroups, tuple)
             else num_subgroups)
@@ -64,17 +96,31 @@ def fit_to_unit(target: Target, tiles: Tiles, subgroup_size: int,
     bm_min = max(1, subgroup_size // inst.m)
     m_cap = max(bm_min * inst.m, _next_pow2(Mm))
     bn_cap = _ceil_div(Nm, inst.n)
-    best = None
+    shapes = []
     bm = bm_min
     while bm == bm_min or (bm * inst.m <= m_cap and bm <= blocks):
-        for bn in range(1, max(1, min(blocks // bm, bn_cap)) + 1):
-            m, n = bm * inst.m, bn * inst.n
-            key = (-min(m, Mm) * min(n, Nm), bm + bn, -bm)
-            if best is None or key < best[0]:
-                best = (key, m, n)
+        shapes += [(bm, bn) for bn in range(1, max(1, min(blocks // bm, bn_cap)) + 1)]
         bm *= 2
-    _, m, n = best
-    k = max(inst.k, _ceil_div(tiles.k, inst.k) * inst.k)
+    # enough accumulators to hide the products' latency, unless fewer hold all of C
+    busy = [(bm, bn) for bm, bn in shapes if bm * bn >= blocks * BUSY_BLOCKS
+            or (bm * inst.m >= Mm and bn * inst.n >= Nm)]
+
+    def key(shape):
+        bm, bn = shape
+        m, n = bm * inst.m, bn * inst.n
+        steps = _ceil_div(Mm, m) * _ceil_div(Nm, n) * (bm * bn + A_OPERAND * bm + bn)
+        return (steps, (Mm % m != 0) + (Nm % n != 0), bm + bn, -bm)
+
+    def staged_key(shape):  # (see the module docstring)
+        bm, bn = shape
+        return (-min(bm * inst.m, Mm) * min(bn * inst.n, Nm), bm + bn, -bm)
+
+    if unit.staged_operands:
+        bm, bn = min(shapes, key=staged_key)
+    else:
+        bm, bn = min(busy or shapes, key=key)
+    m, n = bm * inst.m, bn * inst.n
+    k = max(inst.k, _ceil_div(tiles.k, inst.k) * inst.k) if K is not None else inst.k
     if K is not None:
         k = min(k, _next_pow2(K))
         if k < K < 2 * k:  # (see the module docstring)
