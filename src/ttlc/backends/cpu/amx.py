@@ -66,7 +66,7 @@ from ...ir.types import CoopMatrixType
 from . import amx_emulation, jit
 from .amx_products import PRODUCTS, runs_on_amx, usable
 from .columns import (Column, Columns, Place, TileSource, address, at, column_loop, i64,
-                      in_memory, private_scratch, region_of, users_of, web)
+                      in_memory, private_scratch, region_of, shared_scratch, users_of, web)
 from .arith import convert
 from .coop import concat
 from .function import LoopCarrier
@@ -221,13 +221,8 @@ def _store_b_transposed(cg, bm: "Place", elem: ir.Type, K: int, N: int, Kp: int,
 def _scratch(cg, nbytes: int) -> ir.Value:
     """nbytes of the kernel's per-thread scratch memory (where alloca lives), 64-byte
     aligned.  Every AMX mul_add of a kernel runs start to end without another one in
-    between, so they share one area, grown when a larger product needs more."""
-    offset, size = getattr(cg, "amx_scratch", (0, 0))
-    if nbytes > size:
-        offset = -(-cg.local_bytes // 64) * 64
-        cg.local_bytes = offset + nbytes
-        cg.amx_scratch = (offset, nbytes)
-    return cg.b.gep(cg.local, [ir.Constant(I64, offset)], source_etype=I8)
+    between, so they share one area (``columns.shared_scratch``)."""
+    return shared_scratch(cg, "amx", nbytes)
 
 
 def k_step(cg) -> int:

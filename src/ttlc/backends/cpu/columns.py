@@ -65,6 +65,19 @@ def private_scratch(cg, nbytes: int) -> ir.Value:
     return at(cg.b, cg.local, offset)
 
 
+def shared_scratch(cg, owner: str, nbytes: int) -> ir.Value:
+    """nbytes of the kernel's per-thread scratch memory, 64-byte aligned, in one area for
+    all the uses of `owner` (each uses it from start to end without another in between),
+    grown when a use needs more."""
+    areas = cg.__dict__.setdefault("shared_scratch", {})
+    offset, size = areas.get(owner, (0, 0))
+    if nbytes > size:
+        offset = -(-cg.local_bytes // 64) * 64
+        cg.local_bytes = offset + nbytes
+        areas[owner] = (offset, nbytes)
+    return at(cg.b, cg.local, offset)
+
+
 # ---- places in memrefs ----------------------------------------------------------------------
 #: a column index: known at compile time, or an i64 (a loop's variable)
 Column = Union[int, ir.Value]

@@ -333,12 +333,13 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
     else:
         # the matrix's rows are the memref's columns where it is transposed
         (pr, br), (pc, bc) = ((y, s1), (x, s0)) if transpose else ((x, s0), (y, s1))
-        rows = inside(cg, pr, br, M) if checked in ("rows_checked", "both_checked") else None
+        rows_checked = checked in ("rows_checked", "both_checked")
+        rows = inside(cg, pr, br, M) if rows_checked else None
         cols = inside(cg, pc, bc, N) if checked in ("cols_checked", "both_checked") else None
         if active is not None:
             on = splat_n(cg, active, N)
             cols = on if cols is None else b.and_(cols, on)
-        valid = Valid(cg, M, N, rows, cols)
+        valid = Valid(cg, M, N, rows, cols, row_span=(pr, br) if rows_checked else None)
     contiguous = ("rows" if transpose else "columns") if _unit_row_stride(m) else None
 
     origin = []
@@ -414,11 +415,13 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
                 return
             if contiguous == "rows" and not comp.is_complex:
                 # a transposed tile of a memref with unit row stride: each row of the
-                # matrix is contiguous (N components), loaded as one vector; one shuffle
-                # makes the rows columns (a gather of M N components is scalarized where
-                # the CPU has no fast gather, and is slow to compile)
-                rows = [masked_load(cg, lt, at(r, 0), valid.row(r), N)
-                        for r in range(M)]
+                # matrix is contiguous (N components), loaded as one word (``_row_words``)
+                # or vector; one shuffle makes the rows columns (a gather of M N
+                # components is scalarized where the CPU has no fast gather, and is slow
+                # to compile)
+                rows = _row_words(cg, m, lt, at, valid, M, N)
+                if rows is None:
+                    rows = [masked_load(cg, lt, at(r, 0), valid.row(r), N) for r in range(M)]
                 by_rows = concat(cg, rows)
                 result["v"] = shuffle(cg, by_rows, by_rows,
                                       [(e % M) * N + e // M for e in range(M * N)])
@@ -433,6 +436,66 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
         _access(cg, inst, t, g, load)
         mats.append(result["v"])
     return CoopVal(mats, t)
+
+
+#: bytes of a row of a transposed tile that ``_row_words`` loads as one integer
+ROW_WORD_BYTES = (4, 8)
+
+
+def _row_words(cg: FunctionCodegen, m: MemVal, lt: ir.Type, at, valid: Valid, M: int,
+               N: int) -> Optional[List[ir.Value]]:
+    """The M rows of a transposed tile (each N components contiguous in memory), in
+    order, as vectors of a register's worth of whole rows, where a row is one of
+    ``ROW_WORD_BYTES`` (a K step of two or four 16-bit values) and masks go by rows and
+    columns (``Valid``); else None.
+
+    Rows whose columns are all inside (the K loop's steps) are one integer load each
+    (a row outside a ``rows_checked`` tile reads a word of zeros: its address is
+    selected, no mask); rows cut at a column (K's remainder) are loaded one by one in a
+    loop LLVM keeps rolled, into scratch memory read back a register at a time.  As
+    vectors of N components joined by shuffles (a 64 x 4 tile of bf16: 64 loads, their
+    masks and the joining), a transposed A was most of a 16-bit gemm's LLVM IR and
+    compile time, in each copy of the tile code (whole tiles, edges, K remainder).  The
+    parts are vectors of lt so that the shuffles taking columns or pairs of k out of the
+    tile trace back to one or two of them (``values.FoldingBuilder``).  Gathers of the
+    words compiled faster still but ran at 0.6-0.7 of these loads' speed on Zen 4 (bf16
+    and f16 64^3 t.n, 32 x 8 tiles)."""
+    width = N * lt_size(lt)
+    if width not in ROW_WORD_BYTES or valid._whole is not None:
+        return None
+    from .columns import column_loop, shared_scratch  # (columns imports this module)
+    b = cg.b
+    word = ir.IntType(8 * width)
+    per = max(1, jit.vector_bits() // 8 // width)  # rows of a register
+    parts = [(r0, min(per, M - r0)) for r0 in range(0, M, per)]
+    origin, stride = at(0, 0), cg.ival(m.stride[1])
+    scratch = shared_scratch(cg, "row words", M * width)
+    as_rows = lambda v, n: b.bitcast(v, ir.VectorType(lt, n * N))  # noqa: E731
+    if valid.cols is None:
+        if valid.rows is not None:
+            b.store(ir.Constant(word, 0), scratch, align=width)
+        out = []
+        for r0, n in parts:
+            v = undef_of(ir.VectorType(word, n))
+            for r in range(n):
+                p = at(r0 + r, 0)
+                if valid.rows is not None:
+                    p = b.select(valid.row_inside(r0 + r), p, scratch)
+                v = b.insert_element(v, b.load(p, typ=word, align=lt_size(lt)),
+                                     ir.Constant(I32, r))
+            out.append(as_rows(v, n))
+        return out
+
+    def row(r: ir.Value) -> None:
+        mask = valid.cols
+        if valid.rows is not None:
+            mask = b.and_(mask, splat_n(cg, valid.row_inside(r), N))
+        v = masked_load(cg, lt, b.gep(origin, [b.mul(r, stride)], source_etype=lt), mask, N)
+        b.store(b.bitcast(v, word), b.gep(scratch, [r], source_etype=word), align=width)
+    column_loop(cg, M, row)
+    return [as_rows(b.load(b.gep(scratch, [ir.Constant(I64, r0)], source_etype=word),
+                           typ=ir.VectorType(word, n), align=min(64, n * width)), n)
+            for r0, n in parts]
 
 
 def _scatter_n(cg: FunctionCodegen, v, ptrs, mask) -> None:

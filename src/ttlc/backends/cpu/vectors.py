@@ -134,9 +134,26 @@ class Valid:
     instruction selection long to take apart."""
 
     def __init__(self, cg, M: int, N: int, rows: Optional[ir.Value] = None,
-                 cols: Optional[ir.Value] = None, whole: Optional[ir.Value] = None):
+                 cols: Optional[ir.Value] = None, whole: Optional[ir.Value] = None,
+                 row_span: Optional[tuple] = None):
         self.cg, self.M, self.N = cg, M, N
         self.rows, self.cols, self._whole = rows, cols, whole
+        #: (first, bound) where ``rows`` is ``inside(first, bound, M)`` (``row_inside``)
+        self.row_span = row_span
+
+    def row_inside(self, r) -> Optional[ir.Value]:
+        """i1: is row r (an int, or an i64) inside (None: every row is), as one scalar
+        compare where the rows are a span: a bit taken out of the vector of rows is a
+        mask register's move and shifts (AVX-512), many where each row of a tile takes
+        one."""
+        if self.rows is None:
+            return None
+        b = self.cg.b
+        at = ir.Constant(I64, r) if isinstance(r, int) else r
+        if self.row_span is None:
+            return b.extract_element(self.rows, at)
+        first, bound = self.row_span
+        return b.icmp_unsigned("<", b.add(first, at), bound)
 
     def _one(self, along: Optional[ir.Value], across: Optional[ir.Value], k: int, n: int):
         """The mask of the n components that line k of ``across`` meets ``along``."""

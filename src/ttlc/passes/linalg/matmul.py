@@ -319,7 +319,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
                          acc, ea, eb)
     # 16-bit products a matrix or dot-product unit computes: tiles of its grain
     tiles = fit_to_unit(em.target, tiles, em.sgs, em.subgroups, known(M), known(N), known(K),
-                        acc, ea, eb, tb == "t")
+                        acc, ea, eb, tb == "t", ta == "t")
     KT = tiles.k
     edges_step_k = staged_edges(em.target, ea, eb, acc) and not tiles.k_rest
 

@@ -15,7 +15,8 @@ accumulators hold at once (``MatrixUnit.accumulators``), the tile of C that
   ``ASSUMED_SIZE``), then the squarest (least ``bm + bn``), then the taller;
 * elsewhere, among those with at least ``BUSY_BLOCKS`` of the accumulators (or holding
   all of C), the blocks whose K steps over all of C cost least: the number of tiles
-  times the products and operand loads of one step (``bm * bn + A_OPERAND * bm + bn``),
+  times the products and operand loads of one step (``bm * bn + A_OPERAND * bm + bn``;
+  ``TRANSPOSED_A_OPERAND`` for a transposed A),
   then the fewest edges (tiles checked in M or N: each is one more copy of the tile
   code), then the squarest, then the taller.  Tiles that cover the most of C each (the
   rule before) left edges in both M and N where fewer columns divide N: a bf16 37 x 21 gemm in 32 x 8 tiles was four copies of the tile code,
@@ -60,6 +61,11 @@ BUSY_BLOCKS = 0.75
 #: the cost of A's operand of a row of blocks in a K step, in products (B's operand of a
 #: column of blocks: one): two loads and a shuffle into pairs for vdpbf16ps
 A_OPERAND = 2
+#: the same for a transposed A: its 16 rows are one load and one insert each
+#: (``cpu/coop._row_words``).  bf16 64^3 gemm.t.n on Zen 4: 32x8 tiles ran in 121 us, 64x4
+#: (A_OPERAND's choice) in 165, 16x16 in 146-157; gemm.t.t (B's pairs transposed too, two
+#: loads each): 125, 171, 303-835
+TRANSPOSED_A_OPERAND = 8
 
 
 def staged_edges(target: Target, a: ScalarType, b: ScalarType, acc: ScalarType) -> bool:
@@ -76,11 +82,12 @@ def staged_edges(target: Target, a: ScalarType, b: ScalarType, acc: ScalarType) 
 def fit_to_unit(target: Target, tiles: Tiles, subgroup_size: int,
                 num_subgroups: Union[int, Tuple[int, int]], M: Optional[int],
                 N: Optional[int], K: Optional[int], acc: ScalarType, a: ScalarType,
-                b: ScalarType, transposed_b: bool = False) -> Tiles:
+                b: ScalarType, transposed_b: bool = False, transposed_a: bool = False) -> Tiles:
     """``tiles`` (from ``choose_tiles``) as whole blocks of the target's matrix unit's
     products of a x b into acc where it has such products (see the module docstring);
     unchanged for a B loaded transposed where the unit says its tiles do not suit it
-    (``MatrixUnit.transposed_b``)."""
+    (``MatrixUnit.transposed_b``).  ``transposed_a``: A is loaded transposed (its operand
+    costs ``TRANSPOSED_A_OPERAND``)."""
     unit = target.matrix
     inst = unit.instruction(a.name, b.name, acc.name) if unit.accumulators else None
     if inst is None or (transposed_b and not unit.transposed_b):
@@ -96,6 +103,7 @@ def fit_to_unit(target: Target, tiles: Tiles, subgroup_size: int,
     bm_min = max(1, subgroup_size // inst.m)
     m_cap = max(bm_min * inst.m, _next_pow2(Mm))
     bn_cap = _ceil_div(Nm, inst.n)
+    a_operand = TRANSPOSED_A_OPERAND if transposed_a else A_OPERAND
     shapes = []
     bm = bm_min
     while bm == bm_min or (bm * inst.m <= m_cap and bm <= blocks):
@@ -108,7 +116,7 @@ def fit_to_unit(target: Target, tiles: Tiles, subgroup_size: int,
     def key(shape):
         bm, bn = shape
         m, n = bm * inst.m, bn * inst.n
-        steps = _ceil_div(Mm, m) * _ceil_div(Nm, n) * (bm * bn + A_OPERAND * bm + bn)
+        steps = _ceil_div(Mm, m) * _ceil_div(Nm, n) * (bm * bn + a_operand * bm + bn)
         return (steps, (Mm % m != 0) + (Nm % n != 0), bm + bn, -bm)
 
     def staged_key(shape):  # (see the module docstring)
