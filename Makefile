@@ -32,7 +32,8 @@ pytest: $(STAMP)
 CPU_MODELS := x86-64-v2 x86-64-v3
 CPU_MODEL_TESTS := tests/python/test_cpu_rtlib.py tests/python/test_cpu_backend.py \
 	tests/python/test_interp_semantics.py tests/python/test_interp_coop.py \
-	tests/python/test_differential.py tests/python/test_interp_gemm16.py
+	tests/python/test_differential.py tests/python/test_interp_gemm16.py \
+	tests/python/test_cpu_transposed16.py
 CPU_MODEL_SELECT := scalar_ops or cast or math or subgroup_operations or coopmatrix or \
 	mul_add or load or store or rtlib or generated or gemm16
 

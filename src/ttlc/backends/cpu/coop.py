@@ -474,14 +474,22 @@ def _row_words(cg: FunctionCodegen, m: MemVal, lt: ir.Type, at, valid: Valid, M:
     if valid.cols is None:
         if valid.rows is not None:
             b.store(ir.Constant(word, 0), scratch, align=width)
-        out = []
+        # each row's address: a constant displacement from the origin where the stride is
+        # static; else the row before's plus the stride (``pinned``: LLVM made r * stride
+        # for every row, a register each across the K loop, and spilled them)
+        chained = not isinstance(m.stride[1], int)
+        out, p = [], origin
         for r0, n in parts:
             v = undef_of(ir.VectorType(word, n))
             for r in range(n):
-                p = at(r0 + r, 0)
+                if not chained:
+                    p = at(r0 + r, 0)
+                elif r0 + r:
+                    p = pinned(cg, b.gep(p, [stride], source_etype=lt))
+                row = p
                 if valid.rows is not None:
-                    p = b.select(valid.row_inside(r0 + r), p, scratch)
-                v = b.insert_element(v, b.load(p, typ=word, align=lt_size(lt)),
+                    row = b.select(valid.row_inside(r0 + r), p, scratch)
+                v = b.insert_element(v, b.load(row, typ=word, align=lt_size(lt)),
                                      ir.Constant(I32, r))
             out.append(as_rows(v, n))
         return out
