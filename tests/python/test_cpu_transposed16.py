@@ -24,6 +24,9 @@ import ttlc
 from interp_testing import DTYPES, farray
 
 jit = pytest.importorskip("ttlc.backends.cpu.jit")
+# the host's bf16 path and the emulated vdpbf16ps, no disk cache, AMX off (it stages
+# transposed operands its own way: test_cpu_gemm16.py)
+from test_cpu_held16 import dot_path  # noqa: E402,F401
 
 #: M x N x K: edges in M and N with a K remainder; all below one tile; whole tiles and K
 #: steps; K below one step; a K step and a remainder of 2
@@ -89,20 +92,6 @@ def check(kernel, ab: str, c: str, tb: str, M: int, N: int, K: int, seed: int) -
     np.testing.assert_array_equal(Cp[outside], before[outside])
 
 
-@pytest.fixture(params=["native", "emulated"])
-def dot_path(request, monkeypatch):
-    """bf16 products on the CPU's own path, then on the emulated vdpbf16ps; no disk cache,
-    AMX off (it stages transposed operands its own way: test_cpu_gemm16.py)."""
-    monkeypatch.setenv("TTLC_CACHE", "0")
-    monkeypatch.setenv("TTLC_AMX", "0")
-    if request.param == "emulated":
-        monkeypatch.setattr(jit, "EMULATE_DPBF16PS", True)
-    jit.amx_usable.cache_clear()
-    yield request.param
-    monkeypatch.undo()
-    jit.amx_usable.cache_clear()
-
-
 @pytest.mark.parametrize("tb", ["n", "t"])
 @pytest.mark.parametrize("ab,c", TYPES)
 def test_transposed_gemm16_with_run_time_sizes(dot_path, ab, c, tb):
@@ -119,8 +108,9 @@ def test_transposed_gemm16_static_and_checked(ab, c, tb):
     """Static sizes (the shapes' own tile pieces) and checked mode (masks over every
     component: the rows are loaded as vectors there)."""
     M, N, K = 37, 21, 19
+    rows, cols = (K, N) if tb == "n" else (N, K)
     static = f"""func @k(%alpha: {ab}, %A: memref<{ab}x{K}x{M},strided<1,?>>,
-                        %B: memref<{ab}x{K if tb == 'n' else N}x{N if tb == 'n' else K},strided<1,?>>,
+                        %B: memref<{ab}x{rows}x{cols},strided<1,?>>,
                         %beta: {c}, %C: memref<{c}x{M}x{N},strided<1,?>>) {{
         gemm.t.{tb} %alpha, %A, %B, %beta, %C
     }}"""
