@@ -135,11 +135,13 @@ class Valid:
 
     def __init__(self, cg, M: int, N: int, rows: Optional[ir.Value] = None,
                  cols: Optional[ir.Value] = None, whole: Optional[ir.Value] = None,
-                 row_span: Optional[tuple] = None):
+                 row_span: Optional[tuple] = None, cols_inside: Optional[int] = None):
         self.cg, self.M, self.N = cg, M, N
         self.rows, self.cols, self._whole = rows, cols, whole
         #: (first, bound) where ``rows`` is ``inside(first, bound, M)`` (``row_inside``)
         self.row_span = row_span
+        #: where known at compile time, how many columns are inside: the first ones
+        self.cols_inside = cols_inside
 
     def row_inside(self, r) -> Optional[ir.Value]:
         """i1: is row r (an int, or an i64) inside (None: every row is), as one scalar
