@@ -64,8 +64,9 @@ A_OPERAND = 2
 #: the same for a transposed A: its 16 rows are one load and one insert each
 #: (``cpu/coop._row_words``).  bf16 64^3 gemm.t.n on Zen 4: 32x8 tiles ran in 121 us, 64x4
 #: (A_OPERAND's choice) in 165, 16x16 in 146-157; gemm.t.t (B's pairs transposed too, two
-#: loads each): 125, 171, 303-835
-TRANSPOSED_A_OPERAND = 8
+#: loads each): 125, 171, 303-835.  With 4 or more, 100x70x50 took 16x14 tiles: t.t
+#: 915-1021 us against 190 in 32x7 (3 and 2 choose those)
+TRANSPOSED_A_OPERAND = 3
 
 
 def staged_edges(target: Target, a: ScalarType, b: ScalarType, acc: ScalarType) -> bool:
