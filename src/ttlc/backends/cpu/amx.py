@@ -65,11 +65,12 @@ from ...ir.core import Instruction, Value
 from ...ir.types import CoopMatrixType
 from . import amx_emulation, jit
 from .amx_products import PRODUCTS, runs_on_amx, usable
-from .columns import (Column, Columns, Place, TileSource, address, at, column_loop, i64,
-                      in_memory, private_scratch, region_of, shared_scratch, users_of, web)
+from .columns import (Column, Columns, Place, TileSource, address, i64, in_memory, region_of,
+                      users_of, web)
 from .arith import convert
 from .coop import concat
 from .function import LoopCarrier
+from .scratch import at, column_loop, private_scratch, shared_scratch
 from .values import (F32, I1, I8, I16, I32, I64, LLTYPE, PTR, CoopVal, HeldMatrix,
                      VectorConstant, zero_of)
 from .vectors import gather, lt_size, splat_n
@@ -221,7 +222,7 @@ def _store_b_transposed(cg, bm: "Place", elem: ir.Type, K: int, N: int, Kp: int,
 def _scratch(cg, nbytes: int) -> ir.Value:
     """nbytes of the kernel's per-thread scratch memory (where alloca lives), 64-byte
     aligned.  Every AMX mul_add of a kernel runs start to end without another one in
-    between, so they share one area (``columns.shared_scratch``)."""
+    between, so they share one area (``scratch.shared_scratch``)."""
     return shared_scratch(cg, "amx", nbytes)
 
 

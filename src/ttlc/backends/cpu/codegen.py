@@ -82,7 +82,7 @@ from ...diagnostics import CompileError, Diagnostic
 from ...ir.core import Instruction, Program
 from ...ir.ops import FOREACH_OPS, OPS, compose_tables
 from ...ir.types import CoopMatrixType
-from . import amx, arith, columns, control, coop, memory, mul_add, subgroup
+from . import amx, arith, columns, control, coop, coop_items, memory, mul_add, subgroup
 from .abi import KernelInfo
 from .function import FunctionCodegen
 from .values import Unsupported
@@ -133,7 +133,7 @@ def _through_amx(table: Dict[str, Callable]) -> None:
 
 def _table() -> Dict[str, Callable]:
     table = compose_tables(arith.EMITTERS, memory.EMITTERS, control.EMITTERS, subgroup.EMITTERS,
-                     coop.EMITTERS, mul_add.EMITTERS)
+                     coop.EMITTERS, coop_items.EMITTERS, mul_add.EMITTERS)
     for op, fn in coop.ELEMENTWISE.items():
         table[op] = _on_matrices(table[op], fn)
     _through_amx(table)

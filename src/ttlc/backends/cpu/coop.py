@@ -16,9 +16,9 @@ uniform code (a constant, a construct from a uniform number) holds G equal copie
   floats in f32), then cast to D's type.  bf16 x bf16 runs on AMX tiles (``amx.py``) or
   on the same microkernel with vdpbf16ps on pairs of k (``dpbf16.py``) where the CPU
   has them (``Microkernel``: the loop is shared, the steps differ; ``mul_add.py`` chooses).
-* Work-item views (extract, insert, apply) and the merging of divergent control flow go
-  through the distribution of ``ttlc.ir.layout``: each is a shuffle with a
-  constant mask between the W-lane vectors of work-items and the matrices.
+* Work-item views (extract, insert, apply: ``coop_items.py``) and the merging of
+  divergent control flow go through the distribution of ``ttlc.ir.layout``: each is a
+  shuffle with a constant mask between the W-lane vectors of work-items and the matrices.
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ from . import jit, races
 from .arith import binary, convert, unary
 from .arith import constant as scalar_constant
 from .function import FunctionCodegen, lane_loop
+from .scratch import column_loop, shared_scratch
 from .memory import (_align, _component_ptrs, _masked_store, _note_write, _store_atomic,
                      atomic_update, check_alive, elem_type, is_null, lt_size)
 from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, MemVal,
@@ -473,7 +474,6 @@ def _row_words(cg: FunctionCodegen, m: MemVal, lt: ir.Type, at, valid: Valid, M:
     width = N * lt_size(lt)
     if width not in ROW_WORD_BYTES or valid._whole is not None:
         return None
-    from .columns import column_loop, shared_scratch  # (columns imports this module)
     b = cg.b
     word = ir.IntType(8 * width)
     per = max(1, jit.vector_bits() // 8 // width)  # rows of a register
@@ -918,94 +918,6 @@ def _halve(cg: FunctionCodegen, op: str, cd: ScalarType, x, M: int, N: int):
     return x
 
 
-# ---- work-item views ----------------------------------------------------------------------------
-def extract(cg: FunctionCodegen, m: CoopVal, v: int):
-    """Entry v of every work-item's part (W lanes; padding reads as 0)."""
-    rows, cols, valid = layout_of(m.type, cg.S).tables
-    M = m.type.rows
-    n = M * m.type.cols
-    pieces = []
-    for mat in m.mats:
-        idx = [int(cols[p, v]) * M + int(rows[p, v]) if valid[p, v] else n
-               for p in range(cg.S)]
-        zero = _map(lambda x: zero_of(x.type), mat)
-        pieces.append(shuffle(cg, mat, zero, idx))
-    return concat(cg, pieces)
-
-
-def insert(cg: FunctionCodegen, m: CoopVal, value, v: int, mask) -> CoopVal:
-    """The matrix with entry v of every active work-item's part replaced by its value."""
-    b = cg.b
-    t = m.type
-    lay = layout_of(t, cg.S)
-    M, N = t.rows, t.cols
-    value = cg.splat(value)
-    out = []
-    for g, mat in enumerate(m.mats):
-        src, here = [], []
-        for c in range(N):
-            for r in range(M):
-                p, w = lay.locate(r, c)
-                src.append(g * cg.S + p)
-                here.append(w == v)
-        picked = shuffle(cg, value, value, src)
-        sel = _consts([1 if h else 0 for h in here], I1)
-        if mask is not None:
-            sel = b.and_(sel, b.shuffle_vector(mask, mask, _consts(src)))
-        out.append(_map(lambda new, old: b.select(sel, new, old), picked, mat))
-    return CoopVal(out, t)
-
-
-def emit_extract(cg: FunctionCodegen, inst: Instruction):
-    return extract(cg, cg.get(inst.slots["matrix"]), inst.attrs["index"])
-
-
-def emit_insert(cg: FunctionCodegen, inst: Instruction):
-    return insert(cg, cg.get(inst.slots["matrix"]), cg.get(inst.slots["value"]),
-                  inst.attrs["index"], cg.mask)
-
-
-def emit_apply(cg: FunctionCodegen, inst: Instruction):
-    """The region once per entry index v of the work-items' parts, under the mask of the
-    work-items whose entry v is not padding; the yielded values are inserted."""
-    b = cg.b
-    t: CoopMatrixType = inst.results[0].type
-    m: CoopVal = cg.get(inst.slots["a"])
-    body = inst.regions[0]
-    arg_i, arg_j, arg_v = body.args
-    lay = layout_of(t, cg.S)
-    row_of, col_of, valid_at = lay.tables
-    G, S = subgroups(cg), cg.S
-    for v in range(lay.registers):
-        valid = [bool(valid_at[p, v]) for _ in range(G) for p in range(S)]
-        if not any(valid):
-            continue
-        rows = tuple(int(row_of[p, v]) for _ in range(G) for p in range(S))
-        cols = tuple(int(col_of[p, v]) for _ in range(G) for p in range(S))
-        run_mask = _consts([1 if x else 0 for x in valid], I1)
-        if cg.mask is not None:
-            run_mask = b.and_(run_mask, cg.mask)
-        current = extract(cg, m, v)
-        pre = b.block
-        run, after = cg.block("apply"), cg.block("apply.end")
-        b.cbranch(cg.reduce_or(run_mask), run, after)
-        b.position_at_end(run)
-        cg.env[arg_i] = Lanes(None, rows, I32)
-        cg.env[arg_j] = Lanes(None, cols, I32)
-        cg.env[arg_v] = current
-        (y,) = cg.emit_region(body, run_mask)
-        cg.current = inst
-        new = insert(cg, m, y, v, run_mask)
-        end = b.block
-        b.branch(after)
-        b.position_at_end(after)
-        merged = cg.phi(t, True)
-        cg.add_incoming(merged, new, end)
-        cg.add_incoming(merged, m, pre)
-        m = merged
-    return CoopVal(list(m.mats), t)
-
-
 # ---- the coopmatrix forms of the instructions on numbers ------------------------------------------
 def emit_constant(cg: FunctionCodegen, inst: Instruction):
     return constant(cg, inst.results[0].type, inst.attrs["value"])
@@ -1067,7 +979,8 @@ ELEMENTWISE: Dict[str, Callable] = {
 }
 
 
-#: the coopmatrix instructions (but mul_add: ``mul_add.EMITTERS``)
+#: the coopmatrix instructions (but mul_add: ``mul_add.EMITTERS``; the work-item views:
+#: ``coop_items.EMITTERS``)
 EMITTERS: Dict[str, Callable] = {
     "cooperative_matrix_construct": emit_construct,
     "cooperative_matrix_scale": emit_scale,
@@ -1079,7 +992,4 @@ EMITTERS: Dict[str, Callable] = {
     "cooperative_matrix_prefetch": emit_prefetch,
     **dict.fromkeys(("cooperative_matrix_reduce_add", "cooperative_matrix_reduce_max",
                      "cooperative_matrix_reduce_min"), emit_reduce),
-    "cooperative_matrix_extract": emit_extract,
-    "cooperative_matrix_insert": emit_insert,
-    "cooperative_matrix_apply": emit_apply,
 }
