@@ -19,8 +19,9 @@ accumulators hold at once (``MatrixUnit.accumulators``), the tile of C that
   ``TRANSPOSED_A_OPERAND`` for a transposed A),
   then the fewest edges (tiles checked in M or N: each is one more copy of the tile
   code), then the squarest, then the taller.  Tiles that cover the most of C each (the
-  rule before) left edges in both M and N where fewer columns divide N: a bf16 37 x 21 gemm in 32 x 8 tiles was four copies of the tile code,
-  in 32 x 7 tiles it is two, as fast to run and half as long to compile;
+  rule before) left edges in both M and N where fewer columns divide N: a bf16 37 x 21
+  gemm in 32 x 8 tiles was four copies of the tile code, in 32 x 7 tiles it is two, as
+  fast to run and half as long to compile;
 * the K step: ``choose_tiles``' rounded up to whole steps of the instruction's k, at most
   the next power of two of a static K, and that power of two where a static K is more
   than one step and less than two (one product, where a step and a checked remainder
