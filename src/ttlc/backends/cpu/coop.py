@@ -472,14 +472,16 @@ def _row_words(cg: FunctionCodegen, m: MemVal, lt: ir.Type, at, valid: Valid, M:
     words compiled faster still but ran at 0.6-0.7 of these loads' speed on Zen 4 (bf16
     and f16 64^3 t.n, 32 x 8 tiles)."""
     width = N * lt_size(lt)
-    if width not in ROW_WORD_BYTES or valid._whole is not None:
+    if width not in ROW_WORD_BYTES or not valid.by_lines:
         return None
     b = cg.b
     word = ir.IntType(8 * width)
     per = max(1, jit.vector_bits() // 8 // width)  # rows of a register
     parts = [(r0, min(per, M - r0)) for r0 in range(0, M, per)]
     origin, stride = at(0, 0), cg.ival(m.stride[1])
-    scratch = shared_scratch(cg, "row words", M * width)
+    # the word of zeros rows outside read, or the rows of the rolled loop below
+    scratch = shared_scratch(cg, "row words", M * width) \
+        if valid.rows is not None or valid.cols_inside is None else None
     as_rows = lambda v, n: b.bitcast(v, ir.VectorType(lt, n * N))  # noqa: E731
     count = valid.cols_inside
     if count is not None:

@@ -138,6 +138,9 @@ class Valid:
                  row_span: Optional[tuple] = None, cols_inside: Optional[int] = None):
         self.cg, self.M, self.N = cg, M, N
         self.rows, self.cols, self._whole = rows, cols, whole
+        #: the masks are ``rows`` and ``cols`` (not one of all M N): fixed when made, as
+        #: ``whole`` keeps the vector it joins from them
+        self.by_lines = whole is None
         #: (first, bound) where ``rows`` is ``inside(first, bound, M)`` (``row_inside``)
         self.row_span = row_span
         #: where known at compile time, how many columns are inside: the first ones
@@ -167,13 +170,13 @@ class Valid:
 
     def column(self, c: int) -> Optional[ir.Value]:
         """i1 x M: the components of column c (None: all)."""
-        if self._whole is not None:
+        if not self.by_lines:
             return self._lanes(range(c * self.M, (c + 1) * self.M))
         return self._one(self.rows, self.cols, c, self.M)
 
     def row(self, r: int) -> Optional[ir.Value]:
         """i1 x N: the components of row r (None: all)."""
-        if self._whole is not None:
+        if not self.by_lines:
             return self._lanes(range(r, self.M * self.N, self.M))
         return self._one(self.cols, self.rows, r, self.N)
 
