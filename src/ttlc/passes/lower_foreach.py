@@ -192,7 +192,9 @@ class _Lowering:
 
     # ---- the loop nest ---------------------------------------------------------------------
     def _emit(self, modes: List[_Mode], order: List[int], level: int,
-              binds: Dict[int, Tuple[Int, Int]]) -> None:
+              binds: Dict[int, Tuple[Int, Int]], edge: bool = False) -> None:
+        """The loops of modes ``order[level:]`` around a copy of the region; ``edge``:
+        inside the remainder tile of an outer mode."""
         if level == len(order):
             self._clone_body(modes, binds)
             return
@@ -200,13 +202,23 @@ class _Lowering:
         mode = modes[order[level]]
         lt = mode.loop_type
 
-        def inner(var: Int, size: Int) -> None:
-            self._emit(modes, order, level + 1, {**binds, mode.index: (var, size)})
+        def inner(var: Int, size: Int, in_remainder: bool = False) -> None:
+            self._emit(modes, order, level + 1, {**binds, mode.index: (var, size)},
+                       edge or in_remainder)
 
         if not mode.distributed:
             loop = b.for_(mode.lo, mode.hi, mode.step if self.tiled else None)
             with loop as (var, *_):
                 inner(var, m.min(mode.step, m.sub(mode.hi, var, lt), lt) if self.tiled else 0)
+            return
+        if edge and self.tiled and mode.remainder is not False:
+            # every tile here is partial in an outer mode: this mode's full tiles and its
+            # remainder share one copy of the region, sized min(tile, to - offset) (a
+            # gemm's edge tiles check rows and columns alike; ?x?x? had four copies)
+            start = mode.start if mode.offset is None else m.add(mode.lo, mode.offset, lt)
+            hi = m.value(mode.hi, lt)
+            with b.for_(m.value(start, lt), hi, m.value(mode.step, lt)) as (var, *_):
+                inner(var, m.min(mode.tile, m.sub(hi, var, lt), lt))
             return
         end = mode.main_end if self.tiled else mode.hi
         if _statically_empty(mode.start, end):
@@ -220,10 +232,10 @@ class _Lowering:
         if not self.tiled or mode.remainder is False:
             return
         if mode.remainder is True:
-            inner(mode.main_end, mode.remainder_size)
+            inner(mode.main_end, mode.remainder_size, True)
         else:
             with b.if_(mode.remainder):
-                inner(mode.main_end, mode.remainder_size)
+                inner(mode.main_end, mode.remainder_size, True)
 
     def _clone_body(self, modes: List[_Mode], binds: Dict[int, Tuple[Int, Int]]) -> None:
         """A copy of the foreach region with its arguments bound, at the insertion point."""
