@@ -241,7 +241,8 @@ def emit_if(cg: FunctionCodegen, inst: Instruction):
             if in_memory[k]:
                 results.append(columns.merge(cg, [(vals[k], blk) for vals, blk in incoming]))
                 continue
-            held = mul_add.merged_pieces(cg, [(vals[k], blk) for vals, blk in incoming], t)
+            branches = [(vals[k], blk) for vals, blk in incoming]
+            held = mul_add.merged_pieces(cg, branches, t) or mul_add.merged_columns(cg, branches, t)
             if held is not None:
                 results.append(held)
                 continue

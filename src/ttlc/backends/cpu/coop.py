@@ -42,8 +42,8 @@ from .memory import (_align, _component_ptrs, _masked_store, _note_write, _store
                      atomic_update, check_alive, elem_type, is_null, lt_size)
 from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, MemVal,
                      VectorConstant, is_vec, parts, undef_of, zero_of)
-from .vectors import (Valid, concat, gather, in_range, inside, masked_load, narrow, splat_n,
-                      widest)
+from .vectors import (Valid, column_group, concat, gather, in_range, inside, masked_load, narrow,
+                      splat_n, widest)
 
 
 def _vt(t: CoopMatrixType) -> ir.VectorType:
@@ -225,18 +225,14 @@ def by_columns(cg: FunctionCodegen, x: CoopVal, g: int, fn, *others: CoopVal):
     1024 lanes, which LLVM's instruction selection took apart slowly where they were half
     (no native arithmetic without AVX512-FP16: an f16 37 x 21 update with beta in 64 x 3
     tiles took 100 ms)."""
-    t = x.type
-    M, N = t.rows, t.cols
-    w = widest()
-    if M * N <= w or N == 1 or not narrow(cg):
+    per = column_group(cg, x.type)
+    if not per:
         return fn(x.mats[g], *[o.mats[g] for o in others])
-    # columns per group: the most that divide N (groups of one length join as they are)
-    per = max(k for k in range(1, max(1, w // M) + 1) if N % k == 0)
-    return concat(cg, [fn(*[_columns(cg, v, g, c0, per) for v in (x,) + others])
-                       for c0 in range(0, N, per)])
+    return concat(cg, [fn(*[column_block(cg, v, g, c0, per) for v in (x,) + others])
+                       for c0 in range(0, x.type.cols, per)])
 
 
-def _columns(cg: FunctionCodegen, v: CoopVal, g: int, c0: int, n: int):
+def column_block(cg: FunctionCodegen, v: CoopVal, g: int, c0: int, n: int):
     """Columns c0 .. c0 + n - 1 of subgroup g's matrix v, as one vector."""
     if n == 1 or isinstance(v, PiecesVal):
         return concat(cg, [column_of(cg, v, g, c) for c in range(c0, c0 + n)])

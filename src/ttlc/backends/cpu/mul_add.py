@@ -20,8 +20,8 @@ from . import amx, amx_products, coop, dpbf16
 from .arith import convert
 from .columns import users_of
 from .function import FunctionCodegen, LoopCarrier
-from .values import CoopVal, VectorConstant
-from .vectors import narrow
+from .values import LLTYPE, CoopVal, VectorConstant
+from .vectors import column_group, concat, narrow
 
 
 def mul_add_path(a_type: str, b_type: str, acc_type: str) -> str:
@@ -204,6 +204,32 @@ def merged_pieces(cg: FunctionCodegen, incoming: list, t: CoopMatrixType):
                 cg.add_incoming(p, acc[key], blk)
         phis.append(merged)
     return coop.PiecesVal(cg, kernel, phis, t)
+
+
+def merged_columns(cg: FunctionCodegen, incoming: list, t) -> "CoopVal | None":
+    """The result of a uniform ``if`` that both branches give as a matrix whose updates
+    go by groups of columns (``vectors.column_group``), merged group by group, one phi
+    each, joined (an update after the ``if`` takes the groups back from the join:
+    ``FoldingBuilder``); None for other values.  A gemm with beta known only at run time
+    adds beta C in one branch: a phi of its whole 64 x 4 f32 tile (``<256 x float>``)
+    was split by LLVM's instruction selection slowly."""
+    vals = [v for v, _ in incoming]
+    per = (column_group(cg, t) if isinstance(t, CoopMatrixType) and not t.component.is_complex
+           else 0)
+    if not per or not all(isinstance(v, CoopVal) for v in vals):
+        return None
+    firsts = range(0, t.cols, per)
+    group_t = ir.VectorType(LLTYPE[t.component.name], per * t.rows)
+    merge = cg.b.block
+    cg.b.position_at_start(merge)  # (other results' joins may follow phis already made)
+    phis = [[cg.phi_of(group_t) for _ in firsts] for _ in vals[0].mats]
+    cg.b.position_at_end(merge)
+    for v, blk in incoming:
+        with cg.b.goto_block(blk):  # (before its terminator)
+            for g, ps in enumerate(phis):
+                for p, c0 in zip(ps, firsts):
+                    cg.add_incoming(p, coop.column_block(cg, v, g, c0, per), blk)
+    return CoopVal([concat(cg, ps) for ps in phis], t)
 
 
 def claim_loop(cg: FunctionCodegen, loop: Instruction) -> Dict[int, HeldPieces]:

@@ -96,6 +96,18 @@ def narrow(cg) -> bool:
     return hit
 
 
+def column_group(cg, t) -> int:
+    """The columns of the coopmatrix type t an elementwise update takes at once
+    (``coop.by_columns``): the most that divide its columns and fit ``widest()`` (groups
+    of one length join as they are), or 0 where it takes the whole matrix (no more than
+    ``widest()`` components, one column, or a kernel not ``narrow``)."""
+    M, N = t.rows, t.cols
+    w = widest()
+    if M * N <= w or N == 1 or not narrow(cg):
+        return 0
+    return max(k for k in range(1, max(1, w // M) + 1) if N % k == 0)
+
+
 def pieces(cg, x, fn):
     """fn(piece) on the vector x in pieces of ``widest()`` lanes, joined; fn(x) where x is
     no wider (or not a vector).  The last piece repeats x's last lane past its end."""

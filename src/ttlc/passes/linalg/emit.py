@@ -199,13 +199,17 @@ class Emitter:
         if c is not None:
             emit(c != 0)
             return
-        if self._beta_zero is None:
-            self._beta_zero = self.pb.equal(self.beta, self.const(0, self.beta.type))
-        branch = self.b.if_(self._beta_zero)
+        branch = self.b.if_(self.beta_is_zero())
         with branch:
             emit(False)
         with branch.else_():
             emit(True)
+
+    def beta_is_zero(self) -> Value:
+        """``beta == 0`` (a beta known only at run time), made once in ``pre``."""
+        if self._beta_zero is None:
+            self._beta_zero = self.pb.equal(self.beta, self.const(0, self.beta.type))
+        return self._beta_zero
 
     # ---- the update out := alpha value + beta out --------------------------------------
     def update_scalar(self, value: Value, out: Value, index: Sequence[Value], read: bool) -> None:
@@ -238,29 +242,44 @@ class Emitter:
                                                name="alpha_ab")
 
     def update_tile(self, value: Value, out: Value, x: Value, y: Value, flag: Optional[str],
-                    read: bool, scaled: bool = False, transpose: bool = False) -> None:
+                    scaled: bool = False, transpose: bool = False) -> None:
         """A coopmatrix tile: ``out[x:, y:] := alpha value + beta out[x:, y:]`` (``scaled``:
         value already holds alpha value; ``transpose``: the tile is out's block
-        transposed, accessed with ``.t``)."""
+        transposed, accessed with ``.t``).  A beta known only at run time adds beta out
+        under ``if beta != 0`` (beta 0 never reads the output) and the cast to the
+        output's type and the store follow once, not once per case (bf16 rounds f32 in
+        nine instructions a vector)."""
         b = self.b
         t: CoopMatrixType = value.type
         acc = t.component
         ot = t.with_component(out.type.element)
         ta = {"ta": "t"} if transpose else {}
         v = value if scaled else self.scale_tile(value)
-        if self.atomic:
-            o = self.cast(v, ot)
-            if read:
-                b.cooperative_matrix_atomic_add(o, out, x, y, checked=flag, result=ot, **ta)
-            else:
-                b.cooperative_matrix_atomic_store(o, out, x, y, checked=flag, **ta)
-            return
-        if read:
+
+        def beta_term() -> Value:
             c = self.cast(b.cooperative_matrix_load(out, x, y, ot, checked=flag, name="c", **ta),
                           t)
-            if not self.beta_is_one:
-                c = b.cooperative_matrix_scale(self.beta_in(acc), c)
-            v = b.add(v, c)
+            return c if self.beta_is_one else b.cooperative_matrix_scale(self.beta_in(acc), c)
+
+        if self.atomic:
+            def atomic(read: bool) -> None:
+                o = self.cast(v, ot)
+                if read:
+                    b.cooperative_matrix_atomic_add(o, out, x, y, checked=flag, result=ot, **ta)
+                else:
+                    b.cooperative_matrix_atomic_store(o, out, x, y, checked=flag, **ta)
+            self.beta_cases(atomic)
+            return
+        beta = constant_number(self.beta)
+        if beta is None:
+            branch = b.if_(self.beta_is_zero(), results=[t], names=["updated"])
+            with branch:
+                b.yield_([v])
+            with branch.else_():
+                b.yield_([b.add(v, beta_term())])
+            v = branch.results[0]
+        elif beta != 0:
+            v = b.add(v, beta_term())
         b.cooperative_matrix_store(self.cast(v, ot), out, x, y, checked=flag, **ta)
 
     # ---- the result ------------------------------------------------------------------------

@@ -260,8 +260,7 @@ def dot_products(em: Emitter, A: Value, b_col: Value, c_col: Value, M: int, K: i
                                                    result=coopmatrix(acc, 1, NT, "matrix_acc"),
                                                    name="dots")
             v = em.scale_tile(sums)
-            em.beta_cases(lambda read: em.update_tile(v, c_col, j, origin, None, read,
-                                                      scaled=True, transpose=True))
+            em.update_tile(v, c_col, j, origin, None, scaled=True, transpose=True)
 
 
 def _column_entries(t, S: int) -> List[int]:
@@ -360,7 +359,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
         for (i, _, check_m), x in zip(rows, xs):
             flag = checked_flag(check_m, check_n)
             v = em.scale_tile(x)
-            em.beta_cases(lambda read: em.update_tile(v, C, i, j, flag, read, scaled=True))
+            em.update_tile(v, C, i, j, flag, scaled=True)
 
     def tile(rows: List[Rows], j: Value, NT: int, check_n: bool) -> None:
         """The blocks of rows `rows` of C's columns j .. j + NT - 1."""
