@@ -43,7 +43,7 @@ from .memory import (_align, _component_ptrs, _masked_store, _note_write, _store
 from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, MemVal,
                      VectorConstant, is_vec, parts, undef_of, zero_of)
 from .vectors import (Valid, column_group, concat, gather, in_range, inside, masked_load, narrow,
-                      splat_n, widest)
+                      splat_n)
 
 
 def _vt(t: CoopMatrixType) -> ir.VectorType:
