@@ -443,15 +443,15 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
 
 
 #: bytes of a row of a transposed tile that ``_row_words`` loads as one integer
-ROW_WORD_BYTES = (4, 8)
+ROW_WORD_BYTES = (2, 4, 8)
 
 
 def _row_words(cg: FunctionCodegen, m: MemVal, lt: ir.Type, at, valid: Valid, M: int,
                N: int) -> Optional[List[ir.Value]]:
     """The M rows of a transposed tile (each N components contiguous in memory), in
     order, as vectors of a register's worth of whole rows, where a row is one of
-    ``ROW_WORD_BYTES`` (a K step of two or four 16-bit values) and masks go by rows and
-    columns (``Valid``); else None.
+    ``ROW_WORD_BYTES`` (a K step of one, two or four 16-bit values) and masks go by rows
+    and columns (``Valid``); else None.
 
     Where the columns inside are known at compile time (``Valid.cols_inside``: all of
     them in the K loop's steps, the first few in a static K's remainder) each row is one
@@ -466,7 +466,9 @@ def _row_words(cg: FunctionCodegen, m: MemVal, lt: ir.Type, at, valid: Valid, M:
     parts are vectors of lt so that the shuffles taking columns or pairs of k out of the
     tile trace back to one or two of them (``values.FoldingBuilder``).  Gathers of the
     words compiled faster still but ran at 0.6-0.7 of these loads' speed on Zen 4 (bf16
-    and f16 64^3 t.n, 32 x 8 tiles)."""
+    and f16 64^3 t.n, 32 x 8 tiles).  A row of one 16-bit value (f32 FMAs take one k a
+    step where K is known at run time) was a masked load of one component, a branch in
+    machine code: f16 ?x?x? t.n compiled in 340-390 ms, as words 190-210."""
     width = N * lt_size(lt)
     if width not in ROW_WORD_BYTES or not valid.by_lines:
         return None
