@@ -245,10 +245,12 @@ class Emitter:
                     scaled: bool = False, transpose: bool = False) -> None:
         """A coopmatrix tile: ``out[x:, y:] := alpha value + beta out[x:, y:]`` (``scaled``:
         value already holds alpha value; ``transpose``: the tile is out's block
-        transposed, accessed with ``.t``).  A beta known only at run time adds beta out
-        under ``if beta != 0`` (beta 0 never reads the output) and the cast to the
-        output's type and the store follow once, not once per case (bf16 rounds f32 in
-        nine instructions a vector)."""
+        transposed, accessed with ``.t``).  Where the output's type is not the
+        accumulator's, a beta known only at run time adds beta out under ``if beta !=
+        0`` (beta 0 never reads the output) and the conversion and the store follow
+        once, not once per case (bf16 rounds f32 in nine instructions a vector); of one
+        type, each case stores its own (a phi of the whole f32 tile made f32 ?x?x?
+        gemms 1.1-1.2x slower)."""
         b = self.b
         t: CoopMatrixType = value.type
         acc = t.component
@@ -270,17 +272,21 @@ class Emitter:
                     b.cooperative_matrix_atomic_store(o, out, x, y, checked=flag, **ta)
             self.beta_cases(atomic)
             return
-        beta = constant_number(self.beta)
-        if beta is None:
-            branch = b.if_(self.beta_is_zero(), results=[t], names=["updated"])
-            with branch:
-                b.yield_([v])
-            with branch.else_():
-                b.yield_([b.add(v, beta_term())])
-            v = branch.results[0]
-        elif beta != 0:
-            v = b.add(v, beta_term())
-        b.cooperative_matrix_store(self.cast(v, ot), out, x, y, checked=flag, **ta)
+
+        def store(read: bool) -> None:
+            c = b.add(v, beta_term()) if read else v
+            b.cooperative_matrix_store(self.cast(c, ot), out, x, y, checked=flag, **ta)
+
+        if constant_number(self.beta) is not None or ot == t:
+            self.beta_cases(store)
+            return
+        branch = b.if_(self.beta_is_zero(), results=[t], names=["updated"])
+        with branch:
+            b.yield_([v])
+        with branch.else_():
+            b.yield_([b.add(v, beta_term())])
+        b.cooperative_matrix_store(self.cast(branch.results[0], ot), out, x, y, checked=flag,
+                                   **ta)
 
     # ---- the result ------------------------------------------------------------------------
     def instructions(self) -> List[Instruction]:
