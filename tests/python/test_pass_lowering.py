@@ -62,9 +62,11 @@ NP_INT = {"i32": np.int32, "index": np.int64, "i64": np.int64, "i16": np.int16, 
 
 
 def foreach_kernel(n: int, ty: str, lows, highs, static: bool, sgs: int, wgs,
-                   tile=None) -> str:
+                   tile=None, full_test: bool = False) -> str:
     """A foreach (tile=None) or foreach_tile over n modes writing, per point, a code of
-    the point (and for tiles, of the tile) into A and counting visits in C."""
+    the point (and for tiles, of the tile) into A and counting visits in C; with
+    ``full_test`` the tile's code adds 10^9 where the tile is full in every mode (an
+    ``and`` of each mode's ``equal`` of size and tile, as a gemm tests)."""
     names = "ijk"[:n]
     params = ["%A: memref<i32" + "x?" * n + ">", "%C: memref<i32" + "x?" * n + ">",
               "%T: memref<i32" + "x?" * n + ">"]
@@ -133,6 +135,20 @@ def foreach_kernel(n: int, ty: str, lows, highs, static: bool, sgs: int, wgs,
             body.append(f"%pt{x} = mul %ct{x}, %mt{x} : i32")
             body.append(f"%q{x} = add %code{d}, %p{x} : i32")
             body.append(f"%code{d + 1} = add %q{x}, %pt{x} : i32")
+        code = f"%code{n}"
+        if full_test:
+            tests = []
+            for d, x in enumerate(names):
+                body.append(f"%ft{x} = constant {tile[d]} : {ty}")
+                body.append(f"%full{x} = equal %t{x}, %ft{x} : bool")
+                tests.append(f"%full{x}")
+            for d in range(1, n):
+                body.append(f"%all{d} = and {tests[0] if d == 1 else f'%all{d - 1}'}, "
+                            f"{tests[d]} : bool")
+            body += [f"%fv = if %all{n - 1} -> (i32) {{", "%big = constant 1000000000 : i32",
+                     "yield (%big)", "} else {", "%nil = constant 0 : i32", "yield (%nil)",
+                     "}", f"%code_full = add %code{n}, %fv : i32"]
+            code = "%code_full"
         loops = []
         for d, x in enumerate(names):
             start, step = ("%lid", "%sgs") if d == 0 else ("%z", None)
@@ -142,7 +158,7 @@ def foreach_kernel(n: int, ty: str, lows, highs, static: bool, sgs: int, wgs,
         for d, x in enumerate(names):
             inner.append(f"%e{x} = add %{x}, %r{x} : {ty}")
             ix.append(idx_inner(inner, f"%e{x}", ty))
-        inner.append(f"store %code{n}, %A[{','.join(ix)}]")
+        inner.append(f"store {code}, %A[{','.join(ix)}]")
         inner.append("%one = constant 1 : i32")
         inner.append(f"%prev = atomic_add %one, %C[{','.join(ix)}] : i32")
         nest = loops + inner + ["}"] * n
@@ -164,8 +180,8 @@ def idx_inner(lines, v, ty):
 OFF = 32
 
 
-def run_foreach_case(n, ty, lows, highs, static, sgs, wgs, tile=None):
-    src = foreach_kernel(n, ty, lows, highs, static, sgs, wgs, tile)
+def run_foreach_case(n, ty, lows, highs, static, sgs, wgs, tile=None, full_test=False):
+    src = foreach_kernel(n, ty, lows, highs, static, sgs, wgs, tile, full_test)
     shape = tuple(max(h, 1) + OFF + 2 for h in highs)
     A = fortran(shape, np.int32, 7)
     C = fortran(shape, np.int32)
@@ -244,6 +260,24 @@ def test_foreach_tile(n, lows, highs, tile, wgs, sgs, static):
 def test_foreach_tile_integer_types(ty, static):
     run_foreach_case(2, ty, (1, 2), (70, 9), static, 16, (32, 2), (32, 4))
     run_foreach_case(1, ty, (-20,), (50,), static, 16, (64, 4), (16,))
+
+
+@pytest.mark.parametrize("wgs,sgs", SIZES)
+@pytest.mark.parametrize("lows,highs,tile", [
+    ((0, 0), (70, 33), (32, 8)), ((3, 2), (100, 20), (32, 16)), ((0, 0), (64, 32), (32, 8)),
+    ((0, 0), (10, 3), (32, 8)), ((1, 0), (200, 70), (32, 4))])
+def test_foreach_tile_edges_in_three_copies(lows, highs, tile, wgs, sgs):
+    """Two modes of run-time sizes and a region that tests whether its tile is full in
+    both (as a gemm does): three copies of the region, the full tiles, the row
+    remainder of full columns, and the column remainder, whose full rows and row
+    remainder share one loop; the test of the partial mode false in the last two.
+    Every tile runs once with its size, and the codes written, which depend on the
+    test, are the interpreter's on the foreach_tile itself."""
+    if tile[0] % sgs:
+        tile = (sgs,) + tuple(tile[1:])
+    _, text = run_foreach_case(2, "index", lows, highs, False, sgs, wgs, tile, True)
+    assert text.count("%tprev = atomic_add") == 3
+    assert text.count("constant false : bool") == 2  # the partial mode's test
 
 
 def test_foreach_tile_static_divisible_has_no_remainder_code():
