@@ -244,7 +244,6 @@ class _Lowering:
 
     def _clone_body(self, modes: List[_Mode], binds: Dict[int, Tuple[Int, Int]]) -> None:
         """A copy of the foreach region with its arguments bound, at the insertion point."""
-        m = self.m
         args = self.body.args
         n = len(modes)
         mapping: Dict[Value, Value] = {}
