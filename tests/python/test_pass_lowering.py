@@ -14,15 +14,22 @@ import numpy as np
 import pytest
 
 import ttlc
+from ttlc.ir.rewrite import set_attribute
 from ttlc.passes import PassContext, run_passes
+from ttlc.passes.lower_foreach import EDGES_IN_ONE_COPY
 
 RNG = np.random.default_rng(20240611)
 
 
 # ---- harness ------------------------------------------------------------------------------
-def lowered(src: str, *passes: str) -> str:
+def lowered(src: str, *passes: str, edges_in_one_copy: bool = False) -> str:
     program = ttlc.parse(src)
     ttlc.check(program)
+    if edges_in_one_copy:  # as lower-linalg marks the foreach_tile of a 16-bit gemm
+        for func in program.functions:
+            for inst in func.body.walk():
+                if inst.opcode == "foreach_tile":
+                    set_attribute(inst, EDGES_IN_ONE_COPY, True)
     run_passes(program, list(passes), PassContext())
     text = str(program)
     ttlc.check(text)  # the printed lowering verifies
@@ -41,8 +48,8 @@ def same(a: np.ndarray, b: np.ndarray) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-def assert_same_results(src: str, args, passes, grid=(1, 1, 1)):
-    after_src = lowered(src, *passes)
+def assert_same_results(src: str, args, passes, grid=(1, 1, 1), edges_in_one_copy=False):
+    after_src = lowered(src, *passes, edges_in_one_copy=edges_in_one_copy)
     assert "foreach" not in after_src or "lower-foreach" not in passes
     for checked in (False, True):
         before = run(src, args, checked, grid)
@@ -180,7 +187,8 @@ def idx_inner(lines, v, ty):
 OFF = 32
 
 
-def run_foreach_case(n, ty, lows, highs, static, sgs, wgs, tile=None, full_test=False):
+def run_foreach_case(n, ty, lows, highs, static, sgs, wgs, tile=None, full_test=False,
+                     edges_in_one_copy=False):
     src = foreach_kernel(n, ty, lows, highs, static, sgs, wgs, tile, full_test)
     shape = tuple(max(h, 1) + OFF + 2 for h in highs)
     A = fortran(shape, np.int32, 7)
@@ -192,7 +200,8 @@ def run_foreach_case(n, ty, lows, highs, static, sgs, wgs, tile=None, full_test=
     if not static:
         for d in range(n):
             args += [NP_INT[ty](lows[d]), NP_INT[ty](highs[d])]
-    (A1, C1, T1), text = assert_same_results(src, args, ["lower-foreach"])
+    (A1, C1, T1), text = assert_same_results(src, args, ["lower-foreach"],
+                                             edges_in_one_copy=edges_in_one_copy)
     if tile is not None:  # every tile run exactly once (and no empty remainder tile)
         expect_t = np.zeros(T.shape, np.int32)
         expect_t[tuple(slice(0, c) for c in counts)] = 1
@@ -262,10 +271,14 @@ def test_foreach_tile_integer_types(ty, static):
     run_foreach_case(1, ty, (-20,), (50,), static, 16, (64, 4), (16,))
 
 
+#: lows, highs, tiles of two modes: remainders in both, none, one tile in all, many tiles
+EDGE_CASES = [((0, 0), (70, 33), (32, 8)), ((3, 2), (100, 20), (32, 16)),
+              ((0, 0), (64, 32), (32, 8)), ((0, 0), (10, 3), (32, 8)),
+              ((1, 0), (200, 70), (32, 4))]
+
+
 @pytest.mark.parametrize("wgs,sgs", SIZES)
-@pytest.mark.parametrize("lows,highs,tile", [
-    ((0, 0), (70, 33), (32, 8)), ((3, 2), (100, 20), (32, 16)), ((0, 0), (64, 32), (32, 8)),
-    ((0, 0), (10, 3), (32, 8)), ((1, 0), (200, 70), (32, 4))])
+@pytest.mark.parametrize("lows,highs,tile", EDGE_CASES)
 def test_foreach_tile_edges_in_three_copies(lows, highs, tile, wgs, sgs):
     """Two modes of run-time sizes and a region that tests whether its tile is full in
     both (as a gemm does): three copies of the region, the full tiles, the row
@@ -278,6 +291,19 @@ def test_foreach_tile_edges_in_three_copies(lows, highs, tile, wgs, sgs):
     _, text = run_foreach_case(2, "index", lows, highs, False, sgs, wgs, tile, True)
     assert text.count("%tprev = atomic_add") == 3
     assert text.count("constant false : bool") == 2  # the partial mode's test
+
+
+@pytest.mark.parametrize("wgs,sgs", SIZES)
+@pytest.mark.parametrize("lows,highs,tile", EDGE_CASES)
+def test_foreach_tile_edges_in_one_copy(lows, highs, tile, wgs, sgs):
+    """The same, marked ``EDGES_IN_ONE_COPY`` (as lower-linalg marks a 16-bit gemm's):
+    two copies, the full tiles and all the tiles partial in either mode, the test of a
+    full tile false in the second; every tile once, the codes the interpreter's."""
+    if tile[0] % sgs:
+        tile = (sgs,) + tuple(tile[1:])
+    _, text = run_foreach_case(2, "index", lows, highs, False, sgs, wgs, tile, True, True)
+    assert text.count("%tprev = atomic_add") == 2
+    assert text.count("constant false : bool") == 1  # the edge copy's test
 
 
 def test_foreach_tile_static_divisible_has_no_remainder_code():

@@ -23,9 +23,12 @@ one chosen here follows the reference implementation:
     ``full mod workers``), with size ``to - offset``.  Inside the outer mode's remainder
     tile every tile is partial: there the inner mode's full tiles and its remainder
     share one loop (size ``min(tile, to - offset)``), so the region is cloned three times
-    for two modes with remainders, not four.  (Two copies, the full tiles and all the
-    others, made f32 gemms of run-time sizes 1.1x slower: their edge tiles in the full
-    columns lost the row offset that is the same for all of them.)  Plain loops compute
+    for two modes with remainders, not four.  A ``foreach_tile`` marked
+    ``EDGES_IN_ONE_COPY`` (by lower-linalg) whose two modes both have remainders of
+    sizes known only at run time and whose region tests that its tile is full in both
+    (an ``and`` of the modes' ``size == tile``, as a gemm does) has the tiles partial in
+    either mode as one copy of their own, the test false there: two copies.  Plain
+    loops compute
     ``size = min(tile, to - var)``.
 
 ``foreach`` (one point per work-item at a time)
@@ -48,7 +51,7 @@ reference implementation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..analysis.effects import DISJOINT
 from ..ir.builder import Builder
@@ -59,6 +62,15 @@ from ..ir.rewrite import (clone_instructions, replace, replace_all_uses, set_att
 from ..ir.types import BOOL, I32, ScalarType
 from . import PassContext
 from .index_math import Bool, Int, IndexMath, known, require_sizes, set_locations
+
+
+#: attribute (not printed) of a foreach_tile whose tiles partial in either mode may run as
+#: one copy of its region (``_emit_two_copies``).  lower-linalg sets it for gemms of
+#: 16-bit operands, whose tile code (conversions, transposed loads) is large: their
+#: `?x?x?` kernels compiled in 100-150 ms instead of 130-210, at the same speed; f32
+#: gemms of run-time sizes ran 1.1x slower as two copies (their row remainder in the
+#: full columns, at one offset for all, became a loop's variable), so they keep three.
+EDGES_IN_ONE_COPY = "edge_tiles_in_one_copy"
 
 
 def lower_foreach(program: Program, ctx: PassContext) -> None:
@@ -112,7 +124,10 @@ class _Lowering:
             set_attribute(par.inst, DISJOINT, self.inst.attrs[DISJOINT])
         with par:
             modes, order = self._plan()
-            self._emit(modes, order, 0, {})
+            if self.inst.attrs.get(EDGES_IN_ONE_COPY) and self._full_tests(modes):
+                self._emit_two_copies(modes, order)
+            else:
+                self._emit(modes, order, 0, {})
         set_locations(self.scratch, self.inst.loc)
         replace(region, self.inst, self.scratch.instructions)
 
@@ -220,9 +235,8 @@ class _Lowering:
             # every tile here is partial in an outer mode: this mode's full tiles and its
             # remainder share one copy of the region, sized min(tile, to - offset) (a
             # gemm's edge tiles check rows and columns alike; ?x?x? had four copies)
-            start = mode.start if mode.offset is None else m.add(mode.lo, mode.offset, lt)
             hi = m.value(mode.hi, lt)
-            with b.for_(m.value(start, lt), hi, m.value(mode.step, lt)) as (var, *_):
+            with b.for_(self._first(mode), hi, m.value(mode.step, lt)) as (var, *_):
                 inner(var, m.min(mode.tile, m.sub(hi, var, lt), lt))
             return
         end = mode.main_end if self.tiled else mode.hi
@@ -242,8 +256,78 @@ class _Lowering:
             with b.if_(mode.remainder):
                 inner(mode.main_end, mode.remainder_size, True)
 
-    def _clone_body(self, modes: List[_Mode], binds: Dict[int, Tuple[Int, Int]]) -> None:
-        """A copy of the foreach region with its arguments bound, at the insertion point."""
+    def _first(self, mode: _Mode) -> Value:
+        """The first offset of this worker in a distributed mode."""
+        m, lt = self.m, mode.loop_type
+        start = mode.start if mode.offset is None else m.add(mode.lo, mode.offset, lt)
+        return m.value(start, lt)
+
+    def _full_tests(self, modes: List[_Mode]) -> List[Instruction]:
+        """The region's tests that its tile is full in both modes (``and`` of the two
+        modes' ``equal`` of size and tile, as a gemm makes) where the tiles of two
+        distributed modes have remainders of sizes known only at run time; else none.
+        Such a region's edge tiles run as one copy (``_emit_two_copies``)."""
+        if not self.tiled or len(modes) != 2 or not all(
+                mode.distributed and mode.remainder is not False
+                and known(mode.remainder_size) is None for mode in modes):
+            return []
+        args = self.body.args
+        sizes = {args[2 + mode.index]: mode for mode in modes}
+        tests: Dict[Value, int] = {}
+        for i in self.body.walk():
+            if i.opcode == "equal":
+                for x, y in (i.operands, i.operands[::-1]):
+                    if x in sizes and known(y) == sizes[x].tile:
+                        tests[i.results[0]] = sizes[x].index
+        return [i for i in self.body.walk() if i.opcode == "and"
+                and {tests.get(v) for v in i.operands} == {0, 1}]
+
+    def _emit_two_copies(self, modes: List[_Mode], order: List[int]) -> None:
+        """The region as two copies, one for the full tiles and one for the tiles partial
+        in either mode, the latter's test of a full tile (``_full_tests``) false: a loop
+        over this worker's tiles of the outer mode, full ones and the remainder, each
+        with the inner mode's full tiles (in a full outer tile: sizes the tiles) and then
+        its edge tiles, from its remainder tile (in a full outer tile, where this worker
+        owns it) or from its first tile (the outer remainder), sizes min(tile, to -
+        offset).  A gemm of run-time sizes had a copy of its tile code for each of the
+        full tiles, the two edges and the corner; the edges of each outer tile follow
+        its full tiles."""
+        b, m = self.b, self.m
+        outer, inner = (modes[k] for k in order)
+        lo, li = outer.loop_type, inner.loop_type
+        hi_o, hi_i = m.value(outer.hi, lo), m.value(inner.hi, li)
+
+        def pick(cond: Bool, then: Int, other: Int) -> Value:
+            """then where cond, else other (an index of the inner mode)."""
+            branch = b.if_(m.flag(cond), results=[li])
+            with branch:
+                b.yield_([m.value(then, li)])
+            with branch.else_():
+                b.yield_([m.value(other, li)])
+            return branch.results[0]
+
+        # the inner mode's full tiles run from `start` (its loop's first value) to
+        # main_end in a full outer tile, not at all in the outer remainder
+        start = inner.lo if inner.offset is not None else inner.start
+        first_i, owned = self._first(inner), pick(inner.remainder, inner.main_end, hi_i)
+        with b.for_(self._first(outer), hi_o, m.value(outer.step, lo)) as (j, *_):
+            full_outer = m.less_than(j, outer.main_end, lo)
+            with b.for_(m.value(start, li), pick(full_outer, inner.main_end, start),
+                        m.value(inner.step, li)) as (var, *_):
+                i = var if inner.offset is None else m.add(var, inner.offset, li)
+                self._clone_body(modes, {outer.index: (j, outer.tile),
+                                         inner.index: (i, inner.tile)})
+            with b.for_(pick(full_outer, owned, first_i), hi_i,
+                        m.value(inner.step, li)) as (i, *_):
+                self._clone_body(modes, {
+                    outer.index: (j, m.min(outer.tile, m.sub(hi_o, j, lo), lo)),
+                    inner.index: (i, m.min(inner.tile, m.sub(hi_i, i, li), li))},
+                    never_full=self._full_tests(modes))
+
+    def _clone_body(self, modes: List[_Mode], binds: Dict[int, Tuple[Int, Int]],
+                    never_full: Sequence[Instruction] = ()) -> None:
+        """A copy of the foreach region with its arguments bound, at the insertion point;
+        ``never_full``: tests of the region false in this copy."""
         args = self.body.args
         n = len(modes)
         mapping: Dict[Value, Value] = {}
@@ -258,6 +342,7 @@ class _Lowering:
                     partial[args[n + mode.index]] = mode.tile
         full_tests = [i for i in self.body.walk()
                       if i.opcode == "equal" and _is_tile_of(i.operands, partial)]
+        full_tests += never_full
         never = self.b.constant(False, BOOL) if full_tests else None
         region = self.b.insertion_region
         for inst in clone_instructions(self.body.instructions, mapping):

@@ -50,8 +50,10 @@ from ...ir.builder import coopmatrix
 from ...ir.core import Value
 from ...ir.layout import layout_of
 from ...ir.numerics import accumulate_type
+from ...ir.rewrite import set_attribute
 from ...ir.types import INDEX, ScalarType
 from ..index_math import Int, known
+from ..lower_foreach import EDGES_IN_ONE_COPY
 from .emit import Emitter, checked_flag
 from .tiles import (MIN_ACC_BYTES, Tiles, accumulator_bytes, choose_tiles, column_pieces,
                     register_chains, split_remainders)
@@ -440,8 +442,10 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
         for n0, ne, NT, n_status in _pieces(N, tiles.n, n_pieces):
             lo = [em.index(m0), em.index(n0)]
             hi = [em.index(em.pm.add(m0, me, INDEX)), em.index(em.pm.add(n0, ne, INDEX))]
-            with b.foreach_tile(lo, hi, [MT, NT], arg_names=["i", "j", "ti", "tj"]) \
-                    as (i, j, ti, tj):
+            tiles_op = b.foreach_tile(lo, hi, [MT, NT], arg_names=["i", "j", "ti", "tj"])
+            if max(ea.size, eb.size) < acc.size:  # 16-bit products: large tile code
+                set_attribute(tiles_op.inst, EDGES_IN_ONE_COPY, True)
+            with tiles_op as (i, j, ti, tj):
                 full: Optional[object] = True
                 if m_status == MAYBE:
                     full = m.and_(full, m.equal(ti, MT, INDEX))
