@@ -28,8 +28,7 @@ one chosen here follows the reference implementation:
     sizes known only at run time and whose region tests that its tile is full in both
     (an ``and`` of the modes' ``size == tile``, as a gemm does) has the tiles partial in
     either mode as one copy of their own, the test false there: two copies.  Plain
-    loops compute
-    ``size = min(tile, to - var)``.
+    loops compute ``size = min(tile, to - var)``.
 
 ``foreach`` (one point per work-item at a time)
     one mode: points over the work-item's linear id in the work-group
