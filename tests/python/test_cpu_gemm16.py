@@ -395,3 +395,47 @@ def test_gemm16_batched_result_from_tiles(amx, ab, c):
     ttlc.compile(text, target="cpu")["k"](A, B, C, grid=(3, 1, 1))
     exact = np.einsum("mkb,knb->mnb", A.astype(np.float64), B.astype(np.float64))
     np.testing.assert_array_equal(C, exact.astype(C.dtype))
+
+
+def test_if_of_a_16bit_kernels_matrix_and_a_scalar():
+    """Language reference, "if" (several results): a uniform ``if`` yielding an f32
+    matrix of a 16-bit kernel, merged by groups of columns (``mul_add.merged_columns``,
+    which joins the groups in the block after the ``if``), and a scalar after it: every
+    phi stays at the block's start (``FunctionCodegen.phi_of``; the scalar's came after
+    the join and LLVM rejected the function).  The matrix is used whole (column sums)."""
+    import numpy as np
+
+    import ttlc
+    from interp_testing import DTYPES, farray
+
+    text = """func @k(%A: memref<f32x64x4>, %H: memref<bf16x64x4>, %S: memref<f32x1x4>,
+                      %x: memref<f32x1>, %c: i32)
+            attributes{subgroup_size=16, work_group_size=[16,1]} {
+        parallel {
+            %z = constant 0 : index
+            %zero = constant 0 : i32
+            %cond = equal %c, %zero : bool
+            %h = cooperative_matrix_load %H[%z,%z] : coopmatrix<bf16x64x4,matrix_acc>
+            %m, %s = if %cond -> (coopmatrix<f32x64x4,matrix_acc>, f32) {
+                %a = cooperative_matrix_load %A[%z,%z] : coopmatrix<f32x64x4,matrix_acc>
+                %one = constant 1.0 : f32
+                yield (%a, %one)
+            } else {
+                %b = cast %h : coopmatrix<f32x64x4,matrix_acc>
+                %two = constant 2.0 : f32
+                yield (%b, %two)
+            }
+            %r = cooperative_matrix_reduce_add.column %m : coopmatrix<f32x1x4,matrix_acc>
+            cooperative_matrix_store %r, %S[%z,%z]
+            store %s, %x[%z]
+        }
+    }"""
+    k = ttlc.compile(text, target="cpu")["k"]
+    A = rand((64, 4), "f32", 1)
+    H = rand((64, 4), "bf16", 2)
+    for c, src, scalar in ((0, A, 1.0), (1, H, 2.0)):
+        S = farray(np.full((1, 4), np.nan), DTYPES["f32"])
+        x = farray(np.full((1,), np.nan), DTYPES["f32"])
+        k(A, H, S, x, c, grid=1)
+        np.testing.assert_array_equal(S[0], src.astype(np.float64).sum(axis=0))
+        assert x[0] == scalar

@@ -406,14 +406,18 @@ class FunctionCodegen:
 
     def phi_of(self, x: ir.Type) -> ir.Value:
         """A phi of the LLVM type x at the start of the current block (padded as ``phi``
-        says); ``add_incoming`` gives it its values."""
+        says), whatever the block already holds (a result of an ``if`` merged before it
+        may have joined its phis there: ``mul_add.merged_columns``); ``add_incoming``
+        gives it its values."""
         wide = _pow2_vector(x)
-        if wide is None:
-            return self.b.phi(x)
         block = self.b.block
-        self.b.position_at_start(block)
-        carried = self.b.phi(wide)
+        after = next((i for i in block.instructions if not isinstance(i, ir.PhiInstr)), None)
+        if after is not None:  # (after the phis made before it, in their order)
+            self.b.position_before(after)
+        carried = self.b.phi(x if wide is None else wide)
         self.b.position_at_end(block)
+        if wide is None:
+            return carried
         cut = self.b.shuffle_vector(carried, UndefVector(wide), VectorConstant(I32, range(x.count)))
         self._padded_phis[id(cut)] = (cut, carried)
         return cut

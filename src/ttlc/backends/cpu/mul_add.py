@@ -220,10 +220,7 @@ def merged_columns(cg: FunctionCodegen, incoming: list, t) -> "CoopVal | None":
         return None
     firsts = range(0, t.cols, per)
     group_t = ir.VectorType(LLTYPE[t.component.name], per * t.rows)
-    merge = cg.b.block
-    cg.b.position_at_start(merge)  # (other results' joins may follow phis already made)
     phis = [[cg.phi_of(group_t) for _ in firsts] for _ in vals[0].mats]
-    cg.b.position_at_end(merge)
     for v, blk in incoming:
         with cg.b.goto_block(blk):  # (before its terminator)
             for g, ps in enumerate(phis):
