@@ -123,8 +123,10 @@ class _Lowering:
             set_attribute(par.inst, DISJOINT, self.inst.attrs[DISJOINT])
         with par:
             modes, order = self._plan()
-            if self.inst.attrs.get(EDGES_IN_ONE_COPY) and self._full_tests(modes):
-                self._emit_two_copies(modes, order)
+            full_tests = self._full_tests(modes) if self.inst.attrs.get(EDGES_IN_ONE_COPY) \
+                else []
+            if full_tests:
+                self._emit_two_copies(modes, order, full_tests)
             else:
                 self._emit(modes, order, 0, {})
         set_locations(self.scratch, self.inst.loc)
@@ -281,9 +283,10 @@ class _Lowering:
         return [i for i in self.body.walk() if i.opcode == "and"
                 and {tests.get(v) for v in i.operands} == {0, 1}]
 
-    def _emit_two_copies(self, modes: List[_Mode], order: List[int]) -> None:
+    def _emit_two_copies(self, modes: List[_Mode], order: List[int],
+                         full_tests: List[Instruction]) -> None:
         """The region as two copies, one for the full tiles and one for the tiles partial
-        in either mode, the latter's test of a full tile (``_full_tests``) false: a loop
+        in either mode, the latter's tests of a full tile (``_full_tests``) false: a loop
         over this worker's tiles of the outer mode, full ones and the remainder, each
         with the inner mode's full tiles (in a full outer tile: sizes the tiles) and then
         its edge tiles, from its remainder tile (in a full outer tile, where this worker
@@ -321,7 +324,7 @@ class _Lowering:
                 self._clone_body(modes, {
                     outer.index: (j, m.min(outer.tile, m.sub(hi_o, j, lo), lo)),
                     inner.index: (i, m.min(inner.tile, m.sub(hi_i, i, li), li))},
-                    never_full=self._full_tests(modes))
+                    never_full=full_tests)
 
     def _clone_body(self, modes: List[_Mode], binds: Dict[int, Tuple[Int, Int]],
                     never_full: Sequence[Instruction] = ()) -> None:

@@ -56,7 +56,7 @@ from ..index_math import Int, known
 from ..lower_foreach import EDGES_IN_ONE_COPY
 from .emit import Emitter, checked_flag
 from .tiles import (MIN_ACC_BYTES, Tiles, accumulator_bytes, choose_tiles, column_pieces,
-                    register_chains, split_remainders)
+                    register_chains, split_remainders, widened_floats)
 from .unit_tiles import fit_to_unit, staged_edges
 
 FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
@@ -443,7 +443,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
             lo = [em.index(m0), em.index(n0)]
             hi = [em.index(em.pm.add(m0, me, INDEX)), em.index(em.pm.add(n0, ne, INDEX))]
             tiles_op = b.foreach_tile(lo, hi, [MT, NT], arg_names=["i", "j", "ti", "tj"])
-            if max(ea.size, eb.size) < acc.size:  # 16-bit products: large tile code
+            if widened_floats(acc, ea, eb):  # 16-bit products: long tile code
                 set_attribute(tiles_op.inst, EDGES_IN_ONE_COPY, True)
             with tiles_op as (i, j, ti, tj):
                 full: Optional[object] = True

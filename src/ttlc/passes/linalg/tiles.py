@@ -186,6 +186,12 @@ class Tiles:
 SPLIT_TYPES = ("f32", "f64")
 
 
+def widened_floats(acc: ScalarType, a: ScalarType, b: ScalarType) -> bool:
+    """Products of floats narrower than their accumulator (16-bit floats into f32): each
+    operand converted, so their tile code is long."""
+    return a.is_float and b.is_float and max(a.size, b.size) < acc.size
+
+
 def split_remainders(target: Target, acc: ScalarType, a: ScalarType, b: ScalarType) -> bool:
     """Whether remainders of static sizes get smaller tiles: where subgroups are SIMD
     lanes (the CPU), whose code for a masked full tile costs as much as for a full one,

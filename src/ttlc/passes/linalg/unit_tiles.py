@@ -58,7 +58,7 @@ from typing import Optional, Tuple, Union
 
 from ...ir.types import ScalarType
 from ...target import Target
-from .tiles import ASSUMED_SIZE, Tiles, _ceil_div, _next_pow2, k_steps
+from .tiles import ASSUMED_SIZE, Tiles, _ceil_div, _next_pow2, k_steps, widened_floats
 
 
 #: the least share of the unit's accumulators a tile keeps busy: the products of one
@@ -99,8 +99,7 @@ def fit_to_unit(target: Target, tiles: Tiles, subgroup_size: int,
     unit = target.matrix
     inst = unit.instruction(a.name, b.name, acc.name) if unit.accumulators else None
     if inst is None or (transposed_b and not unit.transposed_b):
-        if (target.vector_bytes and a.is_float and b.is_float
-                and max(a.size, b.size) < acc.size):  # (16-bit floats on f32 FMAs)
+        if target.vector_bytes and widened_floats(acc, a, b):  # (16-bit floats on f32 FMAs)
             if K is None:
                 return replace(tiles, k=1)
             if transposed_a:
