@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import threading
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -30,8 +31,11 @@ func @m(%a: memref<f32x?x?>, %b: memref<f64x4x?,strided<1,?>>, %c: memref<i32x?x
         %g: memref<f64x2x2>, %h: memref<f32x?x?,strided<1,7>>) {}
 """
 SCALARS = """
-func @s(%a: i8, %b: i16, %c: i32, %d: i64, %e: index, %f: f32, %g: f64, %h: bool) {}
+func @s(%a: i8, %b: i16, %c: i32, %d: i64, %e: index, %f: f32, %g: f64, %h: bool,
+        %i: f16, %j: bf16, %k: c32, %l: c64) {}
 """
+#: valid arguments of @s
+GOOD_SCALARS = [1, 2, 3, 4, 5, 1.5, 2.5, True, 0.25, -3.0, 1 + 2j, 2 - 1j]
 
 
 @pytest.fixture(scope="module")
@@ -161,18 +165,47 @@ VALUES = [0, 1, -1, 127, 128, -128, -129, 2 ** 15, 2 ** 31 - 1, 2 ** 31, -2 ** 6
           float("inf"), float("-inf"), float("nan"), np.float32(1.5), np.float64(0.1),
           np.float16(2), np.int8(-3), np.int64(2 ** 40), np.uint64(2 ** 63), np.uint8(200),
           np.int32(-7), np.bool_(True), np.array(3), np.array(2.5), 1 + 2j, "1", None,
-          np.zeros(1, np.float32)]
+          np.zeros(1, np.float32), 65504.0, 65519.99, 65520.0, -65520.0, 6e-8, 2.0 ** -25,
+          3.3895313892515355e38, 3.3961775292304666e38, 3.396177529230467e38, -3.4e38,
+          ml_dtypes.bfloat16(1.5), ml_dtypes.bfloat16("nan"), np.float16("inf"), 1e39 + 1j,
+          np.complex64(1 - 2j), np.complex128(complex(1e300, float("nan"))), 1j * 1e39]
 
 
-@pytest.mark.parametrize("position", range(8), ids=list("abcdefgh"))
+@pytest.mark.parametrize("position", range(len(GOOD_SCALARS)), ids=list("abcdefghijkl"))
 def test_quick_scalars_agree_with_marshal(scalars, position):
-    good = [1, 2, 3, 4, 5, 1.5, 2.5, True]
+    """Every kind of value for each scalar parameter; both paths give the same bytes."""
+    good = GOOD_SCALARS
     assert agree(scalars, "s", good)
     for v in VALUES:
         args = list(good)
         args[position] = v
         agree(scalars, "s", args)
     assert not agree(scalars, "s", good[:-1]) and not agree(scalars, "s", good + [1])
+
+
+@pytest.mark.parametrize("position", [5, 6, 8, 9, 10, 11], ids=list("fgijkl"))
+def test_quick_floats_round_as_marshal(scalars, position):
+    """Doubles of every magnitude a 16-bit or 32-bit float holds (subnormals, halfway
+    cases of f16, bf16 and f32, ties of bf16 after rounding to f32), each also negated
+    and as f32: the quick path takes them all and rounds them as ``marshal`` (NumPy,
+    ml_dtypes) does, bit for bit."""
+    rng = np.random.default_rng(position)
+    exponents = rng.integers(-150, 128, 400)  # (below f32's overflow)
+    values = [float(np.ldexp(1 + rng.random(), e)) for e in exponents]
+    # halfway between neighbours of each kind, and a little off halfway
+    for bits, mantissa in ((16, 10), (8, 7), (24, 23)):
+        for e in rng.integers(-20, 15, 30):
+            m = int(rng.integers(0, 2 ** mantissa))
+            half = np.ldexp(1 + (m + 0.5) / 2 ** mantissa, int(e))
+            values += [float(half), float(np.nextafter(half, 0)), float(np.nextafter(half, 4))]
+    values += [-v for v in values] + [float(np.float32(v)) for v in values]
+    good = list(GOOD_SCALARS)
+    taken = 0
+    for v in values:
+        args = list(good)
+        args[position] = v
+        taken += agree(scalars, "s", args)
+    assert taken > len(values) // 2  # (f16 refuses what overflows it: marshal decides)
 
 
 GROUPS = """

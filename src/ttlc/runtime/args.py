@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import operator
+import struct
 import sys
 import warnings
 from dataclasses import dataclass
@@ -470,6 +471,11 @@ def marshal(args: Sequence[Any], params: List[Argument], memory: Memory, kernel:
 
 #: the largest magnitude of a double that rounds to a finite f32 (2**128 - 2**103 rounds up)
 _F32_LIMIT = 2.0 ** 128 - 2.0 ** 103
+#: per floating-point type: the magnitudes below which a finite double stays finite in it
+#: (f16: 65520 = 2**16 - 2**4 rounds up to infinity; bf16: its further rounding is
+#: checked by ``_bf16_bits``)
+_FINITE_LIMIT = {"f32": _F32_LIMIT, "c32": _F32_LIMIT, "bf16": _F32_LIMIT,
+                 "f16": 2.0 ** 16 - 2.0 ** 4}
 _NUMPY_INTS = (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64)
 
 
@@ -671,10 +677,13 @@ def _address(x: np.ndarray) -> int:
 
 
 def _quick_scalar(t: Type):
-    """bool, integers, f32 and f64 given as Python (or NumPy) numbers; [value] or None
-    (a function of the argument and an unused `keep`, as ``_quick_group``'s).
+    """bool, integers, floats and complex numbers given as Python (or NumPy) numbers;
+    [value] or None (a function of the argument and an unused `keep`, as
+    ``_quick_group``'s).  The values are what ``cpu.module``'s slot formats pack.
 
-    A float is returned as the Python float that rounds (to nearest) to the value."""
+    f32, f64 and f16 are returned as the Python float that rounds (to nearest) to the
+    value (f16 packed by ``struct``'s "e", rounded once as NumPy rounds), bf16 as its
+    bits (``_bf16_bits``), a complex number as its two parts."""
     if isinstance(t, BoolType):
         return lambda x, keep=None: [x] if type(x) is bool else None
     if not isinstance(t, ScalarType):
@@ -690,22 +699,59 @@ def _quick_scalar(t: Type):
                 x = int(x)
             return [x] if lo <= x <= hi else None
         return convert_int
-    if t.name in ("f32", "f64"):
-        f32 = t.name == "f32"
-
+    limit = _FINITE_LIMIT.get(t.name)  # (f64, c64: any double, inf and NaN too)
+    if t.name in ("f64", "f32", "f16"):
         def convert_float(x, keep=None):
-            kind = type(x)
-            if kind is float or kind is np.float64 or kind is np.float32:
-                x = float(x)
-            elif kind is int and -2 ** 53 <= x <= 2 ** 53:  # exact: rounded once, as by NumPy
-                x = float(x)
-            else:
-                return None
-            if f32 and not -_F32_LIMIT < x < _F32_LIMIT:  # overflow, infinities, NaN
+            x = _real(x)
+            if x is None or limit and not -limit < x < limit:  # overflow, infinities, NaN
                 return None
             return [x]
         return convert_float
+    if t.name == "bf16":
+        def convert_bf16(x, keep=None):
+            x = _real(x)
+            return None if x is None or not -limit < x < limit else _bf16_bits(x)
+        return convert_bf16
+    if t.name in ("c32", "c64"):
+        def convert_complex(x, keep=None):
+            kind = type(x)
+            if kind is complex or kind is np.complex128 or kind is np.complex64:
+                re, im = float(x.real), float(x.imag)
+            else:
+                re, im = _real(x), 0.0
+                if re is None:
+                    return None
+            if limit and not (-limit < re < limit and -limit < im < limit):
+                return None
+            return [re, im]
+        return convert_complex
     return None
+
+
+def _real(x: Any) -> Optional[float]:
+    """A Python or NumPy real number (not bool) as the Python float equal to it; None for
+    other kinds and for integers a float does not hold exactly (beyond 2**53)."""
+    kind = type(x)
+    if kind is float or kind is np.float64 or kind is np.float32 or kind is np.float16 \
+            or kind is _BF16:
+        return float(x)
+    if kind is int and -2 ** 53 <= x <= 2 ** 53:  # exact: rounded once, as by NumPy
+        return float(x)
+    return None
+
+
+_BF16 = DTYPES["bf16"].type
+#: a double as f32 bytes, rounded to nearest (``_bf16_bits``)
+_F32_BITS = struct.Struct("<f")
+
+
+def _bf16_bits(x: float) -> Optional[list]:
+    """[the bits of `x` as bf16] for |x| < _F32_LIMIT, rounded to f32 and then to bf16
+    (to nearest, ties to even, both times) as a NumPy cast to ``ml_dtypes.bfloat16``
+    rounds; None where that is infinite."""
+    f32 = int.from_bytes(_F32_BITS.pack(x), "little")
+    bits = (f32 + 0x7FFF + ((f32 >> 16) & 1)) >> 16
+    return None if bits & 0x7F80 == 0x7F80 else [bits]
 
 
 def _quick_members(t: MemrefType, attrs: dict, writes: bool):
@@ -905,7 +951,7 @@ def quick(params: List[Argument], writes: Collection[int] = ()):
     elements), per scalar its value, per group the slots ``_quick_group`` describes
     (what it allocates is added to the list) -- or None whenever ``marshal`` is needed,
     also for a read-only array given for an argument the kernel writes (`writes`: their
-    positions).  None when some parameter type (f16, bf16, complex) has no quick path."""
+    positions).  None when some parameter type has no quick path."""
     converters = []  # functions of (argument, keep)
     for k, p in enumerate(params):
         t = p.value.type

@@ -373,7 +373,7 @@ def _run_in_python(fn, address: int, total: int, chunks: int, local_bytes: int,
 
 #: struct codes of the scalars ``runtime.args.quick`` gives, each padded to its 8-byte slot
 _SLOT_FORMAT = {"bool": "?7x", "i8": "b7x", "i16": "h6x", "i32": "i4x", "i64": "q", "index": "q",
-                "f32": "f4x", "f64": "d"}
+                "f16": "e6x", "bf16": "H6x", "f32": "f4x", "f64": "d", "c32": "ff", "c64": "dd"}
 
 
 #: the head of a launch's buffer, before its slots (``rtlib.LAUNCH``): the kernel's address,
