@@ -68,7 +68,7 @@ def cold(text: str) -> dict:
     art = module.Artifacts(check(text), False)
     mod = []
     steps = (lambda: art.lowered, lambda: art.ir, lambda: mod.append(jit.parse(art.ir)),
-             lambda: jit.optimize(mod[0]), lambda: jit.emit_object(mod[0]))
+             lambda: module.optimize(mod[0]), lambda: jit.emit_object(mod[0]))
     times = {}
     for phase, step in zip(PHASES, steps):
         t = time.thread_time()

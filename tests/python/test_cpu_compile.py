@@ -325,3 +325,30 @@ def test_feature_string_changes_the_model(cpu, features, lacks, has):
     it would stop LLVM with a fatal error."""
     got = jit.model_features(cpu, features)
     assert not got & lacks and has <= got
+
+
+#: four adjacent scalar additions, the SLP vectorizer's textbook case
+FOUR_SCALAR_SUMS = """
+define void @f(ptr noalias %x, ptr noalias %y) {
+""" + "".join(f"""
+  %px{i} = getelementptr float, ptr %x, i64 {i}
+  %py{i} = getelementptr float, ptr %y, i64 {i}
+  %a{i} = load float, ptr %px{i}
+  %b{i} = load float, ptr %py{i}
+  %s{i} = fadd float %a{i}, %b{i}
+  store float %s{i}, ptr %py{i}""" for i in range(4)) + """
+  ret void
+}
+"""
+
+
+def test_kernels_are_optimized_without_the_slp_vectorizer():
+    """``cpu.module.optimize`` (every kernel's O3) leaves scalar code scalar: the SLP
+    vectorizer costs up to 64 ms of a cold compile and made no kernel measurably faster
+    (docs/performance.md); ``jit.optimize``'s default (the runtime library) keeps it."""
+    from ttlc.backends.cpu import module
+
+    with_slp = str(jit.optimize(jit.parse(FOUR_SCALAR_SUMS)))
+    assert "fadd <4 x float>" in with_slp
+    kernels = str(module.optimize(jit.parse(FOUR_SCALAR_SUMS)))
+    assert "fadd float" in kernels and "<4 x float>" not in kernels

@@ -7,7 +7,8 @@
   machine, with that model's features only); code for a model with features this
   machine lacks can be emitted but not run (``require_runnable``).
 * Optimisation runs LLVM's new pass manager at O3 (``create_pass_builder`` with
-  ``PipelineTuningOptions``: loop and SLP vectorisation, unrolling).
+  ``PipelineTuningOptions``: loop vectorisation, unrolling; SLP vectorisation for the
+  runtime library, not for kernels: ``module.optimize``).
 * Generated functions carry ``"prefer-vector-width"="512"`` and
   ``"min-legal-vector-width"="512"`` where the machine has AVX-512: the work-items of a
   work-group are SIMD lanes, and without the second attribute LLVM splits 512-bit vectors
@@ -361,13 +362,14 @@ def parse(ir_text: str) -> "llvm.ModuleRef":
         return mod
 
 
-def optimize(mod: "llvm.ModuleRef", level: int = 3) -> "llvm.ModuleRef":
-    """Run the O3 pipeline of the new pass manager on a module (in place)."""
+def optimize(mod: "llvm.ModuleRef", level: int = 3, slp: bool = True) -> "llvm.ModuleRef":
+    """Run the O3 pipeline of the new pass manager on a module (in place); `slp`: with
+    the SLP vectorizer (kernels go without: ``module.optimize``)."""
     with LOCK:
         tm = target_machine()
         pto = llvm.create_pipeline_tuning_options(speed_level=level)
         pto.loop_vectorization = True
-        pto.slp_vectorization = True
+        pto.slp_vectorization = slp
         pto.loop_unrolling = True
         pb = llvm.create_pass_builder(tm, pto)
         mpm = pb.getModulePassManager()
