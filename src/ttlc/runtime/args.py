@@ -605,7 +605,9 @@ _LAYOUTS = 64
 
 
 def _quick_memref(t: MemrefType, attrs: dict, writes: bool = False):
-    """A plain NumPy array with a non-empty shape; [address, *shape, *strides] or None.
+    """A plain NumPy array with a non-empty shape, or a DLPack or buffer-protocol
+    exporter (viewed as ``marshal`` views it, the view appended to `keep`; not for group
+    members, which have no `keep`); [address, *shape, *strides] or None.
 
     What depends on the array's sizes and byte strides alone (order, size-1 and static
     modes, column-major strides, shape_gcd and stride_gcd) is decided once per layout
@@ -619,9 +621,15 @@ def _quick_memref(t: MemrefType, attrs: dict, writes: bool = False):
     layouts: dict = {}
     words, data, ndarray = _WORD_VIEW, _DATA_WORD, np.ndarray
 
-    def convert(x, keep=None):  # (`keep` as for groups: unused)
+    def convert(x, keep=None):
         if type(x) is not ndarray:
-            return None
+            if keep is None or x is None or isinstance(x, ndarray):
+                return None  # (ndarray subclasses take marshal)
+            try:
+                x = as_array(x, "")
+            except Exception:  # not an array: marshal names what it is
+                return None
+            keep.append(x)
         dtype = x.dtype
         if dtype is not want and dtype != want:
             return None
