@@ -177,3 +177,16 @@ def pairs(xs: Sequence, ys: Sequence):
     a = [x for x in xs for _ in ys]
     b = [y for _ in xs for y in ys]
     return a, b
+
+
+class DLPackOnly:
+    """Exposes only the DLPack protocol (like a tensor of another library)."""
+
+    def __init__(self, arr):
+        self._arr = arr
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._arr.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._arr.__dlpack_device__()

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import ttlc
+from interp_testing import DLPackOnly
 from ttlc.diagnostics import KernelError
 from ttlc.runtime import check_grid
 
@@ -129,19 +130,6 @@ def random_array(rng, order_hint, dtype_hint):
     if wrap < 0.15:
         return memoryview(x)
     return x
-
-
-class DLPackOnly:
-    """Exposes only the DLPack protocol (like a tensor of another library)."""
-
-    def __init__(self, arr):
-        self._arr = arr
-
-    def __dlpack__(self, *args, **kwargs):
-        return self._arr.__dlpack__(*args, **kwargs)
-
-    def __dlpack_device__(self):
-        return self._arr.__dlpack_device__()
 
 
 def test_quick_memrefs_agree_with_marshal(memrefs):

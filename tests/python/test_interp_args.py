@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import ttlc
-from interp_testing import BAD_GRIDS, compile_for_target
+from interp_testing import BAD_GRIDS, DLPackOnly, compile_for_target
 
 # B := A (copy through axpby, collective) -- the output %b comes first so that a bad %a is
 # found after %b was already marshalled.
@@ -578,19 +578,6 @@ def test_buffer_protocol_without_copies():
         double(raw, grid=(1,))  # raw bytes are uint8
     with pytest.raises(ttlc.KernelError, match="read-only"):
         double(np.frombuffer(bytes(raw), np.float32), grid=(1,))
-
-
-class DLPackOnly:
-    """Exposes only the DLPack protocol (like a tensor of another library)."""
-
-    def __init__(self, arr):
-        self._arr = arr
-
-    def __dlpack__(self, *args, **kwargs):
-        return self._arr.__dlpack__(*args, **kwargs)
-
-    def __dlpack_device__(self):
-        return self._arr.__dlpack_device__()
 
 
 class BadDevice(DLPackOnly):
