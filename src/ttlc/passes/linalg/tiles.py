@@ -41,13 +41,14 @@ The rule (documented in ``choose_tiles``):
   budget instead of half (only A's columns are operands), two of A's columns fit the
   rest, and K steps are at most SPLIT_MAX_K.  Where A is read from beyond L1 on a CPU of
   32 vector registers (``streams_a``), a register of A costs A_LOAD_COST: the tiles that
-  read A fewer times win (f64 128x9x128: 16x9, A read once, rather than 32x3).
-* Tall tiles: where M has the rows, static M x K of A holds STREAM_A_BYTES or more, and
-  A is not one a tile of S rows reads once from beyond L1 (above), the tiles load
-  STREAM_ROW_BYTES of A's column per K step (four cache lines: 32 rows of f64, 64 of
-  f32).  Where N is wider than any tile, all tiles are that tall (f32 100x100x100: 64x5,
-  not 32x10); else those rows take N in the fewest column tiles and the rows left the
-  tiles the cost picks (``tall_rows``: f64 56x9x56 as 32x6 and 32x3, then 16x9 and 8x9).
+  read A fewer times win (rows that tall tiles below leave).
+* Tall tiles: where M has the rows and static M x K of A holds STREAM_A_BYTES or more,
+  the tiles load STREAM_ROW_BYTES of A's column per K step (four cache lines: 32 rows of
+  f64, 64 of f32).  Where N is wider than any tile, all tiles are that tall (f32
+  100x100x100: 64x5, not 32x10); else those rows take N in the fewest column tiles and
+  the rows left the tiles the cost picks (``tall_rows``: f64 56x9x56 as 32x6 and 32x3,
+  then 16x9 and 8x9), also where one tile of S rows would take all of N and read A once
+  (f64 128x9x128: 32x6 and 32x3, not 16x9; ``STREAM_ROW_BYTES``).
 * Without broadcast operands (``target.broadcast_operands`` false: AVX2, subgroups of one
   ymm register) and with static M and N and one subgroup, ``register_tiles`` counts
   registers instead: each piece of M takes its own column count (``Tiles.row_n_pieces``)
@@ -127,8 +128,9 @@ K2_SPARE = 1
 
 #: what loading a register of A's column costs against a broadcast of one of B's entries
 #: where ``streams_a``: A is read once per column tile, a cache line per register, from L2,
-#: while the K x n entries of B a column tile reads stay in L1 (f64 128x9x128: 32x3 tiles,
-#: A read three times, ran at 0.89x of LIBXSMM, 16x9 tiles, A read once, at 1.0x)
+#: while the K x n entries of B a column tile reads stay in L1 (f64 128x9x128 with each
+#: member's A from L3: 32x3 tiles, A read three times, ran at 0.89x of LIBXSMM, 16x9
+#: tiles, A read once, at 1.0x; the tall tiles of ``STREAM_ROW_BYTES`` at 1.0x too)
 A_LOAD_COST = 2
 #: the L1 data cache assumed: the smallest of the x86 CPUs with AVX-512 (Zen 4, Skylake-SP;
 #: Ice Lake and later have 48 KiB)
@@ -139,7 +141,12 @@ L1_BYTES = 32 << 10
 #: ran alike.  f32 100x100x100: 32x10 tiles (A read 10 times) at 0.76-0.96 of LIBXSMM,
 #: 32x5, 32x6 and 32x12 no better, 64-row ones (64x5, A read 20 times; 64x4, 64x6) at
 #: 0.87-1.08; f64 56x9x56: 16x9 and 8x9 at 0.92-0.99, 32x6 + 32x3 then 16x9 and 8x9 at
-#: 0.98-1.05 (32x5 + 32x4: 0.97-1.02; 32x3, A read three times: 0.95-0.96)
+#: 0.98-1.05 (32x5 + 32x4: 0.97-1.02; 32x3, A read three times: 0.95-0.96).  Also where a
+#: tile of S rows takes all of N and reads A once: with each member's A from memory (24 MiB
+#: batches), f64 84x9x84 to 128x9x128 in 16x9 tiles (two cache lines of each column per
+#: pass, A once) ran at 0.48-0.74 of LIBXSMM, in 32x6 + 32x3 at 0.87-1.11 (LIBXSMM's own:
+#: 32x5 + 32x4); f32 120 and 128 rows 0.38-0.85 against 0.62-0.99; from L3 both 0.92-1.15;
+#: with A shared by all members (from L2) 1.00-1.08 against 0.96-1.06
 STREAM_ROW_BYTES = 256
 #: the least A (bytes) for STREAM_ROW_BYTES: tall tiles gained from 9.8 KiB (f64
 #: 35x9x35: 2-3%) up; an A of a few KiB (M x 9 with K = 9: the chains' second product, the
@@ -313,11 +320,9 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         return m == S or (m <= acc_elems and (not split or 2 * m * a.size <= operands))
 
     # tiles of at least STREAM_ROW_BYTES of A's column per K step where M has the rows for
-    # them (static M, remainders split) and A has STREAM_A_BYTES, unless A is beyond L1
-    # and a tile of S rows takes all of N (it reads A once: ``streams_a``)
+    # them (static M, remainders split) and A has STREAM_A_BYTES
     tall = 0
-    if (split and M is not None and M * (K or ASSUMED_SIZE) * a.size >= STREAM_A_BYTES
-            and not (a_load != 1 and Nm * S <= acc_elems)):
+    if split and M is not None and M * (K or ASSUMED_SIZE) * a.size >= STREAM_A_BYTES:
         tall = S
         while tall * a.size < STREAM_ROW_BYTES and tall * 2 <= m_cap and fits(tall * 2):
             tall *= 2
