@@ -5,9 +5,12 @@
 
 Compiles each kernel to an object file (the program checked, lowered, turned into LLVM IR,
 optimized at O3 and emitted: everything ``ttlc.compile`` does on a cache miss but loading
-the object, which a model this machine cannot run does not allow) with the disk cache
-off, ``--repeat`` times, and prints the least CPU time of the calling thread (ttlc and LLVM
-run on it) with its phases, in milliseconds.  Where the model has AMX its description is
+the object, which a model this machine cannot run does not allow, with the garbage
+collector paused as there) with the disk cache off, in ``--repeat`` rounds that each
+compile every kernel once, and prints the least CPU time of the calling thread (ttlc and
+LLVM run on it) with its phases, in milliseconds.  Rounds rather than repeats one after
+the other: on a shared machine a burst of other work (one kernel's samples spread 1.5x
+within minutes) then falls on one sample of several kernels, not on every sample of one.  Where the model has AMX its description is
 forced as the tests force it (this process may not be granted the tiles: nothing runs).
 Kernels: ``gemm16.py``'s batched 64^3 products, then one ``gemm`` per shape, operand and
 result type and transposition (the shapes of the tests: whole tiles, edges, odd K; and
@@ -70,10 +73,11 @@ def cold(text: str) -> dict:
     steps = (lambda: art.lowered, lambda: art.ir, lambda: mod.append(jit.parse(art.ir)),
              lambda: module.optimize(mod[0]), lambda: jit.emit_object(mod[0]))
     times = {}
-    for phase, step in zip(PHASES, steps):
-        t = time.thread_time()
-        step()
-        times[phase] = (time.thread_time() - t) * 1e3
+    with module.collector_paused():
+        for phase, step in zip(PHASES, steps):
+            t = time.thread_time()
+            step()
+            times[phase] = (time.thread_time() - t) * 1e3
     return times
 
 
@@ -86,15 +90,18 @@ def main() -> None:
         jit.amx_usable = lambda: True  # the description an AMX CPU gets (nothing runs)
     print(f"CPU model {jit.machine().cpu}, load average {os.getloadavg()[0]:.1f}")
     module.Artifacts(check(source("f32", "f32", "n", "n", 2, 2, 2)), False).object_code()
+    chosen = {name: text for name, text in kernels().items() if re.search(opts.match, name)}
+    best = {}
+    for _ in range(opts.repeat):
+        for name, text in chosen.items():
+            sample = cold(text)
+            if name not in best or sum(sample.values()) < sum(best[name].values()):
+                best[name] = sample
     totals = []
-    for name, text in kernels().items():
-        if not re.search(opts.match, name):
-            continue
-        best = min((cold(text) for _ in range(opts.repeat)), key=lambda t: sum(t.values()))
-        total = sum(best.values())
+    for name, phases in best.items():
+        total = sum(phases.values())
         totals.append(total)
-        print(f"{name:28s} {total:7.0f}  " + "  ".join(f"{k} {best[k]:.0f}" for k in PHASES),
-              flush=True)
+        print(f"{name:28s} {total:7.0f}  " + "  ".join(f"{k} {phases[k]:.0f}" for k in PHASES))
     totals.sort()
     if totals:
         over = sum(t > 150 for t in totals)

@@ -156,7 +156,7 @@ def _unsupported(program: Program, why: str) -> CompileError:
 
 
 @contextlib.contextmanager
-def _collector_paused():
+def collector_paused():
     """Compiling makes many objects that live until it ends (lowered IR, llvmlite's IR):
     the cyclic garbage collector's passes over them free nothing and cost a few percent
     of a compile, so it waits until the compile is done."""
@@ -270,7 +270,7 @@ class Artifacts:
                     return entry[8 + size:], kernels, True
             except (ValueError, KeyError, TypeError, IndexError):
                 pass  # not an entry of this format: rebuild it
-        with _collector_paused():
+        with collector_paused():
             obj = self.object_code()
         meta = json.dumps({name: k.to_json() for name, k in self.kernels.items()}).encode()
         cache.store("cpu", key, len(meta).to_bytes(8, "little") + meta + obj)
