@@ -8,9 +8,11 @@ optimized at O3 and emitted: everything ``ttlc.compile`` does on a cache miss bu
 the object, which a model this machine cannot run does not allow, with the garbage
 collector paused as there) with the disk cache off, in ``--repeat`` rounds that each
 compile every kernel once, and prints the least CPU time of the calling thread (ttlc and
-LLVM run on it) with its phases, in milliseconds.  Rounds rather than repeats one after
-the other: on a shared machine a burst of other work (one kernel's samples spread 1.5x
-within minutes) then falls on one sample of several kernels, not on every sample of one.  Where the model has AMX its description is
+LLVM run on it) with its phases, in milliseconds.  Rounds, each in its own order, rather
+than repeats one after the other: on a shared machine a burst of other work (one kernel's
+samples spread 1.5x within minutes) then falls on one sample of several kernels, not on
+every sample of one (nor, in a fixed order, a load that comes back with the round's
+period on the same kernel each round).  Where the model has AMX its description is
 forced as the tests force it (this process may not be granted the tiles: nothing runs).
 Kernels: ``gemm16.py``'s batched 64^3 products, then one ``gemm`` per shape, operand and
 result type and transposition (the shapes of the tests: whole tiles, edges, odd K; and
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import re
 import sys
 import time
@@ -92,13 +95,16 @@ def main() -> None:
     module.Artifacts(check(source("f32", "f32", "n", "n", 2, 2, 2)), False).object_code()
     chosen = {name: text for name, text in kernels().items() if re.search(opts.match, name)}
     best = {}
-    for _ in range(opts.repeat):
-        for name, text in chosen.items():
-            sample = cold(text)
+    order = list(chosen)
+    for round_ in range(opts.repeat):
+        random.Random(round_).shuffle(order)
+        for name in order:
+            sample = cold(chosen[name])
             if name not in best or sum(sample.values()) < sum(best[name].values()):
                 best[name] = sample
     totals = []
-    for name, phases in best.items():
+    for name in chosen:
+        phases = best[name]
         total = sum(phases.values())
         totals.append(total)
         print(f"{name:28s} {total:7.0f}  " + "  ".join(f"{k} {phases[k]:.0f}" for k in PHASES))
