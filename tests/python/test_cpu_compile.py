@@ -147,6 +147,13 @@ def test_folding_builder_extracts_inserted_entries():
             b.extract_element(v, ir.Constant(I32, 0))]
     assert [i.opname for i in kept] == ["extractelement"] * 3
     assert [i.operands[0] for i in kept] == [built, built, v]
+    # the last insertion at a lane wins; one at a position known only when run hides
+    # every lane below it in the chain
+    again = b.insert_element(built, y, ir.Constant(I32, 2))
+    assert b.extract_element(again, ir.Constant(I32, 2)) is y
+    hidden = b.insert_element(b.insert_element(built, y, x), x, ir.Constant(I32, 3))
+    assert b.extract_element(hidden, ir.Constant(I32, 3)) is x
+    assert b.extract_element(hidden, ir.Constant(I32, 0)).opname == "extractelement"
 
 
 def _run_shuffles(build, inputs: np.ndarray, outputs: int) -> np.ndarray:

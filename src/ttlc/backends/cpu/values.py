@@ -144,6 +144,8 @@ class FoldingBuilder(ir.IRBuilder):
         #: id of a shuffle this builder made -> [the shuffle, its lanes' ``_origins``], or
         #: [the shuffle, its operands, its mask] until they are asked for
         self._traced: Dict[int, list] = {}
+        #: id of a vector extracted from -> [the vector, {lane: the value inserted there}]
+        self._inserted: Dict[int, list] = {}
 
     def add(self, lhs, rhs, name="", flags=()):
         folded = _fold("add", lhs, rhs, 0, (lhs, rhs))
@@ -159,16 +161,16 @@ class FoldingBuilder(ir.IRBuilder):
 
     def extract_element(self, vector, idx, name=""):
         """An entry of a vector built by insertelements at constant positions (B's
-        entries in mul_add) is the value inserted there."""
+        entries in mul_add) is the value inserted there.  The chain is read once per
+        vector: a 16x16 matrix's 256 entries asked one by one would walk it 256 times."""
         at = _ints(idx)
-        v = vector
-        while at is not None and isinstance(v, ir.instructions.InsertElement):
-            where = _ints(v.operands[2])
-            if where is None:
-                break
-            if where == at:
-                return v.operands[1]
-            v = v.operands[0]
+        if at is not None:
+            hit = self._inserted.get(id(vector))
+            if hit is None:
+                hit = self._inserted[id(vector)] = [vector, _inserted_lanes(vector)]
+            value = hit[1].get(at[0])
+            if value is not None:
+                return value
         return super().extract_element(vector, idx, name)
 
     def shuffle_vector(self, vector1, vector2, mask, name=""):
@@ -260,6 +262,19 @@ class FoldingBuilder(ir.IRBuilder):
 @functools.lru_cache(maxsize=None)
 def _lanes(start: int, end: int) -> Tuple[int, ...]:
     return tuple(range(start, end))
+
+
+def _inserted_lanes(v) -> Dict[int, ir.Value]:
+    """lane -> the value the last insertelement at that constant lane put into v, for the
+    chain of insertelements that built v, up to the first whose lane is not a constant."""
+    lanes: Dict[int, ir.Value] = {}
+    while isinstance(v, ir.instructions.InsertElement):
+        where = _ints(v.operands[2])
+        if where is None:
+            break
+        lanes.setdefault(where[0], v.operands[1])
+        v = v.operands[0]
+    return lanes
 
 
 #: the source of the lanes of zero vectors in ``FoldingBuilder._origins``
