@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import ttlc
-from ttlc.backends import BACKENDS, get_backend
+from ttlc.backends import BACKENDS, BackendUnavailable, get_backend
 from ttlc.cli import main
 from ttlc.target import TARGETS, ExecConfig, get_target
 
@@ -57,13 +57,17 @@ def test_back_ends_load_on_first_use_only():
     assert out.stdout.strip() == "[]"
 
 
-def test_every_registered_back_end_provides_what_its_entry_promises():
-    for b in BACKENDS.values():
-        if b.name == "cpu":
-            pytest.importorskip("llvmlite")
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_every_registered_back_end_provides_what_its_entry_promises(name):
+    b = BACKENDS[name]
+    if b.name == "cpu":
+        pytest.importorskip("llvmlite")
+    try:
         module = b.load()
-        assert callable(getattr(module, "compile", None)) == b.executes
-        assert callable(getattr(module, "emit", None)) == bool(b.stages)
+    except BackendUnavailable as e:  # an optional package this machine lacks
+        pytest.skip(str(e))
+    assert callable(getattr(module, "compile", None)) == b.executes
+    assert callable(getattr(module, "emit", None)) == bool(b.stages)
 
 
 @pytest.mark.parametrize("target, package, module", [("opencl", "pyopencl", "pyopencl"),
