@@ -6,7 +6,8 @@ whose carried f32/f64 accumulator is only the C of an FMA mul_add whose result i
 yielded carries one LLVM value per piece of a column (no phi of the whole tile); every
 variant that must fall back (the accumulator used elsewhere in the body, a result of
 another type) carries the whole tile and computes the same.  A loop around a loop that
-stays a loop (a long or unknown trip count) is not unrolled.  Expected values come from
+stays a loop (a long or unknown trip count, or a K loop of a tile of 3 to 7 steps, itself
+kept a loop) is not unrolled.  Expected values come from
 NumPy in float64 on the same inputs.
 """
 from __future__ import annotations
@@ -145,11 +146,21 @@ def _unroll_disabled(text) -> int:
 
 def test_loops_around_a_long_loop_stay_rolled():
     """The two tile loops around a K loop of 12 iterations are told not to unroll; around
-    a K loop of 3 they are LLVM's to unroll.  (8 x 3 f64 tiles: A's column is one or two
+    a K loop of 2 they are LLVM's to unroll.  (8 x 3 f64 tiles: A's column is one or two
     registers, so the K loop itself is LLVM's to unroll on every CPU.)"""
     long_k = _kernel("f64", 16, 24, 6, 8, 2, 3)
-    short_k = _kernel("f64", 16, 6, 6, 8, 2, 3)
+    short_k = _kernel("f64", 16, 4, 6, 8, 2, 3)
     assert _unroll_disabled(long_k) == 2
     assert _unroll_disabled(short_k) == 0
     _run(long_k, "f64", 16, 24, 6, 8, 3)
-    _run(short_k, "f64", 16, 6, 6, 8, 3)
+    _run(short_k, "f64", 16, 4, 6, 8, 3)
+
+
+@pytest.mark.parametrize("K, kept", [(4, 0), (6, 3), (14, 3), (16, 2)])
+def test_short_k_loops_of_tiles_stay_rolled(K, kept):
+    """A K loop of 3 to 7 steps carrying a tile (``control.short_tile_loop``) is told not
+    to unroll, and so are the two tile loops around it; one of 2 steps is LLVM's to
+    unroll, and one of 8 or more stays a loop anyway (only the loops around it are told)."""
+    text = _kernel("f64", 16, K, 6, 8, 2, 3)
+    assert _unroll_disabled(text) == kept
+    _run(text, "f64", 16, K, 6, 8, 3)

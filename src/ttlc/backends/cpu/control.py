@@ -9,12 +9,13 @@ carrying the accumulators of tiles whose A is taken a register at a time stays a
 """
 from __future__ import annotations
 
-from typing import Callable, Dict
+from typing import Callable, Dict, Optional
 
 from llvmlite import ir
 
 from ...analysis.effects import DISJOINT
 from ...ir.core import Instruction
+from ...ir.types import CoopMatrixType
 from . import columns, coop, mul_add, races
 from ...runtime.findings import E_BARRIER, E_STEP
 from .function import FunctionCodegen, not_unrolled
@@ -160,7 +161,7 @@ def emit_for(cg: FunctionCodegen, inst: Instruction):
     if coop.rolled([t for k, t in enumerate(types) if k not in held]) or \
             any(c.rolled for c in held.values()) or \
             any(i.opcode == "for" and stays_loop(i) for i in body.walk()) or \
-            _holds_rolled_loop(cg.fn.blocks[first_block:]):
+            _holds_rolled_loop(cg.fn.blocks[first_block:]) or short_tile_loop(inst):
         not_unrolled(latch)
     b.position_at_end(done)
     return [held[k].leave(cg) if k in held else p for k, p in enumerate(carried)]
@@ -177,27 +178,51 @@ def _holds_rolled_loop(blocks) -> bool:
 
 #: loops of at least this many iterations are taken to stay loops in LLVM
 LONG_LOOP = 8
+#: a loop carrying a coopmatrix (a tile's K loop) of at least this many steps, and fewer
+#: than LONG_LOOP, is kept a loop (``short_tile_loop``)
+SHORT_TILE_LOOP = 3
+
+
+def _trip_count(loop: Instruction) -> Optional[int]:
+    """The iterations of a ``for`` of constant bounds and positive step; None otherwise."""
+    bounds = [loop.slots[k] for k in ("from", "to", "step") if k in loop.slots]
+    values = [v.owner.attrs["value"] if v.owner is not None and v.owner.opcode == "constant"
+              else None for v in bounds]
+    if None in values:
+        return None
+    start, end, step = values if len(values) == 3 else values + [1]
+    return max(0, -(-(end - start) // step)) if step > 0 else None
+
+
+def short_tile_loop(loop: Instruction) -> bool:
+    """Whether `loop` carries a coopmatrix (a tile's K loop) over SHORT_TILE_LOOP to
+    LONG_LOOP - 1 steps: LLVM is told not to unroll it (``not_unrolled``), nor the loops
+    around it (``stays_loop``).  LLVM unrolls such a loop fully -- the chains' second
+    product, K = 9 in four steps of two and one of one: four copies of each tile's
+    microkernel -- and its later passes and instruction selection take as long on every
+    copy, while the tile runs as fast as a loop (a branch per step of 10-30 FMAs): cold
+    compile of f32 56x56.56x9.9x9 95 -> 80 ms, 84x84.84x9.9x9 94 -> 84, f64 1x56x56
+    24-26 -> 20-21, with products of L2 and of L3 at the same speed."""
+    steps = _trip_count(loop)
+    return (steps is not None and SHORT_TILE_LOOP <= steps < LONG_LOOP
+            and any(isinstance(r.type, CoopMatrixType) for r in loop.results))
 
 
 def stays_loop(loop: Instruction) -> bool:
     """Whether a ``for`` stays a loop in LLVM, and so does every loop around it (LLVM's
     unroller told not to unroll them, ``not_unrolled``): one carrying the accumulator of a
-    tile whose A is taken a register at a time (``coop.rolled``), or one of an unknown
-    or long trip count (``LONG_LOOP``).  Unrolling a loop around such a loop -- LLVM
+    tile whose A is taken a register at a time (``coop.rolled``), a tile's K loop of a
+    few steps (``short_tile_loop``), or one of an unknown or long trip count
+    (``LONG_LOOP``).  Unrolling a loop around such a loop -- LLVM
     unrolls loops of a few iterations fully, a gemm's loops over its tiles around the K
     loop -- copies the inner loop whole: no faster (the K loop does the work, the outer
     loop's branch is one per tile), but LLVM's later passes and instruction selection
     take as long on every copy (f32 84x84.84x9.9x9 without AVX-512: six copies of each K
     loop, half of its compile)."""
-    if coop.rolled([r.type for r in loop.results]):
+    if coop.rolled([r.type for r in loop.results]) or short_tile_loop(loop):
         return True
-    bounds = [loop.slots[k] for k in ("from", "to", "step") if k in loop.slots]
-    values = [v.owner.attrs["value"] if v.owner is not None and v.owner.opcode == "constant"
-              else None for v in bounds]
-    if None in values:
-        return True
-    start, end, step = values if len(values) == 3 else values + [1]
-    return step <= 0 or -(-(end - start) // step) >= LONG_LOOP
+    steps = _trip_count(loop)
+    return steps is None or steps >= LONG_LOOP
 
 
 def emit_if(cg: FunctionCodegen, inst: Instruction):

@@ -871,9 +871,10 @@ def rolled(carried: List[Any]) -> bool:
     of a few steps fully -- the steps' registers of A are joined back into whole columns
     and the FMAs reordered column by column, which needs all of A's columns at once: f32
     56x9x9 in 32x3 tiles (K = 9) loaded 36 registers of A and spilled 36 times (94 ns a
-    product against 85 ns as a loop, LIBXSMM's 87-90).  Tiles that hold A's whole column
-    gain from the unrolling (f32 17x13x11 in 16x5, 16x3 and 8x13 tiles: 7% slower as
-    loops)."""
+    product against 85 ns as a loop, LIBXSMM's 87-90).  Other tiles' K loops stay loops
+    only where long (``control.stays_loop``) or of 3 to 7 steps
+    (``control.short_tile_loop``: f32 17x13x11 in 16x5, 16x3 and 8x13 tiles, K loop of
+    five steps, ran at the same speed as unrolled)."""
     return any(isinstance(t, CoopMatrixType) and isinstance(
         fma_kernel(t.rows, t.cols, accumulate_type(t.component)), StreamedA) for t in carried)
 
