@@ -28,8 +28,8 @@ import pytest
 import ttlc
 from ttlc.passes import PassContext, get_pass, run_passes
 from ttlc.passes.linalg import choose_tiles
-from ttlc.passes.linalg.tiles import (ACC_SHARE, SPLIT_MAX_K, STREAM_A_BYTES, STREAM_ROW_BYTES,
-                                      k_steps, row_pieces, subgroup_registers)
+from ttlc.passes.linalg.tiles import (ACC_SHARE, MIN_A_STEP_BYTES, SPLIT_MAX_K, STREAM_A_BYTES,
+                                      STREAM_ROW_BYTES, k_steps, row_pieces, subgroup_registers)
 from ttlc.ir.types import SCALAR_TYPES
 from ttlc.target import TARGETS, get_target
 
@@ -866,6 +866,22 @@ def test_choose_tiles_cpu_streams_a_large_a_in_tall_tiles():
     assert (narrow.m, narrow.n_pieces) == (8, ((5, 5), (4, 4)))
 
 
+def test_choose_tiles_cpu_loads_two_lines_of_a_per_k_step():
+    """AVX-512: where M has the rows, a K loop's tiles load at least MIN_A_STEP_BYTES of
+    A's column per step (two cache lines): f64 17x13x11 in 16x9 and 16x4 tiles, then the
+    last row in 8x9 and 8x4, not 8x13 (one tile of S rows taking all of N: 0.44-0.97 of
+    LIBXSMM's speed with the members from L3); f32 40x26x11 in 32-row tiles, not 16x13.
+    M below two lines keeps its S rows (f64 9x13x11), and so does ger (K = 1)."""
+    f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
+    cpu = TARGETS["cpu"]
+    t = choose_tiles(cpu, 8, 1, 17, 13, 11, f64, f64, f64)
+    assert (t.m, t.n, t.m_pieces, t.n_pieces) == (16, 9, ((16, 16), (1, 8)), ((9, 9), (4, 4)))
+    assert t.m * 8 == MIN_A_STEP_BYTES
+    assert choose_tiles(cpu, 16, 1, 40, 26, 11, f32, f32, f32).m * 4 == MIN_A_STEP_BYTES
+    assert (choose_tiles(cpu, 8, 1, 9, 13, 11, f64, f64, f64).m,
+            choose_tiles(cpu, 8, 1, 17, 13, 1, f64, f64, f64).m) == (8, 8)
+
+
 def test_choose_tiles_cpu_streams_four_lines_of_a_large_a():
     """AVX-512: an A larger than L1 that is read once per column tile several times
     anyway (N wider than any tile: 100 columns, at most 24 per tile) is loaded at least
@@ -888,7 +904,7 @@ def test_choose_tiles_cpu_tall_tiles_take_a_narrow_n_in_the_fewest_column_tiles(
     those rows take N in the fewest column tiles (f64 9 columns: 32x6 and 32x3, the
     accumulator's 24 zmm at most) and the rows left the tiles of the rest (16x9, 8x9),
     also where A is beyond L1 (f64 84x9x84); not where M has fewer rows (f64 17x13x11:
-    8x13) or A fewer bytes (STREAM_A_BYTES), nor on a GPU."""
+    16x9 and 16x4, MIN_A_STEP_BYTES) or A fewer bytes (STREAM_A_BYTES), nor on a GPU."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
     t = choose_tiles(cpu, 8, 1, 56, 9, 56, f64, f64, f64)
@@ -903,7 +919,7 @@ def test_choose_tiles_cpu_tall_tiles_take_a_narrow_n_in_the_fewest_column_tiles(
     assert t.m_pieces == ((64, 32), (16, 16), (4, 8))
     assert t.row_n_pieces == (((6, 6), (3, 3)), ((9, 9),), ((9, 9),))
     t = choose_tiles(cpu, 8, 1, 17, 13, 11, f64, f64, f64)
-    assert (t.m, t.n, t.row_n_pieces) == (8, 13, ())
+    assert (t.m, t.n, t.row_n_pieces) == (16, 9, ())
     # an A below STREAM_A_BYTES (56x9 f64: a chain's second product) keeps its tiles
     assert 56 * 9 * 8 < STREAM_A_BYTES
     assert choose_tiles(cpu, 8, 1, 56, 9, 9, f64, f64, f64).row_n_pieces == ()

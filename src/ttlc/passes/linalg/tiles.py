@@ -49,6 +49,9 @@ The rule (documented in ``choose_tiles``):
   the rows left the tiles the cost picks (``tall_rows``: f64 56x9x56 as 32x6 and 32x3,
   then 16x9 and 8x9), also where one tile of S rows would take all of N and read A once
   (f64 128x9x128: 32x6 and 32x3, not 16x9; ``STREAM_ROW_BYTES``).
+* Where M has the rows, K is not 1, one subgroup takes every tile and no tall tiles are
+  chosen, tiles load at least MIN_A_STEP_BYTES of A's column per K step (f64 17x13x11:
+  16x9 and 16x4, then 8x9 and 8x4 for the last row, not 8x13).
 * Without broadcast operands (``target.broadcast_operands`` false: AVX2, subgroups of one
   ymm register) and with static M and N and one subgroup, ``register_tiles`` counts
   registers instead: each piece of M takes its own column count (``Tiles.row_n_pieces``)
@@ -148,6 +151,16 @@ L1_BYTES = 32 << 10
 #: 32x5 + 32x4); f32 120 and 128 rows 0.38-0.85 against 0.62-0.99; from L3 both 0.92-1.15;
 #: with A shared by all members (from L2) 1.00-1.08 against 0.96-1.06
 STREAM_ROW_BYTES = 256
+#: the least bytes of A's column a tile loads per K step where M has the rows and no
+#: tall tiles are chosen (two cache lines: 16 rows of f64, 32 of f32).  With each batch
+#: member's operands new to the caches (a batch from L3), tiles of one line a step --
+#: the cost's choice where one tile of S rows takes all of N, f64 17x13x11 in 8x13 --
+#: ran at 0.44-0.97 of LIBXSMM, tiles of two lines (16x9 + 16x4) at 0.73-1.18 (f64 M of
+#: 17-28, f32 M of 40-60, N of 13-34, A batched or shared, B batched or shared); with the
+#: operands in L2 both alike (LIBXSMM's own: all of M, 17 rows as 24, by 7 and 6 columns).
+#: Not for K = 1 (ger: no K loop; f64 17x13 as 16-row tiles 2% slower from L2), nor
+#: where several subgroups share the tiles (fewer rows of tiles would leave one idle)
+MIN_A_STEP_BYTES = 128
 #: the least A (bytes) for STREAM_ROW_BYTES: tall tiles gained from 9.8 KiB (f64
 #: 35x9x35: 2-3%) up; an A of a few KiB (M x 9 with K = 9: the chains' second product, the
 #: blocks of a tall-and-skinny product; a ger's column) is a few dozen cache lines, and
@@ -332,6 +345,9 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     # where N is wider than any tile (A is read once per column tile several times
     # anyway), every tile is that tall; else below
     m = tall if tall and Nm * S > acc_elems else S
+    if split and M is not None and K != 1 and G == 1 and not tall:  # MIN_A_STEP_BYTES
+        while m * a.size < MIN_A_STEP_BYTES and m * 2 <= min(M, m_cap) and fits(m * 2):
+            m *= 2
     while m <= m_cap and fits(m):
         n_max = max(1, acc_elems // m)
         if N is not None:
