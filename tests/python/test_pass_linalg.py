@@ -360,7 +360,7 @@ def test_gemv_ger_as_one_tile_agree_with_numpy(op, ty, R, C, beta):
 
 
 @pytest.mark.parametrize("op,ty,R,C,blocks,column_loop", [
-    ("gemv", "f32", 56, 56, "32 16 16", False), ("gemv", "f64", 56, 9, "32 16 8", False),
+    ("gemv", "f32", 56, 56, "32 32", False), ("gemv", "f64", 56, 9, "32 16 8", False),
     ("gemv", "f64", 16, 40, "", False), ("gemv.t", "f64", 9, 56, "", False),
     ("ger", "f32", 3, 5, "16", True),
     ("ger", "f64", 56, 56, "16 16 16 8 16 16 16 8", True)])
@@ -913,8 +913,8 @@ def test_choose_tiles_cpu_tall_tiles_take_a_narrow_n_in_the_fewest_column_tiles(
     for (_, tile), columns in zip(t.m_pieces, t.row_n_pieces):
         assert all(tile * n * 8 <= cpu.register_budget * ACC_SHARE for _, n in columns)
     t = choose_tiles(cpu, 16, 1, 84, 9, 84, f32, f32, f32)
-    assert t.m_pieces == ((64, 64), (16, 16), (4, 16))
-    assert t.row_n_pieces == (((6, 6), (3, 3)), ((9, 9),), ((9, 9),))
+    assert t.m_pieces == ((64, 64), (20, 32))  # 20 rows: two registers, as 16 + 4 would
+    assert t.row_n_pieces == (((6, 6), (3, 3)), ((9, 9),))
     t = choose_tiles(cpu, 8, 1, 84, 9, 84, f64, f64, f64)
     assert t.m_pieces == ((64, 32), (16, 16), (4, 8))
     assert t.row_n_pieces == (((6, 6), (3, 3)), ((9, 9),), ((9, 9),))
@@ -928,17 +928,35 @@ def test_choose_tiles_cpu_tall_tiles_take_a_narrow_n_in_the_fewest_column_tiles(
 
 
 @pytest.mark.parametrize("size,tile,unit", [(35, 32, 8), (56, 32, 8), (9, 16, 16), (120, 32, 16),
-                                            (7, 8, 8), (64, 32, 8), (100, 64, 16)])
+                                            (7, 8, 8), (64, 32, 8), (100, 64, 16), (56, 32, 16),
+                                            (84, 64, 16), (60, 32, 8), (72, 64, 16)])
 def test_row_pieces_cover_the_rows_with_power_of_two_tiles(size, tile, unit):
     """The pieces cover M in order; every tile is a power-of-two multiple of the subgroup
-    size, at most the main tile; only the last piece is partial, and then below `unit`."""
+    size, at most the main tile; only the last piece is partial, and then it leaves no
+    register of `unit` rows idle: below `unit` rows, or the power of two of registers
+    its rows fill (f32 56 rows in tiles of 32: 32, then 24 as 32 rows, two registers)."""
     pieces = row_pieces(size, tile, unit)
     assert sum(e for e, _ in pieces) == size
     for extent, t in pieces:
         assert t % unit == 0 and t & (t - 1) == 0 and t <= max(tile, unit)
     assert all(e % t == 0 for e, t in pieces[:-1])
     last_extent, last_tile = pieces[-1]
-    assert last_extent % last_tile == 0 or last_extent < unit == last_tile
+    assert last_extent % last_tile == 0 or last_extent < unit == last_tile or \
+        unit < last_extent and -(-last_extent // unit) * unit == last_tile
+    registers = sum(-(-e // unit) for e, _ in pieces)  # as many as the rows need
+    assert registers == -(-size // unit)
+
+
+@pytest.mark.parametrize("size,tile,unit,want", [
+    (56, 32, 16, ((32, 32), (24, 32))), (84, 64, 16, ((64, 64), (20, 32))),
+    (60, 32, 8, ((32, 32), (28, 32))), (52, 32, 8, ((32, 32), (16, 16), (4, 8))),
+    (56, 32, 8, ((32, 32), (16, 16), (8, 8))),
+    (72, 64, 16, ((64, 64), (8, 16))), (120, 32, 16, ((96, 32), (24, 32)))])
+def test_row_pieces_take_a_remainder_of_registers_in_one_partial_tile(size, tile, unit, want):
+    """A remainder whose registers of `unit` rows number a power of two, the last
+    partial, is one partial tile (f32 56: 32, then 24 rows as 32 -- the FMAs of 16 + 8,
+    one piece less); one of whole registers, or of three, keeps its pieces."""
+    assert row_pieces(size, tile, unit) == want
 
 
 @pytest.mark.parametrize("K,k,want", [(56, 16, (8, ())), (35, 16, (16, (2, 1))), (7, 8, (4, (2, 1))),

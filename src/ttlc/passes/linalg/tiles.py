@@ -32,7 +32,9 @@ The rule (documented in ``choose_tiles``):
   straight-line K step (where remainders are not split, below).
 * Remainders (``split_remainders``: f32 and f64 products where subgroups are SIMD lanes):
   static sizes are cut into pieces with tiles of their own -- M into the full tiles and
-  then smaller power-of-two multiples of ``S`` (``row_pieces``), N into the full tiles
+  then smaller power-of-two multiples of ``S``, or one partial tile where the rest fills
+  all but part of the last of a power of two of registers (``row_pieces``: f32 56 as 32
+  and 24 in 32, no register idle), N into the full tiles
   and one tile of the remaining columns (``column_pieces``), K into the loop's steps and
   smaller power-of-two steps (``k_steps``, which also prefers a step dividing K) -- and
   the cost above is summed over the pieces, each piece adding PIECE_COST (its code is
@@ -223,9 +225,15 @@ def row_pieces(size: int, tile: int, unit: int) -> Pieces:
     """M split into the full tiles of `tile` rows, then the remainder in tiles of the
     largest power-of-two multiple of `unit` (the subgroup size) that fits, and what is
     left below `unit` as one partial tile of `unit` rows: 35 rows, tile 32, unit 8:
-    (32, 32), (3, 8); 56 rows: (32, 32), (16, 16), (8, 8)."""
+    (32, 32), (3, 8); 56 rows: (32, 32), (16, 16), (8, 8).  A remainder whose registers
+    of `unit` rows number a power of two, the last partial, is one partial tile of those
+    rows: 56 rows, tile 32, unit 16 (f32): (32, 32), (24, 32), as many FMAs as (16, 16),
+    (8, 16) and one piece less to compile (f32 56x9x56 cold 39-42 -> 33-34 ms, the f32
+    chain 56 81 -> 65), at the same speed from L2 and L3."""
     out = [(size - size % tile, tile)] if size >= tile else []
     rest = size % tile
+    if rest > unit and rest % unit and _next_pow2(rest) == unit * _ceil_div(rest, unit):
+        return tuple(out + [(rest, _next_pow2(rest))])  # one partial tile, no idle register
     while rest >= unit:
         t = unit << ((rest // unit).bit_length() - 1)
         out.append((t, t))
