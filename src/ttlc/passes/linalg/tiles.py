@@ -340,22 +340,27 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         tile filling all 32 zmm ran at 0.7x of 32x9."""
         return m == S or (m <= acc_elems and (not split or 2 * m * a.size <= operands))
 
+    def rows_loading(column_bytes: int) -> int:
+        """The rows of a tile that loads `column_bytes` of A's column per K step: S
+        doubled until it does, or until m_cap (M's rows) or ``fits`` stops it."""
+        m = S
+        while m * a.size < column_bytes and m * 2 <= m_cap and fits(m * 2):
+            m *= 2
+        return m
+
     # tiles of at least STREAM_ROW_BYTES of A's column per K step where M has the rows for
     # them (static M, remainders split) and A has STREAM_A_BYTES
     tall = 0
     if split and M is not None and M * (K or ASSUMED_SIZE) * a.size >= STREAM_A_BYTES:
-        tall = S
-        while tall * a.size < STREAM_ROW_BYTES and tall * 2 <= m_cap and fits(tall * 2):
-            tall *= 2
+        tall = rows_loading(STREAM_ROW_BYTES)
         if tall * a.size < STREAM_ROW_BYTES:
             tall = 0
     best = None
     # where N is wider than any tile (A is read once per column tile several times
     # anyway), every tile is that tall; else below
     m = tall if tall and Nm * S > acc_elems else S
-    if split and M is not None and K != 1 and G == 1 and not tall:  # MIN_A_STEP_BYTES
-        while m * a.size < MIN_A_STEP_BYTES and m * 2 <= min(M, m_cap) and fits(m * 2):
-            m *= 2
+    if split and M is not None and K != 1 and G == 1 and not tall:
+        m = rows_loading(MIN_A_STEP_BYTES)
     while m <= m_cap and fits(m):
         n_max = max(1, acc_elems // m)
         if N is not None:
