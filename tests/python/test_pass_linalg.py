@@ -360,7 +360,7 @@ def test_gemv_ger_as_one_tile_agree_with_numpy(op, ty, R, C, beta):
 
 
 @pytest.mark.parametrize("op,ty,R,C,blocks,column_loop", [
-    ("gemv", "f32", 56, 56, "32 32", False), ("gemv", "f64", 56, 9, "32 16 8", False),
+    ("gemv", "f32", 88, 88, "64 32", False), ("gemv", "f64", 56, 9, "32 16 8", False),
     ("gemv", "f64", 16, 40, "", False), ("gemv.t", "f64", 9, 56, "", False),
     ("ger", "f32", 3, 5, "16", True),
     ("ger", "f64", 56, 56, "16 16 16 8 16 16 16 8", True)])
@@ -882,6 +882,28 @@ def test_choose_tiles_cpu_loads_two_lines_of_a_per_k_step():
             choose_tiles(cpu, 8, 1, 17, 13, 1, f64, f64, f64).m) == (8, 8)
 
 
+@pytest.mark.parametrize("ty,M,N,K,pieces", [
+    ("f32", 62, 4, 119, ((62, 64),)), ("f64", 30, 4, 119, ((30, 32),)),
+    ("f32", 58, 43, 58, ((58, 64),)), ("f64", 31, 40, 47, ((31, 32),)),
+    ("f32", 56, 9, 56, ((56, 64),)), ("f64", 56, 9, 56, ((32, 32), (16, 16), (8, 8))),
+    ("f64", 35, 9, 35, ((32, 32), (3, 8))), ("f32", 64, 64, 64, ((64, 64),)),
+    ("f64", 10, 12, 112, ((10, 16),)), ("f32", 22, 16, 100, ((22, 32),)),
+    ("f64", 9, 13, 11, ((8, 8), (1, 8))), ("f32", 17, 13, 11, ((16, 16), (1, 16)))])
+def test_choose_tiles_cpu_one_partial_tile_for_all_of_m(ty, M, N, K, pieces):
+    """AVX-512: where M's rows fill a power of two of registers, the last partial, all of
+    M may be one tile of those registers (row_pieces' partial tile): f32 62 rows as one
+    tile of 64, f64 30 as 32, not 32 + 30-in-32 and 16 + 14-in-16 (with the members from
+    L3: f32 62x4x119 at 0.68-0.73 of LIBXSMM against 1.01-1.04, f64 30x4x119 0.44-0.65
+    against 0.76-1.06).  Seven registers (f64 56) or five (f64 35) keep their pieces, and
+    so do two where A is below STREAM_A_BYTES (f64 9x13x11: 8 + 1 rows ran at 1.47 of
+    LIBXSMM from L2, one 16-row tile at 1.36; f64 10x12x112, A of 8.75 KiB, as one tile:
+    0.85-0.96 -> 1.04-1.19 from L3)."""
+    t = SCALAR_TYPES[ty]
+    tiles_ = choose_tiles(TARGETS["cpu"], 64 // t.size, 1, M, N, K, t, t, t)
+    assert tiles_.m_pieces == pieces
+    assert sum(extent for extent, _ in pieces) == M
+
+
 def test_choose_tiles_cpu_streams_four_lines_of_a_large_a():
     """AVX-512: an A larger than L1 that is read once per column tile several times
     anyway (N wider than any tile: 100 columns, at most 24 per tile) is loaded at least
@@ -925,6 +947,23 @@ def test_choose_tiles_cpu_tall_tiles_take_a_narrow_n_in_the_fewest_column_tiles(
     assert choose_tiles(cpu, 8, 1, 56, 9, 9, f64, f64, f64).row_n_pieces == ()
     assert choose_tiles(cpu, 8, 1, 64, 64, 64, f64, f64, f64).m == 32
     assert choose_tiles(TARGETS["pvc"], 16, 1, 56, 9, 56, f64, f64, f64).row_n_pieces == ()
+
+
+def test_choose_tiles_cpu_tall_tiles_step_k_by_one():
+    """AVX-512: tiles of STREAM_ROW_BYTES of A's column take K one step at a time, also
+    where the cost picks them or N is wider than any tile (f64 62x4x119 in 32x4 tiles, f32
+    100x100x100 in 64x5: eight lines of A a step ran at 0.71-0.76 of LIBXSMM's speed with
+    the members from L3, four at 0.97-1.08); shorter tiles keep their K step of two (f64
+    17x13x11)."""
+    f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
+    cpu = TARGETS["cpu"]
+    t = choose_tiles(cpu, 8, 1, 62, 4, 119, f64, f64, f64)
+    assert (t.m, t.n, t.k, t.k_rest) == (32, 4, 1, ()) and t.m * 8 == STREAM_ROW_BYTES
+    t = choose_tiles(cpu, 16, 1, 100, 100, 100, f32, f32, f32)
+    assert (t.m, t.n, t.k, t.k_rest) == (64, 5, 1, ())
+    assert choose_tiles(cpu, 8, 1, 56, 9, 56, f64, f64, f64).k == 1  # tall_rows
+    t = choose_tiles(cpu, 8, 1, 17, 13, 11, f64, f64, f64)
+    assert (t.m, t.k, t.k_rest) == (16, 2, (1,))
 
 
 @pytest.mark.parametrize("size,tile,unit", [(35, 32, 8), (56, 32, 8), (9, 16, 16), (120, 32, 16),

@@ -34,7 +34,9 @@ The rule (documented in ``choose_tiles``):
   static sizes are cut into pieces with tiles of their own -- M into the full tiles and
   then smaller power-of-two multiples of ``S``, or one partial tile where the rest fills
   all but part of the last of a power of two of registers (``row_pieces``: f32 56 as 32
-  and 24 in 32, no register idle), N into the full tiles
+  and 24 in 32, no register idle; so may all of M where it takes more than two
+  registers or A has STREAM_A_BYTES: f32 62 as one tile of 64, f64 30 as 32, A's column
+  loaded whole where 32 + 30 in 32 read it in halves), N into the full tiles
   and one tile of the remaining columns (``column_pieces``), K into the loop's steps and
   smaller power-of-two steps (``k_steps``, which also prefers a step dividing K) -- and
   the cost above is summed over the pieces, each piece adding PIECE_COST (its code is
@@ -50,7 +52,8 @@ The rule (documented in ``choose_tiles``):
   100x100x100: 64x5, not 32x10); else those rows take N in the fewest column tiles and
   the rows left the tiles the cost picks (``tall_rows``: f64 56x9x56 as 32x6 and 32x3,
   then 16x9 and 8x9), also where one tile of S rows would take all of N and read A once
-  (f64 128x9x128: 32x6 and 32x3, not 16x9; ``STREAM_ROW_BYTES``).
+  (f64 128x9x128: 32x6 and 32x3, not 16x9; ``STREAM_ROW_BYTES``).  Tall tiles step K
+  by one.
 * Where M has the rows, K is not 1, one subgroup takes every tile and no tall tiles are
   chosen, tiles load at least MIN_A_STEP_BYTES of A's column per K step (f64 17x13x11:
   16x9 and 16x4, then 8x9 and 8x4 for the last row, not 8x13).
@@ -151,7 +154,10 @@ L1_BYTES = 32 << 10
 #: batches), f64 84x9x84 to 128x9x128 in 16x9 tiles (two cache lines of each column per
 #: pass, A once) ran at 0.48-0.74 of LIBXSMM, in 32x6 + 32x3 at 0.87-1.11 (LIBXSMM's own:
 #: 32x5 + 32x4); f32 120 and 128 rows 0.38-0.85 against 0.62-0.99; from L3 both 0.92-1.15;
-#: with A shared by all members (from L2) 1.00-1.08 against 0.96-1.06
+#: with A shared by all members (from L2) 1.00-1.08 against 0.96-1.06.  Tall tiles step K
+#: by one: eight lines of A a step (K steps of two) ran slower from L3 (f64 62x4x119,
+#: 32x4 tiles: 0.71-0.76 of LIBXSMM against 0.97-1.08; f32 120x4x100 0.81-0.87 against
+#: 1.04-1.07; fourteen random shapes alike or faster) and alike from L2
 STREAM_ROW_BYTES = 256
 #: the least bytes of A's column a tile loads per K step where M has the rows and no
 #: tall tiles are chosen (two cache lines: 16 rows of f64, 32 of f32).  With each batch
@@ -304,8 +310,12 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     operands = budget - acc_bytes  # the operands' part
     acc_elems = max(S, acc_bytes // acc.size)  # at least one column of S rows
     m_cap = max(S, _next_pow2(M)) if M is not None else S * MAX_M_BLOCKS
-    if split and M is not None:  # (a tile beyond M would only be cut into smaller ones)
+    a_bytes = M * (K or ASSUMED_SIZE) * a.size if M is not None else 0
+    if split and M is not None:  # a tile beyond M would only be cut into smaller ones,
         m_cap = max(S, _pow2_at_most(M))
+        registers = S * _ceil_div(M, S)  # unless it is M's registers (one partial tile)
+        if registers & (registers - 1) == 0 and (registers > 2 * S or a_bytes >= STREAM_A_BYTES):
+            m_cap = registers
     m_cap = min(m_cap, S * MAX_M_BLOCKS)
     if split and not target.broadcast_operands and G == 1 and M is not None and N is not None:
         return register_tiles(target, S, M, N, K, acc, a, operands)
@@ -351,7 +361,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     # tiles of at least STREAM_ROW_BYTES of A's column per K step where M has the rows for
     # them (static M, remainders split) and A has STREAM_A_BYTES
     tall = 0
-    if split and M is not None and M * (K or ASSUMED_SIZE) * a.size >= STREAM_A_BYTES:
+    if split and M is not None and a_bytes >= STREAM_A_BYTES:
         tall = rows_loading(STREAM_ROW_BYTES)
         if tall * a.size < STREAM_ROW_BYTES:
             tall = 0
@@ -380,6 +390,8 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     from_memory = bool(target.vector_bytes) and b == acc and not b.is_complex
     operand_bytes = m * a.size + (0 if from_memory else n * b.size)
     k = _k_step(SPLIT_MAX_K if split else MAX_K, operand_bytes, operands)
+    if tall and m >= tall:
+        k = 1  # tall tiles step K by one, as in ``tall_rows`` (STREAM_ROW_BYTES)
     if not split:
         if K is not None:
             k = min(k, _next_pow2(K))
