@@ -313,9 +313,9 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     a_bytes = M * (K or ASSUMED_SIZE) * a.size if M is not None else 0
     if split and M is not None:  # a tile beyond M would only be cut into smaller ones,
         m_cap = max(S, _pow2_at_most(M))
-        registers = S * _ceil_div(M, S)  # unless it is M's registers (one partial tile)
-        if registers & (registers - 1) == 0 and (registers > 2 * S or a_bytes >= STREAM_A_BYTES):
-            m_cap = registers
+        whole = row_pieces(M, _next_pow2(M), S)  # unless row_pieces makes M one tile
+        if len(whole) == 1 and (whole[0][1] > 2 * S or a_bytes >= STREAM_A_BYTES):
+            m_cap = max(m_cap, whole[0][1])
     m_cap = min(m_cap, S * MAX_M_BLOCKS)
     if split and not target.broadcast_operands and G == 1 and M is not None and N is not None:
         return register_tiles(target, S, M, N, K, acc, a, operands)
