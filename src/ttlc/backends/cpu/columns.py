@@ -397,7 +397,7 @@ def web(cg, value: Value) -> Optional[List[Instruction]]:
                 out.append(user)  # (a product loads its tiles from the buffer)
                 continue
             if op == "yield":  # the result of a uniform if (``merge``)
-                owner = _owner(cg, user)
+                owner = owner_of(cg, user)
                 if owner is None or owner.opcode != "if" or owner.slots["condition"] in cg.varying:
                     out = None
                     break
@@ -414,7 +414,7 @@ def web(cg, value: Value) -> Optional[List[Instruction]]:
     return out
 
 
-def _owner(cg, inst: Instruction) -> Optional[Instruction]:
+def owner_of(cg, inst: Instruction) -> Optional[Instruction]:
     """The instruction whose region holds inst (None at the kernel's top level)."""
     owners = getattr(cg, "columns_owners", None)
     if owners is None:

@@ -542,7 +542,7 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
     lt = LLTYPE[comp.name]
     M, N = t.rows, t.cols
     _note_write(cg, inst)
-    rows = _plain_rows(cg, inst, M)
+    rows = None if cg.mask is not None else stored_rows(inst, M)  # (else a masked store)
     width = max(1, jit.vector_bits() // 8 // lt_size(lt))
     for g in range(subgroups(cg)):
 
@@ -571,15 +571,15 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
         _access(cg, inst, t, g, store)
 
 
-def _plain_rows(cg: FunctionCodegen, inst: Instruction, M: int) -> Optional[int]:
+def stored_rows(inst: Instruction, M: int) -> Optional[int]:
     """The rows of each column a store (not transposed) writes where they are known at
-    compile time and every work-item is active: all M of an unchecked store, those of a
-    rows_checked one at a constant row position of at least 0 in static rows; else None
-    (a masked store).  They are stored as plain vectors (``_store_pieces``): without
-    AVX-512 a masked store is ``vmaskmovps``, which held f32 9x56 ger (one masked row per
-    column) to 0.39x LIBXSMM's speed on Zen 4."""
+    compile time: all M of an unchecked store, those of a rows_checked one at a constant
+    row position of at least 0 in static rows; else None.  Where every work-item is
+    active they are stored as plain vectors (``_store_pieces``): without AVX-512 a masked
+    store is ``vmaskmovps``, which held f32 9x56 ger (one masked row per column) to 0.39x
+    LIBXSMM's speed on Zen 4.  (The rows a store observes: ``mul_add.observed_rows``.)"""
     checked = inst.modifier("checked")
-    if cg.mask is not None or inst.modifier("ta") == "t":
+    if inst.modifier("ta") == "t":
         return None
     if checked is None:
         return M
@@ -692,16 +692,22 @@ class Microkernel:
     operand of the step for each column; a scheduling barrier separates the blocks.  This
     base is the FMA kernel: the whole column is one piece, all columns one block (LLVM
     keeps them in registers), each step one FMA of a column of A (in the accumulation
-    type) and a broadcast entry of B."""
+    type) and a broadcast entry of B.  Pieces hold the first ``rows`` of a column where
+    nothing observes the others (``fma_kernel``); they are not computed."""
 
     #: entries of K per step
     k_step = 1
     #: whether a step takes B's operands for all columns before A's (``StreamedA``)
     b_first = False
 
+    def __init__(self, rows: Optional[int] = None):
+        self.rows = rows  # the rows computed, the first of each column (None: all)
+
     def pieces(self, M: int) -> List[Tuple[int, int]]:
-        """The pieces (first row, lanes) of an accumulator column."""
-        return [(0, M)]
+        """The pieces (first row, lanes) of an accumulator column: where not all rows are
+        computed, equal powers of two (LLVM's code for vectors of 24 f64 was 5x longer)."""
+        rows = min(M, self.rows or M)
+        return [(r, rows & -rows) for r in range(0, rows, rows & -rows)]
 
     def blocks(self, pieces: int, N: int) -> List[Tuple[range, range]]:
         """The (pieces, columns) whose accumulators are updated together over all of K."""
@@ -712,7 +718,7 @@ class Microkernel:
         return convert(cg, a, t, cd)
 
     def a_operand(self, cg: FunctionCodegen, a, M: int, K: int, k: int, r0: int, lanes: int):
-        return _column(cg, a, k, M)
+        return _rows(cg, a, k, M, r0, lanes)
 
     def b_operand(self, cg: FunctionCodegen, b, t: ScalarType, K: int, k: int, j: int,
                   cd: ScalarType):
@@ -766,8 +772,9 @@ def _joined_column(cg: FunctionCodegen, kernel: Microkernel, acc: dict, M: int, 
     """Column j of the M-row matrix held as the accumulators ``acc``."""
     pieces = kernel.pieces(M)
     col = concat(cg, [acc[p, j] for p in range(len(pieces))])
-    if sum(lanes for _, lanes in pieces) != M:  # the padding of the last piece
-        col = shuffle(cg, col, col, range(M))
+    held = sum(lanes for _, lanes in pieces)
+    if held != M:  # the padding of the last piece off, zeros for rows not computed
+        col = shuffle(cg, col, _map(lambda x: zero_of(x.type), col), [min(r, held) for r in range(M)])
     return col
 
 
@@ -841,27 +848,24 @@ class StreamedA(Microkernel):
 
     b_first = True
 
-    def __init__(self, lanes: int):
-        self.lanes = lanes
+    def __init__(self, lanes: int, rows: Optional[int] = None):
+        self.lanes, self.rows = lanes, rows
 
     def pieces(self, M: int) -> List[Tuple[int, int]]:
-        return [(r, min(self.lanes, M - r)) for r in range(0, M, self.lanes)]
-
-    def a_operand(self, cg: FunctionCodegen, a, M: int, K: int, k: int, r0: int, lanes: int):
-        return _rows(cg, a, k, M, r0, lanes)
+        return [(r, min(self.lanes, M - r)) for r in range(0, min(M, self.rows or M), self.lanes)]
 
 
-FMA = Microkernel()
-
-
-def fma_kernel(M: int, N: int, cd: ScalarType) -> Microkernel:
+def fma_kernel(M: int, N: int, cd: ScalarType, observed: Optional[int] = None) -> Microkernel:
     """The FMA kernel of an M x N accumulator of cd: ``StreamedA`` where FMAs take no
     broadcast operand and the tile has fewer columns than registers per column (as
-    ``linalg.tiles.register_tiles`` counts them), else ``FMA``."""
+    ``linalg.tiles.register_tiles`` counts them), else the base; computing only the
+    registers that hold the first `observed` rows (real types), the rows anything observes
+    (``mul_add.observed_rows``: f64 24 rows of a 32-row tile in three zmm, not four)."""
     lanes = max(1, jit.vector_bits() // 8 // cd.size)
+    rows = None if observed is None or cd.is_complex else -(-max(1, observed) // lanes) * lanes
     if jit.broadcast_operands() or cd.is_complex or N >= -(-M // lanes):
-        return FMA
-    return StreamedA(lanes)
+        return Microkernel(rows)
+    return StreamedA(lanes, rows)
 
 
 def rolled(carried: List[Any]) -> bool:

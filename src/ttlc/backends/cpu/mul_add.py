@@ -8,17 +8,17 @@ paths, which build on ``coop.py`` and know nothing of each other.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 from llvmlite import ir
 
-from ...ir.core import Instruction
+from ...ir.core import Instruction, Value
 from ...ir.numerics import accumulate_type
 from ...ir.types import CoopMatrixType, ScalarType
 from ...target import MatrixInstruction, MatrixUnit
 from . import amx, amx_products, coop, dpbf16
 from .arith import convert
-from .columns import users_of
+from .columns import owner_of, users_of
 from .function import FunctionCodegen, LoopCarrier
 from .values import LLTYPE, CoopVal, VectorConstant
 from .vectors import column_group, concat, narrow
@@ -88,7 +88,7 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
     path = mul_add_path(A.type.component.name, B.type.component.name, ct.name)
     if path == "AMX":  # 16-bit products into f32 on the tile unit
         return amx.product(cg, inst, A, B, C)
-    kernel = kernel_of(path, M, N, cd)
+    kernel = kernel_of(path, M, N, cd, observed_rows(cg, inst.results[0]))
     if cd == ct == D.component:  # (accumulated in C's type: the result as the kernel's pieces)
         pieces = []
         for g in range(coop.subgroups(cg)):
@@ -105,10 +105,64 @@ def emit_mul_add(cg: FunctionCodegen, inst: Instruction):
     return CoopVal(out, D)
 
 
-def kernel_of(path: str, M: int, N: int, cd: ScalarType) -> coop.Microkernel:
+def kernel_of(path: str, M: int, N: int, cd: ScalarType,
+              observed: Optional[int] = None) -> coop.Microkernel:
     """The microkernel of the vector paths (``mul_add_path`` "AVX512-BF16" or "FMA") for
-    an M x N accumulator of cd."""
-    return dpbf16.KERNEL if path == "AVX512-BF16" else coop.fma_kernel(M, N, cd)
+    an M x N accumulator of cd whose first `observed` rows are observed (``observed_rows``)."""
+    return dpbf16.KERNEL if path == "AVX512-BF16" else coop.fma_kernel(M, N, cd, observed)
+
+
+def observed_rows(cg: FunctionCodegen, value: Value) -> int:
+    """How many of a coopmatrix's first rows anything observes: a tile that is only
+    stored with its rows checked at a constant position in static rows -- lower-linalg's
+    partial tile, f64 24 rows of M in a tile of 32 -- observes those (``coop.stored_rows``);
+    mul_add's result observes its A's and C's rows (row r of the product is row r of A
+    times B plus row r of C); a yield of a ``for`` or ``if`` passes on what the result
+    (and the loop's next iteration) observes, a loop's init what its body does; any other
+    use observes all rows.  The rows nothing observes are not computed
+    (``coop.fma_kernel``): their FMAs would be spent on rows no store writes."""
+    table = cg.__dict__.get("observed_rows")
+    if table is None:
+        table = cg.observed_rows = _observed_rows(cg)
+    return table.get(value, value.type.rows)
+
+
+def _observed_rows(cg: FunctionCodegen) -> Dict[Value, int]:
+    """``observed_rows`` of each coopmatrix value of the kernel: the least fixed point
+    from nothing observed, growing by the uses until no value changes."""
+    values = []
+    for inst in cg.func.body.walk():
+        values += [r for r in inst.results if isinstance(r.type, CoopMatrixType)]
+        values += [a for region in inst.regions for a in region.args
+                   if isinstance(a.type, CoopMatrixType)]
+    seen = dict.fromkeys(values, 0)
+    uses = users_of(cg)
+
+    def by(user: Instruction, v: Value) -> int:
+        """The rows of v its use by `user` observes."""
+        op, every = user.opcode, v.type.rows
+        if op == "cooperative_matrix_store" and user.slots["value"] is v:
+            return coop.stored_rows(user, every) or every
+        if op == "cooperative_matrix_mul_add" and v is not user.slots["b"]:
+            return seen[user.results[0]]
+        if op == "for":  # the loop's init: what the body observes of the carried value
+            args = user.regions[0].args[1:]
+            return max(seen[a] for a, x in zip(args, user.slots["init"]) if x is v)
+        owner = owner_of(cg, user) if op == "yield" else None
+        if owner is not None and owner.opcode in ("for", "if"):
+            carried = owner.regions[0].args[1:] if owner.opcode == "for" else [None] * len(owner.results)
+            return max(max(seen[r], seen.get(a, 0)) for r, a, x
+                       in zip(owner.results, carried, user.slots["values"]) if x is v)
+        return every
+
+    changed = True
+    while changed:
+        changed = False
+        for v in reversed(values):
+            rows = max((by(user, v) for user in uses.get(v, [])), default=0)
+            if rows > seen[v]:
+                seen[v], changed = rows, True
+    return seen
 
 
 def _pieces_of(cg: FunctionCodegen, kernel: coop.Microkernel, C: CoopVal, g: int) -> dict:
@@ -256,7 +310,8 @@ def claim_loop(cg: FunctionCodegen, loop: Instruction) -> Dict[int, HeldPieces]:
                 or t.component.is_complex or accumulate_type(t.component) != t.component
                 or path == "AMX"):
             continue
-        claimed[k] = HeldPieces(t, kernel_of(path, t.rows, t.cols, t.component))
+        claimed[k] = HeldPieces(t, kernel_of(path, t.rows, t.cols, t.component,
+                                             observed_rows(cg, arg)))
     return claimed
 
 
