@@ -1,0 +1,147 @@
+"""Rows of a coopmatrix nothing observes are not computed (target cpu:
+backends/cpu/mul_add.py ``observed_rows``, coop.py ``fma_kernel``).
+
+Language reference, "Cooperative matrix load" / "Cooperative matrix store" (``rows_checked``:
+components outside the memref are not accessed) and "Cooperative matrix mul add": a tile
+of 32 f64 rows (64 f32) stored with its rows checked at a constant position into a
+memref of 24 (48) rows writes only those; mul_add's row r depends only on row r of A and
+C.  The K loop then runs FMAs on three registers of each column instead of four (counted
+as lanes of ``llvm.fmuladd`` in the loop's LLVM IR), and every use that can see the other
+rows -- a store without the check, a store at a position known only when run -- keeps
+them computed: its results are compared, all rows, with NumPy's in float64 on the same
+inputs.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import ttlc
+
+pytest.importorskip("llvmlite")
+
+from ttlc.backends.cpu.module import Artifacts  # noqa: E402
+
+#: C (24 x 4 f64 or 48 x 4 f32) += A B in tiles of 32 (64) rows, K in steps of 2, the
+#: accumulator starting at 1 everywhere (rows past A's read A as 0: they stay 1)
+KERNEL = """func @k(%A: memref<{t}x{M}x{K}>, %B: memref<{t}x{K}x4>, %C: memref<{t}x{M}x4>,
+               %S: memref<{t}x{tm}x4>) attributes{{subgroup_size={sg}, work_group_size=[{sg},1]}} {{
+    %gid = group_id.x : index
+    parallel {{
+        %c0 = constant 0 : index
+        %c8 = constant 8 : index
+        %c2 = constant 2 : index
+        %ck = constant {K} : index
+        %one = constant 1.0 : {t}
+        %init = cooperative_matrix_construct %one : coopmatrix<{t}x{tm}x4,matrix_acc>
+        %acc = for %k = %c0, %ck, %c2 init(%x=%init) -> (coopmatrix<{t}x{tm}x4,matrix_acc>) {{
+            %a = cooperative_matrix_load.rows_checked %A[%c0,%k] : coopmatrix<{t}x{tm}x2,matrix_a>
+            %b = cooperative_matrix_load %B[%k,%c0] : coopmatrix<{t}x2x4,matrix_b>
+            %y = cooperative_matrix_mul_add %a, %b, %x : coopmatrix<{t}x{tm}x4,matrix_acc>
+            yield (%y)
+        }}
+        {after}
+    }}
+}}
+"""
+K = 6
+#: the types: (M, the tile's rows, subgroup size)
+SIZES = {"f64": (24, 32, 8), "f32": (48, 64, 16)}
+DTYPES = {"f32": np.float32, "f64": np.float64}
+
+STORED = "cooperative_matrix_store.rows_checked %acc, %C[%c0,%c0]"
+#: also stored whole: every row observed
+ALSO_WHOLE = STORED + "\n        cooperative_matrix_store %acc, %S[%c0,%c0]"
+#: stored 8 rows down: the tile's first M - 8 rows observed
+LOWER = "cooperative_matrix_store.rows_checked %acc, %C[%c8,%c0]"
+#: at a row position known only when run (0 for the one group): every row observed
+RUN_TIME = "cooperative_matrix_store.rows_checked %acc, %C[%gid,%c0]"
+#: through an if's result
+THROUGH_IF = """%p = less_than %gid, %c2 : bool
+        %r = if %p -> (coopmatrix<{t}x{tm}x4,matrix_acc>) {{
+            yield (%acc)
+        }} else {{
+            yield (%init)
+        }}
+        cooperative_matrix_store.rows_checked %r, %C[%c0,%c0]"""
+
+
+def _text(t, after):
+    M, tm, sg = SIZES[t]
+    return KERNEL.format(t=t, M=M, K=K, tm=tm, sg=sg, after=after.format(t=t, tm=tm))
+
+
+def _fma_lanes(text, t) -> int:
+    """Lanes of the kernel's fmuladd calls (the K loop's one mul_add: rows x 4 x 2)."""
+    elem = "f64" if t == "f64" else "f32"
+    ir = Artifacts(ttlc.check(text), False).ir
+    calls = re.findall(rf"call <(\d+) x (?:double|float)> @\"?llvm\.fmuladd\.v\d+{elem}\"?\(", ir)
+    return sum(int(lanes) for lanes in calls)
+
+
+def _run(text, t):
+    """Run the kernel on random A, B and C of zeros; returns C, S and A B + 1 of the
+    tile (rows past A's: 1)."""
+    M, tm, _ = SIZES[t]
+    rng = np.random.default_rng(M)
+    A = np.asfortranarray(rng.standard_normal((M, K)).astype(DTYPES[t]))
+    B = np.asfortranarray(rng.standard_normal((K, 4)).astype(DTYPES[t]))
+    C = np.zeros((M, 4), DTYPES[t], order="F")
+    S = np.zeros((tm, 4), DTYPES[t], order="F")
+    ttlc.compile(text, target="cpu")["k"](A, B, C, S, grid=1)
+    tile = np.ones((tm, 4))
+    tile[:M] += A.astype(np.float64) @ B
+    return C, S, tile
+
+
+def _close(got, want, t):
+    eps = np.finfo(DTYPES[t]).eps
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 4 * K * eps * max(1.0, np.abs(want).max())
+
+
+@pytest.mark.parametrize("t", ["f64", "f32"])
+def test_rows_outside_a_checked_store_are_not_computed(t):
+    M, tm, _ = SIZES[t]
+    text = _text(t, STORED)
+    assert _fma_lanes(text, t) == M * 4 * 2  # three registers of each column, not four
+    C, _, tile = _run(text, t)
+    _close(C, tile[:M], t)
+
+
+@pytest.mark.parametrize("t", ["f64", "f32"])
+def test_rows_a_second_store_sees_are_computed(t):
+    M, tm, _ = SIZES[t]
+    text = _text(t, ALSO_WHOLE)
+    assert _fma_lanes(text, t) == tm * 4 * 2
+    C, S, tile = _run(text, t)
+    _close(C, tile[:M], t)
+    _close(S, tile, t)  # rows past M: 1 + 0 * B, computed
+    assert (S[M:] == 1).all()
+
+
+def test_a_store_further_down_observes_fewer_rows():
+    M, tm, _ = SIZES["f64"]
+    text = _text("f64", LOWER)
+    assert _fma_lanes(text, "f64") == (M - 8) * 4 * 2
+    C, _, tile = _run(text, "f64")
+    _close(C[8:], tile[:M - 8], "f64")
+    assert (C[:8] == 0).all()
+
+
+def test_a_store_at_a_run_time_row_observes_every_row():
+    M, tm, _ = SIZES["f64"]
+    text = _text("f64", RUN_TIME)
+    assert _fma_lanes(text, "f64") == tm * 4 * 2
+    C, _, tile = _run(text, "f64")
+    _close(C, tile[:M], "f64")
+
+
+def test_rows_observed_through_an_if():
+    M, tm, _ = SIZES["f64"]
+    text = _text("f64", THROUGH_IF)
+    assert _fma_lanes(text, "f64") == M * 4 * 2
+    C, _, tile = _run(text, "f64")
+    _close(C, tile[:M], "f64")
