@@ -773,9 +773,8 @@ def _joined_column(cg: FunctionCodegen, kernel: Microkernel, acc: dict, M: int, 
     pieces = kernel.pieces(M)
     col = concat(cg, [acc[p, j] for p in range(len(pieces))])
     held = sum(lanes for _, lanes in pieces)
-    if held != M:  # the padding of the last piece off, zeros for rows not computed
-        col = shuffle(cg, col, _map(lambda x: zero_of(x.type), col), [min(r, held) for r in range(M)])
-    return col
+    # the padding of the last piece cut off, zeros for the rows not computed
+    return col if held == M else _rows(cg, col, 0, held, 0, M)
 
 
 class PiecesVal(CoopVal):

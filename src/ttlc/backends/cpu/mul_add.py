@@ -150,7 +150,8 @@ def _observed_rows(cg: FunctionCodegen) -> Dict[Value, int]:
             return max(seen[a] for a, x in zip(args, user.slots["init"]) if x is v)
         owner = owner_of(cg, user) if op == "yield" else None
         if owner is not None and owner.opcode in ("for", "if"):
-            carried = owner.regions[0].args[1:] if owner.opcode == "for" else [None] * len(owner.results)
+            carried = (owner.regions[0].args[1:] if owner.opcode == "for"
+                       else [None] * len(owner.results))
             return max(max(seen[r], seen.get(a, 0)) for r, a, x
                        in zip(owner.results, carried, user.slots["values"]) if x is v)
         return every
