@@ -29,7 +29,8 @@ import ttlc
 from ttlc.passes import PassContext, get_pass, run_passes
 from ttlc.passes.linalg import choose_tiles
 from ttlc.passes.linalg.tiles import (ACC_SHARE, MIN_A_STEP_BYTES, SPLIT_MAX_K, STREAM_A_BYTES,
-                                      STREAM_ROW_BYTES, k_steps, row_pieces, subgroup_registers)
+                                      STREAM_ROW_BYTES, computed_rows, k_steps, row_pieces,
+                                      subgroup_registers)
 from ttlc.ir.types import SCALAR_TYPES
 from ttlc.target import TARGETS, get_target
 
@@ -360,17 +361,18 @@ def test_gemv_ger_as_one_tile_agree_with_numpy(op, ty, R, C, beta):
 
 
 @pytest.mark.parametrize("op,ty,R,C,blocks,column_loop", [
-    ("gemv", "f32", 88, 88, "64 32", False), ("gemv", "f64", 56, 9, "32 16 8", False),
+    ("gemv", "f32", 88, 88, "64 32", False), ("gemv", "f64", 56, 9, "32 32", False),
     ("gemv", "f64", 16, 40, "", False), ("gemv.t", "f64", 9, 56, "", False),
     ("ger", "f32", 3, 5, "16", True),
-    ("ger", "f64", 56, 56, "16 16 16 8 16 16 16 8", True)])
+    ("ger", "f64", 56, 56, "32 32 32 32", True)])
 def test_gemv_and_ger_of_one_subgroup_are_one_tile(op, ty, R, C, blocks, column_loop):
     """On the cpu description with one subgroup, gemv's pieces of M are one parallel
     region with one K loop (b's tile loaded once per step); ger's A blocks are loaded
     once, before the loops over C's columns (f64 56 columns: 18 steps of 3, then one of
     2), and each column of a step is B's entry times the blocks, stored block after block
-    (C written in address order); a gemv of one piece of M (16 rows) and a gemv.t keep
-    their foreach_tile."""
+    (C written in address order); f64 56 rows are 32 and 24 in a block of 32 (three
+    registers computed); a gemv of one piece of M (16 rows) and a gemv.t keep their
+    foreach_tile."""
     S = 16 if ty == "f32" else 8
     src = one_tile_kernel(op, ty, R, C, 0.0, attributes((S, 1), S))
     lines = str(lowered(src, ("lower-linalg",), "cpu")).splitlines()
@@ -749,16 +751,20 @@ def test_tiles_of_a_subgroup_in_part_of_a_register_count_registers():
 def test_choose_tiles_cpu_remainders_get_smaller_tiles():
     """f64, subgroup 8, AVX-512: a DG code's 35x9x35 is 32 rows in 32x6 and 32x3 tiles and
     the last 3 rows as an 8x9 tile (not a 64-row tile), K in steps of 1 (tall tiles);
-    56x9x56 is rows 32 + 16 + 8 (nothing checked); 20x9x19 16 + 4 rows (16x9, 8x9), K in
-    steps of 2 then 1; GPU targets keep one piece."""
+    56x9x56 is rows 32 + 24, the 24 in 32-row tiles of three registers by 5 and 4
+    columns; 20x9x19 one 32-row tile of three registers (24 rows computed) by 3 columns,
+    K in steps of 1 (a step of two would load six lines of A); GPU targets keep one
+    piece."""
     f64 = SCALAR_TYPES["f64"]
     t = choose_tiles(TARGETS["cpu"], 8, 1, 35, 9, 35, f64, f64, f64)
     assert (t.m_pieces, t.k, t.k_rest) == (((32, 32), (3, 8)), 1, ())
     assert t.row_n_pieces == (((6, 6), (3, 3)), ((9, 9),))
     t = choose_tiles(TARGETS["cpu"], 8, 1, 20, 9, 19, f64, f64, f64)
-    assert (t.m_pieces, t.n_pieces, t.k, t.k_rest) == (((16, 16), (4, 8)), ((9, 9),), 2, (1,))
+    assert (t.m_pieces, t.n_pieces, t.k, t.k_rest) == (((20, 32),), ((9, 3),), 1, ())
+    assert computed_rows(20, 32, 8) == 24
     t = choose_tiles(TARGETS["cpu"], 8, 1, 56, 9, 56, f64, f64, f64)
-    assert (t.m_pieces, t.k, t.k_rest) == (((32, 32), (16, 16), (8, 8)), 1, ())
+    assert (t.m_pieces, t.k, t.k_rest) == (((32, 32), (24, 32)), 1, ())
+    assert t.row_n_pieces == (((6, 6), (3, 3)), ((5, 5), (4, 4)))
     assert sum(e for e, _ in t.m_pieces) == 56
     assert all(sum(e for e, _ in columns) == 9 for columns in t.row_n_pieces)
     gpu = choose_tiles(TARGETS["pvc"], 16, 1, 35, 9, 35, f64, f64, f64)
@@ -868,24 +874,28 @@ def test_choose_tiles_cpu_streams_a_large_a_in_tall_tiles():
 
 def test_choose_tiles_cpu_loads_two_lines_of_a_per_k_step():
     """AVX-512: where M has the rows, a K loop's tiles load at least MIN_A_STEP_BYTES of
-    A's column per step (two cache lines): f64 17x13x11 in 16x9 and 16x4 tiles, then the
-    last row in 8x9 and 8x4, not 8x13 (one tile of S rows taking all of N: 0.44-0.97 of
-    LIBXSMM's speed with the members from L3); f32 40x26x11 in 32-row tiles, not 16x13.
-    M below two lines keeps its S rows (f64 9x13x11), and so does ger (K = 1)."""
+    A's column per step (two cache lines): f64 40x13x11 in 32-row tiles and 8 rows left,
+    not in tiles of S rows (one tile of S rows taking all of N: 0.44-0.97 of LIBXSMM's
+    speed with the members from L3); f64 17x13x11 and f32 40x26x11 as one tile of three
+    registers.  M below two lines keeps its S rows (f64 9x13x11), and ger (K = 1) the
+    tiles the cost picks from S rows up (f64 40x13: 8x13)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
+    t = choose_tiles(cpu, 8, 1, 40, 13, 11, f64, f64, f64)
+    assert t.m_pieces == ((32, 32), (8, 8)) and t.m * 8 >= MIN_A_STEP_BYTES
     t = choose_tiles(cpu, 8, 1, 17, 13, 11, f64, f64, f64)
-    assert (t.m, t.n, t.m_pieces, t.n_pieces) == (16, 9, ((16, 16), (1, 8)), ((9, 9), (4, 4)))
-    assert t.m * 8 == MIN_A_STEP_BYTES
-    assert choose_tiles(cpu, 16, 1, 40, 26, 11, f32, f32, f32).m * 4 == MIN_A_STEP_BYTES
+    assert (t.m_pieces, t.n_pieces) == (((17, 32),), ((7, 7), (6, 6)))
+    assert computed_rows(17, t.m, 8) * 8 >= MIN_A_STEP_BYTES
+    t = choose_tiles(cpu, 16, 1, 40, 26, 11, f32, f32, f32)
+    assert t.m_pieces == ((40, 64),) and computed_rows(40, t.m, 16) * 4 >= MIN_A_STEP_BYTES
     assert (choose_tiles(cpu, 8, 1, 9, 13, 11, f64, f64, f64).m,
-            choose_tiles(cpu, 8, 1, 17, 13, 1, f64, f64, f64).m) == (8, 8)
+            choose_tiles(cpu, 8, 1, 40, 13, 1, f64, f64, f64).m) == (8, 8)
 
 
 @pytest.mark.parametrize("ty,M,N,K,pieces", [
     ("f32", 62, 4, 119, ((62, 64),)), ("f64", 30, 4, 119, ((30, 32),)),
     ("f32", 58, 43, 58, ((58, 64),)), ("f64", 31, 40, 47, ((31, 32),)),
-    ("f32", 56, 9, 56, ((56, 64),)), ("f64", 56, 9, 56, ((32, 32), (16, 16), (8, 8))),
+    ("f32", 56, 9, 56, ((56, 64),)), ("f64", 56, 9, 56, ((32, 32), (24, 32))),
     ("f64", 35, 9, 35, ((32, 32), (3, 8))), ("f32", 64, 64, 64, ((64, 64),)),
     ("f64", 10, 12, 112, ((10, 16),)), ("f32", 22, 16, 100, ((22, 32),)),
     ("f64", 9, 13, 11, ((8, 8), (1, 8))), ("f32", 17, 13, 11, ((16, 16), (1, 16)))])
@@ -894,8 +904,9 @@ def test_choose_tiles_cpu_one_partial_tile_for_all_of_m(ty, M, N, K, pieces):
     M may be one tile of those registers (row_pieces' partial tile): f32 62 rows as one
     tile of 64, f64 30 as 32, not 32 + 30-in-32 and 16 + 14-in-16 (with the members from
     L3: f32 62x4x119 at 0.68-0.73 of LIBXSMM against 1.01-1.04, f64 30x4x119 0.44-0.65
-    against 0.76-1.06).  Seven registers (f64 56) or five (f64 35) keep their pieces, and
-    so do two where A is below STREAM_A_BYTES (f64 9x13x11: 8 + 1 rows ran at 1.47 of
+    against 0.76-1.06).  Seven registers (f64 56) or five (f64 35) are 32 rows and one
+    partial tile of the rest, and two keep their pieces where A is below
+    STREAM_A_BYTES (f64 9x13x11: 8 + 1 rows ran at 1.47 of
     LIBXSMM from L2, one 16-row tile at 1.36; f64 10x12x112, A of 8.75 KiB, as one tile:
     0.85-0.96 -> 1.04-1.19 from L3)."""
     t = SCALAR_TYPES[ty]
@@ -908,13 +919,14 @@ def test_choose_tiles_cpu_streams_four_lines_of_a_large_a():
     """AVX-512: an A larger than L1 that is read once per column tile several times
     anyway (N wider than any tile: 100 columns, at most 24 per tile) is loaded at least
     four cache lines (256 bytes) per K step: f32 100x100x100 in 64-row tiles (64x5), not
-    32x10; f64 keeps its 32-row tiles (256 bytes already)."""
+    32x10, the last 36 rows one tile of three registers; f64 keeps its 32-row tiles (256
+    bytes already)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
     t = choose_tiles(cpu, 16, 1, 100, 100, 100, f32, f32, f32)
     assert t.row_n_pieces == ()
     assert (t.m, t.n) == (64, 5) and t.m * 4 == STREAM_ROW_BYTES
-    assert t.m_pieces == ((64, 64), (32, 32), (4, 16)) and t.n_pieces == ((100, 5),)
+    assert t.m_pieces == ((64, 64), (36, 64)) and t.n_pieces == ((100, 5),)
     assert choose_tiles(cpu, 8, 1, 100, 100, 100, f64, f64, f64).m == 32
     # f32 64x64x64 has its 64-row tiles (64x4) already
     assert choose_tiles(cpu, 16, 1, 64, 64, 64, f32, f32, f32).m == 64
@@ -924,24 +936,26 @@ def test_choose_tiles_cpu_tall_tiles_take_a_narrow_n_in_the_fewest_column_tiles(
     """AVX-512: where M has the rows for tiles of four cache lines of A's column
     (STREAM_ROW_BYTES: 32 f64, 64 f32) and N is narrower than a tile of S rows can take,
     those rows take N in the fewest column tiles (f64 9 columns: 32x6 and 32x3, the
-    accumulator's 24 zmm at most) and the rows left the tiles of the rest (16x9, 8x9),
-    also where A is beyond L1 (f64 84x9x84); not where M has fewer rows (f64 17x13x11:
-    16x9 and 16x4, MIN_A_STEP_BYTES) or A fewer bytes (STREAM_A_BYTES), nor on a GPU."""
+    accumulator's 24 zmm at most) and the rows left one partial tile, N in the fewest
+    column tiles of equal width (f64 24 rows: three registers by 5 and 4 columns, not 16x9
+    and 8x9), also where A is beyond L1 (f64 84x9x84); not where M has fewer rows (f64
+    17x13x11) or A fewer bytes (STREAM_A_BYTES), nor on a GPU."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
     t = choose_tiles(cpu, 8, 1, 56, 9, 56, f64, f64, f64)
-    assert t.m_pieces == ((32, 32), (16, 16), (8, 8)) and t.m * 8 == STREAM_ROW_BYTES
-    assert t.row_n_pieces == (((6, 6), (3, 3)), ((9, 9),), ((9, 9),))
-    for (_, tile), columns in zip(t.m_pieces, t.row_n_pieces):
-        assert all(tile * n * 8 <= cpu.register_budget * ACC_SHARE for _, n in columns)
+    assert t.m_pieces == ((32, 32), (24, 32)) and t.m * 8 == STREAM_ROW_BYTES
+    assert t.row_n_pieces == (((6, 6), (3, 3)), ((5, 5), (4, 4)))
+    for (extent, tile), columns in zip(t.m_pieces, t.row_n_pieces):
+        rows = computed_rows(extent, tile, 8)
+        assert all(rows * n * 8 <= cpu.register_budget * ACC_SHARE for _, n in columns)
     t = choose_tiles(cpu, 16, 1, 84, 9, 84, f32, f32, f32)
     assert t.m_pieces == ((64, 64), (20, 32))  # 20 rows: two registers, as 16 + 4 would
     assert t.row_n_pieces == (((6, 6), (3, 3)), ((9, 9),))
     t = choose_tiles(cpu, 8, 1, 84, 9, 84, f64, f64, f64)
-    assert t.m_pieces == ((64, 32), (16, 16), (4, 8))
-    assert t.row_n_pieces == (((6, 6), (3, 3)), ((9, 9),), ((9, 9),))
+    assert t.m_pieces == ((64, 32), (20, 32))
+    assert t.row_n_pieces == (((6, 6), (3, 3)), ((5, 5), (4, 4)))
     t = choose_tiles(cpu, 8, 1, 17, 13, 11, f64, f64, f64)
-    assert (t.m, t.n, t.row_n_pieces) == (16, 9, ())
+    assert (t.m_pieces, t.row_n_pieces) == (((17, 32),), ())
     # an A below STREAM_A_BYTES (56x9 f64: a chain's second product) keeps its tiles
     assert 56 * 9 * 8 < STREAM_A_BYTES
     assert choose_tiles(cpu, 8, 1, 56, 9, 9, f64, f64, f64).row_n_pieces == ()
@@ -953,8 +967,9 @@ def test_choose_tiles_cpu_tall_tiles_step_k_by_one():
     """AVX-512: tiles of STREAM_ROW_BYTES of A's column take K one step at a time, also
     where the cost picks them or N is wider than any tile (f64 62x4x119 in 32x4 tiles, f32
     100x100x100 in 64x5: eight lines of A a step ran at 0.71-0.76 of LIBXSMM's speed with
-    the members from L3, four at 0.97-1.08); shorter tiles keep their K step of two (f64
-    17x13x11)."""
+    the members from L3, four at 0.97-1.08), and so do tiles of three registers (f64
+    24x13x11: six lines a step would pass STREAM_ROW_BYTES); tiles of two registers keep
+    their K step of two (f64 16x13x11, 9x13x11)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
     t = choose_tiles(cpu, 8, 1, 62, 4, 119, f64, f64, f64)
@@ -962,8 +977,12 @@ def test_choose_tiles_cpu_tall_tiles_step_k_by_one():
     t = choose_tiles(cpu, 16, 1, 100, 100, 100, f32, f32, f32)
     assert (t.m, t.n, t.k, t.k_rest) == (64, 5, 1, ())
     assert choose_tiles(cpu, 8, 1, 56, 9, 56, f64, f64, f64).k == 1  # tall_rows
-    t = choose_tiles(cpu, 8, 1, 17, 13, 11, f64, f64, f64)
-    assert (t.m, t.k, t.k_rest) == (16, 2, (1,))
+    t = choose_tiles(cpu, 8, 1, 24, 13, 11, f64, f64, f64)
+    assert (t.m_pieces, t.k, t.k_rest) == (((24, 32),), 1, ())
+    assert computed_rows(24, 32, 8) * 8 * 2 > STREAM_ROW_BYTES
+    for M in (16, 9):
+        t = choose_tiles(cpu, 8, 1, M, 13, 11, f64, f64, f64)
+        assert (t.m, t.k, t.k_rest) == (M if M == 16 else 8, 2, (1,))
 
 
 @pytest.mark.parametrize("size,tile,unit", [(35, 32, 8), (56, 32, 8), (9, 16, 16), (120, 32, 16),
@@ -996,6 +1015,24 @@ def test_row_pieces_take_a_remainder_of_registers_in_one_partial_tile(size, tile
     partial, is one partial tile (f32 56: 32, then 24 rows as 32 -- the FMAs of 16 + 8,
     one piece less); one of whole registers, or of three, keeps its pieces."""
     assert row_pieces(size, tile, unit) == want
+
+
+@pytest.mark.parametrize("size,tile,unit,want,computed", [
+    (56, 32, 8, ((32, 32), (24, 32)), 24), (52, 32, 8, ((32, 32), (20, 32)), 24),
+    (100, 64, 16, ((64, 64), (36, 64)), 48), (17, 32, 8, ((17, 32),), 24),
+    (40, 32, 8, ((32, 32), (8, 8)), 8), (48, 32, 8, ((32, 32), (16, 16)), 16),
+    (72, 64, 16, ((64, 64), (8, 16)), 16), (60, 32, 8, ((32, 32), (28, 32)), 32)])
+def test_row_pieces_with_idle_registers_take_any_remainder_in_one_tile(size, tile, unit, want,
+                                                                      computed):
+    """Where a partial tile's registers past its rows cost nothing (one subgroup on the
+    CPU), a remainder of more than `unit` rows is one partial tile whatever its registers
+    number (f64 56 in tiles of 32: 32, then 24 in 32, three registers computed, checked
+    by hand: 24 / 8); a remainder of whole power-of-two registers or below `unit` rows is
+    the tile it was."""
+    pieces = row_pieces(size, tile, unit, idle=True)
+    assert pieces == want and sum(e for e, _ in pieces) == size
+    extent, last = pieces[-1]
+    assert computed_rows(extent, last, unit) == computed
 
 
 @pytest.mark.parametrize("K,k,want", [(56, 16, (8, ())), (35, 16, (16, (2, 1))), (7, 8, (4, (2, 1))),
