@@ -147,13 +147,15 @@ def _observed_rows(cg: FunctionCodegen) -> Dict[Value, int]:
             return seen[user.results[0]]
         if op == "for":  # the loop's init: what the body observes of the carried value
             args = user.regions[0].args[1:]
-            return max(seen[a] for a, x in zip(args, user.slots["init"]) if x is v)
+            return max((seen[a] for a, x in zip(args, user.slots["init"]) if x is v),
+                       default=every)
         owner = owner_of(cg, user) if op == "yield" else None
         if owner is not None and owner.opcode in ("for", "if"):
             carried = (owner.regions[0].args[1:] if owner.opcode == "for"
                        else [None] * len(owner.results))
-            return max(max(seen[r], seen.get(a, 0)) for r, a, x
-                       in zip(owner.results, carried, user.slots["values"]) if x is v)
+            return max((max(seen[r], seen.get(a, 0)) for r, a, x
+                        in zip(owner.results, carried, user.slots["values"]) if x is v),
+                       default=every)
         return every
 
     changed = True
