@@ -29,8 +29,8 @@ import ttlc
 from ttlc.passes import PassContext, get_pass, run_passes
 from ttlc.passes.linalg import choose_tiles
 from ttlc.passes.linalg.tiles import (ACC_SHARE, MIN_A_STEP_BYTES, SPLIT_MAX_K, STREAM_A_BYTES,
-                                      STREAM_ROW_BYTES, computed_rows, k_steps, row_pieces,
-                                      subgroup_registers)
+                                      STREAM_ROW_BYTES, TALL_ACC_SHARE, computed_rows, k_steps,
+                                      row_pieces, subgroup_registers)
 from ttlc.ir.types import SCALAR_TYPES
 from ttlc.target import TARGETS, get_target
 
@@ -918,15 +918,16 @@ def test_choose_tiles_cpu_one_partial_tile_for_all_of_m(ty, M, N, K, pieces):
 def test_choose_tiles_cpu_streams_four_lines_of_a_large_a():
     """AVX-512: an A larger than L1 that is read once per column tile several times
     anyway (N wider than any tile: 100 columns, at most 24 per tile) is loaded at least
-    four cache lines (256 bytes) per K step: f32 100x100x100 in 64-row tiles (64x5), not
-    32x10, the last 36 rows one tile of three registers; f64 keeps its 32-row tiles (256
-    bytes already)."""
+    four cache lines (256 bytes) per K step: f32 100x100x100 in 64-row tiles, not 32x10,
+    of four columns (TALL_ACC_SHARE: the accumulator in 16 of the 32 zmm), the last 36
+    rows one tile of three registers; f64 keeps its 32-row tiles (256 bytes already)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
     t = choose_tiles(cpu, 16, 1, 100, 100, 100, f32, f32, f32)
     assert t.row_n_pieces == ()
-    assert (t.m, t.n) == (64, 5) and t.m * 4 == STREAM_ROW_BYTES
-    assert t.m_pieces == ((64, 64), (36, 64)) and t.n_pieces == ((100, 5),)
+    assert (t.m, t.n) == (64, 4) and t.m * 4 == STREAM_ROW_BYTES
+    assert t.m * t.n * 4 == cpu.register_budget * TALL_ACC_SHARE
+    assert t.m_pieces == ((64, 64), (36, 64)) and t.n_pieces == ((100, 4),)
     assert choose_tiles(cpu, 8, 1, 100, 100, 100, f64, f64, f64).m == 32
     # f32 64x64x64 has its 64-row tiles (64x4) already
     assert choose_tiles(cpu, 16, 1, 64, 64, 64, f32, f32, f32).m == 64
@@ -966,7 +967,7 @@ def test_choose_tiles_cpu_tall_tiles_take_a_narrow_n_in_the_fewest_column_tiles(
 def test_choose_tiles_cpu_tall_tiles_step_k_by_one():
     """AVX-512: tiles of STREAM_ROW_BYTES of A's column take K one step at a time, also
     where the cost picks them or N is wider than any tile (f64 62x4x119 in 32x4 tiles, f32
-    100x100x100 in 64x5: eight lines of A a step ran at 0.71-0.76 of LIBXSMM's speed with
+    100x100x100 in 64x4: eight lines of A a step ran at 0.71-0.76 of LIBXSMM's speed with
     the members from L3, four at 0.97-1.08), and so do tiles of three registers (f64
     24x13x11: six lines a step would pass STREAM_ROW_BYTES); tiles of two registers keep
     their K step of two (f64 16x13x11, 9x13x11)."""
@@ -975,7 +976,7 @@ def test_choose_tiles_cpu_tall_tiles_step_k_by_one():
     t = choose_tiles(cpu, 8, 1, 62, 4, 119, f64, f64, f64)
     assert (t.m, t.n, t.k, t.k_rest) == (32, 4, 1, ()) and t.m * 8 == STREAM_ROW_BYTES
     t = choose_tiles(cpu, 16, 1, 100, 100, 100, f32, f32, f32)
-    assert (t.m, t.n, t.k, t.k_rest) == (64, 5, 1, ())
+    assert (t.m, t.n, t.k, t.k_rest) == (64, 4, 1, ())
     assert choose_tiles(cpu, 8, 1, 56, 9, 56, f64, f64, f64).k == 1  # tall_rows
     t = choose_tiles(cpu, 8, 1, 24, 13, 11, f64, f64, f64)
     assert (t.m_pieces, t.k, t.k_rest) == (((24, 32),), 1, ())

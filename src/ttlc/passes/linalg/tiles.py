@@ -55,12 +55,13 @@ The rule (documented in ``choose_tiles``):
   read A fewer times win (rows that tall tiles below leave).
 * Tall tiles: where M has the rows and static M x K of A holds STREAM_A_BYTES or more,
   the tiles load STREAM_ROW_BYTES of A's column per K step (four cache lines: 32 rows of
-  f64, 64 of f32).  Where N is wider than any tile, all tiles are that tall (f32
-  100x100x100: 64x5, not 32x10); else those rows take N in the fewest column tiles and
-  the rows left one partial tile, N in the fewest column tiles of equal width
-  (``tall_rows``: f64 56x9x56 as 32x6 and 32x3, then 24 rows in 32 by 5 and 4), also
-  where one tile of S rows would take all of N and read A once (f64 128x9x128: 32x6 and
-  32x3, not 16x9; ``STREAM_ROW_BYTES``).  Tall tiles step K by one (STREAM_ROW_BYTES).
+  f64, 64 of f32).  Where N is wider than any tile, all tiles are that tall, their
+  accumulator TALL_ACC_SHARE of the registers (f32 100x100x100: 64x4, not 32x10 or
+  64x5); else those rows take N in the fewest column tiles and the rows left one
+  partial tile, N in the fewest column tiles of equal width (``tall_rows``: f64
+  56x9x56 as 32x6 and 32x3, then 24 rows in 32 by 5 and 4), also where one tile of S
+  rows would take all of N and read A once (f64 128x9x128: 32x6 and 32x3, not 16x9;
+  ``STREAM_ROW_BYTES``).  Tall tiles step K by one (STREAM_ROW_BYTES).
 * Where M has the rows, K is not 1, one subgroup takes every tile and no tall tiles are
   chosen, tiles load at least MIN_A_STEP_BYTES of A's column per K step (f64 40x13x11:
   32-row tiles and the last 8 rows, not 8x13).
@@ -100,6 +101,14 @@ SPLIT_MAX_K = 2
 #: cycles of latency (Zen 4, and AVX2 CPUs alike); 16x3 f32 tiles on AVX2 (6 ymm) ran
 #: at three quarters of the speed of 16x5 ones
 MIN_ACC_BYTES = 256
+#: the accumulator's share of the register budget where N is wider than any tile and all
+#: tiles are tall (STREAM_ROW_BYTES; one subgroup), A read once per column tile many times
+#: anyway: four columns of them.  With the members from L3 (paired rounds against the
+#: tiles of ACC_SHARE the cost picked): f32 120x58x49 in 64x4 tiles 1.10-1.16x as fast as
+#: in 64x6, f64 102x58x41 in 32x4 1.09-1.13x, f32 58x43x58 1.11x, f32 100x100x100
+#: 1.03-1.10x as in 64x5, f64 100x100x100 1.00-1.04x, f64 76x55x105 0.94x (32x5: 1.01x);
+#: from L2 alike (0.98-1.03x)
+TALL_ACC_SHARE = 0.5
 #: the accumulator's share of the register budget where B's entries come from memory
 #: (f64 x 9 columns on AVX-512: 32x6 tiles, 24 zmm, instead of 32x4 and a lone 32x1)
 ACC_SHARE = 0.75
@@ -403,9 +412,11 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         m = rows_loading(MIN_A_STEP_BYTES)
     while m <= m_cap and fits(m):
         n_max = max(1, acc_elems // rows(m))
+        if wide and idle:  # every tile tall: as many columns as TALL_ACC_SHARE holds
+            n_max = max(1, int(budget * TALL_ACC_SHARE) // (rows(m) * acc.size))
         if N is not None:
             n_max = min(n_max, N)
-        for n in range(1, n_max + 1):
+        for n in (n_max,) if wide and idle else range(1, n_max + 1):
             if idle and N is not None and n != _ceil_div(N, _ceil_div(N, n)):
                 continue  # as narrow as the number of column tiles allows (13: 7 + 6)
             key = (cost(m, n), -(rows(m) * n), abs(rows(m) / S - n))
