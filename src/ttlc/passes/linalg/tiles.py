@@ -278,6 +278,12 @@ def computed_rows(extent: int, tile: int, unit: int) -> int:
     return min(tile, _ceil_div(extent, unit) * unit)
 
 
+def narrowest(size: int, tile: int) -> int:
+    """The narrowest width that takes `size` columns in as many tiles as `tile` does (13
+    in tiles of 8: 7, two tiles of 7 and 6 rather than 8 and 5)."""
+    return _ceil_div(size, _ceil_div(size, tile))
+
+
 def column_pieces(size: int, tile: int) -> Pieces:
     """N split into the full tiles, then the rest as one tile of exactly its columns
     (coopmatrix columns are free)."""
@@ -359,9 +365,12 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     latency = MIN_ACC_BYTES / (S * acc.size) if split else 0
     a_load = A_LOAD_COST if split and streams_a(target, M, K, a) else 1
 
+    def computed(extent: int, tile: int) -> int:
+        """The rows of a tile over `extent` rows the CPU computes (``computed_rows``)."""
+        return computed_rows(extent, tile, S) if idle else tile
+
     def rows(m: int) -> int:
-        """The rows of a tile of m rows the CPU computes (``computed_rows``)."""
-        return computed_rows(M, m, S) if idle else m
+        return computed(M, m)
 
     def cost(m: int, n: int) -> float:
         """rounds * (m n / S + a_load m / S + n) summed over the pieces of C (one piece,
@@ -370,7 +379,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         ns = column_pieces(N, n) if split and N is not None else ((Nm, n),)
         total = 0.0
         for me, tile in ms:
-            mt = computed_rows(me, tile, S) if idle else tile
+            mt = computed(me, tile)
             for ne, nt in ns:
                 if grid:
                     rounds = (_ceil_div(_ceil_div(me, tile), max(1, grid[0]))
@@ -416,9 +425,12 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
             n_max = max(1, int(budget * TALL_ACC_SHARE) // (rows(m) * acc.size))
         if N is not None:
             n_max = min(n_max, N)
-        for n in (n_max,) if wide and idle else range(1, n_max + 1):
-            if idle and N is not None and n != _ceil_div(N, _ceil_div(N, n)):
-                continue  # as narrow as the number of column tiles allows (13: 7 + 6)
+        widths = range(1, n_max + 1)
+        if wide and idle:
+            widths = range(n_max, n_max + 1)
+        elif idle and N is not None:  # as narrow as their number allows (13: 7 + 6)
+            widths = [n for n in widths if n == narrowest(N, n)]
+        for n in widths:
             key = (cost(m, n), -(rows(m) * n), abs(rows(m) / S - n))
             if best is None or key < best[0]:
                 best = (key, m, n)
@@ -468,9 +480,8 @@ def tall_rows(tall: int, acc_elems: int, M: int, N: int, S: int) -> Tiles:
     rows, columns = ((M - rest, tall),), (column_pieces(N, n),)
     if rest:  # one tile of the rows left, N in the fewest column tiles of equal width
         tile = max(S, _next_pow2(rest))
-        count = _ceil_div(N, acc_elems // computed_rows(rest, tile, S))
         rows += ((rest, tile),)
-        columns += (column_pieces(N, _ceil_div(N, count)),)
+        columns += (column_pieces(N, narrowest(N, acc_elems // computed_rows(rest, tile, S))),)
     return Tiles(tall, n, 1, rows, columns[0], (), columns)
 
 
