@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from typing import Callable, List, Sequence
 
 import numpy as np
@@ -472,6 +473,69 @@ def test_gemv_t_is_dot_products_where_rows_fill_a_subgroup(ty, R, C, dots):
     uses = ("cooperative_matrix_reduce_add.column", "cooperative_matrix_mul_add",
             "cooperative_matrix_load.t")
     assert [u in text for u in uses] == ([True, False, False] if dots else [False, True, True])
+
+
+def member_dot_kernel(ty: str, R: int, C: int, member: str, beta: float = 0.0,
+                      attrs: str = "") -> str:
+    """gemv.t of one batch member per work-group: A_i (R x C), b_i and c_i the i-th
+    columns; `member` picks A_i: "group" (group_id.x), "loop" (a loop over the members
+    in each work-group, each its own A_i), "shared" (one A for all)."""
+    a_param = f"memref<{ty}x{R}x{C}>" if member == "shared" else f"memref<{ty}x{R}x{C}x?>"
+    view = "" if member == "shared" else \
+        f"%a = subview %A[0:{R},0:{C},%i] : memref<{ty}x{R}x{C}>\n"
+    body = (f"{view}%b = subview %B[0:{R},%i] : memref<{ty}x{R}>\n"
+            f"%c = subview %Cs[0:{C},%i] : memref<{ty}x{C}>\n"
+            f"%one = constant 1.0 : {ty}\n%beta = constant {beta!r} : {ty}\n"
+            f"gemv.t %one, {'%A' if member == 'shared' else '%a'}, %b, %beta, %c\n")
+    if member == "loop":  # two members per work-group
+        body = ("%g = group_id.x : index\n%two = constant 2 : index\n"
+                "%first = mul %g, %two : index\n%end = add %first, %two : index\n"
+                "%step = constant 1 : index\n"
+                f"for %i = %first, %end, %step {{\n{body}}}\n")
+    else:
+        body = f"%i = group_id.x : index\n{body}"
+    lines = "\n".join(f"    {line}" for line in body.splitlines())
+    return (f"func @k(%A: {a_param}, %B: memref<{ty}x{R}x?>, %Cs: memref<{ty}x{C}x?>) "
+            f"{attrs} {{\n{lines}\n}}\n")
+
+
+@pytest.mark.parametrize("ty,R,C,member,columns", [
+    ("f64", 56, 56, "group", 1), ("f64", 17, 13, "group", 1), ("f32", 35, 35, "group", 1),
+    ("f64", 56, 56, "loop", 1), ("f64", 56, 56, "shared", 8), ("f64", 17, 13, "shared", 8),
+    ("f32", 17, 13, "group", 8), ("f64", 9, 56, "group", 8), ("f32", 9, 56, "group", 8)])
+def test_gemv_t_of_a_batch_member_reads_one_column_at_a_time(ty, R, C, member, columns):
+    """Where A differs between work-groups (a member of a batch, by group_id or a loop
+    variable) and its columns are longer than two cache lines (f64 17 rows: 136 bytes),
+    the dot products take one of A's columns at a time (A read in the order of its
+    addresses, ``matmul.dot_columns``); a shared A and shorter columns (f32 17 rows: 68
+    bytes, f64 9: 72) keep DOT_COLUMNS at once.  The widths of the partial sums' tiles
+    show it."""
+    S = 16 if ty == "f32" else 8
+    text = str(lowered(member_dot_kernel(ty, R, C, member, attrs=attributes((S, 1), S)),
+                       ("lower-linalg",), "cpu"))
+    assert "cooperative_matrix_reduce_add.column" in text
+    widths = {int(w) for w in re.findall(rf"coopmatrix<{ty}x{S}x(\d+),matrix_acc>", text)}
+    assert max(widths) == columns, widths
+
+
+@pytest.mark.parametrize("beta", [0.0, -0.5])
+@pytest.mark.parametrize("member", ["group", "loop"])
+@pytest.mark.parametrize("ty,R,C", [("f64", 17, 13), ("f64", 56, 56), ("f32", 35, 35),
+                                    ("f64", 120, 9), ("f32", 33, 17)])
+def test_gemv_t_one_column_at_a_time_agrees_with_numpy(ty, R, C, member, beta):
+    """The batch members' gemv.t, one of A's columns at a time, compiled for the cpu with
+    default attributes: c_i = A_i^T b_i + beta c_i against NumPy, every member; with
+    beta 0 the output is not read (NaN in it)."""
+    batch = 6
+    A, b, c0 = rand((R, C, batch), ty, 1), rand((R, batch), ty, 2), rand((C, batch), ty, 3)
+    c = c0.copy(order="F")
+    if beta == 0:
+        poison(c)
+    groups = batch // 2 if member == "loop" else batch
+    ttlc.compile(member_dot_kernel(ty, R, C, member, beta), target="cpu")["k"](
+        A, b, c, grid=(groups,))
+    want = np.einsum("rcb,rb->cb", A.astype(np.float64), b) + (beta * c0 if beta else 0)
+    close(c, want, ty)
 
 
 # ---- hadamard and axpby ---------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Uniformity: which values may differ between the work-items of a work-group.
+"""Uniformity: which values may differ between the work-items of a work-group, and
+which are the same in every work-group (``same_in_every_group``).
 
 A back end that runs the work-items of a work-group together (the CPU back end: as the
 lanes of SIMD vectors) decides before generating code which values vary per work-item,
@@ -10,7 +11,7 @@ condition.
 """
 from __future__ import annotations
 
-from typing import Optional, Set
+from typing import Dict, Iterable, Optional, Set
 
 from ..ir.core import Function, Region, Value
 from ..ir.ops import ATOMIC_UPDATES, SUBGROUP_OPS
@@ -80,3 +81,32 @@ def analyze_varying(func: Function) -> Set[Value]:
         changed = False
         visit(func.body, False)
     return varying
+
+
+def same_in_every_group(value: Value, params: Iterable[Value]) -> bool:
+    """Whether `value` is provably the same in every work-group and every time its
+    instruction runs: computed from the function's parameters (`params`) and constants
+    alone, through instructions without regions (a load's result too: the same memory at
+    the same place).  Conservative: group and work-item ids, region arguments (loop
+    variables), results of ``for`` and ``if``, atomics and subgroup operations are not.
+    A memref that is not is a different matrix in each work-group (a batch's member):
+    lower-linalg reads such a matrix in the order of its addresses where that matters
+    (``matmul.dot_columns``)."""
+    fixed = set(params)
+    memo: Dict[Value, bool] = {}
+
+    def same(v: Value) -> bool:
+        if v in fixed:
+            return True
+        if v in memo:
+            return memo[v]
+        inst = v.owner
+        memo[v] = False  # (SSA has no cycles outside regions; a guard all the same)
+        ok = (inst is not None and not inst.regions and inst.opcode != "group_id"
+              and inst.opcode not in VARYING_BUILTINS and inst.opcode not in ATOMIC_UPDATES
+              and inst.opcode not in SUBGROUP_OPS and inst.opcode != "subgroup_broadcast"
+              and all(same(x) for x in inst.operands))
+        memo[v] = ok
+        return ok
+
+    return same(value)

@@ -35,7 +35,7 @@ def lower_function(program: Program, func: Function, ctx) -> int:
     sgs, wgs = require_sizes(program, func, found[0][1].loc, "lower-linalg", ctx)
     subgroups = (wgs[0] // sgs, wgs[1])  # the grid foreach_tile spreads tiles over
     for region, inst in found:
-        em = Emitter(inst, ctx.target, sgs, subgroups)
+        em = Emitter(inst, ctx.target, sgs, subgroups, [a.value for a in func.args])
         LOWERINGS[inst.opcode](em)
         new = em.instructions()
         for x in new:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+from ...analysis.uniformity import same_in_every_group
 from ...ir.builder import Builder, _constant_value
 from ...ir.core import Instruction, Region, Value
 from ...ir.numerics import accumulate_type, wrap
@@ -66,11 +67,13 @@ class Emitter:
 
     ``sgs`` is the subgroup size the code is specialised for (the function's, which the
     work-group-size pass has set), ``subgroups`` the grid of subgroups of the work-group
-    (x, y).
+    (x, y), ``params`` the function's parameters.
     """
 
-    def __init__(self, inst: Instruction, target: Target, sgs: int, subgroups: Tuple[int, int]):
+    def __init__(self, inst: Instruction, target: Target, sgs: int, subgroups: Tuple[int, int],
+                 params: Sequence[Value] = ()):
         self.inst = inst
+        self.params = tuple(params)
         written = inst.slots[inst.opdef.blas.written]
         self.target = subgroup_registers(target, sgs, accumulate_type(written.type.element).size)
         self.sgs = sgs
@@ -87,6 +90,11 @@ class Emitter:
         self._alpha: Dict[ScalarType, Value] = {}
         self._beta: Dict[ScalarType, Value] = {}
         self._beta_zero: Optional[Value] = None
+
+    def same_in_every_group(self, v: Value) -> bool:
+        """Whether `v` (an operand of the instruction) is the same in every work-group and
+        every time the instruction runs (``analysis.uniformity.same_in_every_group``)."""
+        return same_in_every_group(v, self.params)
 
     # ---- constants, sizes, casts ---------------------------------------------------------
     def const(self, value: Number, t: Type) -> Value:

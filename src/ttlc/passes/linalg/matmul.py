@@ -61,8 +61,12 @@ from .unit_tiles import fit_to_unit, staged_edges
 
 FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
 #: the columns of A a gemv.t's dot products take at once (f64 AVX-512, 56x56 and 120x120:
-#: 4 and 16 columns ran at most as fast as 8, 12 (a tile of 8 left over) at a third)
+#: 4 and 16 columns ran at most as fast as 8, 12 (a tile of 8 left over) at a third),
+#: where A is the same matrix in every work-group (``dot_columns``)
 DOT_COLUMNS = 8
+#: a gemv.t's column of A longer than this (two cache lines) is read by itself where A
+#: is a batch's member (``dot_columns``)
+STREAM_COLUMN_BYTES = 128
 
 
 def _status(size: Int, tile: int) -> str:
@@ -211,12 +215,28 @@ def dot_columns(em: Emitter, A: Value, ta: str, c: Value, M: Int, K: Int) -> int
     AVX-512, one masked step of 16 lanes: as fast or faster, a third of the compile
     time), while fewer rows leave most lanes idle (3x5: the shuffles' tiles were 1.2-1.6x
     as fast).  DOT_COLUMNS columns at once, or as many as the accumulators' share of the
-    registers holds (``accumulator_bytes``)."""
+    registers holds (``accumulator_bytes``).
+
+    One column at a time where A differs between work-groups (a batch's member, not
+    ``Emitter.same_in_every_group``) and its columns are longer than
+    STREAM_COLUMN_BYTES: A is then read in the order of its addresses, one stream, where
+    J columns at once read J streams of a few lines each, which the hardware prefetchers
+    follow badly.  With the members from L3 (24 MiB batches, 2 threads) f64 56x56 ran
+    1.9-2.8x as fast as with 8 columns, f32 56x56 1.9-2.6x, f32 35x35 2.2x, f64 17x13
+    1.1-2.2x (8 columns: 0.62-1.56 of LIBXSMM from run to run, one: 1.4-1.75); without
+    AVX-512 f64 56x56 3.7x, 120x120 2.3x.  Shorter columns gained or lost by turns (f64
+    9x56, f32 17x13: 0.76-1.21x), and within a line lost (f32 9x56, f64 5x40: 0.65x).
+    Where the members stay in the caches (a few hundred KB) one column at a time is up
+    to a fifth slower (each column's lanes summed by themselves: f64 17x13 0.80-0.87x,
+    f32 1x56x56 as a gemm 0.82x, f64 56x56 0.99x, 120x120 1.10x), still 1.5-3.7x
+    LIBXSMM."""
     acc = accumulate_type(c.type.element)
     m, k = known(M), known(K)
     if (ta != "t" or m is None or k is None or 2 * k < em.sgs or A.type.stride[0] != 1
             or not split_remainders(em.target, acc, A.type.element, c.type.element)):
         return 0
+    if k * A.type.element.size > STREAM_COLUMN_BYTES and not em.same_in_every_group(A):
+        return 1
     fit = accumulator_bytes(em.target.register_budget) // (em.sgs * acc.size)
     return max(1, min(m, fit, DOT_COLUMNS))
 
