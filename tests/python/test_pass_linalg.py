@@ -362,18 +362,18 @@ def test_gemv_ger_as_one_tile_agree_with_numpy(op, ty, R, C, beta):
 
 
 @pytest.mark.parametrize("op,ty,R,C,blocks,column_loop", [
-    ("gemv", "f32", 88, 88, "64 32", False), ("gemv", "f64", 56, 9, "32 32", False),
+    ("gemv", "f32", 176, 88, "64 64 64", False), ("gemv", "f64", 88, 9, "32 32 32", False),
     ("gemv", "f64", 16, 40, "", False), ("gemv.t", "f64", 9, 56, "", False),
     ("ger", "f32", 3, 5, "16", True),
-    ("ger", "f64", 56, 56, "32 32 32 32", True)])
+    ("ger", "f64", 88, 56, "32 32 32", True)])
 def test_gemv_and_ger_of_one_subgroup_are_one_tile(op, ty, R, C, blocks, column_loop):
     """On the cpu description with one subgroup, gemv's pieces of M are one parallel
     region with one K loop (b's tile loaded once per step); ger's A blocks are loaded
-    once, before the loops over C's columns (f64 56 columns: 18 steps of 3, then one of
-    2), and each column of a step is B's entry times the blocks, stored block after block
-    (C written in address order); f64 56 rows are 32 and 24 in a block of 32 (three
-    registers computed); a gemv of one piece of M (16 rows) and a gemv.t keep their
-    foreach_tile."""
+    once, before the loop over C's columns (f64 88 rows, three blocks of 32 with 24 rows
+    in the last, three registers computed; 56 columns in 28 steps of 2), and each column
+    of a step is B's entry times the blocks, stored block after block (C written in
+    address order); a gemv of one piece of M (16 rows) and a gemv.t keep their
+    foreach_tile.  (Fewer rows make one tile of all of M: ``whole_m_columns``.)"""
     S = 16 if ty == "f32" else 8
     src = one_tile_kernel(op, ty, R, C, 0.0, attributes((S, 1), S))
     lines = str(lowered(src, ("lower-linalg",), "cpu")).splitlines()
@@ -394,7 +394,7 @@ def test_gemv_and_ger_of_one_subgroup_are_one_tile(op, ty, R, C, blocks, column_
     per_column = len(blocks.split()) // len(loops)
     assert len(a_loads) == per_column and max(a_loads) < loops[0] < b_loads[0]
     stores = [line.split("%Z[")[1] for line in lines if "cooperative_matrix_store" in line]
-    assert len(b_loads) == len(stores) // per_column == (3 + 2 if C == 56 else C)
+    assert len(b_loads) == len(stores) // per_column == (2 if C == 56 else C)
     a_rows = [lines[n].split("[")[1].split(",")[0] for n in a_loads]  # 0, 16, 32, 48
     for k in range(0, len(stores), per_column):  # one column, its blocks in row order
         assert len({s.split(",")[1] for s in stores[k:k + per_column]}) == 1
@@ -813,16 +813,16 @@ def test_tiles_of_a_subgroup_in_part_of_a_register_count_registers():
 
 
 def test_choose_tiles_cpu_remainders_get_smaller_tiles():
-    """f64, subgroup 8, AVX-512: a DG code's 35x9x35 is 32 rows in 32x6 and 32x3 tiles and
-    the last 3 rows as an 8x9 tile (not a 64-row tile), K in steps of 1 (tall tiles);
-    56x9x56 is rows 32 + 24, the 24 in 32-row tiles of three registers by 5 and 4
+    """f64, subgroup 8, AVX-512: a DG code's 35x9x35 is one tile of all 35 rows (five
+    registers computed) by 3 columns, K in steps of 1: its accumulator (15 zmm), two of
+    A's columns (10) and one more fit the 32 (``whole_m_columns``); 56x9x56 is rows 32 + 24, the 24 in 32-row tiles of three registers by 5 and 4
     columns; 20x9x19 one 32-row tile of three registers (24 rows computed) by 3 columns,
     K in steps of 1 (a step of two would load six lines of A); GPU targets keep one
     piece."""
     f64 = SCALAR_TYPES["f64"]
     t = choose_tiles(TARGETS["cpu"], 8, 1, 35, 9, 35, f64, f64, f64)
-    assert (t.m_pieces, t.k, t.k_rest) == (((32, 32), (3, 8)), 1, ())
-    assert t.row_n_pieces == (((6, 6), (3, 3)), ((9, 9),))
+    assert (t.m_pieces, t.n_pieces, t.k, t.k_rest) == (((35, 64),), ((9, 3),), 1, ())
+    assert computed_rows(35, 64, 8) * (t.n + 2) + 8 <= 32 * 8
     t = choose_tiles(TARGETS["cpu"], 8, 1, 20, 9, 19, f64, f64, f64)
     assert (t.m_pieces, t.n_pieces, t.k, t.k_rest) == (((20, 32),), ((9, 3),), 1, ())
     assert computed_rows(20, 32, 8) == 24
@@ -938,29 +938,27 @@ def test_choose_tiles_cpu_streams_a_large_a_in_tall_tiles():
 
 def test_choose_tiles_cpu_loads_two_lines_of_a_per_k_step():
     """AVX-512: where M has the rows, a K loop's tiles load at least MIN_A_STEP_BYTES of
-    A's column per step (two cache lines): f64 40x13x11 in 32-row tiles and 8 rows left,
+    A's column per step (two cache lines): f64 72x13x11 in 32-row tiles and 8 rows left,
     not in tiles of S rows (one tile of S rows taking all of N: 0.44-0.97 of LIBXSMM's
     speed with the members from L3); f64 17x13x11 and f32 40x26x11 as one tile of three
-    registers.  M below two lines keeps its S rows (f64 9x13x11), and ger (K = 1) the
-    tiles the cost picks from S rows up (f64 40x13: 8x13)."""
+    registers.  M below two lines keeps its S rows (f64 9x13x11)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
-    t = choose_tiles(cpu, 8, 1, 40, 13, 11, f64, f64, f64)
-    assert t.m_pieces == ((32, 32), (8, 8)) and t.m * 8 >= MIN_A_STEP_BYTES
+    t = choose_tiles(cpu, 8, 1, 72, 13, 11, f64, f64, f64)
+    assert t.m_pieces == ((64, 32), (8, 8)) and t.m * 8 >= MIN_A_STEP_BYTES
     t = choose_tiles(cpu, 8, 1, 17, 13, 11, f64, f64, f64)
     assert (t.m_pieces, t.n_pieces) == (((17, 32),), ((7, 7), (6, 6)))
     assert computed_rows(17, t.m, 8) * 8 >= MIN_A_STEP_BYTES
     t = choose_tiles(cpu, 16, 1, 40, 26, 11, f32, f32, f32)
     assert t.m_pieces == ((40, 64),) and computed_rows(40, t.m, 16) * 4 >= MIN_A_STEP_BYTES
-    assert (choose_tiles(cpu, 8, 1, 9, 13, 11, f64, f64, f64).m,
-            choose_tiles(cpu, 8, 1, 40, 13, 1, f64, f64, f64).m) == (8, 8)
+    assert choose_tiles(cpu, 8, 1, 9, 13, 11, f64, f64, f64).m == 8
 
 
 @pytest.mark.parametrize("ty,M,N,K,pieces", [
     ("f32", 62, 4, 119, ((62, 64),)), ("f64", 30, 4, 119, ((30, 32),)),
     ("f32", 58, 43, 58, ((58, 64),)), ("f64", 31, 40, 47, ((31, 32),)),
     ("f32", 56, 9, 56, ((56, 64),)), ("f64", 56, 9, 56, ((32, 32), (24, 32))),
-    ("f64", 35, 9, 35, ((32, 32), (3, 8))), ("f32", 64, 64, 64, ((64, 64),)),
+    ("f64", 35, 9, 35, ((35, 64),)), ("f32", 64, 64, 64, ((64, 64),)),
     ("f64", 10, 12, 112, ((10, 16),)), ("f32", 22, 16, 100, ((22, 32),)),
     ("f64", 9, 13, 11, ((8, 8), (1, 8))), ("f32", 17, 13, 11, ((16, 16), (1, 16)))])
 def test_choose_tiles_cpu_one_partial_tile_for_all_of_m(ty, M, N, K, pieces):
@@ -968,8 +966,9 @@ def test_choose_tiles_cpu_one_partial_tile_for_all_of_m(ty, M, N, K, pieces):
     M may be one tile of those registers (row_pieces' partial tile): f32 62 rows as one
     tile of 64, f64 30 as 32, not 32 + 30-in-32 and 16 + 14-in-16 (with the members from
     L3: f32 62x4x119 at 0.68-0.73 of LIBXSMM against 1.01-1.04, f64 30x4x119 0.44-0.65
-    against 0.76-1.06).  Seven registers (f64 56) or five (f64 35) are 32 rows and one
-    partial tile of the rest, and two keep their pieces where A is below
+    against 0.76-1.06).  Seven registers (f64 56x9x56, tall tiles) are 32 rows and one
+    partial tile of the rest, five (f64 35x9x35) one tile by ``whole_m_columns``, and two
+    keep their pieces where A is below
     STREAM_A_BYTES (f64 9x13x11: 8 + 1 rows ran at 1.47 of
     LIBXSMM from L2, one 16-row tile at 1.36; f64 10x12x112, A of 8.75 KiB, as one tile:
     0.85-0.96 -> 1.04-1.19 from L3)."""
@@ -977,6 +976,63 @@ def test_choose_tiles_cpu_one_partial_tile_for_all_of_m(ty, M, N, K, pieces):
     tiles_ = choose_tiles(TARGETS["cpu"], 64 // t.size, 1, M, N, K, t, t, t)
     assert tiles_.m_pieces == pieces
     assert sum(extent for extent, _ in pieces) == M
+
+
+@pytest.mark.parametrize("ty,M,N,K,tile,n", [
+    ("f64", 56, 22, 43, 64, 2), ("f64", 35, 9, 35, 64, 3), ("f32", 84, 9, 84, 128, 3),
+    ("f32", 97, 2, 116, 128, 2), ("f64", 40, 13, 11, 64, 4)])
+def test_choose_tiles_cpu_one_tile_takes_all_of_m_where_the_registers_allow(ty, M, N, K,
+                                                                           tile, n):
+    """AVX-512, one subgroup: where all of M is one tile (row_pieces) its rows may take
+    more than the operands' part of the registers for A's column, with at most as many
+    columns as leave two of A's columns and one register more beside the accumulator
+    (``whole_m_columns``; f64 56 rows: seven zmm a column, 14 + 14 + 1 of the 32 for two
+    columns, 21 + 14 + 1 for three would not fit).  Not where M needs more registers
+    than that leaves a column (f64 88 rows: eleven), nor where several subgroups share the
+    tiles, nor on a GPU."""
+    t = SCALAR_TYPES[ty]
+    S = 64 // t.size
+    got = choose_tiles(TARGETS["cpu"], S, 1, M, N, K, t, t, t)
+    assert (got.m, got.n, got.m_pieces) == (tile, n, ((M, tile),))
+    registers = computed_rows(M, tile, S) // S
+    assert registers * n + 2 * registers + 1 <= 32
+    assert choose_tiles(TARGETS["cpu"], 8, 1, 88, 13, 11, *[SCALAR_TYPES["f64"]] * 3).m == 32
+    assert choose_tiles(TARGETS["cpu"], S, 2, M, N, K, t, t, t).m < tile
+    assert choose_tiles(TARGETS["pvc"], 16, 1, M, N, K, t, t, t).m_pieces == ()
+
+
+@pytest.mark.parametrize("ty,M,N,K,operand", [
+    ("f64", 56, 22, 43, "batched"), ("f64", 35, 9, 35, "A"), ("f32", 84, 9, 84, "B"),
+    ("f32", 97, 2, 116, "batched"), ("f64", 40, 13, 11, "A")])
+def test_one_tile_of_all_of_m_agrees_with_numpy(ty, M, N, K, operand):
+    """The tiles of ``whole_m_columns`` compiled for the cpu with default attributes, one
+    gemm per batch member (A or B shared by all, or neither): C_i = A_i B_i against
+    NumPy for every member."""
+    batch = 5
+    A = rand((M, K) if operand == "A" else (M, K, batch), ty, 1)
+    B = rand((K, N) if operand == "B" else (K, N, batch), ty, 2)
+    C = np.zeros((M, N, batch), DTYPES[ty], order="F")
+    poison(C)
+
+    def param(name, dims, shared):
+        return f"%{name}: memref<{ty}x{dims}{'' if shared else 'x?'}>"
+
+    views = "".join(f"    %{x} = subview %{x.upper()}[0:{d0},0:{d1},%i] : memref<{ty}x{d0}x{d1}>\n"
+                    for x, d0, d1, shared in (("a", M, K, operand == "A"),
+                                              ("b", K, N, operand == "B"), ("c", M, N, False))
+                    if not shared)
+    a = "%A" if operand == "A" else "%a"
+    b = "%B" if operand == "B" else "%b"
+    src = (f"func @k({param('A', f'{M}x{K}', operand == 'A')}, "
+           f"{param('B', f'{K}x{N}', operand == 'B')}, {param('C', f'{M}x{N}', False)}) {{\n"
+           f"    %i = group_id.x : index\n{views}"
+           f"    %one = constant 1.0 : {ty}\n    %zero = constant 0.0 : {ty}\n"
+           f"    gemm %one, {a}, {b}, %zero, %c\n}}\n")
+    ttlc.compile(src, target="cpu")["k"](A, B, C, grid=(batch,))
+    want = np.einsum(("mk" if operand == "A" else "mkb") + "," +
+                     ("kn" if operand == "B" else "knb") + "->mnb",
+                     A.astype(np.float64), B.astype(np.float64))
+    close(C, want, ty)
 
 
 def test_choose_tiles_cpu_streams_four_lines_of_a_large_a():
@@ -1013,9 +1069,9 @@ def test_choose_tiles_cpu_tall_tiles_take_a_narrow_n_in_the_fewest_column_tiles(
     for (extent, tile), columns in zip(t.m_pieces, t.row_n_pieces):
         rows = computed_rows(extent, tile, 8)
         assert all(rows * n * 8 <= cpu.register_budget * ACC_SHARE for _, n in columns)
-    t = choose_tiles(cpu, 16, 1, 84, 9, 84, f32, f32, f32)
-    assert t.m_pieces == ((64, 64), (20, 32))  # 20 rows: two registers, as 16 + 4 would
-    assert t.row_n_pieces == (((6, 6), (3, 3)), ((9, 9),))
+    t = choose_tiles(cpu, 16, 1, 100, 9, 100, f32, f32, f32)
+    assert t.m_pieces == ((64, 64), (36, 64))  # 36 rows: three registers by 5 and 4
+    assert t.row_n_pieces == (((6, 6), (3, 3)), ((5, 5), (4, 4)))
     t = choose_tiles(cpu, 8, 1, 84, 9, 84, f64, f64, f64)
     assert t.m_pieces == ((64, 32), (20, 32))
     assert t.row_n_pieces == (((6, 6), (3, 3)), ((5, 5), (4, 4)))
