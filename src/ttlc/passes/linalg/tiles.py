@@ -63,14 +63,16 @@ The rule (documented in ``choose_tiles``):
   rows would take all of N and read A once (f64 128x9x128: 32x6 and 32x3, not 16x9;
   ``STREAM_ROW_BYTES``).  Tall tiles step K by one (STREAM_ROW_BYTES).
 * All of M in one tile: where one subgroup computes only M's rows (``idle``), FMAs take
-  B's entries from memory (AVX-512) and M is one tile (``row_pieces``), that tile may hold more of A's column than the operands'
-  part allows, with as many columns as leave two of A's columns and one register more
-  beside the accumulator (``whole_m_columns``: f64 56 rows by 2 columns, 35 by 3; f32
-  84 rows by 3; where every tile is tall, as many as TALL_ACC_SHARE holds).  With the members from L3 (paired against the tiles without it), 12
-  random shapes whose tiles changed: median 1.07x batched (1.02-1.21), 1.13x with A
-  shared (1.00-1.33), 1.06x with B shared (0.92-1.14); from L2 0.98x (0.94-1.01).
+  B's entries from memory (AVX-512) and M is one tile (``row_pieces``), that tile may
+  hold more of A's column than the operands' part allows, with as many columns as leave
+  two of A's columns and one register more beside the accumulator
+  (``whole_m_columns``: f64 56 rows by 2 columns, 35 by 3; f32 84 rows by 3; where every
+  tile is tall, as many as TALL_ACC_SHARE holds).  With the members from L3 (paired
+  against the tiles without it), 12 random shapes whose tiles changed: median 1.07x
+  batched (1.02-1.21), 1.13x with A shared (1.00-1.33), 1.06x with B shared
+  (0.92-1.14); from L2 0.98x (0.94-1.01).
 * Where M has the rows, K is not 1, one subgroup takes every tile and no tall tiles are
-  chosen, tiles load at least MIN_A_STEP_BYTES of A's column per K step (f64 40x13x11:
+  chosen, tiles load at least MIN_A_STEP_BYTES of A's column per K step (f64 72x13x11:
   32-row tiles and the last 8 rows, not 8x13).
 * Without broadcast operands (``target.broadcast_operands`` false: AVX2, subgroups of one
   ymm register) and with static M and N and one subgroup, ``register_tiles`` counts
