@@ -228,8 +228,8 @@ def dot_columns(em: Emitter, A: Value, ta: str, c: Value, M: Int, K: Int) -> int
     9x56, f32 17x13: 0.76-1.21x), and within a line lost (f32 9x56, f64 5x40: 0.65x).
     Where the members stay in the caches (a few hundred KB) one column at a time is up
     to a fifth slower (each column's lanes summed by themselves: f64 17x13 0.80-0.87x,
-    f32 1x56x56 as a gemm 0.82x, f64 56x56 0.99x, 120x120 1.10x), still 1.5-3.7x
-    LIBXSMM."""
+    f32 1x56x56 as a gemm 0.79-0.82x, f64 56x56 0.87-0.99x, 120x120 1.07-1.10x), still
+    1.8-4.7x LIBXSMM."""
     acc = accumulate_type(c.type.element)
     m, k = known(M), known(K)
     if (ta != "t" or m is None or k is None or 2 * k < em.sgs or A.type.stride[0] != 1
