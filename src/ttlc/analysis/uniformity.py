@@ -19,6 +19,13 @@ from ..ir.ops import ATOMIC_UPDATES, SUBGROUP_OPS
 VARYING_BUILTINS = ("subgroup_id", "subgroup_linear_id", "subgroup_local_id")
 
 
+def varies_by_itself(opcode: str) -> bool:
+    """Whether an instruction's results may differ between work-items whatever its
+    operands: the work-item ids, atomic updates and subgroup operations."""
+    return (opcode in VARYING_BUILTINS or opcode in ATOMIC_UPDATES or opcode in SUBGROUP_OPS
+            or opcode == "subgroup_broadcast")
+
+
 def analyze_varying(func: Function) -> Set[Value]:
     """Values that may differ between the work-items of a work-group (a fixed point)."""
     varying: Set[Value] = set()
@@ -69,8 +76,7 @@ def analyze_varying(func: Function) -> Set[Value]:
                 for r in inst.results:
                     mark(r)
                 visit(inst.regions[0], True)
-            elif (op in VARYING_BUILTINS or op in ATOMIC_UPDATES or op in SUBGROUP_OPS
-                  or op == "subgroup_broadcast"):
+            elif varies_by_itself(op):
                 for r in inst.results:
                     mark(r)
             elif any(v in varying for v in inst.operands):
@@ -103,9 +109,7 @@ def same_in_every_group(value: Value, params: Iterable[Value]) -> bool:
         inst = v.owner
         memo[v] = False  # (SSA has no cycles outside regions; a guard all the same)
         ok = (inst is not None and not inst.regions and inst.opcode != "group_id"
-              and inst.opcode not in VARYING_BUILTINS and inst.opcode not in ATOMIC_UPDATES
-              and inst.opcode not in SUBGROUP_OPS and inst.opcode != "subgroup_broadcast"
-              and all(same(x) for x in inst.operands))
+              and not varies_by_itself(inst.opcode) and all(same(x) for x in inst.operands))
         memo[v] = ok
         return ok
 

@@ -406,9 +406,12 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         columns fit the operands' part (one loaded while the other is used): a 128x3 f32
         tile filling all 32 zmm ran at 0.7x of 32x9; or the tile takes all of M and
         ``whole_m_columns`` allows a column."""
-        r = rows(m)
-        return m == S or (r <= acc_elems and (not split or 2 * r * a.size <= operands
-                                              or whole_m_columns(m) > 0))
+        return m == S or (rows(m) <= acc_elems and (not split or a_columns_fit(m)
+                                                    or whole_m_columns(m) > 0))
+
+    def a_columns_fit(m: int) -> bool:
+        """Whether two of A's columns of a tile of m rows fit the operands' part."""
+        return 2 * rows(m) * a.size <= operands
 
     def whole_m_columns(m: int) -> int:
         """The most columns of a tile of m rows that takes all of M where one subgroup
@@ -448,7 +451,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         m = rows_loading(MIN_A_STEP_BYTES)
     while m <= m_cap and fits(m):
         n_max = max(1, acc_elems // rows(m))
-        if split and m != S and 2 * rows(m) * a.size > operands:  # all of M (``fits``)
+        if split and m != S and not a_columns_fit(m):  # all of M (``fits``)
             n_max = min(n_max, whole_m_columns(m))
         if wide and idle:  # every tile tall: as many columns as TALL_ACC_SHARE holds
             n_max = max(1, int(budget * TALL_ACC_SHARE) // (rows(m) * acc.size))
