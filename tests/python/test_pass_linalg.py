@@ -941,7 +941,7 @@ def test_choose_tiles_cpu_loads_two_lines_of_a_per_k_step():
     A's column per step (two cache lines): f64 72x13x11 in 32-row tiles and 8 rows left,
     not in tiles of S rows (one tile of S rows taking all of N: 0.44-0.97 of LIBXSMM's
     speed with the members from L3); f64 17x13x11 and f32 40x26x11 as one tile of three
-    registers.  M below two lines keeps its S rows (f64 9x13x11)."""
+    registers.  M below two lines is one tile of two registers (f64 9x13x11)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
     t = choose_tiles(cpu, 8, 1, 72, 13, 11, f64, f64, f64)
@@ -951,7 +951,7 @@ def test_choose_tiles_cpu_loads_two_lines_of_a_per_k_step():
     assert computed_rows(17, t.m, 8) * 8 >= MIN_A_STEP_BYTES
     t = choose_tiles(cpu, 16, 1, 40, 26, 11, f32, f32, f32)
     assert t.m_pieces == ((40, 64),) and computed_rows(40, t.m, 16) * 4 >= MIN_A_STEP_BYTES
-    assert choose_tiles(cpu, 8, 1, 9, 13, 11, f64, f64, f64).m == 8
+    assert choose_tiles(cpu, 8, 1, 9, 13, 11, f64, f64, f64).m_pieces == ((9, 16),)
 
 
 @pytest.mark.parametrize("ty,M,N,K,pieces", [
@@ -960,18 +960,18 @@ def test_choose_tiles_cpu_loads_two_lines_of_a_per_k_step():
     ("f32", 56, 9, 56, ((56, 64),)), ("f64", 56, 9, 56, ((32, 32), (24, 32))),
     ("f64", 35, 9, 35, ((35, 64),)), ("f32", 64, 64, 64, ((64, 64),)),
     ("f64", 10, 12, 112, ((10, 16),)), ("f32", 22, 16, 100, ((22, 32),)),
-    ("f64", 9, 13, 11, ((8, 8), (1, 8))), ("f32", 17, 13, 11, ((16, 16), (1, 16)))])
+    ("f64", 9, 13, 11, ((9, 16),)), ("f32", 17, 13, 11, ((17, 32),)),
+    ("f64", 15, 15, 15, ((15, 16),)), ("f32", 24, 24, 24, ((24, 32),))])
 def test_choose_tiles_cpu_one_partial_tile_for_all_of_m(ty, M, N, K, pieces):
     """AVX-512: where M's rows fill a power of two of registers, the last partial, all of
     M may be one tile of those registers (row_pieces' partial tile): f32 62 rows as one
     tile of 64, f64 30 as 32, not 32 + 30-in-32 and 16 + 14-in-16 (with the members from
     L3: f32 62x4x119 at 0.68-0.73 of LIBXSMM against 1.01-1.04, f64 30x4x119 0.44-0.65
     against 0.76-1.06).  Seven registers (f64 56x9x56, tall tiles) are 32 rows and one
-    partial tile of the rest, five (f64 35x9x35) one tile by ``whole_m_columns``, and two
-    keep their pieces where A is below
-    STREAM_A_BYTES (f64 9x13x11: 8 + 1 rows ran at 1.47 of
-    LIBXSMM from L2, one 16-row tile at 1.36; f64 10x12x112, A of 8.75 KiB, as one tile:
-    0.85-0.96 -> 1.04-1.19 from L3)."""
+    partial tile of the rest, five (f64 35x9x35) one tile by ``whole_m_columns``; two
+    too, A's column read once per K step with the last rows' FMAs beside the first's
+    (f64 9x9x56 with B shared, from L3: 8 + 1 rows in two passes at 0.88-0.92 of
+    LIBXSMM, one tile at 1.18-1.22; f64 15x15x15 0.69 -> 1.07)."""
     t = SCALAR_TYPES[ty]
     tiles_ = choose_tiles(TARGETS["cpu"], 64 // t.size, 1, M, N, K, t, t, t)
     assert tiles_.m_pieces == pieces
@@ -1003,11 +1003,14 @@ def test_choose_tiles_cpu_one_tile_takes_all_of_m_where_the_registers_allow(ty, 
 
 @pytest.mark.parametrize("ty,M,N,K,operand", [
     ("f64", 56, 22, 43, "batched"), ("f64", 35, 9, 35, "A"), ("f32", 84, 9, 84, "B"),
-    ("f32", 97, 2, 116, "batched"), ("f64", 40, 13, 11, "A")])
+    ("f32", 97, 2, 116, "batched"), ("f64", 40, 13, 11, "A"), ("f64", 9, 9, 56, "B"),
+    ("f32", 17, 13, 11, "batched"), ("f64", 10, 12, 112, "A"), ("f32", 24, 24, 24, "B"),
+    ("f64", 15, 15, 15, "batched"), ("f32", 20, 9, 20, "A")])
 def test_one_tile_of_all_of_m_agrees_with_numpy(ty, M, N, K, operand):
-    """The tiles of ``whole_m_columns`` compiled for the cpu with default attributes, one
-    gemm per batch member (A or B shared by all, or neither): C_i = A_i B_i against
-    NumPy for every member."""
+    """The tiles of ``whole_m_columns`` and of two registers over all of M (the rows past
+    the last whole register in narrower FMAs with AVX-512, ``mul_add.narrow_last``)
+    compiled for the cpu with default attributes, one gemm per batch member (A or B
+    shared by all, or neither): C_i = A_i B_i against NumPy for every member."""
     batch = 5
     A = rand((M, K) if operand == "A" else (M, K, batch), ty, 1)
     B = rand((K, N) if operand == "B" else (K, N, batch), ty, 2)
@@ -1103,7 +1106,7 @@ def test_choose_tiles_cpu_tall_tiles_step_k_by_one():
     assert computed_rows(24, 32, 8) * 8 * 2 > STREAM_ROW_BYTES
     for M in (16, 9):
         t = choose_tiles(cpu, 8, 1, M, 13, 11, f64, f64, f64)
-        assert (t.m, t.k, t.k_rest) == (M if M == 16 else 8, 2, (1,))
+        assert (t.m, t.k, t.k_rest) == (16, 2, (1,))
 
 
 @pytest.mark.parametrize("size,tile,unit", [(35, 32, 8), (56, 32, 8), (9, 16, 16), (120, 32, 16),

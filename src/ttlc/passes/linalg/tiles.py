@@ -34,9 +34,11 @@ The rule (documented in ``choose_tiles``):
   static sizes are cut into pieces with tiles of their own -- M into the full tiles and
   then one partial tile of the rest (``row_pieces``: f64 56 as 32 and 24 in 32; where
   several subgroups share the tiles, smaller power-of-two tiles unless the rest's
-  registers number a power of two), all of M one tile where it takes more than two
-  registers or A has STREAM_A_BYTES (f32 62 as one tile of 64, f64 30 as 32, A's column
-  loaded whole where 32 + 30 in 32 read it in halves), N into the full tiles and one
+  registers number a power of two), all of M one tile where it takes more than one
+  register or A has STREAM_A_BYTES (f32 62 as one tile of 64, f64 30 as 32, A's column
+  loaded whole where 32 + 30 in 32 read it in halves; f64 9 as 16, not 8 and 1 in 8:
+  the last row's FMAs beside the first rows' instead of a second pass over A, with B
+  shared 1.13-1.24x as fast from L3), N into the full tiles and one
   tile of the remaining columns (``column_pieces``), each as narrow as their number
   allows (13 as 7 + 6, not 8 + 5: f64 24x13x11 with the members from L3 7-13% faster),
   K into the loop's steps and smaller power-of-two steps (``k_steps``, which also
@@ -362,7 +364,8 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     if split and M is not None:  # a tile beyond M would only be cut into smaller ones,
         m_cap = max(S, _pow2_at_most(M))
         whole = row_pieces(M, _next_pow2(M), S, idle)  # unless row_pieces makes M one tile
-        if len(whole) == 1 and (whole[0][1] > 2 * S or a_bytes >= STREAM_A_BYTES):
+        if len(whole) == 1 and (whole[0][1] > (S if idle else 2 * S)
+                                or a_bytes >= STREAM_A_BYTES):
             m_cap = max(m_cap, whole[0][1])
             one_tile = whole[0][1]
     m_cap = min(m_cap, S * MAX_M_BLOCKS)
