@@ -5,7 +5,7 @@ or loop bounds) runs under a lane mask and merges its values with ``select``, an
 over work-items keeps its variable as ``Lanes``.  A uniform loop lets the back end's
 loop carriers (``FunctionCodegen.loop_carriers``) hold carried values elsewhere, and one
 carrying the accumulators of tiles whose A is taken a register at a time stays a loop
-(``coop.rolled``: LLVM's unrolled code spilled them).
+(``mul_add.rolled``: LLVM's unrolled code spilled them).
 """
 from __future__ import annotations
 
@@ -158,7 +158,7 @@ def emit_for(cg: FunctionCodegen, inst: Instruction):
         else:
             cg.add_incoming(p, v, end)
     latch = b.branch(header)
-    if coop.rolled([t for k, t in enumerate(types) if k not in held]) or \
+    if mul_add.rolled([t for k, t in enumerate(types) if k not in held]) or \
             any(c.rolled for c in held.values()) or \
             any(i.opcode == "for" and stays_loop(i) for i in body.walk()) or \
             _holds_rolled_loop(cg.fn.blocks[first_block:]) or short_tile_loop(inst):
@@ -211,7 +211,7 @@ def short_tile_loop(loop: Instruction) -> bool:
 def stays_loop(loop: Instruction) -> bool:
     """Whether a ``for`` stays a loop in LLVM, and so does every loop around it (LLVM's
     unroller told not to unroll them, ``not_unrolled``): one carrying the accumulator of a
-    tile whose A is taken a register at a time (``coop.rolled``), a tile's K loop of a
+    tile whose A is taken a register at a time (``mul_add.rolled``), a tile's K loop of a
     few steps (``short_tile_loop``), or one of an unknown or long trip count
     (``LONG_LOOP``).  Unrolling a loop around such a loop -- LLVM
     unrolls loops of a few iterations fully, a gemm's loops over its tiles around the K
@@ -219,7 +219,7 @@ def stays_loop(loop: Instruction) -> bool:
     loop's branch is one per tile), but LLVM's later passes and instruction selection
     take as long on every copy (f32 84x84.84x9.9x9 without AVX-512: six copies of each K
     loop, half of its compile)."""
-    if coop.rolled([r.type for r in loop.results]) or short_tile_loop(loop):
+    if mul_add.rolled([r.type for r in loop.results]) or short_tile_loop(loop):
         return True
     steps = _trip_count(loop)
     return steps is None or steps >= LONG_LOOP

@@ -700,14 +700,19 @@ class Microkernel:
     #: whether a step takes B's operands for all columns before A's (``StreamedA``)
     b_first = False
 
-    def __init__(self, rows: Optional[int] = None):
+    def __init__(self, rows: Optional[int] = None, lanes: int = 1):
         self.rows = rows  # the rows computed, the first of each column (None: all)
+        self.lanes = lanes  # a register's (rows past the last whole one: a narrower piece)
 
     def pieces(self, M: int) -> List[Tuple[int, int]]:
         """The pieces (first row, lanes) of an accumulator column: where not all rows are
-        computed, equal powers of two (LLVM's code for vectors of 24 f64 was 5x longer)."""
+        computed, equal powers of two (LLVM's code for vectors of 24 f64 was 5x longer),
+        then the narrower piece of the rows past the last whole register (``fma_kernel``)."""
         rows = min(M, self.rows or M)
-        return [(r, rows & -rows) for r in range(0, rows, rows & -rows)]
+        tail = rows & (self.lanes - 1) if rows < M else 0
+        whole = rows - tail
+        return ([(r, whole & -whole) for r in range(0, whole, whole & -whole or 1)]
+                + ([(whole, tail)] if tail else []))
 
     def blocks(self, pieces: int, N: int) -> List[Tuple[range, range]]:
         """The (pieces, columns) whose accumulators are updated together over all of K."""
@@ -771,8 +776,10 @@ def joined_pieces(cg: FunctionCodegen, kernel: Microkernel, acc: dict, M: int, N
 def _joined_column(cg: FunctionCodegen, kernel: Microkernel, acc: dict, M: int, j: int):
     """Column j of the M-row matrix held as the accumulators ``acc``."""
     pieces = kernel.pieces(M)
-    col = concat(cg, [acc[p, j] for p in range(len(pieces))])
-    held = sum(lanes for _, lanes in pieces)
+    width = pieces[0][1]  # (a narrower last piece widened with zeros to the others')
+    col = concat(cg, [acc[p, j] if lanes == width else _rows(cg, acc[p, j], 0, lanes, 0, width)
+                      for p, (_, lanes) in enumerate(pieces)])
+    held = width * len(pieces)
     # the padding of the last piece cut off, zeros for the rows not computed
     return col if held == M else _rows(cg, col, 0, held, 0, M)
 
@@ -852,34 +859,6 @@ class StreamedA(Microkernel):
 
     def pieces(self, M: int) -> List[Tuple[int, int]]:
         return [(r, min(self.lanes, M - r)) for r in range(0, min(M, self.rows or M), self.lanes)]
-
-
-def fma_kernel(M: int, N: int, cd: ScalarType, observed: Optional[int] = None) -> Microkernel:
-    """The FMA kernel of an M x N accumulator of cd: ``StreamedA`` where FMAs take no
-    broadcast operand and the tile has fewer columns than registers per column (as
-    ``linalg.tiles.register_tiles`` counts them), else the base; computing only the
-    registers that hold the first `observed` rows (real types), the rows anything observes
-    (``mul_add.observed_rows``: f64 24 rows of a 32-row tile in three zmm, not four)."""
-    lanes = max(1, jit.vector_bits() // 8 // cd.size)
-    rows = None if observed is None or cd.is_complex else -(-max(1, observed) // lanes) * lanes
-    if jit.broadcast_operands() or cd.is_complex or N >= -(-M // lanes):
-        return Microkernel(rows)
-    return StreamedA(lanes, rows)
-
-
-def rolled(carried: List[Any]) -> bool:
-    """Whether a loop carrying values of these types must stay a loop in LLVM (its unroller
-    told not to unroll it): one carrying the accumulator of a ``StreamedA`` tile, a K loop
-    of mul_adds whose A is taken one register at a time.  Unrolled -- LLVM unrolls a loop
-    of a few steps fully -- the steps' registers of A are joined back into whole columns
-    and the FMAs reordered column by column, which needs all of A's columns at once: f32
-    56x9x9 in 32x3 tiles (K = 9) loaded 36 registers of A and spilled 36 times (94 ns a
-    product against 85 ns as a loop, LIBXSMM's 87-90).  Other tiles' K loops stay loops
-    only where long (``control.stays_loop``) or of 3 to 7 steps
-    (``control.short_tile_loop``: f32 17x13x11 in 16x5, 16x3 and 8x13 tiles, K loop of
-    five steps, ran at the same speed as unrolled)."""
-    return any(isinstance(t, CoopMatrixType) and isinstance(
-        fma_kernel(t.rows, t.cols, accumulate_type(t.component)), StreamedA) for t in carried)
 
 
 def emit_reduce(cg: FunctionCodegen, inst: Instruction):

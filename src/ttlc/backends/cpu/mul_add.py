@@ -8,7 +8,7 @@ paths, which build on ``coop.py`` and know nothing of each other.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from llvmlite import ir
 
@@ -16,7 +16,7 @@ from ...ir.core import Instruction, Value
 from ...ir.numerics import accumulate_type
 from ...ir.types import CoopMatrixType, ScalarType
 from ...target import MatrixInstruction, MatrixUnit
-from . import amx, amx_products, coop, dpbf16
+from . import amx, amx_products, coop, dpbf16, jit
 from .arith import convert
 from .columns import owner_of, users_of
 from .function import FunctionCodegen, LoopCarrier
@@ -109,7 +109,53 @@ def kernel_of(path: str, M: int, N: int, cd: ScalarType,
               observed: Optional[int] = None) -> coop.Microkernel:
     """The microkernel of the vector paths (``mul_add_path`` "AVX512-BF16" or "FMA") for
     an M x N accumulator of cd whose first `observed` rows are observed (``observed_rows``)."""
-    return dpbf16.KERNEL if path == "AVX512-BF16" else coop.fma_kernel(M, N, cd, observed)
+    return dpbf16.KERNEL if path == "AVX512-BF16" else fma_kernel(M, N, cd, observed)
+
+
+def fma_kernel(M: int, N: int, cd: ScalarType, observed: Optional[int] = None) -> coop.Microkernel:
+    """The FMA kernel of an M x N accumulator of cd: ``StreamedA`` where FMAs take no
+    broadcast operand and the tile has fewer columns than registers per column (as
+    ``linalg.tiles.register_tiles`` counts them), else the base; computing only the
+    registers that hold the first `observed` rows (real types), the rows anything observes
+    (``mul_add.observed_rows``: f64 24 rows of a 32-row tile in three zmm, not four), the
+    rows past the last whole register in fewer lanes where ``narrow_last`` allows (f64 9
+    rows: a zmm and one f64)."""
+    lanes = max(1, jit.vector_bits() // 8 // cd.size)
+    rows = None if observed is None or cd.is_complex else -(-max(1, observed) // lanes) * lanes
+    if jit.broadcast_operands() or cd.is_complex or N >= -(-M // lanes):
+        if rows is not None and narrow_last(rows // lanes, observed % lanes, N):
+            rows += (1 << (observed % lanes - 1).bit_length()) - lanes
+        return coop.Microkernel(rows, lanes)
+    return coop.StreamedA(lanes, rows)
+
+
+def narrow_last(registers: int, rows: int, N: int) -> bool:
+    """Whether the `rows` (fewer than a register's lanes) past the last whole register of
+    a tile's column of `registers` registers and N columns are computed in a vector of
+    the fewest power-of-two lanes that hold them: with AVX-512, where a zmm FMA takes two
+    cycles of Zen 4's 256-bit units and an xmm or ymm one; f64 9x9x56 (a zmm and one f64
+    a column) with B shared 1.10-1.12x as fast from L3 and L2.  B's entry then takes a
+    register (broadcast once for both FMAs), so only where the accumulator, two of A's
+    columns and a broadcast per column fit the 32 registers (f64 16x12 over 10 rows
+    spilled and ran at 0.7x), and with more than one column (LLVM narrows a single
+    column's FMAs itself, gemv f64 17x13, and scheduled the narrowed code worse)."""
+    return (rows > 0 and N > 1 and jit.broadcast_operands()
+            and registers * (N + 2) + N <= jit.register_bytes() * 8 // jit.vector_bits())
+
+
+def rolled(carried: List[Any]) -> bool:
+    """Whether a loop carrying values of these types must stay a loop in LLVM (its unroller
+    told not to unroll it): one carrying the accumulator of a ``StreamedA`` tile, a K loop
+    of mul_adds whose A is taken one register at a time.  Unrolled -- LLVM unrolls a loop
+    of a few steps fully -- the steps' registers of A are joined back into whole columns
+    and the FMAs reordered column by column, which needs all of A's columns at once: f32
+    56x9x9 in 32x3 tiles (K = 9) loaded 36 registers of A and spilled 36 times (94 ns a
+    product against 85 ns as a loop, LIBXSMM's 87-90).  Other tiles' K loops stay loops
+    only where long (``control.stays_loop``) or of 3 to 7 steps
+    (``control.short_tile_loop``: f32 17x13x11 in 16x5, 16x3 and 8x13 tiles, K loop of
+    five steps, ran at the same speed as unrolled)."""
+    return any(isinstance(t, CoopMatrixType) and isinstance(
+        fma_kernel(t.rows, t.cols, accumulate_type(t.component)), coop.StreamedA) for t in carried)
 
 
 def observed_rows(cg: FunctionCodegen, value: Value) -> int:
@@ -120,7 +166,7 @@ def observed_rows(cg: FunctionCodegen, value: Value) -> int:
     times B plus row r of C); a yield of a ``for`` or ``if`` passes on what the result
     (and the loop's next iteration) observes, a loop's init what its body does; any other
     use observes all rows.  The rows nothing observes are not computed
-    (``coop.fma_kernel``): their FMAs would be spent on rows no store writes."""
+    (``fma_kernel``): their FMAs would be spent on rows no store writes."""
     table = cg.__dict__.get("observed_rows")
     if table is None:
         table = cg.observed_rows = _observed_rows(cg)
@@ -205,7 +251,7 @@ class HeldPieces(LoopCarrier):
     def __init__(self, t: CoopMatrixType, kernel: coop.Microkernel):
         self.type = t
         self.kernel = kernel
-        self.rolled = isinstance(self.kernel, coop.StreamedA)  # (``coop.rolled``)
+        self.rolled = isinstance(self.kernel, coop.StreamedA)  # (``rolled``)
         self.pieces: List[dict] = []  # per subgroup: (piece, column) -> its current value
         self.phis: List[dict] = []  # per subgroup: (piece, column) -> its phi
 
