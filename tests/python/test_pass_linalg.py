@@ -914,6 +914,19 @@ def test_register_tiles_compute_no_row_beyond_a_register():
     assert choose_tiles(TARGETS["cpu"], 16, 1, 56, 9, 56, f32, f32, f32).row_n_pieces == ()
 
 
+def test_register_tiles_weigh_a_load_by_the_type():
+    """AVX2: a load weighs 2.5 FMAs in f32 tiles, 1.5 in f64 ones (``LOAD_COST``): f32
+    100x100x100 in 32x3 tiles over 96 rows (four ymm by three columns, B's three
+    broadcasts and one register of A: 16 registers, 7 loads for 12 FMAs a K step,
+    LIBXSMM's AVX2 blocking; with the members from L3 1.10-1.16x as fast as 16x5, 7 for
+    10), the last 4 rows in 8x10; f64 100x100x100 keeps 8x5 (its 16x3 ran at 0.94x)."""
+    f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
+    t = choose_tiles(AVX2, 8, 1, 100, 100, 100, f32, f32, f32)
+    assert (t.m_pieces, t.row_n_pieces) == (((96, 32), (4, 8)), (((99, 3), (1, 1)), ((100, 10),)))
+    t = choose_tiles(AVX2, 4, 1, 100, 100, 100, f64, f64, f64)
+    assert (t.m, t.n, t.m_pieces) == (8, 5, ((96, 8), (4, 4)))
+
+
 def test_choose_tiles_cpu_streams_a_large_a_in_tall_tiles():
     """AVX-512: an A larger than L1 (128x128 f64: 128 KiB) whose N one tile of 9 columns
     could take (f64 16x9, reading A once, two cache lines of a column at a time) is

@@ -144,11 +144,15 @@ def accumulator_bytes(register_budget: int) -> int:
     dot-product columns."""
     return int(register_budget * ACC_SHARE)
 
-#: what a load costs beside an FMA in ``register_tiles`` (AVX2): f32 56x9x56 in 8x9
-#: tiles (10 loads for 9 FMAs a K step) ran at 0.83 of LIBXSMM, in 16x5 and 16x4 tiles
-#: (7 and 6 loads for 10 and 8 FMAs) and one 8x9 at 0.93; at equal weights the cost
-#: preferred 8x9
-LOAD_COST = 1.5
+#: what a load costs beside an FMA in ``register_tiles`` (AVX2), by the size of the
+#: accumulator's type: f32 56x9x56 in 8x9 tiles (10 loads for 9 FMAs a K step) ran at
+#: 0.83 of LIBXSMM, in 16x5 and 16x4 tiles (7 and 6 loads for 10 and 8 FMAs) and one 8x9
+#: at 0.93 (at equal weights the cost preferred 8x9).  f32 tiles of four registers by
+#: three columns (7 loads for 12 FMAs, LIBXSMM's AVX2 blocking) rather than two by five
+#: (7 for 10), which a weight of 2.5 picks: with the members from L3 f32 100x100x100
+#: 1.10-1.16x as fast, 94x8x109 1.25x, 70x100x77 1.29x; the same shapes in f64 ran at
+#: 0.75-0.94x of their 8x5 tiles (94x8x109, 100x100x100, 110x80x119), so f64 keeps 1.5
+LOAD_COST = {4: 2.5, 8: 1.5}
 
 
 #: the registers a K step of two of an AVX2 register tile leaves free beside its own
@@ -567,7 +571,7 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     32x3: 12 + 3 + 1 of 16 ymm, LIBXSMM's AVX2 blocking).  K steps are of two where two
     of A's columns fit the operands' part of the budget and every tile's step of two
     leaves K2_SPARE registers free, else of one.  A K step of a tile costs
-    ``max(r n, latency) + LOAD_COST (r + n)`` (an accumulator of fewer than MIN_ACC_BYTES
+    ``max(r n, latency) + LOAD_COST (r + n)``, the load's weight by the type (an accumulator of fewer than MIN_ACC_BYTES
     waits for its FMAs) and its stores ``r n``.  For each power-of-two multiple m of S up
     to the next power of two of M, M is cut as ``row_pieces`` does, or, where M is at most
     two subgroups, as one partial tile (f32 10 rows: one 16-row tile in 16x5 and 16x4, not
@@ -580,6 +584,7 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     lanes = max(1, target.vector_bytes // acc.size)
     latency = MIN_ACC_BYTES / target.vector_bytes
     steps = K if K is not None else ASSUMED_SIZE
+    load = LOAD_COST.get(acc.size, max(LOAD_COST.values()))
 
     def columns(extent: int, tile: int) -> Optional[Tuple[float, int]]:
         """(cost, n) of the best column count for rows `extent` in tiles of `tile`."""
@@ -591,7 +596,7 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
                 break
             pieces = column_pieces(N, n)
             cost = sum(_ceil_div(extent, tile) * _ceil_div(ne, nt)
-                       * (steps * (max(r * nt, latency) + LOAD_COST * (r + nt)) + r * nt) for ne, nt in pieces)
+                       * (steps * (max(r * nt, latency) + load * (r + nt)) + r * nt) for ne, nt in pieces)
             cost *= 1 + PIECE_COST * (len(pieces) - 1)
             if best is None or cost < best[0]:
                 best = (cost, n)
