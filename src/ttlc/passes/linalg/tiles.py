@@ -571,9 +571,10 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     32x3: 12 + 3 + 1 of 16 ymm, LIBXSMM's AVX2 blocking).  K steps are of two where two
     of A's columns fit the operands' part of the budget and every tile's step of two
     leaves K2_SPARE registers free, else of one.  A K step of a tile costs
-    ``max(r n, latency) + LOAD_COST (r + n)``, the load's weight by the type (an accumulator of fewer than MIN_ACC_BYTES
-    waits for its FMAs) and its stores ``r n``.  For each power-of-two multiple m of S up
-    to the next power of two of M, M is cut as ``row_pieces`` does, or, where M is at most
+    ``max(r n, latency) + LOAD_COST (r + n)``, a load weighed by the type (an accumulator
+    of fewer than MIN_ACC_BYTES waits for its FMAs) and its stores ``r n``.  For each
+    power-of-two multiple m of S up to the next power of two of M, M is cut as
+    ``row_pieces`` does, or, where M is at most
     two subgroups, as one partial tile (f32 10 rows: one 16-row tile in 16x5 and 16x4, not
     8x9 and a masked 8x9: as many FMAs, fewer loads; a larger partial tile computes rows
     for nothing: 24 rows of f32 as a masked 32x3 ran at 0.90 of LIBXSMM against 0.96 as
