@@ -74,6 +74,7 @@ import native  # noqa: E402
 import recipes  # noqa: E402
 from recipes import check, timed  # noqa: E402
 from suite import GEMM_SUBVIEW, environment, write_summary  # noqa: E402
+from ttlc.testing.kernels import member_kernel  # noqa: E402
 
 DTYPES = {"f32": np.float32, "f64": np.float64}
 TOLERANCE = {"f32": 1e-5, "f64": 1e-12}
@@ -128,25 +129,6 @@ func @chain(%A: memref<{t}x{m}x{k}>, %B: memref<{t}x{k}x{n}x?>, %C: memref<{t}x{
     lifetime_stop %tmp
 }}
 """
-
-
-def member_kernel(t: str, instruction: str, operands) -> str:
-    """One `instruction` per batch member through ``group_id`` and ``subview``:
-    `operands` are (name, dims, shared) in the instruction's order, a shared operand
-    passed whole, a batched one as a memref with one more (dynamic) mode."""
-    params, views = [], []
-    for name, dims, shared in operands:
-        shape = "x".join(map(str, dims))
-        if shared:
-            params.append(f"%{name}: memref<{t}x{shape}>")
-            continue
-        params.append(f"%{name}_all: memref<{t}x{shape}x?>")
-        ranges = ",".join(f"0:{d}" for d in dims)
-        views.append(f"    %{name} = subview %{name}_all[{ranges},%i] : memref<{t}x{shape}>")
-    first, second, out = (f"%{name}" for name, _, _ in operands)
-    return "\n".join([f"func @member({', '.join(params)}) {{", "    %i = group_id.x : index",
-                      *views, f"    %one = constant 1.0 : {t}", f"    %zero = constant 0.0 : {t}",
-                      f"    {instruction} %one, {first}, {second}, %zero, {out}", "}"])
 
 
 def warm_up() -> None:

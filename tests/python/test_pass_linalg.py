@@ -29,6 +29,7 @@ import pytest
 import ttlc
 from ttlc.passes import PassContext, get_pass, run_passes
 from ttlc.passes.linalg import choose_tiles
+from ttlc.testing.kernels import member_kernel
 from ttlc.passes.linalg.tiles import (ACC_SHARE, MIN_A_STEP_BYTES, SPLIT_MAX_K, STREAM_A_BYTES,
                                       STREAM_ROW_BYTES, TALL_ACC_SHARE, computed_rows, k_steps,
                                       row_pieces, subgroup_registers)
@@ -477,26 +478,12 @@ def test_gemv_t_is_dot_products_where_rows_fill_a_subgroup(ty, R, C, dots):
 
 def member_dot_kernel(ty: str, R: int, C: int, member: str, beta: float = 0.0,
                       attrs: str = "") -> str:
-    """gemv.t of one batch member per work-group: A_i (R x C), b_i and c_i the i-th
-    columns; `member` picks A_i: "group" (group_id.x), "loop" (a loop over the members
-    in each work-group, each its own A_i), "shared" (one A for all)."""
-    a_param = f"memref<{ty}x{R}x{C}>" if member == "shared" else f"memref<{ty}x{R}x{C}x?>"
-    view = "" if member == "shared" else \
-        f"%a = subview %A[0:{R},0:{C},%i] : memref<{ty}x{R}x{C}>\n"
-    body = (f"{view}%b = subview %B[0:{R},%i] : memref<{ty}x{R}>\n"
-            f"%c = subview %Cs[0:{C},%i] : memref<{ty}x{C}>\n"
-            f"%one = constant 1.0 : {ty}\n%beta = constant {beta!r} : {ty}\n"
-            f"gemv.t %one, {'%A' if member == 'shared' else '%a'}, %b, %beta, %c\n")
-    if member == "loop":  # two members per work-group
-        body = ("%g = group_id.x : index\n%two = constant 2 : index\n"
-                "%first = mul %g, %two : index\n%end = add %first, %two : index\n"
-                "%step = constant 1 : index\n"
-                f"for %i = %first, %end, %step {{\n{body}}}\n")
-    else:
-        body = f"%i = group_id.x : index\n{body}"
-    lines = "\n".join(f"    {line}" for line in body.splitlines())
-    return (f"func @k(%A: {a_param}, %B: memref<{ty}x{R}x?>, %Cs: memref<{ty}x{C}x?>) "
-            f"{attrs} {{\n{lines}\n}}\n")
+    """gemv.t of one batch member per work-group (``ttlc.testing.kernels.member_kernel``):
+    A_i (R x C), b_i and c_i the i-th columns; `member` picks A_i: "group" (group_id.x),
+    "loop" (a loop over the members in each work-group, each its own A_i), "shared" (one
+    A for all)."""
+    operands = [("a", (R, C), member == "shared"), ("b", (R,), False), ("c", (C,), False)]
+    return member_kernel(ty, "gemv.t", operands, beta, member == "loop", attrs)
 
 
 @pytest.mark.parametrize("ty,R,C,member,columns", [
@@ -532,7 +519,7 @@ def test_gemv_t_one_column_at_a_time_agrees_with_numpy(ty, R, C, member, beta):
     if beta == 0:
         poison(c)
     groups = batch // 2 if member == "loop" else batch
-    ttlc.compile(member_dot_kernel(ty, R, C, member, beta), target="cpu")["k"](
+    ttlc.compile(member_dot_kernel(ty, R, C, member, beta), target="cpu")["member"](
         A, b, c, grid=(groups,))
     want = np.einsum("rcb,rb->cb", A.astype(np.float64), b) + (beta * c0 if beta else 0)
     close(c, want, ty)
@@ -1029,22 +1016,9 @@ def test_one_tile_of_all_of_m_agrees_with_numpy(ty, M, N, K, operand):
     B = rand((K, N) if operand == "B" else (K, N, batch), ty, 2)
     C = np.zeros((M, N, batch), DTYPES[ty], order="F")
     poison(C)
-
-    def param(name, dims, shared):
-        return f"%{name}: memref<{ty}x{dims}{'' if shared else 'x?'}>"
-
-    views = "".join(f"    %{x} = subview %{x.upper()}[0:{d0},0:{d1},%i] : memref<{ty}x{d0}x{d1}>\n"
-                    for x, d0, d1, shared in (("a", M, K, operand == "A"),
-                                              ("b", K, N, operand == "B"), ("c", M, N, False))
-                    if not shared)
-    a = "%A" if operand == "A" else "%a"
-    b = "%B" if operand == "B" else "%b"
-    src = (f"func @k({param('A', f'{M}x{K}', operand == 'A')}, "
-           f"{param('B', f'{K}x{N}', operand == 'B')}, {param('C', f'{M}x{N}', False)}) {{\n"
-           f"    %i = group_id.x : index\n{views}"
-           f"    %one = constant 1.0 : {ty}\n    %zero = constant 0.0 : {ty}\n"
-           f"    gemm %one, {a}, {b}, %zero, %c\n}}\n")
-    ttlc.compile(src, target="cpu")["k"](A, B, C, grid=(batch,))
+    src = member_kernel(ty, "gemm", [("a", (M, K), operand == "A"), ("b", (K, N), operand == "B"),
+                                     ("c", (M, N), False)])
+    ttlc.compile(src, target="cpu")["member"](A, B, C, grid=(batch,))
     want = np.einsum(("mk" if operand == "A" else "mkb") + "," +
                      ("kn" if operand == "B" else "knb") + "->mnb",
                      A.astype(np.float64), B.astype(np.float64))

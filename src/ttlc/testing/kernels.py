@@ -1,0 +1,38 @@
+"""Kernel texts the tests and the benchmarks share."""
+from __future__ import annotations
+
+from typing import Sequence, Tuple
+
+#: an operand of ``member_kernel``: its name, its dimensions, whether all members share it
+Operand = Tuple[str, Tuple[int, ...], bool]
+
+
+def member_kernel(t: str, instruction: str, operands: Sequence[Operand], beta: float = 0.0,
+                  loop: bool = False, attrs: str = "") -> str:
+    """``func @member``: one `instruction` (alpha 1, `beta`) per batch member, as an
+    application writes a batch of small products.  `operands` are (name, dims, shared) in
+    the instruction's order: a shared operand is passed whole, the others as a memref with
+    one more (dynamic) mode of members, the member's view taken by ``subview``.  The
+    member is ``group_id.x``, or with `loop` each of two members a work-group takes in a
+    loop."""
+    params, body = [], []
+    for name, dims, shared in operands:
+        shape = "x".join(map(str, dims))
+        if shared:
+            params.append(f"%{name}: memref<{t}x{shape}>")
+            continue
+        params.append(f"%{name}_all: memref<{t}x{shape}x?>")
+        ranges = ",".join(f"0:{d}" for d in dims)
+        body.append(f"%{name} = subview %{name}_all[{ranges},%i] : memref<{t}x{shape}>")
+    first, second, out = (f"%{name}" for name, _, _ in operands)
+    body += [f"%one = constant 1.0 : {t}", f"%beta = constant {beta!r} : {t}",
+             f"{instruction} %one, {first}, {second}, %beta, {out}"]
+    if loop:
+        body = ["%g = group_id.x : index", "%two = constant 2 : index",
+                "%first = mul %g, %two : index", "%end = add %first, %two : index",
+                "%step = constant 1 : index", "for %i = %first, %end, %step {",
+                *(f"    {line}" for line in body), "}"]
+    else:
+        body = ["%i = group_id.x : index", *body]
+    lines = "\n".join(f"    {line}" for line in body)
+    return f"func @member({', '.join(params)}) {attrs + ' ' if attrs else ''}{{\n{lines}\n}}\n"
