@@ -29,10 +29,10 @@ import pytest
 import ttlc
 from ttlc.passes import PassContext, get_pass, run_passes
 from ttlc.passes.linalg import choose_tiles
-from ttlc.testing.kernels import member_kernel
 from ttlc.passes.linalg.tiles import (ACC_SHARE, MIN_A_STEP_BYTES, SPLIT_MAX_K, STREAM_A_BYTES,
                                       STREAM_ROW_BYTES, TALL_ACC_SHARE, computed_rows, k_steps,
                                       row_pieces, subgroup_registers)
+from ttlc.testing.kernels import member_kernel
 from ttlc.ir.types import SCALAR_TYPES
 from ttlc.target import TARGETS, get_target
 
@@ -802,10 +802,10 @@ def test_tiles_of_a_subgroup_in_part_of_a_register_count_registers():
 def test_choose_tiles_cpu_remainders_get_smaller_tiles():
     """f64, subgroup 8, AVX-512: a DG code's 35x9x35 is one tile of all 35 rows (five
     registers computed) by 3 columns, K in steps of 1: its accumulator (15 zmm), two of
-    A's columns (10) and one more fit the 32 (``whole_m_columns``); 56x9x56 is rows 32 + 24, the 24 in 32-row tiles of three registers by 5 and 4
-    columns; 20x9x19 one 32-row tile of three registers (24 rows computed) by 3 columns,
-    K in steps of 1 (a step of two would load six lines of A); GPU targets keep one
-    piece."""
+    A's columns (10) and one more fit the 32 (``whole_m_columns``); 56x9x56 is rows 32 +
+    24, the 24 in 32-row tiles of three registers by 5 and 4 columns; 20x9x19 one 32-row
+    tile of three registers (24 rows computed) by 3 columns, K in steps of 1 (a step of
+    two would load six lines of A); GPU targets keep one piece."""
     f64 = SCALAR_TYPES["f64"]
     t = choose_tiles(TARGETS["cpu"], 8, 1, 35, 9, 35, f64, f64, f64)
     assert (t.m_pieces, t.n_pieces, t.k, t.k_rest) == (((35, 64),), ((9, 3),), 1, ())

@@ -585,7 +585,7 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     lanes = max(1, target.vector_bytes // acc.size)
     latency = MIN_ACC_BYTES / target.vector_bytes
     steps = K if K is not None else ASSUMED_SIZE
-    load = LOAD_COST.get(acc.size, max(LOAD_COST.values()))
+    load = LOAD_COST[acc.size]  # (f32 and f64 only: ``split_remainders``)
 
     def columns(extent: int, tile: int) -> Optional[Tuple[float, int]]:
         """(cost, n) of the best column count for rows `extent` in tiles of `tile`."""
