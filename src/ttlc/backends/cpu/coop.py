@@ -39,7 +39,7 @@ from .arith import constant as scalar_constant
 from .function import FunctionCodegen, lane_loop
 from .scratch import column_loop, shared_scratch
 from .memory import (_align, _component_ptrs, _masked_store, _note_write, _store_atomic,
-                     atomic_update, check_alive, elem_type, is_null, lt_size)
+                     atomic_update, check_alive, elem_type, is_null, lt_size, prefetch_block)
 from .values import (I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, Lanes, MemVal,
                      VectorConstant, is_vec, parts, undef_of, zero_of)
 from .vectors import (Valid, column_group, concat, gather, in_range, inside, masked_load, narrow,
@@ -661,15 +661,17 @@ def emit_atomic(cg: FunctionCodegen, inst: Instruction):
 
 
 def emit_prefetch(cg: FunctionCodegen, inst: Instruction):
-    """A hint: nothing is read.  Checked code still tests what the instruction needs:
-    whole subgroups, dynamically uniform operands."""
+    """A hint (``memory.prefetch_block``), each subgroup's block; checked code tests what
+    the instruction needs: whole subgroups, dynamically uniform operands."""
     if cg.checked:
         whole_subgroups(cg)
-        for g in range(subgroups(cg)):
-            lane = first_lane(cg, g)
-            uniform_in(cg, cg.get(inst.slots["x"]), lane, g, "the row position")
-            uniform_in(cg, cg.get(inst.slots["y"]), lane, g, "the column position")
-            memref_in(cg, cg.get(inst.slots["tensor"]), lane, g, "the memref")
+    for g in range(subgroups(cg)):
+        lane = first_lane(cg, g) if cg.mask is not None else ir.Constant(I32, g * cg.S)
+        x = uniform_in(cg, cg.get(inst.slots["x"]), lane, g, "the row position")
+        y = uniform_in(cg, cg.get(inst.slots["y"]), lane, g, "the column position")
+        m = memref_in(cg, cg.get(inst.slots["tensor"]), lane, g, "the memref")
+        prefetch_block(cg, m, x, y, inst.attrs["rows"], inst.attrs["cols"],
+                       inst.attrs["cache_level"])
     return None
 
 

@@ -16,10 +16,12 @@ from ...ir.core import Instruction, Value
 from ...ir.traits import blas_shape_rules, shapes_of
 from ...ir.types import DYNAMIC, MemrefType, ScalarType
 from . import races
+from ...target import get_target
 from ...runtime.findings import (ERR_DETAILS, E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX,
                                  E_LIFETIME, E_NULL, E_SHAPES, E_SUBVIEW, InstRef)
 from .arith import binary
 from .function import FunctionCodegen, lane_loop
+from .scratch import column_loop
 from .vectors import lt_size, masked_load
 from .values import (F16, I1, I8, I16, I32, I64, LLTYPE, PTR, Cplx, GroupVal, IndexLike,
                      Lanes, MemVal, VectorConstant, is_vec, parts, zero_of)
@@ -106,6 +108,54 @@ def _component_ptrs(cg: FunctionCodegen, t: ScalarType, p):
     lt = LLTYPE[t.name]
     one = cg.const_like(p, I64, 1) if is_vec(p) else ir.Constant(I64, 1)
     return p, cg.b.gep(p, [one], source_etype=lt)
+
+
+#: llvm.prefetch's locality for each cache level a prefetch names (0 the closest):
+#: prefetcht0 (L1), prefetcht1 (L2), prefetcht2 (L3); other levels are ignored
+PREFETCH_LOCALITY = {0: 3, 1: 2, 2: 1}
+#: prefetches of a column (or rows of one) written out; more are a loop
+PREFETCH_UNROLLED = 16
+
+
+def prefetch_block(cg: FunctionCodegen, m: MemVal, x, y, rows: int, cols: int,
+                   level: int) -> None:
+    """Prefetch hints for the block ``m[x:x+rows, y:y+cols]`` into cache ``level`` (the
+    elements ``cooperative_matrix_prefetch`` names): one per cache line of each column
+    where columns are contiguous (a static unit row stride), else one per element, the
+    columns in a loop.  Nothing is checked: a prefetch reads nothing into the program and
+    never faults, also outside the memref."""
+    locality = PREFETCH_LOCALITY.get(level)
+    if locality is None:
+        return
+    b = cg.b
+    line = get_target("cpu").cache_line
+    size = m.type.element.size
+    et = elem_type(m.type.element)
+    st0, st1 = (cg.ival(s) for s in m.stride)
+    origin = b.gep(m.ptr, [b.add(b.mul(cg.ival(x), st0), b.mul(cg.ival(y), st1))],
+                   source_etype=et)
+    if m.type.stride[0] == 1:  # a column: a line at a time, and its last byte
+        span = rows * size
+        count, last, step, etype = -(-span // line), span - 1, ir.Constant(I64, line), I8
+    else:  # each element
+        count, last, step, etype = rows, None, st0, et
+
+    def one(p, off) -> None:
+        cg.intrinsic("llvm.prefetch", ir.VoidType(),
+                     [b.gep(p, [off], source_etype=etype), ir.Constant(I32, 0),
+                      ir.Constant(I32, locality), ir.Constant(I32, 1)], [PTR])
+
+    def column(j: ir.Value) -> None:
+        p = b.gep(origin, [b.mul(j, st1)], source_etype=et)
+        if count <= PREFETCH_UNROLLED:
+            for i in range(count):
+                one(p, b.mul(ir.Constant(I64, i), step))
+        else:
+            column_loop(cg, count, lambda i: one(p, b.mul(i, step)))
+        if last is not None and last % line:  # the line past the first's alignment
+            one(p, ir.Constant(I64, last))
+
+    column_loop(cg, cols, column)
 
 
 def _align(t: ScalarType) -> int:

@@ -67,6 +67,11 @@ DOT_COLUMNS = 8
 #: a gemv.t's column of A longer than this (two cache lines) is read by itself where A
 #: is a batch's member (``dot_columns``)
 STREAM_COLUMN_BYTES = 128
+#: columns this far apart lie in pages of their own, where hardware prefetchers, which
+#: follow a stream within a page, see each as a stream of its own (``far_columns``)
+PAGE_BYTES = 4096
+#: at most this much of an operand is prefetched, and into this cache level (L2)
+PREFETCH_BYTES, PREFETCH_LEVEL = 64 * 1024, 1
 
 
 def _status(size: Int, tile: int) -> str:
@@ -298,6 +303,39 @@ def _column_entries(t, S: int) -> List[int]:
     return out
 
 
+def far_columns(em: Emitter, V: Value) -> bool:
+    """Whether an operand's columns are short streams the hardware prefetchers follow
+    badly, so that ``prefetch_far_columns`` asks for them first: on the CPU (SIMD-lane
+    subgroups), a different block of global memory in each work-group, whose columns
+    are contiguous and at least PAGE_BYTES apart (static), PREFETCH_BYTES at most.  Such
+    are the blocks of rows a work-group takes of a tall matrix: f64 1000000x16x16 in
+    blocks of 100 rows, 16 columns of A and 16 of C of 800 bytes each a block, read and
+    written at 0.7 of NumPy's speed, whose blocked kernel reads A's columns in long runs."""
+    t = V.type
+    rows, cols = t.shape
+    return (bool(em.target.vector_bytes) and t.space == "global" and t.stride[0] == 1
+            and None not in (rows, cols, t.stride[1]) and cols > 1
+            and t.stride[1] * t.element.size >= PAGE_BYTES
+            and rows * cols * t.element.size <= PREFETCH_BYTES
+            and not em.same_in_every_group(V))
+
+
+def prefetch_far_columns(em: Emitter, *operands: Value) -> None:
+    """Prefetches into L2 of the operands whose columns are far apart (``far_columns``),
+    before the tiles: their misses then overlap, where the tiles' loads and stores
+    reach one column after the other.  With the benchmark's tall products (2 threads,
+    AVX-512) f64 16x16 ran 1.3x as fast, 9x9 1.2x, f32 16x16 1.3x, 9x9 1.1x; without
+    C's prefetch (its stores wait for their lines too) f32 16x16 gained 1.08x."""
+    far = [V for V in operands if far_columns(em, V)]
+    if not far:
+        return
+    with em.b.parallel():
+        zero = em.index(0)
+        for V in far:
+            rows, cols = V.type.shape
+            em.b.cooperative_matrix_prefetch(PREFETCH_LEVEL, V, zero, zero, rows, cols)
+
+
 def k_loop(em: Emitter, step, zeros: List[Value], k_full: Int, KT: int, P: int) -> List[Value]:
     """The accumulators over the K steps [0, k_full) of KT, in P sets, step s updating set
     s mod P: a loop of P steps a round (straight-line for one round), the steps left
@@ -342,6 +380,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     tiles = fit_to_unit(em.target, tiles, em.sgs, em.subgroups, known(M), known(N), known(K),
                         acc, ea, eb, tb == "t", ta == "t")
     KT = tiles.k
+    prefetch_far_columns(em, A, B, C)
     edges_step_k = staged_edges(em.target, ea, eb, acc) and not tiles.k_rest
 
     # K = k_full + remainder: full steps unchecked, then the remainder: steps of smaller

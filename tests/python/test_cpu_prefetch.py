@@ -1,0 +1,116 @@
+"""Prefetches on the CPU (backends/cpu/memory.py ``prefetch_block``) and the prefetch
+lower-linalg adds for far-apart columns (passes/linalg/matmul.py ``far_columns``).
+
+Language reference, "Cooperative matrix prefetch": the block M[(x + i) S_1 + (y + j) S_2]
+for i < X, j < Y is prefetched into cache level L ("0" the closest), a level the device
+lacks is ignored, and the instruction is a hint that changes no result.  The CPU emits
+``llvm.prefetch`` for each cache line of each column (contiguous columns) or each element
+(other strides), locality 3, 2, 1 for levels 0, 1, 2; the counts here are worked out by
+hand from the block's bytes.  Results are compared with NumPy's.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import ttlc
+
+pytest.importorskip("llvmlite")
+
+from ttlc.backends.cpu.module import Artifacts  # noqa: E402
+
+PREFETCH = """func @k(%A: memref<f32x1000x16>, %R: memref<f32x8x8,strided<2,16>>, %C: memref<f32x4>) {{
+    parallel {{
+        %x = constant {x} : index
+        %y = constant {y} : index
+        cooperative_matrix_prefetch {level}, %{m}[%x, %y], {rows}, {cols}
+    }}
+    %one = constant 1.0 : f32
+    %c0 = constant 0 : index
+    store %one, %C[%c0]
+}}
+"""
+
+
+def _prefetches(ir: str):
+    """The locality argument of each llvm.prefetch call in LLVM IR."""
+    return [int(x) for x in re.findall(r'call void @"?llvm\.prefetch\.p0"?\(ptr [^,]+, '
+                                       r'i32 0, i32 (\d), i32 1\)', ir)]
+
+
+@pytest.mark.parametrize("level, locality", [(0, 3), (1, 2), (2, 1)])
+def test_a_level_is_a_locality(level, locality):
+    # 100 f32 rows, 400 bytes from row 3: lines at 0, 64, ..., 384 (7) and the last
+    # byte, 399 (the line after 384's where the column starts mid-line): 8 a column, the
+    # columns a loop (one column's calls in its body)
+    text = PREFETCH.format(level=level, m="A", x=3, y=0, rows=100, cols=16)
+    assert _prefetches(Artifacts(ttlc.check(text), False).ir) == [locality] * 8
+
+
+def test_a_level_the_cpu_lacks_is_ignored():
+    text = PREFETCH.format(level=3, m="A", x=0, y=0, rows=16, cols=2)
+    assert _prefetches(Artifacts(ttlc.check(text), False).ir) == []
+
+
+def test_a_long_column_is_a_loop_of_lines():
+    # 2000 rows of f32: 8000 bytes, 125 lines in a loop (one call), 7999 after it
+    text = PREFETCH.format(level=0, m="A", x=0, y=0, rows=2000, cols=2)
+    ir = Artifacts(ttlc.check(text), False).ir
+    assert _prefetches(ir) == [3, 3]
+    assert "icmp ult i64 %" in ir and ", 125" in ir and "i64 7999" in ir
+
+
+def test_strided_rows_take_one_prefetch_an_element():
+    # R's rows are 2 elements apart: 4 rows of a column, 4 calls (no cache-line steps)
+    text = PREFETCH.format(level=1, m="R", x=0, y=0, rows=4, cols=3)
+    assert _prefetches(Artifacts(ttlc.check(text), False).ir) == [2] * 4
+
+
+@pytest.mark.parametrize("checked", [False, True])
+def test_a_prefetch_outside_the_memref_changes_nothing(checked):
+    """Rows 990..1089 and columns 10..25 of a 1000 x 16 memref: a hint, neither an
+    error in checked code nor a fault."""
+    text = PREFETCH.format(level=0, m="A", x=990, y=10, rows=100, cols=16)
+    kernel = ttlc.compile(text, checked=checked)["k"]
+    A = np.zeros((1000, 16), np.float32, order="F")
+    R = np.lib.stride_tricks.as_strided(np.zeros(128, np.float32), (8, 8), (8, 64))
+    C = np.zeros(4, np.float32)
+    kernel(A, R, C)
+    np.testing.assert_array_equal(C, [1, 0, 0, 0])
+
+
+TALL = """func @gemm(%A: memref<{t}x{R}x{K}>, %B: memref<{t}x{K}x{N}>, %C: memref<{t}x{R}x{N}>) {{
+    %i = group_id.x : index
+    %rows = constant {M} : index
+    %first = mul %i, %rows : index
+    %a = subview %A[%first:{M},0:{K}] : memref<{t}x{M}x{K},strided<1,{R}>>
+    %c = subview %C[%first:{M},0:{N}] : memref<{t}x{M}x{N},strided<1,{R}>>
+    %alpha = constant 1.0 : {t}
+    %beta = constant {beta} : {t}
+    gemm %alpha, %a, %B, %beta, %c
+}}
+"""
+
+
+@pytest.mark.parametrize("t, M, N, K, beta", [("f64", 100, 16, 16, 0.0), ("f32", 100, 9, 9, 0.0),
+                                              ("f64", 37, 5, 3, 1.0), ("f32", 250, 16, 4, 0.5)])
+def test_blocks_of_a_tall_matrix_are_prefetched_and_agree_with_numpy(t, M, N, K, beta):
+    """Each work-group's blocks of A and C (columns R rows apart, 4096 bytes or more) are
+    prefetched before the tiles (``far_columns``); C = A B + beta C as NumPy computes it."""
+    dtype = {"f32": np.float32, "f64": np.float64}[t]
+    blocks = 20
+    R = M * blocks
+    text = TALL.format(t=t, R=R, M=M, N=N, K=K, beta=beta)
+    lowered = Artifacts(ttlc.check(text), False).stage("lowered")
+    assert len(re.findall(r"cooperative_matrix_prefetch 1, %[ac]\[", lowered)) == 2
+    rng = np.random.default_rng(5)
+    A = np.asfortranarray(rng.standard_normal((R, K)).astype(dtype))
+    B = np.asfortranarray(rng.standard_normal((K, N)).astype(dtype))
+    C0 = np.asfortranarray(rng.standard_normal((R, N)).astype(dtype))
+    C = C0.copy(order="F")
+    ttlc.compile(text)["gemm"](A, B, C, grid=(blocks,))
+    want = A.astype(np.float64) @ B.astype(np.float64) + beta * C0.astype(np.float64)
+    np.testing.assert_allclose(C, want, rtol=1e-5 if t == "f32" else 1e-12,
+                               atol=1e-4 if t == "f32" else 1e-12)
