@@ -74,7 +74,7 @@ import native  # noqa: E402
 import recipes  # noqa: E402
 from recipes import check, timed  # noqa: E402
 from suite import GEMM_SUBVIEW, environment, write_summary  # noqa: E402
-from ttlc.testing.kernels import member_kernel  # noqa: E402
+from ttlc.testing.kernels import member_kernel, tall_kernel  # noqa: E402
 
 DTYPES = {"f32": np.float32, "f64": np.float64}
 TOLERANCE = {"f32": 1e-5, "f64": 1e-12}
@@ -100,19 +100,6 @@ SHARED_OPERAND = {"batched": "", "shared": "A", "shared-b": "B"}
 COLD_MS, WARM_MS = 150, 5
 #: the 16-bit cases, measured by their own section (against hand-written kernels and torch)
 SIXTEEN_BIT = {"bf16/f16 64x64x64": "benchmarks/gemm16.py"}
-
-TALL = """
-func @gemm(%A: memref<{t}x{R}x{K}>, %B: memref<{t}x{K}x{N}>, %C: memref<{t}x{R}x{N}>) {{
-    %i = group_id.x : index
-    %rows = constant {M} : index
-    %first = mul %i, %rows : index
-    %a = subview %A[%first:{M},0:{K}] : memref<{t}x{M}x{K},strided<1,{R}>>
-    %c = subview %C[%first:{M},0:{N}] : memref<{t}x{M}x{N},strided<1,{R}>>
-    %one = constant 1.0 : {t}
-    %zero = constant 0.0 : {t}
-    gemm %one, %a, %B, %zero, %c
-}}
-"""
 
 CHAIN = """
 func @chain(%A: memref<{t}x{m}x{k}>, %B: memref<{t}x{k}x{n}x?>, %C: memref<{t}x{n}x{p}x?>,
@@ -361,7 +348,7 @@ class Run(recipes.Run):
                 M, blocks = TALL_BLOCK, rows // TALL_BLOCK
                 shape = f"{rows}x{N}x{K}"
                 A, B = fortran(rng, (rows, K), DTYPES[t]), fortran(rng, (K, N), DTYPES[t])
-                text = TALL.format(t=t, R=rows, M=M, N=N, K=K)
+                text = tall_kernel(t, rows, M, N, K)
                 kernel = self.compile(f"tall {t} {shape}", text, "gemm")
                 out = {name: np.zeros((rows, N), DTYPES[t], order="F")
                        for name in ("ttlc", "numpy", "torch", "libxsmm")}

@@ -20,6 +20,7 @@ import ttlc
 pytest.importorskip("llvmlite")
 
 from ttlc.backends.cpu.module import Artifacts  # noqa: E402
+from ttlc.testing.kernels import tall_kernel  # noqa: E402
 
 PREFETCH = """func @k(%A: memref<f32x1000x16>, %R: memref<f32x8x8,strided<2,16>>, %C: memref<f32x4>) {{
     parallel {{
@@ -81,19 +82,6 @@ def test_a_prefetch_outside_the_memref_changes_nothing(checked):
     np.testing.assert_array_equal(C, [1, 0, 0, 0])
 
 
-TALL = """func @gemm(%A: memref<{t}x{R}x{K}>, %B: memref<{t}x{K}x{N}>, %C: memref<{t}x{R}x{N}>) {{
-    %i = group_id.x : index
-    %rows = constant {M} : index
-    %first = mul %i, %rows : index
-    %a = subview %A[%first:{M},0:{K}] : memref<{t}x{M}x{K},strided<1,{R}>>
-    %c = subview %C[%first:{M},0:{N}] : memref<{t}x{M}x{N},strided<1,{R}>>
-    %alpha = constant 1.0 : {t}
-    %beta = constant {beta} : {t}
-    gemm %alpha, %a, %B, %beta, %c
-}}
-"""
-
-
 @pytest.mark.parametrize("t, M, N, K, beta", [("f64", 100, 16, 16, 0.0), ("f32", 100, 9, 9, 0.0),
                                               ("f64", 37, 5, 3, 1.0), ("f32", 250, 16, 4, 0.5)])
 def test_blocks_of_a_tall_matrix_are_prefetched_and_agree_with_numpy(t, M, N, K, beta):
@@ -102,7 +90,7 @@ def test_blocks_of_a_tall_matrix_are_prefetched_and_agree_with_numpy(t, M, N, K,
     dtype = {"f32": np.float32, "f64": np.float64}[t]
     blocks = 20
     R = M * blocks
-    text = TALL.format(t=t, R=R, M=M, N=N, K=K, beta=beta)
+    text = tall_kernel(t, R, M, N, K, beta)
     lowered = Artifacts(ttlc.check(text), False).stage("lowered")
     assert len(re.findall(r"cooperative_matrix_prefetch 1, %[ac]\[", lowered)) == 2
     rng = np.random.default_rng(5)

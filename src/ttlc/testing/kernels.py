@@ -36,3 +36,21 @@ def member_kernel(t: str, instruction: str, operands: Sequence[Operand], beta: f
         body = ["%i = group_id.x : index", *body]
     lines = "\n".join(f"    {line}" for line in body)
     return f"func @member({', '.join(params)}) {attrs + ' ' if attrs else ''}{{\n{lines}\n}}\n"
+
+
+def tall_kernel(t: str, rows: int, block: int, N: int, K: int, beta: float = 0.0) -> str:
+    """``func @gemm``: C = A B + `beta` C with A of `rows` x K, each work-group the rows
+    of its block (``block`` rows from ``group_id.x * block``): a tall-and-skinny product
+    as an application writes it."""
+    view = f"memref<{t}x{block}x{{n}},strided<1,{rows}>>"
+    return f"""func @gemm(%A: memref<{t}x{rows}x{K}>, %B: memref<{t}x{K}x{N}>, %C: memref<{t}x{rows}x{N}>) {{
+    %i = group_id.x : index
+    %rows = constant {block} : index
+    %first = mul %i, %rows : index
+    %a = subview %A[%first:{block},0:{K}] : {view.format(n=K)}
+    %c = subview %C[%first:{block},0:{N}] : {view.format(n=N)}
+    %one = constant 1.0 : {t}
+    %beta = constant {beta!r} : {t}
+    gemm %one, %a, %B, %beta, %c
+}}
+"""
