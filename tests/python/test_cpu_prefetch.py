@@ -1,5 +1,5 @@
 """Prefetches on the CPU (backends/cpu/memory.py ``prefetch_block``) and the prefetch
-lower-linalg adds for far-apart columns (passes/linalg/matmul.py ``far_columns``).
+lower-linalg adds for far-apart columns (passes/linalg/matmul.py ``far_operands``).
 
 Language reference, "Cooperative matrix prefetch": the block M[(x + i) S_1 + (y + j) S_2]
 for i < X, j < Y is prefetched into cache level L ("0" the closest), a level the device
@@ -82,17 +82,22 @@ def test_a_prefetch_outside_the_memref_changes_nothing(checked):
     np.testing.assert_array_equal(C, [1, 0, 0, 0])
 
 
-@pytest.mark.parametrize("t, M, N, K, beta", [("f64", 100, 16, 16, 0.0), ("f32", 100, 9, 9, 0.0),
-                                              ("f64", 37, 5, 3, 1.0), ("f32", 250, 16, 4, 0.5)])
-def test_blocks_of_a_tall_matrix_are_prefetched_and_agree_with_numpy(t, M, N, K, beta):
+@pytest.mark.parametrize("t, M, N, K, beta, prefetched", [
+    ("f64", 100, 16, 16, 0.0, True), ("f32", 100, 9, 9, 0.0, True), ("f64", 41, 2, 20, 0.0, True),
+    ("f32", 250, 16, 4, 0.5, True), ("f64", 37, 5, 3, 1.0, False)])
+def test_blocks_of_a_tall_matrix_are_prefetched_and_agree_with_numpy(t, M, N, K, beta,
+                                                                     prefetched):
     """Each work-group's blocks of A and C (columns R rows apart, 4096 bytes or more) are
-    prefetched before the tiles (``far_columns``); C = A B + beta C as NumPy computes it."""
+    prefetched before the tiles where they have 16 columns or more together
+    (``far_operands``: 37x5x3 has 8), and A's smaller than STREAM_A_BYTES is read in
+    tiles of one register by all of N (``far_column_tiles``: f32 9 and 16 columns, f64
+    2); C = A B + beta C as NumPy computes it."""
     dtype = {"f32": np.float32, "f64": np.float64}[t]
     blocks = 20
     R = M * blocks
     text = tall_kernel(t, R, M, N, K, beta)
     lowered = Artifacts(ttlc.check(text), False).stage("lowered")
-    assert len(re.findall(r"cooperative_matrix_prefetch 1, %[ac]\[", lowered)) == 2
+    assert len(re.findall(r"cooperative_matrix_prefetch 1, %[ac]\[", lowered)) == 2 * prefetched
     rng = np.random.default_rng(5)
     A = np.asfortranarray(rng.standard_normal((R, K)).astype(dtype))
     B = np.asfortranarray(rng.standard_normal((K, N)).astype(dtype))

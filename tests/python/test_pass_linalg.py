@@ -30,8 +30,8 @@ import ttlc
 from ttlc.passes import PassContext, get_pass, run_passes
 from ttlc.passes.linalg import choose_tiles
 from ttlc.passes.linalg.tiles import (ACC_SHARE, MIN_A_STEP_BYTES, SPLIT_MAX_K, STREAM_A_BYTES,
-                                      STREAM_ROW_BYTES, TALL_ACC_SHARE, computed_rows, k_steps,
-                                      row_pieces, subgroup_registers)
+                                      STREAM_ROW_BYTES, TALL_ACC_SHARE, Tiles, computed_rows,
+                                      k_steps, row_pieces, subgroup_registers)
 from ttlc.testing.kernels import member_kernel
 from ttlc.ir.types import SCALAR_TYPES
 from ttlc.target import TARGETS, get_target
@@ -912,6 +912,33 @@ def test_register_tiles_weigh_a_load_by_the_type():
     assert (t.m_pieces, t.row_n_pieces) == (((96, 32), (4, 8)), (((99, 3), (1, 1)), ((100, 10),)))
     t = choose_tiles(AVX2, 4, 1, 100, 100, 100, f64, f64, f64)
     assert (t.m, t.n, t.m_pieces) == (8, 5, ((96, 8), (4, 4)))
+
+
+def test_far_apart_columns_of_a_take_one_register_by_all_of_n():
+    """Where A's columns lie far apart (``far_a``: a work-group's block of a tall matrix,
+    prefetched) and A's block is smaller than STREAM_A_BYTES, one register's rows by all
+    of N, K steps of one: f32 100x16x16 as 16x16 over 96 rows and the last 4 rows in a
+    tile of 16 (one 128-row tile by 2 columns without ``far_a``); f64 100x9x9 as 8x9.
+    Not where N's accumulators, a register of A and a broadcast exceed the 32 zmm
+    (f32 N = 31: 33 registers) or the 16 ymm of AVX2 (N = 16), nor where A's block has
+    STREAM_A_BYTES (f64 100x16x16, 12.8 KB: the tall tiles, 32x4)."""
+    f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
+    cpu = TARGETS["cpu"]
+    t = choose_tiles(cpu, 16, 1, 100, 16, 16, f32, f32, f32, far_a=True)
+    assert t == Tiles(16, 16, 1, ((96, 16), (4, 16)), ((16, 16),), ())
+    near = choose_tiles(cpu, 16, 1, 100, 16, 16, f32, f32, f32)
+    assert (near.m, near.n) == (128, 2)
+    t = choose_tiles(cpu, 8, 1, 100, 9, 9, f64, f64, f64, far_a=True)
+    assert (t.m, t.n, t.k, t.m_pieces, t.k_rest) == (8, 9, 1, ((96, 8), (4, 8)), ())
+    for S, N, K, e, target in ((16, 31, 4, f32, cpu), (16, 30, 4, f32, cpu),
+                               (8, 16, 16, f64, cpu), (8, 16, 16, f32, AVX2)):
+        far = choose_tiles(target, S, 1, 100, N, K, e, e, e, far_a=True)
+        if N == 30:  # 30 accumulators, A and a broadcast: 32 zmm
+            assert (far.m, far.n) == (16, 30)
+        else:
+            assert far == choose_tiles(target, S, 1, 100, N, K, e, e, e)
+    tall = choose_tiles(cpu, 8, 1, 100, 16, 16, f64, f64, f64, far_a=True)
+    assert (tall.m, tall.n) == (32, 4)
 
 
 def test_choose_tiles_cpu_streams_a_large_a_in_tall_tiles():

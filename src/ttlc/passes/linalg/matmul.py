@@ -72,6 +72,8 @@ STREAM_COLUMN_BYTES = 128
 PAGE_BYTES = 4096
 #: at most this much of an operand is prefetched, and into this cache level (L2)
 PREFETCH_BYTES, PREFETCH_LEVEL = 64 * 1024, 1
+#: the fewest columns of far-apart operands that are prefetched (``far_operands``)
+FAR_STREAMS = 16
 
 
 def _status(size: Int, tile: int) -> str:
@@ -305,7 +307,8 @@ def _column_entries(t, S: int) -> List[int]:
 
 def far_columns(em: Emitter, V: Value) -> bool:
     """Whether an operand's columns are short streams the hardware prefetchers follow
-    badly, so that ``prefetch_far_columns`` asks for them first: on the CPU (SIMD-lane
+    badly, so that ``prefetch`` asks for them first (and, for A, the tiles
+    read each column once: ``tiles.far_column_tiles``): on the CPU (SIMD-lane
     subgroups), a different block of global memory in each work-group, whose columns
     are contiguous and at least PAGE_BYTES apart (static), PREFETCH_BYTES at most.  Such
     are the blocks of rows a work-group takes of a tall matrix: f64 1000000x16x16 in
@@ -320,18 +323,27 @@ def far_columns(em: Emitter, V: Value) -> bool:
             and not em.same_in_every_group(V))
 
 
-def prefetch_far_columns(em: Emitter, *operands: Value) -> None:
-    """Prefetches into L2 of the operands whose columns are far apart (``far_columns``),
-    before the tiles: their misses then overlap, where the tiles' loads and stores
-    reach one column after the other.  With the benchmark's tall products (2 threads,
-    AVX-512) f64 16x16 ran 1.3x as fast, 9x9 1.2x, f32 16x16 1.3x, 9x9 1.1x; without
-    C's prefetch (its stores wait for their lines too) f32 16x16 gained 1.08x."""
+def far_operands(em: Emitter, *operands: Value) -> List[Value]:
+    """The operands whose columns are far apart (``far_columns``), where they have
+    FAR_STREAMS columns or more together; none where fewer: the hardware prefetchers
+    follow a few streams well, and the prefetches would cost as much as the FMAs (f64
+    111x3x8, 11 columns of A and C: 154 prefetches for 42 vector FMAs a work-group, 0.86x
+    as fast as without them; 26x5x4 0.91x)."""
     far = [V for V in operands if far_columns(em, V)]
-    if not far:
+    return far if sum(V.type.shape[1] for V in far) >= FAR_STREAMS else []
+
+
+def prefetch(em: Emitter, operands: List[Value]) -> None:
+    """Prefetches of the whole of each operand (``far_operands``) into L2, before the
+    tiles: their misses then overlap, where the tiles' loads and stores reach one column
+    after the other.  With the benchmark's tall products (2 threads, AVX-512, the tiles
+    as before) f64 16x16 ran 1.3x as fast, 9x9 1.2x, f32 16x16 1.3x, 9x9 1.1x; without
+    C's prefetch (its stores wait for their lines too) f32 16x16 gained 1.08x."""
+    if not operands:
         return
     with em.b.parallel():
         zero = em.index(0)
-        for V in far:
+        for V in operands:
             rows, cols = V.type.shape
             em.b.cooperative_matrix_prefetch(PREFETCH_LEVEL, V, zero, zero, rows, cols)
 
@@ -374,13 +386,14 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     b, m = em.b, em.m
     acc = accumulate_type(C.type.element)
     ea, eb = A.type.element, B.type.element
+    far = far_operands(em, A, B, C)
     tiles = choose_tiles(em.target, em.sgs, em.subgroups, known(M), known(N), known(K),
-                         acc, ea, eb)
+                         acc, ea, eb, far_a=ta == "n" and any(V is A for V in far))
     # 16-bit products a matrix or dot-product unit computes: tiles of its grain
     tiles = fit_to_unit(em.target, tiles, em.sgs, em.subgroups, known(M), known(N), known(K),
                         acc, ea, eb, tb == "t", ta == "t")
     KT = tiles.k
-    prefetch_far_columns(em, A, B, C)
+    prefetch(em, far)
     edges_step_k = staged_edges(em.target, ea, eb, acc) and not tiles.k_rest
 
     # K = k_full + remainder: full steps unchecked, then the remainder: steps of smaller
