@@ -337,8 +337,9 @@ def prefetch(em: Emitter, operands: List[Value]) -> None:
     """Prefetches of the whole of each operand (``far_operands``) into L2, before the
     tiles: their misses then overlap, where the tiles' loads and stores reach one column
     after the other.  With the benchmark's tall products (2 threads, AVX-512, the tiles
-    as before) f64 16x16 ran 1.3x as fast, 9x9 1.2x, f32 16x16 1.3x, 9x9 1.1x; without
-    C's prefetch (its stores wait for their lines too) f32 16x16 gained 1.08x."""
+    as before) f64 16x16 ran 1.22x as fast, 9x9 1.15x, f32 16x16 1.29x, 9x9 1.02x
+    (without AVX-512 f32 16x16 1.5x); without C's prefetch (its stores wait for their
+    lines too) f32 16x16 gained 1.08x."""
     if not operands:
         return
     with em.b.parallel():

@@ -361,7 +361,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     split = split_remainders(target, acc, a, b)
     if (far_a and split and G == 1 and None not in (M, N, K)
             and M * K * a.size < STREAM_A_BYTES):
-        far = far_column_tiles(target, S, M, N, K, acc)
+        far = far_column_tiles(target, S, M, N, acc)
         if far is not None:
             return far
     # a partial tile's registers past M's rows cost nothing where one subgroup stores
@@ -512,7 +512,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
                  column_pieces(N, n) if N is not None else (), k_rest)
 
 
-def far_column_tiles(target: Target, S: int, M: int, N: int, K: int,
+def far_column_tiles(target: Target, S: int, M: int, N: int,
                      acc: ScalarType) -> Optional[Tiles]:
     """Tiles of one register's rows by all of N, K in steps of one, where A's columns lie
     far apart (``matmul.far_operands``: the work-group's block of a tall matrix, each
@@ -522,12 +522,14 @@ def far_column_tiles(target: Target, S: int, M: int, N: int, K: int,
     blocks prefetched) f32 16x16 in 16x16 tiles ran 1.45x as fast as in one 128-row tile
     by 2 columns (A read eight times), f32 9x9 in 16x9 1.14x as in 64x3, f64 9x9 in 8x9
     1.12x as in 16x9 with K steps of two, f64 16x16 in 8x16 as fast as in 32x4; blocks of
-    50 rows f32 16x16 1.26x, 200 rows 0.97x; without AVX-512 f32 9x9 in 8x9 1.03x, f64
-    9x9 in 4x9 1.06x (16 columns do not fit 16 ymm: the other rules choose)."""
+    50 rows f32 16x16 1.26x; without AVX-512 f32 9x9 in 8x9 1.03x, f64 9x9 in 4x9 1.06x
+    (16 columns do not fit 16 ymm: the other rules choose).  ``choose_tiles`` asks only
+    for blocks smaller than STREAM_A_BYTES: larger ones keep the tall tiles (200 rows
+    f64 16x16 in 8x16 ran at 0.81x of 32x4, f32 in 16x16 0.96x of 64x4)."""
     per_column = -(-S * acc.size // target.vector_bytes)  # registers of S rows
     if (N + 1) * per_column + 1 > target.register_budget // target.vector_bytes:
         return None
-    return Tiles(S, N, 1, row_pieces(M, S, S, True), ((N, N),), k_steps(K, 1)[1])
+    return Tiles(S, N, 1, row_pieces(M, S, S, True), ((N, N),), ())
 
 
 def tall_rows(tall: int, acc_elems: int, M: int, N: int, S: int) -> Tiles:
