@@ -107,3 +107,25 @@ def test_blocks_of_a_tall_matrix_are_prefetched_and_agree_with_numpy(t, M, N, K,
     want = A.astype(np.float64) @ B.astype(np.float64) + beta * C0.astype(np.float64)
     np.testing.assert_allclose(C, want, rtol=1e-5 if t == "f32" else 1e-12,
                                atol=1e-4 if t == "f32" else 1e-12)
+
+
+@pytest.mark.parametrize("t, blocks", [("f32", 20), ("f64", 20), ("f64", 2)])
+def test_blocks_of_a_matrix_of_run_time_rows_agree_with_numpy(t, blocks):
+    """A and C with rows known only at run time (``memref<f64x?x9>``): the blocks are
+    prefetched where the column stride, A's and C's rows, is a page or more (20 blocks
+    of 100 rows: 2000 rows, 8000 bytes of f32; 2 blocks of f64: 1600 bytes, not), the
+    test made when the kernel runs; C = A B as NumPy computes it either way."""
+    dtype = {"f32": np.float32, "f64": np.float64}[t]
+    M, N, K = 100, 9, 9
+    text = tall_kernel(t, "?", M, N, K)
+    lowered = Artifacts(ttlc.check(text), False).stage("lowered")
+    assert re.findall(r"= size %([AC])\[0\]", lowered) == ["A", "C"]
+    assert len(re.findall(r"cooperative_matrix_prefetch 1, %[ac]\[", lowered)) == 2
+    R = M * blocks
+    rng = np.random.default_rng(6)
+    A = np.asfortranarray(rng.standard_normal((R, K)).astype(dtype))
+    B = np.asfortranarray(rng.standard_normal((K, N)).astype(dtype))
+    C = np.zeros((R, N), dtype, order="F")
+    ttlc.compile(text)["gemm"](A, B, C, grid=(blocks,))
+    np.testing.assert_allclose(C, A.astype(np.float64) @ B, rtol=1e-5 if t == "f32" else 1e-12,
+                               atol=1e-4 if t == "f32" else 1e-12)

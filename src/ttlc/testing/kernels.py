@@ -1,7 +1,7 @@
 """Kernel texts the tests and the benchmarks share."""
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from typing import Sequence, Tuple, Union
 
 #: an operand of ``member_kernel``: its name, its dimensions, whether all members share it
 Operand = Tuple[str, Tuple[int, ...], bool]
@@ -38,10 +38,11 @@ def member_kernel(t: str, instruction: str, operands: Sequence[Operand], beta: f
     return f"func @member({', '.join(params)}) {attrs + ' ' if attrs else ''}{{\n{lines}\n}}\n"
 
 
-def tall_kernel(t: str, rows: int, block: int, N: int, K: int, beta: float = 0.0) -> str:
-    """``func @gemm``: C = A B + `beta` C with A of `rows` x K, each work-group the rows
-    of its block (``block`` rows from ``group_id.x * block``): a tall-and-skinny product
-    as an application writes it."""
+def tall_kernel(t: str, rows: Union[int, str], block: int, N: int, K: int,
+                beta: float = 0.0) -> str:
+    """``func @gemm``: C = A B + `beta` C with A of `rows` x K (``"?"``: known when the
+    kernel runs), each work-group the rows of its block (``block`` rows from
+    ``group_id.x * block``): a tall-and-skinny product as an application writes it."""
     view = f"memref<{t}x{block}x{{n}},strided<1,{rows}>>"
     return f"""func @gemm(%A: memref<{t}x{rows}x{K}>, %B: memref<{t}x{K}x{N}>, %C: memref<{t}x{rows}x{N}>) {{
     %i = group_id.x : index

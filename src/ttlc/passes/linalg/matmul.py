@@ -51,7 +51,7 @@ from ...ir.core import Value
 from ...ir.layout import layout_of
 from ...ir.numerics import accumulate_type
 from ...ir.rewrite import set_attribute
-from ...ir.types import INDEX, ScalarType
+from ...ir.types import INDEX, MemrefType, ScalarType
 from ..index_math import Int, known
 from ..lower_foreach import EDGES_IN_ONE_COPY
 from .emit import Emitter, checked_flag
@@ -305,48 +305,81 @@ def _column_entries(t, S: int) -> List[int]:
     return out
 
 
-def far_columns(em: Emitter, V: Value) -> bool:
-    """Whether an operand's columns are short streams the hardware prefetchers follow
-    badly, so that ``prefetch`` asks for them first (and, for A, the tiles
-    read each column once: ``tiles.far_column_tiles``): on the CPU (SIMD-lane
-    subgroups), a different block of global memory in each work-group, whose columns
-    are contiguous and at least PAGE_BYTES apart (static), PREFETCH_BYTES at most.  Such
-    are the blocks of rows a work-group takes of a tall matrix: f64 1000000x16x16 in
-    blocks of 100 rows, 16 columns of A and 16 of C of 800 bytes each a block, read and
-    written at 0.7 of NumPy's speed, whose blocked kernel reads A's columns in long runs."""
+def column_stride(em: Emitter, V: Value) -> Int:
+    """The distance of a 2-D memref's columns in elements: static, or, for a block
+    (``subview``) of a packed matrix whose rows are known only at run time
+    (``memref<f64x?x16>``), that matrix's ``size`` of mode 0; None where unknown."""
+    stride = V.type.stride[1]
+    if stride is not None:
+        return stride
+    sub = V.owner
+    if sub is None or sub.opcode != "subview":
+        return None
+    parent = sub.slots["tensor"]
+    pt = parent.type
+    if pt.order != 2 or pt.stride != MemrefType.packed_stride(pt.shape):
+        return None
+    return em.dim(parent, 0)
+
+
+def far_columns(em: Emitter, V: Value) -> Int:
+    """The column stride (``column_stride``) of an operand whose columns may be short
+    streams the hardware prefetchers follow badly, so that ``prefetch`` asks for them
+    first (and, for A, the tiles read each column once: ``tiles.far_column_tiles``), or
+    None: on the CPU (SIMD-lane subgroups), a different block of global memory in each
+    work-group, whose columns are contiguous and at least PAGE_BYTES apart (a stride
+    known at run time is tested then), PREFETCH_BYTES at most.  Such are the blocks of
+    rows a work-group takes of a tall matrix: f64 1000000x16x16 in blocks of 100 rows, 16
+    columns of A and 16 of C of 800 bytes each a block, read and written at 0.7 of
+    NumPy's speed, whose blocked kernel reads A's columns in long runs."""
     t = V.type
     rows, cols = t.shape
-    return (bool(em.target.vector_bytes) and t.space == "global" and t.stride[0] == 1
-            and None not in (rows, cols, t.stride[1]) and cols > 1
-            and t.stride[1] * t.element.size >= PAGE_BYTES
+    if not (em.target.vector_bytes and t.space == "global" and t.stride[0] == 1
+            and None not in (rows, cols) and cols > 1
             and rows * cols * t.element.size <= PREFETCH_BYTES
-            and not em.same_in_every_group(V))
+            and not em.same_in_every_group(V)):
+        return None
+    stride = column_stride(em, V)
+    if known(stride) is not None and stride * t.element.size < PAGE_BYTES:
+        return None
+    return stride
 
 
-def far_operands(em: Emitter, *operands: Value) -> List[Value]:
-    """The operands whose columns are far apart (``far_columns``), where they have
-    FAR_STREAMS columns or more together; none where fewer: the hardware prefetchers
-    follow a few streams well, and the prefetches would cost as much as the FMAs (f64
-    111x3x8, 11 columns of A and C: 154 prefetches for 42 vector FMAs a work-group, 0.86x
-    as fast as without them; 26x5x4 0.91x)."""
-    far = [V for V in operands if far_columns(em, V)]
-    return far if sum(V.type.shape[1] for V in far) >= FAR_STREAMS else []
+def far_operands(em: Emitter, *operands: Value) -> List[Tuple[Value, Int]]:
+    """The operands whose columns are far apart, with their column strides
+    (``far_columns``), where they have FAR_STREAMS columns or more together; none where
+    fewer: the hardware prefetchers follow a few streams well, and the prefetches would
+    cost as much as the FMAs (f64 111x3x8, 11 columns of A and C: 154 prefetches for 42
+    vector FMAs a work-group, 0.86x as fast as without them; 26x5x4 0.91x)."""
+    far = [(V, far_columns(em, V)) for V in operands]
+    far = [(V, stride) for V, stride in far if stride is not None]
+    return far if sum(V.type.shape[1] for V, _ in far) >= FAR_STREAMS else []
 
 
-def prefetch(em: Emitter, operands: List[Value]) -> None:
+def prefetch(em: Emitter, operands: List[Tuple[Value, Int]]) -> None:
     """Prefetches of the whole of each operand (``far_operands``) into L2, before the
-    tiles: their misses then overlap, where the tiles' loads and stores reach one column
-    after the other.  With the benchmark's tall products (2 threads, AVX-512, the tiles
-    as before) f64 16x16 ran 1.22x as fast, 9x9 1.15x, f32 16x16 1.29x, 9x9 1.02x
+    tiles, those whose column stride is known only at run time where it is PAGE_BYTES
+    or more: their misses then overlap, where the tiles' loads and stores reach one
+    column after the other.  With the benchmark's tall products (2 threads, AVX-512, the
+    tiles as before) f64 16x16 ran 1.22x as fast, 9x9 1.15x, f32 16x16 1.29x, 9x9 1.02x
     (without AVX-512 f32 16x16 1.5x); without C's prefetch (its stores wait for their
     lines too) f32 16x16 gained 1.08x."""
-    if not operands:
-        return
-    with em.b.parallel():
-        zero = em.index(0)
-        for V in operands:
-            rows, cols = V.type.shape
-            em.b.cooperative_matrix_prefetch(PREFETCH_LEVEL, V, zero, zero, rows, cols)
+    b, zero = em.b, em.index(0)
+
+    def fetch(V: Value) -> None:
+        rows, cols = V.type.shape
+        b.cooperative_matrix_prefetch(PREFETCH_LEVEL, V, zero, zero, rows, cols)
+
+    static = [V for V, stride in operands if known(stride) is not None]
+    if static:
+        with b.parallel():
+            for V in static:
+                fetch(V)
+    for V, stride in operands:
+        if known(stride) is None:
+            least = -(-PAGE_BYTES // V.type.element.size)  # elements a page apart
+            with b.if_(em.pm.less_than(least - 1, stride, INDEX)), b.parallel():
+                fetch(V)
 
 
 def k_loop(em: Emitter, step, zeros: List[Value], k_full: Int, KT: int, P: int) -> List[Value]:
@@ -389,7 +422,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     ea, eb = A.type.element, B.type.element
     far = far_operands(em, A, B, C)
     tiles = choose_tiles(em.target, em.sgs, em.subgroups, known(M), known(N), known(K),
-                         acc, ea, eb, far_a=ta == "n" and any(V is A for V in far))
+                         acc, ea, eb, far_a=ta == "n" and any(V is A for V, _ in far))
     # 16-bit products a matrix or dot-product unit computes: tiles of its grain
     tiles = fit_to_unit(em.target, tiles, em.sgs, em.subgroups, known(M), known(N), known(K),
                         acc, ea, eb, tb == "t", ta == "t")
