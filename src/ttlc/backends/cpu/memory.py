@@ -16,9 +16,9 @@ from ...ir.core import Instruction, Value
 from ...ir.traits import blas_shape_rules, shapes_of
 from ...ir.types import DYNAMIC, MemrefType, ScalarType
 from . import races
-from ...target import get_target
 from ...runtime.findings import (ERR_DETAILS, E_EXPAND, E_FUSE, E_GROUP_INDEX, E_INDEX,
                                  E_LIFETIME, E_NULL, E_SHAPES, E_SUBVIEW, InstRef)
+from ...target import get_target
 from .arith import binary
 from .function import FunctionCodegen, lane_loop
 from .scratch import column_loop

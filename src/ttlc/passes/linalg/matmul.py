@@ -41,6 +41,9 @@ loaded once where they fit the registers.  A tile whose accumulators are fewer t
 MIN_ACC_BYTES carries several of them over K, added up after the loop (``chains``).
 mul_add takes A and B in their own element types (promotion happens inside it), and
 accumulates in the output's type (f32 for 16-bit float outputs).
+Operands whose columns lie a page or more apart, each a stream of its own (a
+work-group's block of rows of a tall matrix), are prefetched into L2 before the tiles
+(``far_operands``).
 """
 from __future__ import annotations
 
@@ -305,7 +308,7 @@ def _column_entries(t, S: int) -> List[int]:
     return out
 
 
-def column_stride(em: Emitter, V: Value) -> Int:
+def column_stride(em: Emitter, V: Value) -> Optional[Int]:
     """The distance of a 2-D memref's columns in elements: static, or, for a block
     (``subview``) of a packed matrix whose rows are known only at run time
     (``memref<f64x?x16>``), that matrix's ``size`` of mode 0; None where unknown."""
@@ -322,7 +325,7 @@ def column_stride(em: Emitter, V: Value) -> Int:
     return em.dim(parent, 0)
 
 
-def far_columns(em: Emitter, V: Value) -> Int:
+def far_columns(em: Emitter, V: Value) -> Optional[Int]:
     """The column stride (``column_stride``) of an operand whose columns may be short
     streams the hardware prefetchers follow badly, so that ``prefetch`` asks for them
     first (and, for A, the tiles read each column once: ``tiles.far_column_tiles``), or
