@@ -112,9 +112,10 @@ def test_blocks_of_a_tall_matrix_are_prefetched_and_agree_with_numpy(t, M, N, K,
 @pytest.mark.parametrize("t, blocks", [("f32", 20), ("f64", 20), ("f64", 2)])
 def test_blocks_of_a_matrix_of_run_time_rows_agree_with_numpy(t, blocks):
     """A and C with rows known only at run time (``memref<f64x?x9>``): the blocks are
-    prefetched where the column stride, A's and C's rows, is a page or more (20 blocks
-    of 100 rows: 2000 rows, 8000 bytes of f32; 2 blocks of f64: 1600 bytes, not), the
-    test made when the kernel runs; C = A B as NumPy computes it either way."""
+    prefetched where A's and C's rows (a bound below the column stride) are a page or
+    more (20 blocks of 100 rows: 2000 rows, 8000 bytes of f32; 2 blocks of f64: 1600
+    bytes, not), the test made when the kernel runs; C = A B as NumPy computes it
+    either way."""
     dtype = {"f32": np.float32, "f64": np.float64}[t]
     M, N, K = 100, 9, 9
     text = tall_kernel(t, "?", M, N, K)
@@ -129,3 +130,22 @@ def test_blocks_of_a_matrix_of_run_time_rows_agree_with_numpy(t, blocks):
     ttlc.compile(text)["gemm"](A, B, C, grid=(blocks,))
     np.testing.assert_allclose(C, A.astype(np.float64) @ B, rtol=1e-5 if t == "f32" else 1e-12,
                                atol=1e-4 if t == "f32" else 1e-12)
+
+
+def test_the_tall_and_skinny_recipe_prefetches_its_blocks_of_padded_arrays():
+    """``ttlc.recipes.tall_and_skinny`` (A and C ``strided<1,?>``, the strides taken from
+    the arrays): the full blocks of A and C are prefetched where A's and C's rows, a
+    bound below the column stride, are 512 or more; arrays whose columns are padded
+    (stride 2003 for 2000 rows) give NumPy's result, the partial last block too."""
+    recipe = ttlc.recipes.tall_and_skinny("f64", 96, 16, 9)
+    lowered = Artifacts(ttlc.check(recipe.text), False).stage("lowered")
+    # @gemm and @gemm_beta0, each A's and C's full block
+    assert len(re.findall(r"cooperative_matrix_prefetch 1, %[ac]\[", lowered)) == 4
+    rng = np.random.default_rng(7)
+    R = 2000
+    A = np.asfortranarray(rng.standard_normal((R + 3, 9)))[:R]
+    B = np.asfortranarray(rng.standard_normal((9, 16)))
+    C = np.asfortranarray(rng.standard_normal((R + 3, 16)))[:R]
+    want = 2.0 * A @ B + 0.5 * C
+    recipe(2.0, A, B, 0.5, C)
+    np.testing.assert_allclose(C, want, rtol=1e-12, atol=1e-12)

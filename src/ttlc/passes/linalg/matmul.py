@@ -54,7 +54,7 @@ from ...ir.core import Value
 from ...ir.layout import layout_of
 from ...ir.numerics import accumulate_type
 from ...ir.rewrite import set_attribute
-from ...ir.types import INDEX, MemrefType, ScalarType
+from ...ir.types import INDEX, ScalarType
 from ..index_math import Int, known
 from ..lower_foreach import EDGES_IN_ONE_COPY
 from .emit import Emitter, checked_flag
@@ -309,9 +309,10 @@ def _column_entries(t, S: int) -> List[int]:
 
 
 def column_stride(em: Emitter, V: Value) -> Optional[Int]:
-    """The distance of a 2-D memref's columns in elements: static, or, for a block
-    (``subview``) of a packed matrix whose rows are known only at run time
-    (``memref<f64x?x16>``), that matrix's ``size`` of mode 0; None where unknown."""
+    """The distance of a 2-D memref's columns in elements where static, else, for a block
+    (``subview``) of a matrix with contiguous columns, a bound below it known when the
+    kernel runs: the matrix's rows (``size`` of mode 0; its columns do not overlap);
+    None where neither."""
     stride = V.type.stride[1]
     if stride is not None:
         return stride
@@ -319,8 +320,7 @@ def column_stride(em: Emitter, V: Value) -> Optional[Int]:
     if sub is None or sub.opcode != "subview":
         return None
     parent = sub.slots["tensor"]
-    pt = parent.type
-    if pt.order != 2 or pt.stride != MemrefType.packed_stride(pt.shape):
+    if parent.type.order != 2 or parent.type.stride[0] != 1:
         return None
     return em.dim(parent, 0)
 
@@ -330,7 +330,7 @@ def far_columns(em: Emitter, V: Value) -> Optional[Int]:
     streams the hardware prefetchers follow badly, so that ``prefetch`` asks for them
     first (and, for A, the tiles read each column once: ``tiles.far_column_tiles``), or
     None: on the CPU (SIMD-lane subgroups), a different block of global memory in each
-    work-group, whose columns are contiguous and at least PAGE_BYTES apart (a stride
+    work-group, whose columns are contiguous and at least PAGE_BYTES apart (a bound
     known at run time is tested then), PREFETCH_BYTES at most.  Such are the blocks of
     rows a work-group takes of a tall matrix: f64 1000000x16x16 in blocks of 100 rows, 16
     columns of A and 16 of C of 800 bytes each a block, read and written at 0.7 of
@@ -361,8 +361,8 @@ def far_operands(em: Emitter, *operands: Value) -> List[Tuple[Value, Int]]:
 
 def prefetch(em: Emitter, operands: List[Tuple[Value, Int]]) -> None:
     """Prefetches of the whole of each operand (``far_operands``) into L2, before the
-    tiles, those whose column stride is known only at run time where it is PAGE_BYTES
-    or more: their misses then overlap, where the tiles' loads and stores reach one
+    tiles, those whose column stride is known only at run time where its bound
+    (``column_stride``) is PAGE_BYTES or more: their misses then overlap, where the tiles' loads and stores reach one
     column after the other.  With the benchmark's tall products (2 threads, AVX-512, the
     tiles as before) f64 16x16 ran 1.22x as fast, 9x9 1.15x, f32 16x16 1.29x, 9x9 1.02x
     (without AVX-512 f32 16x16 1.5x); without C's prefetch (its stores wait for their
