@@ -47,7 +47,7 @@ work-group's block of rows of a tall matrix), are prefetched into L2 before the 
 """
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
 from ...ir.builder import coopmatrix
 from ...ir.core import Value
@@ -308,11 +308,11 @@ def _column_entries(t, S: int) -> List[int]:
     return out
 
 
-def column_stride(em: Emitter, V: Value) -> Optional[Int]:
-    """The distance of a 2-D memref's columns in elements where static, else, for a block
-    (``subview``) of a matrix with contiguous columns, a bound below it known when the
-    kernel runs: the matrix's rows (``size`` of mode 0; its columns do not overlap);
-    None where neither."""
+def column_stride(V: Value) -> Union[int, Value, None]:
+    """The distance of a 2-D memref's columns in elements where static; else, for a block
+    (``subview``) of a matrix with contiguous columns, that matrix, whose rows (``size``
+    of mode 0, known when the kernel runs) bound the distance below: its columns do not
+    overlap; None where neither."""
     stride = V.type.stride[1]
     if stride is not None:
         return stride
@@ -322,10 +322,10 @@ def column_stride(em: Emitter, V: Value) -> Optional[Int]:
     parent = sub.slots["tensor"]
     if parent.type.order != 2 or parent.type.stride[0] != 1:
         return None
-    return em.dim(parent, 0)
+    return parent
 
 
-def far_columns(em: Emitter, V: Value) -> Optional[Int]:
+def far_columns(em: Emitter, V: Value) -> Union[int, Value, None]:
     """The column stride (``column_stride``) of an operand whose columns may be short
     streams the hardware prefetchers follow badly, so that ``prefetch`` asks for them
     first (and, for A, the tiles read each column once: ``tiles.far_column_tiles``), or
@@ -342,13 +342,13 @@ def far_columns(em: Emitter, V: Value) -> Optional[Int]:
             and rows * cols * t.element.size <= PREFETCH_BYTES
             and not em.same_in_every_group(V)):
         return None
-    stride = column_stride(em, V)
-    if known(stride) is not None and stride * t.element.size < PAGE_BYTES:
+    stride = column_stride(V)
+    if isinstance(stride, int) and stride * t.element.size < PAGE_BYTES:
         return None
     return stride
 
 
-def far_operands(em: Emitter, *operands: Value) -> List[Tuple[Value, Int]]:
+def far_operands(em: Emitter, *operands: Value) -> List[Tuple[Value, Union[int, Value]]]:
     """The operands whose columns are far apart, with their column strides
     (``far_columns``), where they have FAR_STREAMS columns or more together; none where
     fewer: the hardware prefetchers follow a few streams well, and the prefetches would
@@ -359,29 +359,30 @@ def far_operands(em: Emitter, *operands: Value) -> List[Tuple[Value, Int]]:
     return far if sum(V.type.shape[1] for V, _ in far) >= FAR_STREAMS else []
 
 
-def prefetch(em: Emitter, operands: List[Tuple[Value, Int]]) -> None:
+def prefetch(em: Emitter, operands: List[Tuple[Value, Union[int, Value]]]) -> None:
     """Prefetches of the whole of each operand (``far_operands``) into L2, before the
-    tiles, those whose column stride is known only at run time where its bound
-    (``column_stride``) is PAGE_BYTES or more: their misses then overlap, where the tiles' loads and stores reach one
-    column after the other.  With the benchmark's tall products (2 threads, AVX-512, the
-    tiles as before) f64 16x16 ran 1.22x as fast, 9x9 1.15x, f32 16x16 1.29x, 9x9 1.02x
-    (without AVX-512 f32 16x16 1.5x); without C's prefetch (its stores wait for their
-    lines too) f32 16x16 gained 1.08x."""
+    tiles, those whose column stride is known only at run time where its bound (the
+    rows of the matrix it is a block of: ``column_stride``) is PAGE_BYTES or more:
+    their misses then overlap, where the tiles' loads and stores reach one column after
+    the other.  With the benchmark's tall products (2 threads, AVX-512, the tiles as
+    before) f64 16x16 ran 1.22x as fast, 9x9 1.15x, f32 16x16 1.29x, 9x9 1.02x (without
+    AVX-512 f32 16x16 1.5x); without C's prefetch (its stores wait for their lines too)
+    f32 16x16 gained 1.08x."""
     b, zero = em.b, em.index(0)
 
     def fetch(V: Value) -> None:
         rows, cols = V.type.shape
         b.cooperative_matrix_prefetch(PREFETCH_LEVEL, V, zero, zero, rows, cols)
 
-    static = [V for V, stride in operands if known(stride) is not None]
+    static = [V for V, stride in operands if isinstance(stride, int)]
     if static:
         with b.parallel():
             for V in static:
                 fetch(V)
-    for V, stride in operands:
-        if known(stride) is None:
+    for V, matrix in operands:
+        if not isinstance(matrix, int):
             least = -(-PAGE_BYTES // V.type.element.size)  # elements a page apart
-            with b.if_(em.pm.less_than(least - 1, stride, INDEX)), b.parallel():
+            with b.if_(em.pm.less_than(least - 1, em.dim(matrix, 0), INDEX)), b.parallel():
                 fetch(V)
 
 
