@@ -149,3 +149,42 @@ def test_the_tall_and_skinny_recipe_prefetches_its_blocks_of_padded_arrays():
     want = 2.0 * A @ B + 0.5 * C
     recipe(2.0, A, B, 0.5, C)
     np.testing.assert_allclose(C, want, rtol=1e-12, atol=1e-12)
+
+
+#: gemv (y_blk := A_blk x + y_blk / 2) or ger (A_blk := y_blk x^T + A_blk / 2) on each
+#: work-group's block of rows
+GEMV_GER = """func @k(%A: memref<{t}x{R}x{K}>, %x: memref<{t}x{K}>, %y: memref<{t}x{R}>) {{
+    %i = group_id.x : index
+    %rows = constant {M} : index
+    %first = mul %i, %rows : index
+    %a = subview %A[%first:{M},0:{K}] : memref<{t}x{M}x{K},strided<1,{R}>>
+    %yv = subview %y[%first:{M}] : memref<{t}x{M}>
+    %one = constant 1.0 : {t}
+    %half = constant 0.5 : {t}
+    {instruction}
+}}"""
+INSTRUCTION = {"gemv": "gemv %one, %a, %x, %half, %yv", "ger": "ger %one, %yv, %x, %half, %a"}
+
+
+@pytest.mark.parametrize("kind", ["gemv", "ger"])
+@pytest.mark.parametrize("t, M, K", [("f64", 100, 16), ("f32", 37, 24)])
+def test_gemv_and_ger_on_blocks_of_a_tall_matrix_agree_with_numpy(kind, t, M, K):
+    """gemv's A and ger's C, a block of rows of a tall matrix (16 or more columns, a
+    page apart), are prefetched as gemm's are; y_blk = A_blk x + y_blk / 2 and A_blk =
+    y_blk x^T + A_blk / 2 as NumPy computes them."""
+    dtype = {"f32": np.float32, "f64": np.float64}[t]
+    blocks = 40
+    R = M * blocks
+    text = GEMV_GER.format(t=t, R=R, M=M, K=K, instruction=INSTRUCTION[kind])
+    lowered = Artifacts(ttlc.check(text), False).stage("lowered")
+    assert len(re.findall(r"cooperative_matrix_prefetch 1, %a\[", lowered)) == 1
+    rng = np.random.default_rng(8)
+    A = np.asfortranarray(rng.standard_normal((R, K)).astype(dtype))
+    x, y = rng.standard_normal(K).astype(dtype), rng.standard_normal(R).astype(dtype)
+    if kind == "gemv":
+        want, got = A.astype(np.float64) @ x + 0.5 * y, y
+    else:
+        want, got = np.outer(y, x) + 0.5 * A, A
+    ttlc.compile(text)["k"](A, x, y, grid=(blocks,))
+    np.testing.assert_allclose(got, want, rtol=1e-5 if t == "f32" else 1e-12,
+                               atol=1e-5 if t == "f32" else 1e-12)
