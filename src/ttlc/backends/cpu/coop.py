@@ -262,7 +262,7 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
     through ``at`` need none of them, and writing them out for LLVM to delete was a
     large part of the code generated for coopmatrix kernels."""
     b = cg.b
-    lane = first_lane(cg, g) if cg.mask is not None else ir.Constant(I32, g * cg.S)
+    lane = first_lane(cg, g)
     m = memref_in(cg, cg.get(inst.slots["tensor"]), lane, g, "the memref")
     x = uniform_in(cg, cg.get(inst.slots["x"]), lane, g, "the row position")
     y = uniform_in(cg, cg.get(inst.slots["y"]), lane, g, "the column position")
@@ -666,7 +666,7 @@ def emit_prefetch(cg: FunctionCodegen, inst: Instruction):
     if cg.checked:
         whole_subgroups(cg)
     for g in range(subgroups(cg)):
-        lane = first_lane(cg, g) if cg.mask is not None else ir.Constant(I32, g * cg.S)
+        lane = first_lane(cg, g)
         x = uniform_in(cg, cg.get(inst.slots["x"]), lane, g, "the row position")
         y = uniform_in(cg, cg.get(inst.slots["y"]), lane, g, "the column position")
         m = memref_in(cg, cg.get(inst.slots["tensor"]), lane, g, "the memref")
