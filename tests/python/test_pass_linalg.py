@@ -29,7 +29,8 @@ import pytest
 import ttlc
 from ttlc.passes import PassContext, get_pass, run_passes
 from ttlc.passes.linalg import choose_tiles
-from ttlc.passes.linalg.tiles import (ACC_SHARE, MIN_A_STEP_BYTES, SPLIT_MAX_K, STREAM_A_BYTES,
+from ttlc.passes.linalg.tiles import (ACC_SHARE, FEW_COLUMN_TILES, MIN_A_STEP_BYTES,
+                                      REREAD_A_BYTES, SPLIT_MAX_K, STREAM_A_BYTES,
                                       STREAM_ROW_BYTES, TALL_ACC_SHARE, Tiles, computed_rows,
                                       k_steps, row_pieces, subgroup_registers)
 from ttlc.testing.kernels import member_kernel
@@ -914,14 +915,44 @@ def test_register_tiles_weigh_a_load_by_the_type():
     assert (t.m, t.n, t.m_pieces) == (8, 5, ((96, 8), (4, 4)))
 
 
+def test_register_tiles_load_two_lines_of_a_per_k_step():
+    """AVX2: where M has the rows and there is a K loop, tiles of 16 f64 or 32 f32 rows,
+    two cache lines of A's column per K step (``two_line_rows``; the cost alone took 8x6
+    and 16x6: one line, which with each member's A from memory ran at 0.61-0.76 of
+    LIBXSMM), worked out by hand: f64 42x12x114 as 16x3 over 32 rows, then 8 rows by 6,
+    then the last 2 in 4x12; f32 50x61x84 in 32x3 tiles; f64 76x6x118 (A of 70 KiB, N two
+    column tiles of 3) in 16x3.  Not where A is larger than REREAD_A_BYTES and N takes
+    more than FEW_COLUMN_TILES such tiles (f64 100x100x100: 8x5, A 78 KiB read 20 times,
+    not 34), nor without a K loop (ger, K = 1), nor with fewer rows than 16 f64 (12
+    rows: 8 and 4), nor where A's columns lie far apart (``far_a``: a prefetched block)."""
+    f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
+    t = choose_tiles(AVX2, 4, 1, 42, 12, 114, f64, f64, f64)
+    assert (t.m, t.m_pieces) == (16, ((32, 16), (8, 8), (2, 4)))
+    assert t.row_n_pieces == (((12, 3),), ((12, 6),), ((12, 12),))
+    t = choose_tiles(AVX2, 8, 1, 50, 61, 84, f32, f32, f32)
+    assert (t.m, t.n, t.m_pieces[0]) == (32, 3, (32, 32))
+    t = choose_tiles(AVX2, 4, 1, 76, 6, 118, f64, f64, f64)
+    assert (t.m, t.n, t.m_pieces[0]) == (16, 3, (64, 16))
+    assert 76 * 118 * 8 > REREAD_A_BYTES[8] and FEW_COLUMN_TILES >= 2
+    t = choose_tiles(AVX2, 4, 1, 100, 100, 100, f64, f64, f64)
+    assert 100 * 100 * 8 > REREAD_A_BYTES[8] and -(-100 // 3) > FEW_COLUMN_TILES
+    assert (t.m, t.n) == (8, 5)
+    assert choose_tiles(AVX2, 4, 1, 42, 12, 1, f64, f64, f64).m == 8
+    assert choose_tiles(AVX2, 4, 1, 12, 12, 114, f64, f64, f64).m_pieces == ((8, 8), (4, 4))
+    far = choose_tiles(AVX2, 4, 1, 42, 12, 114, f64, f64, f64, far_a=True)
+    assert far.m == 8
+
+
 def test_far_apart_columns_of_a_take_one_register_by_all_of_n():
     """Where A's columns lie far apart (``far_a``: a work-group's block of a tall matrix,
     prefetched) and A's block is smaller than STREAM_A_BYTES, one register's rows by all
     of N, K steps of one: f32 100x16x16 as 16x16 over 96 rows and the last 4 rows in a
     tile of 16 (one 128-row tile by 2 columns without ``far_a``); f64 100x9x9 as 8x9.
     Not where N's accumulators, a register of A and a broadcast exceed the 32 zmm
-    (f32 N = 31: 33 registers) or the 16 ymm of AVX2 (N = 16), nor where A's block has
-    STREAM_A_BYTES (f64 100x16x16, 12.8 KB: the tall tiles, 32x4)."""
+    (f32 N = 31: 33 registers) or the 16 ymm of AVX2 (N = 16: AVX2's register tiles, one
+    line of A's column per K step, 16x4, not the two of 32x2 that a block without far
+    columns takes), nor where A's block has STREAM_A_BYTES (f64 100x16x16, 12.8 KB: the
+    tall tiles, 32x4)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
     t = choose_tiles(cpu, 16, 1, 100, 16, 16, f32, f32, f32, far_a=True)
@@ -931,12 +962,15 @@ def test_far_apart_columns_of_a_take_one_register_by_all_of_n():
     t = choose_tiles(cpu, 8, 1, 100, 9, 9, f64, f64, f64, far_a=True)
     assert (t.m, t.n, t.k, t.m_pieces, t.k_rest) == (8, 9, 1, ((96, 8), (4, 8)), ())
     for S, N, K, e, target in ((16, 31, 4, f32, cpu), (16, 30, 4, f32, cpu),
-                               (8, 16, 16, f64, cpu), (8, 16, 16, f32, AVX2)):
+                               (8, 16, 16, f64, cpu)):
         far = choose_tiles(target, S, 1, 100, N, K, e, e, e, far_a=True)
         if N == 30:  # 30 accumulators, A and a broadcast: 32 zmm
             assert (far.m, far.n) == (16, 30)
         else:
             assert far == choose_tiles(target, S, 1, 100, N, K, e, e, e)
+    far = choose_tiles(AVX2, 8, 1, 100, 16, 16, f32, f32, f32, far_a=True)
+    near = choose_tiles(AVX2, 8, 1, 100, 16, 16, f32, f32, f32)
+    assert (far.m, far.n, near.m, near.n) == (16, 4, 32, 2)
     tall = choose_tiles(cpu, 8, 1, 100, 16, 16, f64, f64, f64, far_a=True)
     assert (tall.m, tall.n) == (32, 4)
 

@@ -79,7 +79,9 @@ The rule (documented in ``choose_tiles``):
 * Without broadcast operands (``target.broadcast_operands`` false: AVX2, subgroups of one
   ymm register) and with static M and N and one subgroup, ``register_tiles`` counts
   registers instead: each piece of M takes its own column count (``Tiles.row_n_pieces``)
-  and the cost weighs loads (the broadcasts of B are loads of their own).
+  and the cost weighs loads (the broadcasts of B are loads of their own); where M has
+  the rows, tiles load MIN_A_STEP_BYTES of A's column per K step unless A is large and
+  read by many column tiles (``two_line_rows``).
 * Far-apart columns: where A's columns lie a page or more apart and lower-linalg
   prefetches A's block (``matmul.far_operands``: a work-group's block of rows of a tall
   matrix) and the block is smaller than STREAM_A_BYTES, one subgroup's tiles are one
@@ -207,6 +209,19 @@ STREAM_ROW_BYTES = 256
 #: Not for K = 1 (ger: no K loop; f64 17x13 as 16-row tiles 2% slower from L2), nor
 #: where several subgroups share the tiles (fewer rows of tiles would leave one idle)
 MIN_A_STEP_BYTES = 128
+#: where AVX2's register tiles load MIN_A_STEP_BYTES of A's column per K step
+#: (``two_line_rows``): an A of at most REREAD_A_BYTES, by the size of the type, or one
+#: that N's column tiles of those rows read at most FEW_COLUMN_TILES times.  Such tiles
+#: (f64 16x3, f32 32x3) read A more often than the one-line tiles the cost prefers (f64
+#: 8x5, 8x6; f32 16x5, 16x6), from L2 where A passes L1: with the members from L3 (A's
+#: base address at each offset of 16 bytes in a cache line) f64 A of 48-64 KiB ran at
+#: 0.85-1.00x of the one-line tiles where N took more than four column tiles (median
+#: 0.93), larger ones at 0.90-0.98x (7-34 column tiles), both at 0.89-1.74x where N took
+#: 2-4; f64 A up to 48 KiB at 0.94-1.60x (median 1.12); f32 at 0.93-1.89x (median 1.13)
+#: up to A's largest, 64 KiB (a 128 x 128 block).  docs/performance.md, "AVX2: two cache
+#: lines of A per K step"
+REREAD_A_BYTES = {4: 64 << 10, 8: 48 << 10}
+FEW_COLUMN_TILES = 4
 #: the least A (bytes) for STREAM_ROW_BYTES: tall tiles gained from 9.8 KiB (f64
 #: 35x9x35: 2-3%) up; an A of a few KiB (M x 9 with K = 9: the chains' second product, the
 #: blocks of a tall-and-skinny product; a ger's column) is a few dozen cache lines, and
@@ -385,7 +400,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
             one_tile = whole[0][1]
     m_cap = min(m_cap, S * MAX_M_BLOCKS)
     if split and not target.broadcast_operands and G == 1 and M is not None and N is not None:
-        return register_tiles(target, S, M, N, K, acc, a, operands)
+        return register_tiles(target, S, M, N, K, acc, a, operands, far_a)
     Mm = M if M is not None else ASSUMED_SIZE
     Nm = N if N is not None else ASSUMED_SIZE
 
@@ -586,8 +601,35 @@ def register_chains(target: Target, rows: int, n: int, masked: bool, acc: Scalar
     return sets
 
 
+def two_line_rows(target: Target, S: int, M: int, N: int, K: Optional[int],
+                  acc: ScalarType, a: ScalarType) -> int:
+    """The fewest rows of ``register_tiles``'s tiles: where M has the rows and there is a
+    K loop, as many as load MIN_A_STEP_BYTES of A's column per K step (f64 16, f32 32),
+    unless A is larger than REREAD_A_BYTES and N takes more than FEW_COLUMN_TILES column
+    tiles of those rows; else S.
+
+    A tile of one cache line a step, reading each member's A from memory, ran at 0.57-0.76
+    of LIBXSMM in many shapes (f64 42x12x114 in 8x6 tiles, f32 107x4x72 in 16x4; A's
+    columns not aligned to a cache line, as NumPy allocates them, make each step's line
+    two), where two lines a step (LIBXSMM's AVX2 blocking) ran at 1.0-1.05: with the
+    members from L3, 24 random shapes whose tiles changed, 1.15x as fast (median,
+    0.96-1.89x)."""
+    m = S
+    while K != 1 and m * a.size < MIN_A_STEP_BYTES and m * 2 <= _pow2_at_most(M):
+        m *= 2
+    if m == S:
+        return S
+    regs = target.register_budget // target.vector_bytes
+    r = _ceil_div(m * acc.size, target.vector_bytes)
+    n = max((n for n in range(1, N + 1) if tile_registers(r, n, False) <= regs), default=1)
+    if (M * (K or ASSUMED_SIZE) * a.size > REREAD_A_BYTES[acc.size]
+            and _ceil_div(N, n) > FEW_COLUMN_TILES):
+        return S
+    return m
+
+
 def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
-                   acc: ScalarType, a: ScalarType, operands: int) -> Tiles:
+                   acc: ScalarType, a: ScalarType, operands: int, far_a: bool = False) -> Tiles:
     """Tiles of static M and N for one subgroup of one vector register of lanes whose FMAs
     take no broadcast operand (``target.broadcast_operands`` false: AVX2), where each of
     B's broadcasts takes a register and a tile that does not fit the register file spills
@@ -604,8 +646,9 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     leaves K2_SPARE registers free, else of one.  A K step of a tile costs
     ``max(r n, latency) + LOAD_COST (r + n)``, a load weighed by the type (an accumulator
     of fewer than MIN_ACC_BYTES waits for its FMAs) and its stores ``r n``.  For each
-    power-of-two multiple m of S up to the next power of two of M, M is cut as
-    ``row_pieces`` does, or, where M is at most
+    power of two m from ``two_line_rows`` (S where A's columns lie far apart, `far_a`: a
+    prefetched block, whose tall kernel ran 7-22% slower in tiles of two lines) up to the
+    next power of two of M, M is cut as ``row_pieces`` does, or, where M is at most
     two subgroups, as one partial tile (f32 10 rows: one 16-row tile in 16x5 and 16x4, not
     8x9 and a masked 8x9: as many FMAs, fewer loads; a larger partial tile computes rows
     for nothing: 24 rows of f32 as a masked 32x3 ran at 0.90 of LIBXSMM against 0.96 as
@@ -635,7 +678,7 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         return best
 
     best = None
-    m = S
+    m = S if far_a else two_line_rows(target, S, M, N, K, acc, a)
     while m <= min(max(S, _next_pow2(M)), S * MAX_M_BLOCKS):
         full, rest = M - M % m, M % m
         cuts = {row_pieces(M, m, S)}
