@@ -923,8 +923,10 @@ def test_register_tiles_load_two_lines_of_a_per_k_step():
     then the last 2 in 4x12; f32 50x61x84 in 32x3 tiles; f64 76x6x118 (A of 70 KiB, N two
     column tiles of 3) in 16x3.  Not where A is larger than REREAD_A_BYTES and N takes
     more than FEW_COLUMN_TILES such tiles (f64 100x100x100: 8x5, A 78 KiB read 20 times,
-    not 34), nor without a K loop (ger, K = 1), nor with fewer rows than 16 f64 (12
-    rows: 8 and 4), nor where A's columns lie far apart (``far_a``: a prefetched block)."""
+    not 34), nor without a K loop (ger, K = 1), nor where A's columns lie far apart
+    (``far_a``: a prefetched block).  Fewer rows than 16 f64 take as many as M has (12
+    rows: 8 and 4, not three tiles of 4; with the members from L3 0.75 -> 0.95 of
+    LIBXSMM for f64 12x7x56)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     t = choose_tiles(AVX2, 4, 1, 42, 12, 114, f64, f64, f64)
     assert (t.m, t.m_pieces) == (16, ((32, 16), (8, 8), (2, 4)))

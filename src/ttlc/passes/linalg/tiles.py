@@ -603,10 +603,11 @@ def register_chains(target: Target, rows: int, n: int, masked: bool, acc: Scalar
 
 def two_line_rows(target: Target, S: int, M: int, N: int, K: Optional[int],
                   acc: ScalarType, a: ScalarType) -> int:
-    """The fewest rows of ``register_tiles``'s tiles: where M has the rows and there is a
-    K loop, as many as load MIN_A_STEP_BYTES of A's column per K step (f64 16, f32 32),
-    unless A is larger than REREAD_A_BYTES and N takes more than FEW_COLUMN_TILES column
-    tiles of those rows; else S.
+    """The fewest rows of ``register_tiles``'s tiles: where there is a K loop, as many as
+    load MIN_A_STEP_BYTES of A's column per K step (f64 16, f32 32) or as M has (a power
+    of two: f64 12 rows as 8 and 4, not three tiles of 4), unless A is larger than
+    REREAD_A_BYTES and N takes more than FEW_COLUMN_TILES column tiles of those rows;
+    else S.
 
     A tile of one cache line a step, reading each member's A from memory, ran at 0.57-0.76
     of LIBXSMM in many shapes (f64 42x12x114 in 8x6 tiles, f32 107x4x72 in 16x4; A's
