@@ -300,7 +300,7 @@ for t, dt in (("f32", np.float32), ("f64", np.float64)):
     cases[f"chain {t}"] = ("chain", dt, CHAIN.format(t=t, m=56, k=56, n=9, p=9),
                            ((56, 56), (56, 9, 3), (9, 9, 3)), (56, 9, 3), "ik,kjb,jlb->ilb")
     for M, N, K in ((56, 9, 9), (2, 85, 12), (8, 85, 12), (4, 51, 29), (124, 11, 94),
-                    (76, 6, 118), (88, 23, 62)):
+                    (76, 6, 118), (88, 23, 62), (9, 9, 56), (12, 13, 56), (20, 9, 20)):
         cases[f"gemm {t} {M}x{N}x{K}"] = ("gemm", dt, GEMM_SUBVIEW.format(t=t, M=M, N=N, K=K),
                                           ((M, K, 3), (K, N, 3)), (M, N, 3), "ikb,kjb->ijb")
 out = {}
@@ -366,6 +366,14 @@ def test_avx2_tiles_of_two_lines_of_a_without_spills():
     (f64 16x3, f32 32x3: four ymm by three columns, A taken a register at a time, with
     remainders of 8 and 4 rows) keep their accumulators in registers and match NumPy."""
     avx2_kernels(["gemm f64 124x11x94", "gemm f64 76x6x118", "gemm f32 88x23x62"])
+
+
+def test_avx2_partial_tiles_of_few_rows_without_spills():
+    """Code for a CPU without AVX-512: all of M in one partial tile that computes only the
+    registers of M's rows (f64 9 rows: three ymm, the last with one row; f64 12 rows:
+    three whole ymm by 4 columns; f32 20 rows: three ymm, the last half) keeps its
+    accumulators in registers and matches NumPy."""
+    avx2_kernels(["gemm f64 9x9x56", "gemm f64 12x13x56", "gemm f32 20x9x20"])
 
 
 ONE_ROW = """

@@ -855,8 +855,9 @@ def test_ger_loads_a_column_beyond_the_registers_for_each_column(ty, R, kept):
                                    (2, 85, 12), (8, 85, 12), (4, 51, 29), (3, 14, 5)])
 def test_register_tiles_fit_the_ymm_registers(t, S, M, N, K):
     """AVX2: every piece of C has tiles of its own whose accumulator and either A's column
-    or B's broadcasts fit the 15 ymm registers (r n + min(r, n), r registers per column,
-    and the mask of a piece whose rows are checked); K steps of two only where their two
+    or B's broadcasts fit the 15 ymm registers (r n + min(r, n), r registers per column:
+    of a partial tile those that hold M's rows, which alone the CPU computes; and the
+    mask of a piece whose last register is partial); K steps of two only where their two
     of A's columns leave a register free; the pieces cover M and N."""
     acc = SCALAR_TYPES[t]
     tiles = choose_tiles(AVX2, S, 1, M, N, K, acc, acc, acc)
@@ -867,9 +868,10 @@ def test_register_tiles_fit_the_ymm_registers(t, S, M, N, K):
         assert tile % S == 0 and tile & (tile - 1) == 0
         assert extent % tile == 0 or extent < tile
         assert sum(e for e, _ in columns) == N
-        r = tile // lanes
+        rows = min(extent, tile)
+        r, masked = -(-rows // lanes), extent < tile and rows % lanes != 0
         for _, n in columns:
-            assert r * n + tiles.k * min(r, n) + (extent % tile != 0) <= 15 - (tiles.k - 1)
+            assert r * n + tiles.k * min(r, n) + masked <= 15 - (tiles.k - 1)
     assert tiles.k in (1, 2) and sum(tiles.k_rest) < tiles.k
 
 
@@ -924,9 +926,8 @@ def test_register_tiles_load_two_lines_of_a_per_k_step():
     column tiles of 3) in 16x3.  Not where A is larger than REREAD_A_BYTES and N takes
     more than FEW_COLUMN_TILES such tiles (f64 100x100x100: 8x5, A 78 KiB read 20 times,
     not 34), nor without a K loop (ger, K = 1), nor where A's columns lie far apart
-    (``far_a``: a prefetched block).  Fewer rows than 16 f64 take as many as M has (12
-    rows: 8 and 4, not three tiles of 4; with the members from L3 0.75 -> 0.95 of
-    LIBXSMM for f64 12x7x56)."""
+    (``far_a``: a prefetched block).  Fewer rows than 16 f64 are one partial tile of 16
+    (``test_register_tiles_take_few_rows_in_one_partial_tile``), not tiles of 4."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     t = choose_tiles(AVX2, 4, 1, 42, 12, 114, f64, f64, f64)
     assert (t.m, t.m_pieces) == (16, ((32, 16), (8, 8), (2, 4)))
@@ -940,9 +941,32 @@ def test_register_tiles_load_two_lines_of_a_per_k_step():
     assert 100 * 100 * 8 > REREAD_A_BYTES[8] and -(-100 // 3) > FEW_COLUMN_TILES
     assert (t.m, t.n) == (8, 5)
     assert choose_tiles(AVX2, 4, 1, 42, 12, 1, f64, f64, f64).m == 8
-    assert choose_tiles(AVX2, 4, 1, 12, 12, 114, f64, f64, f64).m_pieces == ((8, 8), (4, 4))
+    assert choose_tiles(AVX2, 4, 1, 12, 12, 114, f64, f64, f64).m_pieces == ((12, 16),)
     far = choose_tiles(AVX2, 4, 1, 42, 12, 114, f64, f64, f64, far_a=True)
     assert far.m == 8
+
+
+def test_register_tiles_take_few_rows_in_one_partial_tile():
+    """AVX2: all of M fewer than a tile of at most four registers of rows is one partial
+    tile, costed and held by the registers of M's rows, which alone the CPU computes:
+    f64 9x9x56 as 16x3 over 9 rows (three ymm by 3 columns: 9 + 3 + a mask of 15; not
+    8x5 + 8x4 and a masked 4x9), f64 10x9x10 alike, f64 12 rows three whole ymm by 4
+    columns (12 + 3 of 15), f32 20x9x20 as 32x3 over 20 rows, f32 17x13x11 in 32x3 and a
+    last column; worked out by hand.  Not for one column (a gemv's: its pieces ran 1.07x
+    as fast with A shared), nor where the partial tile would be more than four registers
+    (f64 22 rows: pieces of 16 and 6)."""
+    f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
+    t = choose_tiles(AVX2, 4, 1, 9, 9, 56, f64, f64, f64)
+    assert (t.m, t.m_pieces, t.row_n_pieces) == (16, ((9, 16),), (((9, 3),),))
+    assert choose_tiles(AVX2, 4, 1, 10, 9, 10, f64, f64, f64).m_pieces == ((10, 16),)
+    t = choose_tiles(AVX2, 4, 1, 12, 12, 114, f64, f64, f64)
+    assert (t.m_pieces, t.row_n_pieces) == (((12, 16),), (((12, 4),),))
+    t = choose_tiles(AVX2, 8, 1, 20, 9, 20, f32, f32, f32)
+    assert (t.m_pieces, t.row_n_pieces) == (((20, 32),), (((9, 3),),))
+    t = choose_tiles(AVX2, 8, 1, 17, 13, 11, f32, f32, f32)
+    assert (t.m_pieces, t.row_n_pieces) == (((17, 32),), (((12, 3), (1, 1)),))
+    assert choose_tiles(AVX2, 4, 1, 9, 1, 56, f64, f64, f64).m_pieces != ((9, 16),)
+    assert choose_tiles(AVX2, 4, 1, 22, 46, 9, f64, f64, f64).m_pieces[0] == (16, 16)
 
 
 def test_far_apart_columns_of_a_take_one_register_by_all_of_n():

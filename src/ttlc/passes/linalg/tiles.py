@@ -649,11 +649,15 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     of fewer than MIN_ACC_BYTES waits for its FMAs) and its stores ``r n``.  For each
     power of two m from ``two_line_rows`` (S where A's columns lie far apart, `far_a`: a
     prefetched block, whose tall kernel ran 7-22% slower in tiles of two lines) up to the
-    next power of two of M, M is cut as ``row_pieces`` does, or, where M is at most
-    two subgroups, as one partial tile (f32 10 rows: one 16-row tile in 16x5 and 16x4, not
-    8x9 and a masked 8x9: as many FMAs, fewer loads; a larger partial tile computes rows
-    for nothing: 24 rows of f32 as a masked 32x3 ran at 0.90 of LIBXSMM against 0.96 as
-    16x5, 16x4 and 8x9), and each piece of rows takes the column count that costs it least
+    next power of two of M, M is cut as ``row_pieces`` does, or, where all of M is less
+    than a tile of at most four registers of rows and there is more than one column, as
+    one partial tile, which computes and holds only the registers of M's rows (f32 10
+    rows: one 16-row tile in 16x5 and 16x4, not 8x9 and a masked 8x9: as many FMAs, fewer
+    loads; f64 9 rows: three ymm by 3 columns, not 8x5 + 8x4 and a masked 4x9, with the
+    members from L3 1.45x as fast; f32 20 rows: three ymm by 3, not 16x5 + 16x4 and 8x9,
+    1.06x; a gemv's one column kept its pieces, 0.93x with A shared; larger partial tiles,
+    f64 22 rows in 32, leave two columns beside their registers and were not measured),
+    and each piece of rows takes the column count that costs it least
     (f32 56x9: 32x3, then 16 rows in 16x5 and 16x4, the last 8 in one 8x9: LIBXSMM's 63
     FMAs per K step); the least total cost wins, each piece adding PIECE_COST."""
     regs = target.register_budget // target.vector_bytes
@@ -662,10 +666,17 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     steps = K if K is not None else ASSUMED_SIZE
     load = LOAD_COST[acc.size]  # (f32 and f64 only: ``split_remainders``)
 
+    def computed_registers(extent: int, tile: int) -> Tuple[int, bool]:
+        """The registers per column a tile of `tile` rows over `extent` rows computes
+        (a partial tile only those holding M's rows, ``computed_rows``), and whether the
+        last is partial (its rows checked: A's partial register needs a mask)."""
+        if extent >= tile:
+            return _ceil_div(tile, lanes), False
+        return _ceil_div(extent, lanes), extent % lanes != 0
+
     def columns(extent: int, tile: int) -> Optional[Tuple[float, int]]:
         """(cost, n) of the best column count for rows `extent` in tiles of `tile`."""
-        r = _ceil_div(tile, lanes)
-        masked = extent % tile != 0  # its rows checked: A's partial register needs a mask
+        r, masked = computed_registers(extent, tile)
         best = None
         for n in range(1, N + 1):
             if tile_registers(r, n, masked) > regs:
@@ -683,8 +694,8 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     while m <= min(max(S, _next_pow2(M)), S * MAX_M_BLOCKS):
         full, rest = M - M % m, M % m
         cuts = {row_pieces(M, m, S)}
-        if not full and S < rest <= 2 * S:  # the rows as one partial tile
-            cuts.add(((full, m),) * bool(full) + ((rest, _next_pow2(rest)),))
+        if not full and S < rest and m <= 4 * S and N > 1:  # all of M one partial tile
+            cuts.add(((rest, m),))
         for rows in cuts:
             chosen = [columns(extent, tile) for extent, tile in rows]
             if None in chosen:
@@ -699,8 +710,8 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     _, m, rows, ns = best
     k = _k_step(SPLIT_MAX_K, m * a.size, operands)
     k_rest: Tuple[int, ...] = ()
-    if any(tile_registers(_ceil_div(tile, lanes), n, extent % tile != 0, 1, k) + K2_SPARE > regs
-           for (extent, tile), n in zip(rows, ns)):
+    if any(tile_registers(r, n, masked, 1, k) + K2_SPARE > regs
+           for (r, masked), n in zip((computed_registers(*piece) for piece in rows), ns)):
         k = 1
     if K is not None:
         k, k_rest = k_steps(K, k)
