@@ -952,8 +952,9 @@ def test_register_tiles_take_few_rows_in_one_partial_tile():
     f64 9x9x56 as 16x3 over 9 rows (three ymm by 3 columns: 9 + 3 + a mask of 15; not
     8x5 + 8x4 and a masked 4x9), f64 10x9x10 alike, f64 12 rows three whole ymm by 4
     columns (12 + 3 of 15), f32 20x9x20 as 32x3 over 20 rows, f32 17x13x11 in 32x3 and a
-    last column; worked out by hand.  Not for one column (a gemv's: its pieces ran 1.07x
-    as fast with A shared), nor where the partial tile would be more than four registers
+    last column; worked out by hand.  Not for one column of more than two registers of
+    rows (a gemv's: f64 9 rows in pieces ran 1.07x as fast with A shared; f32 10 rows
+    stay one tile of 16), nor where the partial tile would be more than four registers
     (f64 22 rows: pieces of 16 and 6)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     t = choose_tiles(AVX2, 4, 1, 9, 9, 56, f64, f64, f64)
@@ -966,6 +967,7 @@ def test_register_tiles_take_few_rows_in_one_partial_tile():
     t = choose_tiles(AVX2, 8, 1, 17, 13, 11, f32, f32, f32)
     assert (t.m_pieces, t.row_n_pieces) == (((17, 32),), (((12, 3), (1, 1)),))
     assert choose_tiles(AVX2, 4, 1, 9, 1, 56, f64, f64, f64).m_pieces != ((9, 16),)
+    assert choose_tiles(AVX2, 8, 1, 10, 1, 56, f32, f32, f32).m_pieces == ((10, 16),)
     assert choose_tiles(AVX2, 4, 1, 22, 46, 9, f64, f64, f64).m_pieces[0] == (16, 16)
 
 

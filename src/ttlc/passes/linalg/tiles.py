@@ -604,8 +604,8 @@ def register_chains(target: Target, rows: int, n: int, masked: bool, acc: Scalar
 def two_line_rows(target: Target, S: int, M: int, N: int, K: Optional[int],
                   acc: ScalarType, a: ScalarType) -> int:
     """The fewest rows of ``register_tiles``'s tiles: where there is a K loop, as many as
-    load MIN_A_STEP_BYTES of A's column per K step (f64 16, f32 32) or as M has (a power
-    of two: f64 12 rows as 8 and 4, not three tiles of 4), unless A is larger than
+    load MIN_A_STEP_BYTES of A's column per K step (f64 16, f32 32) or, a power of two,
+    as M has (f64 12 rows: tiles of 8 rows or more, not three of 4), unless A is larger than
     REREAD_A_BYTES and N takes more than FEW_COLUMN_TILES column tiles of those rows;
     else S.
 
@@ -650,8 +650,9 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     power of two m from ``two_line_rows`` (S where A's columns lie far apart, `far_a`: a
     prefetched block, whose tall kernel ran 7-22% slower in tiles of two lines) up to the
     next power of two of M, M is cut as ``row_pieces`` does, or, where all of M is less
-    than a tile of at most four registers of rows and there is more than one column, as
-    one partial tile, which computes and holds only the registers of M's rows (f32 10
+    than a tile of at most four registers of rows and there is more than one column (or
+    M is at most two registers), as one partial tile, which computes and holds only the
+    registers of M's rows (f32 10
     rows: one 16-row tile in 16x5 and 16x4, not 8x9 and a masked 8x9: as many FMAs, fewer
     loads; f64 9 rows: three ymm by 3 columns, not 8x5 + 8x4 and a masked 4x9, with the
     members from L3 1.45x as fast; f32 20 rows: three ymm by 3, not 16x5 + 16x4 and 8x9,
@@ -694,8 +695,8 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     while m <= min(max(S, _next_pow2(M)), S * MAX_M_BLOCKS):
         full, rest = M - M % m, M % m
         cuts = {row_pieces(M, m, S)}
-        if not full and S < rest and m <= 4 * S and N > 1:  # all of M one partial tile
-            cuts.add(((rest, m),))
+        if not full and S < rest and m <= 4 * S and (N > 1 or rest <= 2 * S):
+            cuts.add(((rest, m),))  # all of M one partial tile
         for rows in cuts:
             chosen = [columns(extent, tile) for extent, tile in rows]
             if None in chosen:
