@@ -949,7 +949,7 @@ def test_register_tiles_load_two_lines_of_a_per_k_step():
 def test_register_tiles_take_few_rows_in_one_partial_tile():
     """AVX2: all of M fewer than a tile of at most four registers of rows is one partial
     tile, costed and held by the registers of M's rows, which alone the CPU computes:
-    f64 9x9x56 as 16x3 over 9 rows (three ymm by 3 columns: 9 + 3 + a mask of 15; not
+    f64 9x9x56 as 16x3 over 9 rows (three ymm by 3 columns: 9 + 3 + 1, the mask, of 15; not
     8x5 + 8x4 and a masked 4x9), f64 10x9x10 alike, f64 12 rows three whole ymm by 4
     columns (12 + 3 of 15), f32 20x9x20 as 32x3 over 20 rows, f32 17x13x11 in 32x3 and a
     last column; worked out by hand.  Not for one column of more than two registers of
