@@ -671,9 +671,8 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         """The registers per column a tile of `tile` rows over `extent` rows computes
         (a partial tile only those holding M's rows, ``computed_rows``), and whether the
         last is partial (its rows checked: A's partial register needs a mask)."""
-        if extent >= tile:
-            return _ceil_div(tile, lanes), False
-        return _ceil_div(extent, lanes), extent % lanes != 0
+        rows = computed_rows(extent, tile, lanes)
+        return rows // lanes, extent < tile and extent % lanes != 0
 
     def columns(extent: int, tile: int) -> Optional[Tuple[float, int]]:
         """(cost, n) of the best column count for rows `extent` in tiles of `tile`."""
