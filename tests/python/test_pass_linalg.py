@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import re
+import subprocess
+import sys
 from typing import Callable, List, Sequence
 
 import numpy as np
@@ -490,14 +493,17 @@ def member_dot_kernel(ty: str, R: int, C: int, member: str, beta: float = 0.0,
 @pytest.mark.parametrize("ty,R,C,member,columns", [
     ("f64", 56, 56, "group", 1), ("f64", 17, 13, "group", 1), ("f32", 35, 35, "group", 1),
     ("f64", 56, 56, "loop", 1), ("f64", 56, 56, "shared", 8), ("f64", 17, 13, "shared", 8),
-    ("f32", 17, 13, "group", 8), ("f64", 9, 56, "group", 8), ("f32", 9, 56, "group", 8)])
+    ("f32", 17, 13, "group", 4), ("f64", 9, 56, "group", 4), ("f64", 16, 40, "loop", 4),
+    ("f64", 8, 40, "group", 4), ("f64", 7, 40, "group", 8), ("f32", 9, 56, "group", 8),
+    ("f64", 9, 56, "shared", 8)])
 def test_gemv_t_of_a_batch_member_reads_one_column_at_a_time(ty, R, C, member, columns):
     """Where A differs between work-groups (a member of a batch, by group_id or a loop
     variable) and its columns are longer than two cache lines (f64 17 rows: 136 bytes),
     the dot products take one of A's columns at a time (A read in the order of its
-    addresses, ``matmul.dot_columns``); a shared A and shorter columns (f32 17 rows: 68
-    bytes, f64 9: 72) keep DOT_COLUMNS at once.  The widths of the partial sums' tiles
-    show it."""
+    addresses, ``matmul.dot_columns``); columns of one or two lines (f32 17 rows: 68
+    bytes, f64 9: 72, f64 16: 128, f64 8: 64) MEMBER_DOT_COLUMNS (4) at once; a shared A
+    and columns within a line (f64 7 rows: 56 bytes, f32 9: 36) DOT_COLUMNS (8).  The
+    widths of the partial sums' tiles show it."""
     S = 16 if ty == "f32" else 8
     text = str(lowered(member_dot_kernel(ty, R, C, member, attrs=attributes((S, 1), S)),
                        ("lower-linalg",), "cpu"))
@@ -826,7 +832,43 @@ def test_choose_tiles_cpu_remainders_get_smaller_tiles():
 #: the cpu description as a CPU without AVX-512 gives it (``backends.cpu.module._this_cpu``):
 #: 15 ymm registers of tiles (one kept for B's broadcast), FMAs without broadcast operands
 AVX2 = dataclasses.replace(TARGETS["cpu"], register_budget=15 * 32, vector_bytes=32,
-                           broadcast_operands=False)
+                           broadcast_operands=False, mask_registers=False)
+
+
+def test_avx2_is_the_description_a_cpu_without_avx512_gets():
+    """AVX2 above is what ``_this_cpu`` makes of the cpu description for TTLC_CPU=x86-64-v3
+    (a fresh process: the CPU is read once)."""
+    fields = ("register_budget", "vector_bytes", "broadcast_operands", "mask_registers")
+    code = ("from ttlc.target import get_target\n"
+            "from ttlc.backends.cpu.module import _this_cpu\n"
+            f"t = _this_cpu(get_target('cpu'))\nprint([getattr(t, f) for f in {fields!r}])")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, TTLC_CPU="x86-64-v3"), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == str([getattr(AVX2, f) for f in fields])
+
+
+@pytest.mark.parametrize("ty,R,member,dots", [
+    ("f64", 3, "group", False), ("f32", 7, "group", False), ("f32", 4, "loop", False),
+    ("f64", 4, "group", True), ("f32", 9, "group", True), ("f64", 3, "shared", True),
+    ("f32", 7, "shared", True)])
+def test_avx2_gemv_t_of_a_member_within_a_subgroup_is_a_matmul(ty, R, member, dots):
+    """AVX2 (masked loads without mask registers): a batch member's gemv.t whose columns
+    are shorter than a subgroup (f64 3 rows of 4 lanes, f32 7 of 8) would read each column
+    in one masked load alone: it keeps the tiles of matmul (no column sums); a column of a
+    subgroup or more (f64 4, f32 9) and a shared A are dot products (``dot_columns``).
+    The lowered program, run by the interpreter, agrees with NumPy for every member."""
+    S, C, batch = 32 // SCALAR_TYPES[ty].size, 40, 4
+    program = ttlc.check(member_dot_kernel(ty, R, C, member, attrs=attributes((S, 1), S)))
+    run_passes(program, ["lower-linalg"], PassContext(target=AVX2))
+    assert ("cooperative_matrix_reduce_add.column" in str(program)) == dots
+    A = rand((R, C) if member == "shared" else (R, C, batch), ty, 1)
+    b, c = rand((R, batch), ty, 2), np.full((C, batch), np.nan, DTYPES[ty], order="F")
+    groups = batch // 2 if member == "loop" else batch
+    compiled(ttlc.check(str(program)), False)["member"](A, b, c, grid=(groups,))
+    want = np.einsum("rc,rb->cb" if member == "shared" else "rcb,rb->cb",
+                     A.astype(np.float64), b)
+    close(c, want, ty)
 
 
 @pytest.mark.parametrize("ty,R,kept", [("f32", 120, False), ("f64", 84, False),

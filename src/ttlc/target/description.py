@@ -200,6 +200,11 @@ class Target:
     #: register of its own and gemm's tiles are chosen register by register
     #: (``linalg.tiles``)
     broadcast_operands: bool = True
+    #: where subgroups are SIMD lanes: whether masked vector loads take their mask from a
+    #: mask register (AVX-512); AVX2's masked loads (``vmaskmov``) of a batch's members
+    #: ran at half the speed of the same work in full loads where they were the first to
+    #: read a line (``linalg.matmul.dot_columns``)
+    mask_registers: bool = True
     #: the matrix hardware (none: every coopmatrix instruction is lowered generically)
     matrix: MatrixUnit = field(default_factory=MatrixUnit)
     #: how a function that leaves its sizes to the compiler runs here (``ExecConfig.of``):

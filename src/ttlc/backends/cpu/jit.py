@@ -273,6 +273,12 @@ def broadcast_operands() -> bool:
     return vector_bits() >= 512
 
 
+def mask_registers() -> bool:
+    """Whether masked vector loads and stores take their mask from a mask register
+    (AVX-512); AVX2's ``vmaskmov`` takes it from a vector register."""
+    return vector_bits() >= 512
+
+
 def register_bytes() -> int:
     """Bytes of the vector registers a kernel's tiles may take: 32 registers with AVX-512;
     else 16, less one for the broadcast of B's entry of each FMA (AVX-512 FMAs broadcast

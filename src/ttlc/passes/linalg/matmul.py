@@ -67,6 +67,9 @@ FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
 #: 4 and 16 columns ran at most as fast as 8, 12 (a tile of 8 left over) at a third),
 #: where A is the same matrix in every work-group (``dot_columns``)
 DOT_COLUMNS = 8
+#: at most this many where A is a batch's member whose columns are read together
+#: (``dot_columns``)
+MEMBER_DOT_COLUMNS = 4
 #: a gemv.t's column of A longer than this (two cache lines) is read by itself where A
 #: is a batch's member (``dot_columns``)
 STREAM_COLUMN_BYTES = 128
@@ -239,16 +242,30 @@ def dot_columns(em: Emitter, A: Value, ta: str, c: Value, M: Int, K: Int) -> int
     Where the members stay in the caches (a few hundred KB) one column at a time is up
     to a fifth slower (each column's lanes summed by themselves: f64 17x13 0.80-0.87x,
     f32 1x56x56 as a gemm 0.79-0.82x, f64 56x56 0.87-0.99x, 120x120 1.07-1.10x), still
-    1.8-4.7x LIBXSMM."""
+    1.8-4.7x LIBXSMM.
+
+    A member's columns of one or two cache lines are taken MEMBER_DOT_COLUMNS at once:
+    8 columns of f64 15 or 16 rows ran at 0.59-1.18 of LIBXSMM from L3, 4 at 1.16-2.07
+    (gemms 1xNx15 and 1xNx16, both CPU kinds), f64 8 rows with AVX-512 0.88 -> 1.72;
+    within a line 8 stay (f64 5 and 6 rows, f32 9 and 12: 4 ran 0.87-0.98x as fast).  Without mask registers (AVX2) a member's columns shorter
+    than a subgroup are a matmul: each column one masked load alone (``vmaskmov``) ran at
+    0.46-0.59 of LIBXSMM (f64 1x40x3, f32 1x40x7), the matmul's tiles at 1.06-1.18."""
     acc = accumulate_type(c.type.element)
     m, k = known(M), known(K)
     if (ta != "t" or m is None or k is None or 2 * k < em.sgs or A.type.stride[0] != 1
             or not split_remainders(em.target, acc, A.type.element, c.type.element)):
         return 0
-    if k * A.type.element.size > STREAM_COLUMN_BYTES and not em.same_in_every_group(A):
-        return 1
+    most = DOT_COLUMNS
+    if not em.same_in_every_group(A):
+        if k < em.sgs and not em.target.mask_registers:
+            return 0
+        column = k * A.type.element.size
+        if column > STREAM_COLUMN_BYTES:
+            return 1
+        if column >= em.target.cache_line:
+            most = MEMBER_DOT_COLUMNS
     fit = accumulator_bytes(em.target.register_budget) // (em.sgs * acc.size)
-    return max(1, min(m, fit, DOT_COLUMNS))
+    return max(1, min(m, fit, most))
 
 
 def dot_products(em: Emitter, A: Value, b_col: Value, c_col: Value, M: int, K: int,
