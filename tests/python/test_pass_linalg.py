@@ -988,6 +988,50 @@ def test_register_tiles_load_two_lines_of_a_per_k_step():
     assert far.m == 8
 
 
+@pytest.mark.parametrize("t,S,M,N,K,wide,narrow", [
+    ("f64", 4, 4, 62, 28, (13, 1), (4, 2)), ("f64", 4, 2, 32, 30, (8, 2), (4, 2)),
+    ("f32", 8, 4, 12, 53, (12, 1), (4, 2)), ("f64", 4, 8, 62, 28, (6, 1), (6, 1)),
+    ("f64", 4, 56, 9, 56, (3, 1), (3, 1)), ("f64", 4, 100, 100, 100, (5, 1), (5, 1))])
+def test_register_tiles_take_few_of_a_streamed_bs_columns(t, S, M, N, K, wide, narrow):
+    """AVX2: where B is a batch member new to the caches (``streamed_b``), M's only piece
+    of rows, of one register, takes at most STREAMED_B_COLUMNS columns, each a stream
+    through memory (f64 4 rows: 4x13 by the cost, one A register for 13 FMAs; a 4x4 tile,
+    4 accumulators and A's registers of two K steps, takes steps of two); a piece of two
+    registers (f64 8 rows) and tiles of several pieces of rows keep theirs (f64 56x9:
+    16x3 reads B first; 100x100: 8x5).  (columns, K step) of the
+    first piece, worked out by hand from the rule."""
+    ty = SCALAR_TYPES[t]
+    got = [choose_tiles(AVX2, S, 1, M, N, K, ty, ty, ty, streamed_b=streamed)
+           for streamed in (False, True)]
+    assert [(x.row_n_pieces[0][0][1], x.k) for x in got] == [wide, narrow]
+
+
+@pytest.mark.parametrize("member,K,columns", [("group", 28, 4), ("loop", 28, 4),
+                                              ("group", 40, 4), ("shared", 28, 13),
+                                              ("group", 16, 13), ("group", 41, 13)])
+def test_a_member_b_is_read_in_few_columns_on_avx2(member, K, columns):
+    """lower-linalg on the AVX2 description: a gemm 4x62xK of a member B (by group_id or
+    a loop variable) whose columns are longer than two cache lines and at most five (K
+    28: 224 bytes, K 40: 320) has accumulator tiles of 4 columns; of a shared B, or of
+    columns of two lines (K 16) or more than five (K 41), 13.
+    The lowered program, run by the interpreter, agrees with NumPy for every member."""
+    batch = 4
+    operands = [("a", (4, K), False), ("b", (K, 62), member == "shared"),
+                ("c", (4, 62), False)]
+    text = member_kernel("f64", "gemm", operands, 0.0, member == "loop", attributes((4, 1), 4))
+    program = ttlc.check(text)
+    run_passes(program, ["lower-linalg"], PassContext(target=AVX2))
+    widths = {int(w) for w in re.findall(r"coopmatrix<f64x4x(\d+),matrix_acc>", str(program))}
+    assert max(widths) == columns, widths
+    A = rand((4, K, batch), "f64", 1)
+    B = rand((K, 62) if member == "shared" else (K, 62, batch), "f64", 2)
+    C = np.full((4, 62, batch), np.nan, order="F")
+    groups = batch // 2 if member == "loop" else batch
+    compiled(ttlc.check(str(program)), False)["member"](A, B, C, grid=(groups,))
+    want = np.einsum("mkb,kn->mnb" if member == "shared" else "mkb,knb->mnb", A, B)
+    close(C, want, "f64")
+
+
 def test_register_tiles_take_few_rows_in_one_partial_tile():
     """AVX2: all of M fewer than a tile of at most four registers of rows is one partial
     tile, costed and held by the registers of M's rows, which alone the CPU computes:

@@ -359,13 +359,17 @@ def _ceil_div(a: int, b: int) -> int:
 @functools.lru_cache(maxsize=1024)
 def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, Tuple[int, int]],
                  M: Optional[int], N: Optional[int], K: Optional[int],
-                 acc: ScalarType, a: ScalarType, b: ScalarType, far_a: bool = False) -> Tiles:
+                 acc: ScalarType, a: ScalarType, b: ScalarType, far_a: bool = False,
+                 streamed_b: bool = False) -> Tiles:
     """The tile shape for C (M x N) += A (M x K) B (K x N) accumulating in ``acc``.
 
     ``num_subgroups`` is the number of subgroups of the work-group, or their grid
     ``(gx, gy)``; ``M``, ``N``, ``K`` are static sizes or None (dynamic); ``a`` and ``b``
     are the element types of A and B as loaded; ``far_a``: A's columns lie far apart
-    (``far_column_tiles``).  See the module docstring for the rule.
+    (``far_column_tiles``); ``streamed_b``: each K step of a tile reads one entry of each
+    of its columns of B, a batch member's columns of a length in STREAMED_B_COLUMN_BYTES
+    new to the caches (``register_tiles``).
+    See the module docstring for the rule.
     """
     S = subgroup_size
     grid = num_subgroups if isinstance(num_subgroups, tuple) else None
@@ -400,7 +404,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
             one_tile = whole[0][1]
     m_cap = min(m_cap, S * MAX_M_BLOCKS)
     if split and not target.broadcast_operands and G == 1 and M is not None and N is not None:
-        return register_tiles(target, S, M, N, K, acc, a, operands, far_a)
+        return register_tiles(target, S, M, N, K, acc, a, operands, far_a, streamed_b)
     Mm = M if M is not None else ASSUMED_SIZE
     Nm = N if N is not None else ASSUMED_SIZE
 
@@ -629,8 +633,23 @@ def two_line_rows(target: Target, S: int, M: int, N: int, K: Optional[int],
     return m
 
 
+#: the most columns of a tile of one register of rows where each of its K steps reads an
+#: entry of each of B's columns and B is a batch's member, new to the caches
+#: (``register_tiles``' ``streamed_b``): n columns are n streams through memory, an entry
+#: of B for each FMA.  Such tiles chose up to 15 columns (one A register loaded for 15
+#: FMAs), which ran at 0.82-0.98 of LIBXSMM's speed with the members from L3, 4 columns
+#: at 1.08-1.40 (f64 4x62x28, 2x32x30, 3x40x20; f32 4x12x53, 8x30x40;
+#: docs/performance.md, "AVX2: at most four of a member's columns of B"); with B shared
+#: (in the caches) 13 stay faster.  Only where B's columns are longer than two cache
+#: lines and at most five (STREAMED_B_COLUMN_BYTES): shorter ones lost up to 16% (f64
+#: 3x5x7 and 4x62x6, f32 10x9x10), longer ones won or lost by turns (f32 4x15x117 1.20
+#: -> 0.95 of LIBXSMM, f64 2x38x76 1.09 -> 0.93; f32 2x19x108 1.63 -> 2.42)
+STREAMED_B_COLUMNS, STREAMED_B_COLUMN_BYTES = 4, (128, 320)
+
+
 def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
-                   acc: ScalarType, a: ScalarType, operands: int, far_a: bool = False) -> Tiles:
+                   acc: ScalarType, a: ScalarType, operands: int, far_a: bool = False,
+                   streamed_b: bool = False) -> Tiles:
     """Tiles of static M and N for one subgroup of one vector register of lanes whose FMAs
     take no broadcast operand (``target.broadcast_operands`` false: AVX2), where each of
     B's broadcasts takes a register and a tile that does not fit the register file spills
@@ -660,7 +679,11 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     f64 22 rows in 32, leave two columns beside their registers and were not measured),
     and each piece of rows takes the column count that costs it least
     (f32 56x9: 32x3, then 16 rows in 16x5 and 16x4, the last 8 in one 8x9: LIBXSMM's 63
-    FMAs per K step); the least total cost wins, each piece adding PIECE_COST."""
+    FMAs per K step), M's only piece of rows, of one register, at most STREAMED_B_COLUMNS
+    where B is `streamed_b` (where several pieces read B, one of 16 or 32 rows takes few
+    columns anyway and the others read B from the caches; of two registers, 4 columns
+    lost where B's columns were long, f64 6x30x100 and 8x36x121: 0.88x); the least total
+    cost wins, each piece adding PIECE_COST."""
     regs = target.register_budget // target.vector_bytes
     lanes = max(1, target.vector_bytes // acc.size)
     latency = MIN_ACC_BYTES / target.vector_bytes
@@ -674,11 +697,13 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         rows = computed_rows(extent, tile, lanes)
         return rows // lanes, extent < tile and extent % lanes != 0
 
-    def columns(extent: int, tile: int) -> Optional[Tuple[float, int]]:
-        """(cost, n) of the best column count for rows `extent` in tiles of `tile`."""
+    def columns(extent: int, tile: int, alone: bool) -> Optional[Tuple[float, int]]:
+        """(cost, n) of the best column count for rows `extent` in tiles of `tile`, M's
+        only piece of rows where `alone`."""
         r, masked = computed_registers(extent, tile)
         best = None
-        for n in range(1, N + 1):
+        capped = streamed_b and alone and r == 1  # each of B's entries for one FMA
+        for n in range(1, (min(N, STREAMED_B_COLUMNS) if capped else N) + 1):
             if tile_registers(r, n, masked) > regs:
                 break
             pieces = column_pieces(N, n)
@@ -697,7 +722,7 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         if not full and S < rest and m <= 4 * S and (N > 1 or rest <= 2 * S):
             cuts.add(((rest, m),))  # all of M one partial tile
         for rows in cuts:
-            chosen = [columns(extent, tile) for extent, tile in rows]
+            chosen = [columns(extent, tile, len(rows) == 1) for extent, tile in rows]
             if None in chosen:
                 continue
             cost = sum(c for c, _ in chosen) * (1 + PIECE_COST * (len(rows) - 1))
