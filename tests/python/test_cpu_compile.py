@@ -119,6 +119,36 @@ def test_folding_builder_keeps_what_it_cannot_fold():
     assert b.block.instructions == kept
 
 
+@pytest.mark.parametrize("elem", [I8, I32, I64], ids=str)
+def test_folding_builder_compares_constants(elem):
+    """Comparisons of integer constants fold to i1 constants, signed and unsigned as the
+    lanes' bits read (-1 is the largest unsigned value), zeroinitializer included; i1
+    constants anded fold, and ``x and true`` is x.  Against NumPy's fixed-width compares."""
+    b = _builder()
+    dtype = _NUMPY_INT[elem.width]
+    info = np.iinfo(dtype)
+    x = [int(info.min), -1, 0, 1, 2, int(info.max), 5, -7]
+    y = [0, 1, -1, 1, int(info.max), int(info.min), 5, -8]
+    for op, fn in (("<", np.less), ("<=", np.less_equal), (">", np.greater),
+                   (">=", np.greater_equal), ("==", np.equal), ("!=", np.not_equal)):
+        for signed, kind in ((True, dtype), (False, np.dtype(dtype).str.replace("i", "u"))):
+            want = fn(np.array(x, dtype).astype(kind), np.array(y, dtype).astype(kind))
+            cmp = b.icmp_signed if signed else b.icmp_unsigned
+            got = cmp(op, VectorConstant(elem, x), VectorConstant(elem, y))
+            assert isinstance(got, VectorConstant) and [int(v) for v in got.ints] == \
+                want.astype(int).tolist(), (op, signed)
+    vt = ir.VectorType(elem, 4)
+    assert list(b.icmp_signed(">=", VectorConstant(elem, [-2, 0, 3, 1]),
+                              ZeroVector(vt)).ints) == [0, 1, 1, 1]
+    p, q = VectorConstant(I1, [1, 1, 0, 0]), VectorConstant(I1, [1, 0, 1, 0])
+    assert list(b.and_(p, q).ints) == [1, 0, 0, 0]
+    assert not b.block.instructions  # all folded
+    _, v = b.function.args
+    mask = b.icmp_signed("<", v, VectorConstant(I32, [1, 2, 3, 4]))  # not a constant
+    assert b.and_(mask, VectorConstant(I1, [1] * 4)) is mask
+    assert b.and_(mask, p) in b.block.instructions
+
+
 def test_folding_builder_shuffles_constants():
     b = _builder()
     _, v = b.function.args
@@ -359,3 +389,59 @@ def test_kernels_are_optimized_without_the_slp_vectorizer():
     assert "fadd <4 x float>" in with_slp
     kernels = str(module.optimize(jit.parse(FOUR_SCALAR_SUMS)))
     assert "fadd float" in kernels and "<4 x float>" not in kernels
+
+
+#: a gemm whose A tiles hold 4 static rows of a register of 8 f32 (AVX2)
+FOUR_ROWS = """func @gemm(%A: memref<f32x4x74x?>, %B: memref<f32x74x6x?>, %C: memref<f32x4x6x?>) {
+    %k = group_id.x : index
+    %a = subview %A[0:4,0:74,%k] : memref<f32x4x74>
+    %b = subview %B[0:74,0:6,%k] : memref<f32x74x6>
+    %c = subview %C[0:4,0:6,%k] : memref<f32x4x6>
+    %one = constant 1.0 : f32
+    %zero = constant 0.0 : f32
+    gemm %one, %a, %b, %zero, %c
+}"""
+
+#: compiles FOUR_ROWS for the CPU TTLC_CPU names, prints whether its optimized LLVM IR has
+#: a masked load, then (where `run` and the machine runs AVX2 code) the largest relative
+#: error against NumPy
+FOUR_ROWS_SCRIPT = """
+import json, sys
+import numpy as np
+import ttlc
+from ttlc.backends.cpu import jit
+module = ttlc.compile({text!r}, target="cpu")
+ir = module.artifacts.stage("llvm-opt")
+error = None
+if {run!r} and {{"avx2", "fma", "bmi2"}} <= jit.host_features():
+    rng = np.random.default_rng(3)
+    A, B = (np.asfortranarray(rng.standard_normal(s)).astype(np.float32)
+            for s in ((4, 74, 5), (74, 6, 5)))
+    C = np.full((4, 6, 5), np.nan, np.float32, order="F")
+    module["gemm"](A, B, C, grid=(5,))
+    want = np.einsum("mkb,knb->mnb", A.astype(np.float64), B.astype(np.float64))
+    error = float(np.abs(C - want).max() / np.abs(want).max())
+print(json.dumps({{"masked": "llvm.masked.load" in ir, "error": error}}))
+"""
+
+
+@pytest.mark.parametrize("cpu,masked", [("x86-64-v3", False), ("skylake-avx512", True)])
+def test_static_rows_are_plain_loads_without_mask_registers(cpu, masked):
+    """Without AVX-512 (TTLC_CPU=x86-64-v3, a fresh process) the A tiles' loads of 4
+    static rows of 8 lanes are plain loads of 4 (``vectors.masked_load``: the masks fold
+    to constants in ``FoldingBuilder``), with mask registers they stay masked; the
+    results agree with NumPy."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TTLC_CPU=cpu, TTLC_CACHE="0")
+    script = FOUR_ROWS_SCRIPT.format(text=FOUR_ROWS, run=cpu == "x86-64-v3")
+    proc = subprocess.run([sys.executable, "-c", script],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["masked"] == masked
+    if got["error"] is not None:
+        assert got["error"] < 1e-5

@@ -131,13 +131,15 @@ def undef_of(t: ir.Type) -> ir.Constant:
 
 
 class FoldingBuilder(ir.IRBuilder):
-    """An IRBuilder whose integer ``add``, ``sub``, ``mul`` and ``shuffle_vector`` of
-    constants give the constant (wrapped to the type's width), ``x + 0``, ``x - 0``,
-    ``x * 1`` give x, and ``extract_element`` of an inserted entry gives that entry.
+    """An IRBuilder whose integer ``add``, ``sub``, ``mul``, comparisons, ``and`` of i1
+    and ``shuffle_vector`` of constants give the constant (wrapped to the type's width),
+    ``x + 0``, ``x - 0``, ``x * 1`` give x, and ``extract_element`` of an inserted entry
+    gives that entry.
 
     Address arithmetic of unrolled coopmatrix code is mostly such instructions (offsets
     ``r * 1 + c * ld`` with constant r and c): written out, they were a third of the LLVM
-    IR, which LLVM parsed and folded again for every kernel."""
+    IR, which LLVM parsed and folded again for every kernel.  The masks of accesses to
+    static rows so become constants their loads can see (``vectors.masked_load``)."""
 
     def __init__(self, block: Optional[ir.Block] = None):
         super().__init__(block)
@@ -158,6 +160,25 @@ class FoldingBuilder(ir.IRBuilder):
     def mul(self, lhs, rhs, name="", flags=()):
         folded = _fold("mul", lhs, rhs, 1, (lhs, rhs))
         return super().mul(lhs, rhs, name, flags) if folded is None else folded
+
+    def icmp_signed(self, cmpop, lhs, rhs, name=""):
+        folded = _fold_compare(cmpop, True, lhs, rhs)
+        return super().icmp_signed(cmpop, lhs, rhs, name) if folded is None else folded
+
+    def icmp_unsigned(self, cmpop, lhs, rhs, name=""):
+        folded = _fold_compare(cmpop, False, lhs, rhs)
+        return super().icmp_unsigned(cmpop, lhs, rhs, name) if folded is None else folded
+
+    def and_(self, lhs, rhs, name="", flags=()):
+        """i1 constants anded are the constant; ``x and true`` is x."""
+        if lhs.type == rhs.type and getattr(lhs.type, "element", lhs.type) == I1:
+            a, b = _ints(lhs), _ints(rhs)
+            if a is not None and b is not None:
+                return _i1_constant(lhs.type, [x & y & 1 for x, y in zip(a, b)])
+            for x, other in ((lhs, b), (rhs, a)):
+                if other is not None and all(v & 1 for v in other):
+                    return x
+        return super().and_(lhs, rhs, name, flags)
 
     def extract_element(self, vector, idx, name=""):
         """An entry of a vector built by insertelements at constant positions (B's
@@ -311,6 +332,34 @@ def _fold(op: str, lhs, rhs, identity: int, keep: tuple) -> Optional[ir.Value]:
         if any(x is k for k in keep) and other is not None and set(other) == {identity}:
             return x
     return None
+
+
+#: the comparisons FoldingBuilder folds, by llvmlite's names
+_COMPARED = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+             "==": operator.eq, "!=": operator.ne}
+
+
+def _fold_compare(op: str, signed: bool, lhs, rhs) -> Optional[ir.Value]:
+    """lhs op rhs (i1, one per lane) where both are integer constants, else None."""
+    elem = getattr(lhs.type, "element", lhs.type)
+    if lhs.type != rhs.type or not isinstance(elem, ir.IntType) or op not in _COMPARED:
+        return None
+    a, b = (((0,) * x.type.count if isinstance(x, ZeroVector) else _ints(x)) for x in (lhs, rhs))
+    if a is None or b is None:
+        return None
+    span = 1 << elem.width
+
+    def value(v: int) -> int:  # the integer the lane's bits stand for
+        v %= span
+        return v - span if signed and v >= span // 2 else v
+    return _i1_constant(lhs.type, [int(_COMPARED[op](value(x), value(y))) for x, y in zip(a, b)])
+
+
+def _i1_constant(like: ir.Type, bits: Sequence[int]) -> ir.Value:
+    """An i1 constant (a vector where `like` is one) of the given bits."""
+    if isinstance(like, ir.VectorType):
+        return VectorConstant(I1, bits)
+    return ir.Constant(I1, bits[0])
 
 
 def _is_splat(values: Sequence[Any]) -> bool:
