@@ -26,6 +26,7 @@ from llvmlite import ir  # noqa: E402
 from ttlc.backends.cpu.values import (F16, F32, F64, I1, I8, I16, I32, I64,  # noqa: E402
                                      FoldingBuilder, UndefVector, VectorConstant, ZeroVector)
 from ttlc.backends.cpu import jit  # noqa: E402
+from ttlc.testing.kernels import member_kernel  # noqa: E402
 
 
 SPECIAL_FLOATS = [0.0, -0.0, 1.5, -2.25, 1e-45, 5e-324, 3.4028234663852886e38, 65504.0,
@@ -391,16 +392,9 @@ def test_kernels_are_optimized_without_the_slp_vectorizer():
     assert "fadd float" in kernels and "<4 x float>" not in kernels
 
 
-#: a gemm whose A tiles hold 4 static rows of a register of 8 f32 (AVX2)
-FOUR_ROWS = """func @gemm(%A: memref<f32x4x74x?>, %B: memref<f32x74x6x?>, %C: memref<f32x4x6x?>) {
-    %k = group_id.x : index
-    %a = subview %A[0:4,0:74,%k] : memref<f32x4x74>
-    %b = subview %B[0:74,0:6,%k] : memref<f32x74x6>
-    %c = subview %C[0:4,0:6,%k] : memref<f32x4x6>
-    %one = constant 1.0 : f32
-    %zero = constant 0.0 : f32
-    gemm %one, %a, %b, %zero, %c
-}"""
+#: a gemm whose A tiles hold 4 static rows of a register of 8 f32 (AVX2), one per member
+FOUR_ROWS = member_kernel("f32", "gemm", [("A", (4, 74), False), ("B", (74, 6), False),
+                                          ("C", (4, 6), False)])
 
 #: compiles FOUR_ROWS for the CPU TTLC_CPU names, prints whether its optimized LLVM IR has
 #: a masked load, then (where `run` and the machine runs AVX2 code) the largest relative
@@ -418,7 +412,7 @@ if {run!r} and {{"avx2", "fma", "bmi2"}} <= jit.host_features():
     A, B = (np.asfortranarray(rng.standard_normal(s)).astype(np.float32)
             for s in ((4, 74, 5), (74, 6, 5)))
     C = np.full((4, 6, 5), np.nan, np.float32, order="F")
-    module["gemm"](A, B, C, grid=(5,))
+    module["member"](A, B, C, grid=(5,))
     want = np.einsum("mkb,knb->mnb", A.astype(np.float64), B.astype(np.float64))
     error = float(np.abs(C - want).max() / np.abs(want).max())
 print(json.dumps({{"masked": "llvm.masked.load" in ir, "error": error}}))
