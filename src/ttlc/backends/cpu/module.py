@@ -96,10 +96,10 @@ def _this_cpu(target: Target) -> Target:
     """target with its register budget cut to the register file of the CPU the code is for
     (``jit.register_bytes``: 16 ymm registers without AVX-512, where tiles chosen for 32
     zmm registers would spill) and, without AVX-512, its vector registers of 32 bytes whose
-    FMAs take no broadcast operand and whose masked loads no mask register: subgroups of one ymm register of lanes (8 f32, 4 f64),
-    so that gemm's tiles come in rows of one register, and tiles chosen register by
-    register (``linalg.tiles``: f32 56 rows as 32 + 16 + 8 where 16-lane subgroups computed
-    64)."""
+    FMAs take no broadcast operand and whose masked loads no mask register: subgroups of
+    one ymm register of lanes (8 f32, 4 f64), so that gemm's tiles come in rows of one
+    register, and tiles chosen register by register (``linalg.tiles``: f32 56 rows as 32 +
+    16 + 8 where 16-lane subgroups computed 64)."""
     budget = min(target.register_budget, jit.register_bytes())
     vector = min(target.vector_bytes, jit.vector_bits() // 8)
     broadcast = target.broadcast_operands and jit.broadcast_operands()

@@ -248,9 +248,10 @@ def dot_columns(em: Emitter, A: Value, ta: str, c: Value, M: Int, K: Int) -> int
     A member's columns of one or two cache lines are taken MEMBER_DOT_COLUMNS at once:
     8 columns of f64 15 or 16 rows ran at 0.59-1.18 of LIBXSMM from L3, 4 at 1.16-2.07
     (gemms 1xNx15 and 1xNx16, both CPU kinds), f64 8 rows with AVX-512 0.88 -> 1.72;
-    within a line 8 stay (f64 5 and 6 rows, f32 9 and 12: 4 ran 0.87-0.98x as fast).  Without mask registers (AVX2) a member's columns shorter
-    than a subgroup are a matmul: each column one masked load alone (``vmaskmov``) ran at
-    0.46-0.59 of LIBXSMM (f64 1x40x3, f32 1x40x7), the matmul's tiles at 1.06-1.18."""
+    within a line 8 stay (f64 5 and 6 rows, f32 9 and 12: 4 ran 0.87-0.98x as fast).
+    Without mask registers (AVX2) a member's columns shorter than a subgroup are a
+    matmul: each column one masked load alone (``vmaskmov``) ran at 0.46-0.59 of LIBXSMM
+    (f64 1x40x3, f32 1x40x7), the matmul's tiles at 1.06-1.18."""
     acc = accumulate_type(c.type.element)
     m, k = known(M), known(K)
     if (ta != "t" or m is None or k is None or 2 * k < em.sgs or A.type.stride[0] != 1

@@ -81,7 +81,8 @@ The rule (documented in ``choose_tiles``):
   registers instead: each piece of M takes its own column count (``Tiles.row_n_pieces``)
   and the cost weighs loads (the broadcasts of B are loads of their own); where M has
   the rows, tiles load MIN_A_STEP_BYTES of A's column per K step unless A is large and
-  read by many column tiles (``two_line_rows``).
+  read by many column tiles (``two_line_rows``); a tile of one register of rows takes
+  at most STREAMED_B_COLUMNS of a batch member's columns of B (``streamed_b``).
 * Far-apart columns: where A's columns lie a page or more apart and lower-linalg
   prefetches A's block (``matmul.far_operands``: a work-group's block of rows of a tall
   matrix) and the block is smaller than STREAM_A_BYTES, one subgroup's tiles are one
@@ -637,7 +638,7 @@ def two_line_rows(target: Target, S: int, M: int, N: int, K: Optional[int],
 #: entry of each of B's columns and B is a batch's member, new to the caches
 #: (``register_tiles``' ``streamed_b``): n columns are n streams through memory, an entry
 #: of B for each FMA.  Such tiles chose up to 15 columns (one A register loaded for 15
-#: FMAs), which ran at 0.82-0.98 of LIBXSMM's speed with the members from L3, 4 columns
+#: FMAs), which ran at 0.82-1.16 of LIBXSMM's speed with the members from L3, 4 columns
 #: at 1.08-1.40 (f64 4x62x28, 2x32x30, 3x40x20; f32 4x12x53, 8x30x40;
 #: docs/performance.md, "AVX2: at most four of a member's columns of B"); with B shared
 #: (in the caches) 13 stay faster.  Only where B's columns are longer than two cache
@@ -703,7 +704,8 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         r, masked = computed_registers(extent, tile)
         best = None
         capped = streamed_b and alone and r == 1  # each of B's entries for one FMA
-        for n in range(1, (min(N, STREAMED_B_COLUMNS) if capped else N) + 1):
+        widest = min(N, STREAMED_B_COLUMNS) if capped else N
+        for n in range(1, widest + 1):
             if tile_registers(r, n, masked) > regs:
                 break
             pieces = column_pieces(N, n)
