@@ -1007,13 +1007,13 @@ def test_register_tiles_take_few_of_a_streamed_bs_columns(t, S, M, N, K, wide, n
 
 
 @pytest.mark.parametrize("member,K,columns", [("group", 28, 4), ("loop", 28, 4),
-                                              ("group", 40, 4), ("shared", 28, 13),
-                                              ("group", 16, 13), ("group", 41, 13)])
+                                              ("group", 90, 4), ("shared", 28, 13),
+                                              ("group", 16, 13)])
 def test_a_member_b_is_read_in_few_columns_on_avx2(member, K, columns):
     """lower-linalg on the AVX2 description: a gemm 4x62xK of a member B (by group_id or
-    a loop variable) whose columns are longer than two cache lines and at most five (K
-    28: 224 bytes, K 40: 320) has accumulator tiles of 4 columns; of a shared B, or of
-    columns of two lines (K 16) or more than five (K 41), 13.
+    a loop variable) whose columns are longer than two cache lines (K 28: 224 bytes, K
+    90: 720) has accumulator tiles of 4 columns; of a shared B, or of columns of two
+    lines (K 16), 13.
     The lowered program, run by the interpreter, agrees with NumPy for every member."""
     batch = 4
     operands = [("a", (4, K), False), ("b", (K, 62), member == "shared"),

@@ -368,8 +368,8 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     ``(gx, gy)``; ``M``, ``N``, ``K`` are static sizes or None (dynamic); ``a`` and ``b``
     are the element types of A and B as loaded; ``far_a``: A's columns lie far apart
     (``far_column_tiles``); ``streamed_b``: each K step of a tile reads one entry of each
-    of its columns of B, a batch member's columns of a length in STREAMED_B_COLUMN_BYTES
-    new to the caches (``register_tiles``).
+    of its columns of B, a batch member's columns longer than STREAMED_B_COLUMN_BYTES new
+    to the caches (``register_tiles``).
     See the module docstring for the rule.
     """
     S = subgroup_size
@@ -641,11 +641,11 @@ def two_line_rows(target: Target, S: int, M: int, N: int, K: Optional[int],
 #: FMAs), which ran at 0.82-1.16 of LIBXSMM's speed with the members from L3, 4 columns
 #: at 1.08-1.40 (f64 4x62x28, 2x32x30, 3x40x20; f32 4x12x53, 8x30x40;
 #: docs/performance.md, "AVX2: at most four of a member's columns of B"); with B shared
-#: (in the caches) 13 stay faster.  Only where B's columns are longer than two cache
-#: lines and at most five (STREAMED_B_COLUMN_BYTES): shorter ones lost up to 16% (f64
-#: 3x5x7 and 4x62x6, f32 10x9x10), longer ones won or lost by turns (f32 4x15x117 1.20
-#: -> 0.95 of LIBXSMM, f64 2x38x76 1.09 -> 0.93; f32 2x19x108 1.63 -> 2.42)
-STREAMED_B_COLUMNS, STREAMED_B_COLUMN_BYTES = 4, (128, 320)
+#: (in the caches) 13 stay faster.  Only where B's columns are longer than
+#: STREAMED_B_COLUMN_BYTES (two cache lines): shorter ones lost up to 16% (f64 3x5x7 and
+#: 4x62x6, f32 10x9x10); of longer ones f32 8x63x92 with A shared ran at 0.77 of
+#: LIBXSMM in 8x9 tiles, 1.14 in 8x4; the worst of the others, 0.95x (f64 2x40x69)
+STREAMED_B_COLUMNS, STREAMED_B_COLUMN_BYTES = 4, 128
 
 
 def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
