@@ -1006,23 +1006,27 @@ def test_register_tiles_take_few_of_a_streamed_bs_columns(t, S, M, N, K, wide, n
     assert [(x.row_n_pieces[0][0][1], x.k) for x in got] == [wide, narrow]
 
 
-@pytest.mark.parametrize("member,K,columns", [("group", 28, 4), ("loop", 28, 4),
-                                              ("group", 90, 4), ("shared", 28, 13),
-                                              ("group", 16, 13)])
-def test_a_member_b_is_read_in_few_columns_on_avx2(member, K, columns):
-    """lower-linalg on the AVX2 description: a gemm 4x62xK of a member B (by group_id or
-    a loop variable) whose columns are longer than two cache lines (K 28: 224 bytes, K
-    90: 720) has accumulator tiles of 4 columns; of a shared B, or of columns of two
-    lines (K 16), 13.
-    The lowered program, run by the interpreter, agrees with NumPy for every member."""
+@pytest.mark.parametrize("kind,S,wide", [("avx2", 4, 13), ("avx512", 8, 21)])
+@pytest.mark.parametrize("member,K,streamed", [("group", 28, True), ("loop", 28, True),
+                                               ("group", 64, True), ("shared", 28, False),
+                                               ("group", 16, False), ("group", 65, False)])
+def test_a_member_b_is_read_in_few_columns(kind, S, wide, member, K, streamed):
+    """lower-linalg on the AVX2 and the cpu (AVX-512) description: a gemm 4x62xK of a
+    member B (by group_id or a loop variable) whose columns are longer than two cache
+    lines and at most eight (K 28: 224 bytes, K 64: 512) has accumulator tiles of 4
+    columns; of a shared B, or of columns of two lines (K 16) or more than eight (K 65),
+    the widest the cost picks (AVX2 13, AVX-512 21).  The lowered program, run by the
+    interpreter, agrees with NumPy for every member."""
     batch = 4
     operands = [("a", (4, K), False), ("b", (K, 62), member == "shared"),
                 ("c", (4, 62), False)]
-    text = member_kernel("f64", "gemm", operands, 0.0, member == "loop", attributes((4, 1), 4))
+    text = member_kernel("f64", "gemm", operands, 0.0, member == "loop", attributes((S, 1), S))
     program = ttlc.check(text)
-    run_passes(program, ["lower-linalg"], PassContext(target=AVX2))
-    widths = {int(w) for w in re.findall(r"coopmatrix<f64x4x(\d+),matrix_acc>", str(program))}
-    assert max(widths) == columns, widths
+    target = AVX2 if kind == "avx2" else TARGETS["cpu"]
+    run_passes(program, ["lower-linalg"], PassContext(target=target))
+    tiles = re.findall(rf"coopmatrix<f64x{S}x(\d+),matrix_acc>", str(program))
+    widths = {int(w) for w in tiles}
+    assert max(widths) == (4 if streamed else wide), widths
     A = rand((4, K, batch), "f64", 1)
     B = rand((K, 62) if member == "shared" else (K, 62, batch), "f64", 2)
     C = np.full((4, 62, batch), np.nan, order="F")

@@ -448,7 +448,8 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     far = far_operands(em, A, B, C)
     # a K step reads an entry of each of the tile's columns of B: streams through memory
     # where B is a batch's member
-    streamed_b = (tb == "n" and (known(K) or 0) * eb.size > STREAMED_B_COLUMN_BYTES
+    shortest, longest = STREAMED_B_COLUMN_BYTES
+    streamed_b = (tb == "n" and shortest < (known(K) or 0) * eb.size <= longest
                   and not em.same_in_every_group(B))
     tiles = choose_tiles(em.target, em.sgs, em.subgroups, known(M), known(N), known(K),
                          acc, ea, eb, far_a=ta == "n" and any(V is A for V, _ in far),

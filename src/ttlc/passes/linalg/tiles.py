@@ -81,8 +81,9 @@ The rule (documented in ``choose_tiles``):
   registers instead: each piece of M takes its own column count (``Tiles.row_n_pieces``)
   and the cost weighs loads (the broadcasts of B are loads of their own); where M has
   the rows, tiles load MIN_A_STEP_BYTES of A's column per K step unless A is large and
-  read by many column tiles (``two_line_rows``); a tile of one register of rows takes
-  at most STREAMED_B_COLUMNS of a batch member's columns of B (``streamed_b``).
+  read by many column tiles (``two_line_rows``).
+* A tile of one register of rows that takes all of M takes at most STREAMED_B_COLUMNS
+  of a batch member's columns of B (``streamed_b``), on both kinds of CPU.
 * Far-apart columns: where A's columns lie a page or more apart and lower-linalg
   prefetches A's block (``matmul.far_operands``: a work-group's block of rows of a tall
   matrix) and the block is smaller than STREAM_A_BYTES, one subgroup's tiles are one
@@ -368,8 +369,9 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     ``(gx, gy)``; ``M``, ``N``, ``K`` are static sizes or None (dynamic); ``a`` and ``b``
     are the element types of A and B as loaded; ``far_a``: A's columns lie far apart
     (``far_column_tiles``); ``streamed_b``: each K step of a tile reads one entry of each
-    of its columns of B, a batch member's columns longer than STREAMED_B_COLUMN_BYTES new
-    to the caches (``register_tiles``).
+    of its columns of B, a batch member's columns of a length in STREAMED_B_COLUMN_BYTES
+    new to the caches: a tile of one register of rows, M's only piece, takes at most
+    STREAMED_B_COLUMNS columns (here, and in ``register_tiles``).
     See the module docstring for the rule.
     """
     S = subgroup_size
@@ -495,6 +497,8 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
             n_max = max(1, int(budget * TALL_ACC_SHARE) // (rows(m) * acc.size))
         if N is not None:
             n_max = min(n_max, N)
+        if streamed_b and split and M is not None and M <= S:  # all of M, one register
+            n_max = min(n_max, STREAMED_B_COLUMNS)
         widths = range(1, n_max + 1)
         if wide and idle:
             widths = range(n_max, n_max + 1)
@@ -636,16 +640,17 @@ def two_line_rows(target: Target, S: int, M: int, N: int, K: Optional[int],
 
 #: the most columns of a tile of one register of rows where each of its K steps reads an
 #: entry of each of B's columns and B is a batch's member, new to the caches
-#: (``register_tiles``' ``streamed_b``): n columns are n streams through memory, an entry
-#: of B for each FMA.  Such tiles chose up to 15 columns (one A register loaded for 15
-#: FMAs), which ran at 0.82-1.16 of LIBXSMM's speed with the members from L3, 4 columns
-#: at 1.08-1.40 (f64 4x62x28, 2x32x30, 3x40x20; f32 4x12x53, 8x30x40;
-#: docs/performance.md, "AVX2: at most four of a member's columns of B"); with B shared
-#: (in the caches) 13 stay faster.  Only where B's columns are longer than
-#: STREAMED_B_COLUMN_BYTES (two cache lines): shorter ones lost up to 16% (f64 3x5x7 and
-#: 4x62x6, f32 10x9x10); of longer ones f32 8x63x92 with A shared ran at 0.77 of
-#: LIBXSMM in 8x9 tiles, 1.14 in 8x4; the worst of the others, 0.95x (f64 2x40x69)
-STREAMED_B_COLUMNS, STREAMED_B_COLUMN_BYTES = 4, 128
+#: (``choose_tiles``' ``streamed_b``): n columns are n streams through memory, an entry of
+#: B for each FMA.  Such tiles chose up to 21 columns (one A register loaded for 21
+#: FMAs): with the members from L3, without AVX-512 f64 4x62x28, 2x32x30, 3x40x20, f32
+#: 4x12x53, 8x30x40 ran at 0.82-1.16 of LIBXSMM's speed, in 4 columns at 1.08-1.40; with
+#: AVX-512 f64 4x62x28, 2x32x30, f32 8x63x92, 4x12x53 at 0.99-1.14, in 4 columns at
+#: 1.32-1.72 (docs/performance.md, "At most four of a member's columns of B").  With B
+#: shared (in the caches) wide tiles stay faster.  Only where B's columns are longer than
+#: two cache lines and at most eight (STREAMED_B_COLUMN_BYTES): shorter ones lost up to
+#: 16% (f64 3x5x7 and 4x62x6, f32 10x9x10 without AVX-512), longer ones up to 17% (f64
+#: 8x36x121 and 4x30x128 with AVX-512: streams long enough for the prefetchers)
+STREAMED_B_COLUMNS, STREAMED_B_COLUMN_BYTES = 4, (128, 512)
 
 
 def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
