@@ -171,13 +171,19 @@ SIZES = {
     "f64gemm_sgs4": (_gemm("f64", 128, 128, 128, " attributes{subgroup_size=4}"),
                      (4, (4, 1)), (4, (4, 2))),
     # cpu: gemm of a few rows in the fewest lanes of at least one ymm register that hold
-    # them (config.narrow_lanes); one row, or more than half a register, keep a register
+    # them (config.narrow_lanes); more than half a register keeps a register, and so does
+    # one row unless K is between half the narrow lanes and half a register's (f32 5-7,
+    # f64 3: dot products of one ymm)
     "f32gemm_3rows": (_gemm("f32", 3, 40, 30), (16, (16, 1)), (8, (8, 1))),
     "f32gemm_2rows": (_gemm("f32", 2, 85, 12), (16, (16, 1)), (8, (8, 1))),
     "f64gemm_3rows": (_gemm("f64", 3, 40, 30), (16, (16, 1)), (4, (4, 1))),
     "f64gemm_5rows": (_gemm("f64", 5, 40, 30), (16, (16, 1)), (8, (8, 1))),
     "f32gemm_9rows": (_gemm("f32", 9, 9, 56), (16, (16, 1)), (16, (16, 1))),
     "f32gemm_1row": (_gemm("f32", 1, 85, 12), (16, (16, 1)), (16, (16, 1))),
+    "f32gemm_1row_k7": (_gemm("f32", 1, 40, 7), (16, (16, 1)), (8, (8, 1))),
+    "f32gemm_1row_k4": (_gemm("f32", 1, 40, 4), (16, (16, 1)), (16, (16, 1))),
+    "f64gemm_1row_k3": (_gemm("f64", 1, 40, 3), (16, (16, 1)), (4, (4, 1))),
+    "f64gemm_1row_k2": (_gemm("f64", 1, 40, 2), (16, (16, 1)), (8, (8, 1))),
     "foreach": ("func @k(%A: memref<f32x100>) {\n    %c0 = constant 0 : index\n"
                 "    %c100 = constant 100 : index\n    foreach (%i)=(%c0),(%c100) {\n    }\n}\n",
                 (16, (16, 1)), (16, (16, 1))),

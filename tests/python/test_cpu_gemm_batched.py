@@ -182,11 +182,11 @@ def test_one_subgroup_gemm_on_strided_views(t, s, ta, tb, checked, M, N, K):
 #: shapes of applications (a DG code's 9 quantities; M, N, K not powers of two): the
 #: remainders of M, N and K get tiles of their own (passes/linalg/tiles.py, row_pieces);
 #: 100x100x100: f32 tiles of 64 rows over an A beyond L1 (tiles.STREAM_ROW_BYTES), then 32
-#: and the last 4 rows checked; 2x85x12, 6x40x30: subgroups of one ymm register's lanes
-#: with AVX-512 (target.config.narrow_lanes)
+#: and the last 4 rows checked; 2x85x12, 6x40x30, and one row of f32 K 7 and f64 K 3:
+#: subgroups of one ymm register's lanes with AVX-512 (target.config.narrow_lanes)
 APP_SHAPES = [(35, 9, 35), (56, 9, 56), (9, 9, 56), (84, 9, 84), (10, 9, 10), (20, 9, 20),
               (120, 9, 120), (1, 1, 1), (17, 13, 11), (3, 100, 5), (100, 100, 100),
-              (2, 85, 12), (6, 40, 30)]
+              (2, 85, 12), (6, 40, 30), (1, 40, 7), (1, 40, 3)]
 
 SHARED = """
 func @gemm(%A: memref<{t}x{M}x{K}>, %B: memref<{t}x{K}x{N}x?>, %C: memref<{t}x{M}x{N}x?>) {{
