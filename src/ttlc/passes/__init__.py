@@ -56,6 +56,7 @@ PASS_MODULES = {
     "insert-lifetime-stop": "insert_lifetime_stop",
     "insert-shape-checks": "insert_shape_checks",
     "insert-iteration-marks": "insert_iteration_marks",
+    "static-views": "static_views",
     "work-group-size": "work_group_size",
     "lower-linalg": "lower_linalg",
     "lower-foreach": "lower_foreach",
@@ -64,8 +65,9 @@ PASS_MODULES = {
 
 #: named pass lists; "lower" is the target-independent lowering every backend runs
 PIPELINES: Dict[str, List[str]] = {
-    "lower": ["check-ir", "work-group-size", "insert-lifetime-stop", "lower-linalg",
-              "lower-foreach", "insert-barrier", "constant-propagation", "dead-code-elimination"],
+    "lower": ["check-ir", "static-views", "work-group-size", "insert-lifetime-stop",
+              "lower-linalg", "lower-foreach", "insert-barrier", "constant-propagation",
+              "dead-code-elimination"],
     "lower-simt": ["lower", "lower-coopmatrix", "constant-propagation", "dead-code-elimination"],
 }
 
@@ -138,16 +140,20 @@ def run_passes(program: Program, names: Sequence[str], ctx: Optional[PassContext
 
 def lower_copy(program: Program, names: Sequence[str], target: Target,
                before: Optional[Dict[str, Callable[[Program], None]]] = None) -> Program:
-    """A copy of the program (the original stays as it is) lowered for a back end: the
-    sizes each function runs with on target (``compiled_config``) written into it, then
-    the passes or pipelines ``names`` run; errors carry the program's source.  ``before``
-    maps a pass to what a back end does to the program just before it (checked SPIR-V
-    marks coopmatrix instructions before they become per-work-item code)."""
+    """A copy of the program (the original stays as it is) lowered for a back end: its
+    views given the static types their sizes allow (static-views: the sizes are chosen
+    for the shapes a gemm knows), the sizes each function runs with on target
+    (``compiled_config``) written into it, then the passes or pipelines ``names`` run;
+    errors carry the program's source.  ``before`` maps a pass to what a back end does to
+    the program just before it (checked SPIR-V marks coopmatrix instructions before they
+    become per-work-item code)."""
     from ..ir.rewrite import clone_program, set_function_attributes
     from ..target import ExecConfig
     from ..target.config import compiled_config
+    from .static_views import static_views
 
     lowered = clone_program(program)
+    static_views(lowered, None)
     try:
         for f in lowered.functions:
             config = compiled_config(f, target, lowered)
