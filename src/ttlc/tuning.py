@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from . import api
+from .runtime import switches
 from .backends.cpu import cache
 from .diagnostics import CompileError, KernelError
 from .ir.core import Program
@@ -52,8 +53,7 @@ class Tuning:
 
 
 def enabled() -> bool:
-    return os.environ.get("TTLC_AUTOTUNE", "1").strip().lower() not in ("0", "no", "off",
-                                                                        "false")
+    return switches.on("TTLC_AUTOTUNE")
 
 
 def _config(c, i: int) -> Dict[str, Any]:

@@ -226,7 +226,7 @@ def _flat_view(arr: np.ndarray, extent: int) -> np.ndarray:
                                            writeable=arr.flags.writeable)
 
 
-def _element_strides(arr: np.ndarray, what: str) -> Tuple[int, ...]:
+def element_strides(arr: np.ndarray, what: str) -> Tuple[int, ...]:
     """The array's strides in elements, checked to be positive and column-major.
 
     Modes of size 1 get the packed stride (any stride addresses the same element); an
@@ -307,7 +307,7 @@ def memref_arg(x: Any, t: MemrefType, attrs: dict, memory: Memory, what: str,
             raise ValueError(f"{what}: expected an array of order {t.order} for {t}, got an array "
                              f"of order {arr.ndim} (shape {arr.shape})")
         shape = tuple(arr.shape)
-        stride = _element_strides(arr, what)
+        stride = element_strides(arr, what)
         available = _extent(shape, stride) if arr.ndim else 1
         flat = arr.reshape(-1) if arr.ndim == 0 else arr
     else:
@@ -657,7 +657,7 @@ def _layout(r: _Rules, shape: Tuple[int, ...], strides: Tuple[int, ...]) -> Unio
     if len(shape) != r.order:
         return False
     stride, packed = [], 1
-    for size, st in zip(shape, strides):  # as _element_strides
+    for size, st in zip(shape, strides):  # as element_strides
         if size == 1:
             stride.append(packed)
             continue
@@ -784,7 +784,7 @@ def _quick_members(t: MemrefType, attrs: dict, writes: bool):
         if not shape.all() or (shape[static_shape[0]] != static_shape[1]).any():
             return False
         packed = np.ones(dope.shape[1], np.int64)
-        for i in range(order):  # as _element_strides
+        for i in range(order):  # as element_strides
             size, st = shape[i], stride[i]
             one = size == 1
             if (~one & ((st <= 0) | (st % item != 0) | (st < packed * item))).any():

@@ -6,6 +6,23 @@ from typing import Sequence, Tuple, Union
 #: an operand of ``member_kernel``: its name, its dimensions, whether all members share it
 Operand = Tuple[str, Tuple[int, ...], bool]
 
+#: ``func @gemm``: C_i = A_i B_i for every member i of a batch, one kernel for every
+#: shape (``.format(t=...)``): the sizes are dynamic, taken from the arrays by ``size``
+DYNAMIC_GEMM = """
+func @gemm(%A: memref<{t}x?x?x?>, %B: memref<{t}x?x?x?>, %C: memref<{t}x?x?x?>) {{
+    %i = group_id.x : index
+    %m = size %A[0] : index
+    %k = size %A[1] : index
+    %n = size %B[1] : index
+    %a = subview %A[0:%m,0:%k,%i] : memref<{t}x?x?>
+    %b = subview %B[0:%k,0:%n,%i] : memref<{t}x?x?>
+    %c = subview %C[0:%m,0:%n,%i] : memref<{t}x?x?>
+    %one = constant 1.0 : {t}
+    %zero = constant 0.0 : {t}
+    gemm %one, %a, %b, %zero, %c
+}}
+"""
+
 
 def member_kernel(t: str, instruction: str, operands: Sequence[Operand], beta: float = 0.0,
                   loop: bool = False, attrs: str = "") -> str:

@@ -24,11 +24,13 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from ...runtime import switches
+
 MAGIC = b"TTLC-CACHE-1\n"
 
 
 def enabled() -> bool:
-    return os.environ.get("TTLC_CACHE", "1").strip().lower() not in ("0", "no", "off", "false")
+    return switches.on("TTLC_CACHE")
 
 
 def directory() -> Path:

@@ -52,7 +52,7 @@ from ...runtime import Module, check_grid
 from ...runtime import findings
 from ...runtime.findings import kernel_error, race_words
 from ...target import Target
-from . import abi, cache, jit, pool, rtlib
+from . import abi, cache, jit, pool, rtlib, specialize
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -207,6 +207,10 @@ class Artifacts:
         if name == "object":
             return self.object_code()
         raise ValueError(f"back end cpu has no stage {name!r}")
+
+    def description(self) -> Target:
+        """The target description the program is lowered for (``lower``)."""
+        return described(_this_cpu(self.machine))
 
     @property
     def lowered(self) -> Program:
@@ -441,6 +445,9 @@ class CpuModule(Module):
             self._functions[name] = _KERNEL_TYPE(addr)
             self._addresses[name] = addr
         self._plans: Dict[str, _Plan] = {}
+        #: whether launches may run copies compiled for their arrays (``specialize``; a
+        #: copy's own module does not)
+        self.specializes = not checked
 
     # ---- launch ----------------------------------------------------------------------------
     def _plan(self, func: Function) -> "_Plan":
@@ -453,7 +460,8 @@ class CpuModule(Module):
         """A call of `kernel`, made for it once: what does not depend on the arguments is
         looked up here, and the last grid given is kept with its check (the same tuple
         object again, as a literal or the default grid, is not checked again).  A launch
-        of one chunk is one call of ``rtlib.LAUNCH``."""
+        of one chunk is one call of ``rtlib.LAUNCH``.  A kernel with dynamic sizes runs
+        copies compiled for the arrays of its launches (``specialize``)."""
         func = kernel.func
         name = func.name
         info = self.infos[name]
@@ -492,7 +500,15 @@ class CpuModule(Module):
             else:
                 self._run_chunks(info, name, buf, total, chunks)
             del keep  # the views and arrays the slots point to, alive until here
-        return launch
+
+        copies = specialize.Specializer.of(self, func)
+        if copies is None:
+            return launch
+
+        def launch_specialized(args, grid) -> None:
+            (copies.launcher(args) or launch)(args, grid)
+        launch_specialized.copies = copies  # (what tests and tools inspect)
+        return launch_specialized
 
     def launch(self, kernel, args, grid) -> None:
         kernel(*args, grid=grid)  # (through the kernel's launcher)
