@@ -2,7 +2,7 @@
 """Small GEMMs of real applications: ttlc against LIBXSMM, NumPy and PyTorch, in one process.
 
     .venv/bin/python benchmarks/small_gemm.py [--quick]
-                  [--only batched,shared,shared-b,tall,chain,gemv,ger,call]
+                  [--only batched,shared,shared-b,dynamic,tall,chain,gemv,ger,call]
                   [--dtypes f64,f32] [--batch-bytes N] [--repeat N] [--sample-ms MS]
                   [--out DIR]
 
@@ -19,6 +19,11 @@ through ``group_id`` and ``subview``.
 - ``shared``: C_i = A B_i, one A shared by all members (no batch mode);
 - ``shared-b``: C_i = A_i B, one B shared by all members (a DG code's 9x9 flux matrix, or
   a stiffness matrix multiplied from the right);
+- ``dynamic``: C_i = A_i B_i through one kernel of dynamic sizes for every shape
+  (``DYNAMIC_GEMM``, ``memref<t x?x?x?>``): from its SPECIALIZE_AFTER-th launch with a
+  shape on, a launch runs a copy compiled for it (``ttlc.backends.cpu.specialize``); the
+  copy's compile (that launch's time less the next one's) is recorded as the shape's
+  cold compile, and as its warm one the same with the copy in the disk cache;
 - ``tall``: C = A B with A of 10^6 rows, one work-group per block of rows;
 - ``chain``: D_i = A B_i C_i through a local temporary (A shared, as a DG stiffness matrix);
 - ``gemv``: c_i = A_i b_i and c_i = A_i^T b_i (``gemv.t``), R x C matrices of the shapes
@@ -74,7 +79,8 @@ import native  # noqa: E402
 import recipes  # noqa: E402
 from recipes import check, timed  # noqa: E402
 from suite import GEMM_SUBVIEW, environment, write_summary  # noqa: E402
-from ttlc.testing.kernels import member_kernel, tall_kernel  # noqa: E402
+from ttlc.backends.cpu.specialize import SPECIALIZE_AFTER  # noqa: E402
+from ttlc.testing.kernels import DYNAMIC_GEMM, member_kernel, tall_kernel  # noqa: E402
 
 DTYPES = {"f32": np.float32, "f64": np.float64}
 TOLERANCE = {"f32": 1e-5, "f64": 1e-12}
@@ -90,7 +96,7 @@ CHAINS = [(56, 56, 9, 9), (35, 35, 9, 9), (84, 84, 9, 9)]
 #: (rows, columns) of gemv's A and ger's C
 VECTOR_SHAPES = [(56, 56), (84, 84), (35, 35), (9, 56), (120, 120), (17, 13), (1, 1), (3, 5)]
 QUICK_VECTOR_SHAPES = [(56, 56), (9, 56), (3, 5)]
-KINDS = ("batched", "shared", "shared-b", "tall", "chain", "gemv", "ger", "call")
+KINDS = ("batched", "shared", "shared-b", "dynamic", "tall", "chain", "gemv", "ger", "call")
 #: (M, N, K) of the ``call`` kind: matrices small enough that a call's cost is its time
 CALL_SHAPE = (4, 4, 4)
 #: the operand shared by all members in the gemm kinds ("": none)
@@ -222,6 +228,40 @@ class Run(recipes.Run):
                 strides = (0 if shared == "A" else M * K, 0 if shared == "B" else K * N, M * N)
                 self.measure(kind, t, shape, 2.0 * M * N * K * batch,
                              *self.products(kernel, A, B, (M, N, batch), strides))
+
+    def dynamic(self):
+        """C_i = A_i B_i through DYNAMIC_GEMM, one kernel per type for all shapes, the
+        copies compiled for the shapes with an empty cache (cold), then by a second
+        kernel of the same text from the cache (warm)."""
+        print("dynamic: C_i = A_i B_i, one kernel of dynamic sizes (other time / ttlc time):")
+        rng = np.random.default_rng(8)
+        for t in self.dtypes:
+            with tempfile.TemporaryDirectory(prefix="ttlc-bench-cache-") as d, \
+                    environment(TTLC_CACHE="1", TTLC_CACHE_DIR=d):
+                kernels = [ttlc.compile(DYNAMIC_GEMM.format(t=t), target="cpu")["gemm"]
+                           for _ in ("cold", "warm")]
+                for M, N, K in self.shapes():
+                    batch = self.batch(M * K + K * N + M * N, t)
+                    shape = f"{M}x{N}x{K} b{batch}"
+                    A = fortran(rng, (M, K, batch), DTYPES[t])
+                    B = fortran(rng, (K, N, batch), DTYPES[t])
+                    C = np.zeros((M, N, batch), DTYPES[t], order="F")
+                    ms = {}
+                    for what, kernel in zip(("cold", "warm"), kernels):
+                        for _ in range(SPECIALIZE_AFTER - 1):
+                            kernel(A, B, C, grid=(batch,))
+                        times = []
+                        for _ in range(2):  # the launch that makes the copy, the next one
+                            cpu, wall = time.thread_time(), time.perf_counter()
+                            kernel(A, B, C, grid=(batch,))
+                            times.append(((time.thread_time() - cpu) * 1e3,
+                                          (time.perf_counter() - wall) * 1e3))
+                        ms[what] = max(0.0, times[0][0] - times[1][0])
+                        ms[f"{what}_wall"] = max(0.0, times[0][1] - times[1][1])
+                    self.compile_ms[f"dynamic {t} {shape}"] = ms
+                    self.measure("dynamic", t, shape, 2.0 * M * N * K * batch,
+                                 *self.products(kernels[0], A, B, (M, N, batch),
+                                                (M * K, K * N, M * N)))
 
     def products(self, kernel, A, B, out_shape, strides):
         """The implementations of C_i = A_i B_i (out_shape (M, N, batch), or (M, N) for
@@ -433,6 +473,8 @@ def main() -> int:
     for kind in SHARED_OPERAND:
         if kind in kinds:
             run.batched(kind)
+    if "dynamic" in kinds:
+        run.dynamic()
     if "tall" in kinds:
         run.tall()
     if "chain" in kinds:

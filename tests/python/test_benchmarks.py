@@ -180,8 +180,9 @@ def test_quick_small_gemm_checks_every_kind_and_writes_json(tmp_path):
     # small_gemm-latest.json, or small_gemm-<model>-latest.json under TTLC_CPU=<model>
     latest, = out.glob("small_gemm*-latest.json")
     data = json.loads(latest.read_text())
-    assert {r["kind"] for r in data["results"]} == {"batched", "shared", "shared-b", "tall",
-                                                     "chain", "gemv", "gemv.t", "ger", "call"}
+    assert {r["kind"] for r in data["results"]} == {"batched", "shared", "shared-b", "dynamic",
+                                                     "tall", "chain", "gemv", "gemv.t", "ger",
+                                                     "call"}
     assert {"shared" in r["shape"] for r in data["results"] if r["kind"] in ("gemv", "ger")} \
         == {True, False}
     for row in data["results"]:
