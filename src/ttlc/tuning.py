@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from . import api
-from .runtime import switches
 from .backends.cpu import cache
 from .diagnostics import CompileError, KernelError
 from .ir.core import Program
+from .runtime import switches
 
 #: what a configuration may set
 CONFIG_KEYS = ("work_group_size", "subgroup_size", "defines")

@@ -19,21 +19,20 @@ view's type reaches only instructions that read it.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 from ..ir.core import Function, Instruction, Value
+from ..ir.ops import VIEW_OPS
 from ..ir.types import MemrefType
 
-#: the views whose sizes are operands: the slot holding them, and how to get at the sizes
-#: of each entry (a subview's slices are (offset, size) pairs, expand's shape entries sizes)
+#: the views whose sizes are operands, and the slot holding them (a subview's slices are
+#: (offset, size) pairs, expand's shape entries are sizes)
 SIZED_VIEWS = {"subview": "slices", "expand": "shape"}
 
 
-def known_size(v: Any) -> Optional[int]:
-    """The positive size a slot entry has at compile time, or None."""
-    if isinstance(v, int):
-        return v
-    owner = v.owner if isinstance(v, Value) else None
+def known_size(v: Value) -> Optional[int]:
+    """The positive size a value has at compile time, or None."""
+    owner = v.owner
     if owner is None:
         return None
     if owner.opcode == "constant":
@@ -69,7 +68,7 @@ def _refine(inst: Instruction) -> None:
 
 def _function(func: Function) -> None:
     for inst in func.body.walk():  # pre-order: a view before the views taken of it
-        if inst.opcode in ("subview", "expand", "fuse"):
+        if inst.opcode in VIEW_OPS:
             _refine(inst)
 
 

@@ -28,10 +28,10 @@ from __future__ import annotations
 import threading
 from typing import Dict, List, Optional, Tuple
 
-from ...runtime import switches
 from ...ir.core import Argument, Function, Program
 from ...ir.rewrite import clone_program, set_function_attributes
 from ...ir.types import DYNAMIC, MemrefType
+from ...runtime import switches
 
 #: launches with the same sizes and strides before the copy for them is compiled (a shape
 #: used once or twice does not pay for a compile)
