@@ -480,6 +480,32 @@ def test_gemv_t_is_dot_products_where_rows_fill_a_subgroup(ty, R, C, dots):
     assert [u in text for u in uses] == ([True, False, False] if dots else [False, True, True])
 
 
+@pytest.mark.parametrize("ta,tb,tc,talpha", [("f32", "i8", "f32", "f32"),
+                                             ("f32", "f32", "f64", "f32"),
+                                             ("f64", "f32", "f64", "f64"),
+                                             ("i16", "f32", "f32", "f32")])
+def test_gemv_t_of_mixed_types_is_no_dot_products_and_agrees_with_numpy(ta, tb, tc, talpha):
+    """Dot products multiply A's columns by b lane by lane in one type: a gemv.t whose A,
+    b and c differ in type (b of i8 into f32, f32 into f64) is a matmul, whose mul_add
+    converts; c = 8 A^T b + 100 c against NumPy (exact: small integers).  Eight rows
+    fill half a subgroup of f32 and a whole one of f64: one type would be dot products."""
+    R, C = 8, 5
+    text = f"""
+func @g(%A: memref<{ta}x?x{C}>, %b: memref<{tb}x{R}>, %c: memref<{tc}x{C}>) {{
+    %alpha = constant 8.0 : {talpha}
+    %beta = constant 100.0 : {tc}
+    gemv.t %alpha, %A, %b, %beta, %c
+}}"""
+    program = str(lowered(text, ("work-group-size", "lower-linalg"), "cpu"))
+    assert "cooperative_matrix_reduce_add" not in program
+    rng = np.random.default_rng(9)
+    A, b, c = (np.asfortranarray(rng.integers(-4, 5, shape).astype(DTYPES[t]))
+               for shape, t in (((R, C), ta), ((R,), tb), ((C,), tc)))
+    want = 8 * (A.astype(np.float64).T @ b.astype(np.float64)) + 100 * c.astype(np.float64)
+    ttlc.compile(text, target="cpu")["g"](A, b, c)
+    np.testing.assert_array_equal(c, want)
+
+
 def member_dot_kernel(ty: str, R: int, C: int, member: str, beta: float = 0.0,
                       attrs: str = "") -> str:
     """gemv.t of one batch member per work-group (``ttlc.testing.kernels.member_kernel``):

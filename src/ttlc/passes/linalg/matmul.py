@@ -121,7 +121,7 @@ def one_row_as_gemv(em: Emitter, A: Value, ak: int, B: Value, tb: str, C: Value,
     if not split_remainders(em.target, acc, A.type.element, B.type.element):
         return False
     ta = "t" if tb == "n" else "n"  # op(B)^T
-    if ta == "t" and not dot_columns(em, B, ta, C, N, K):
+    if ta == "t" and not dot_columns(em, B, ta, A, C, N, K):
         return False
     gemv(em, B, ta, em.line(A, ak, K), em.line(C, 1, N), N, K)
     return True
@@ -139,7 +139,7 @@ def lower_gemv(em: Emitter) -> None:
 
 def gemv(em: Emitter, A: Value, ta: str, b: Value, c: Value, M: Int, K: Int) -> None:
     """c := alpha op(A) b + beta c for vectors b (K) and c (M)."""
-    J = dot_columns(em, A, ta, c, M, K)
+    J = dot_columns(em, A, ta, b, c, M, K)
     if J:
         dot_products(em, A, em.view_as_column(b), em.view_as_column(c), known(M), known(K), J)
         return
@@ -219,11 +219,12 @@ def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_s
     return 1 if n == 1 and ta == "n" and fit and len(m_pieces) > 1 else 0
 
 
-def dot_columns(em: Emitter, A: Value, ta: str, c: Value, M: Int, K: Int) -> int:
-    """The columns of A a gemv.t takes at once as dot products (``dot_products``), or 0
-    where it is a matmul.  Where remainders are split (the CPU's FMA path), M and K are
-    static, K fills at least half a subgroup and A's columns are contiguous (unit row
-    stride), c_j is A's column j times b lane by lane, summed once at the end: the
+def dot_columns(em: Emitter, A: Value, ta: str, b: Value, c: Value, M: Int, K: Int) -> int:
+    """The columns of A a gemv.t (vectors b and c) takes at once as dot products
+    (``dot_products``), or 0 where it is a matmul.  Where remainders are split (the CPU's
+    FMA path: A, b and c of one real type), M and K are static, K fills at least half a
+    subgroup and A's columns are contiguous (unit row stride), c_j is A's column j
+    times b lane by lane, summed once at the end: the
     outer-product kernel would build A^T's tiles from A's columns by shuffles (f64 56x56
     gemv.t: 0.64 of NumPy's dot products with AVX-512, 0.61 without; f32 9x56 with
     AVX-512, one masked step of 16 lanes: as fast or faster, a third of the compile
@@ -255,7 +256,7 @@ def dot_columns(em: Emitter, A: Value, ta: str, c: Value, M: Int, K: Int) -> int
     acc = accumulate_type(c.type.element)
     m, k = known(M), known(K)
     if (ta != "t" or m is None or k is None or 2 * k < em.sgs or A.type.stride[0] != 1
-            or not split_remainders(em.target, acc, A.type.element, c.type.element)):
+            or not split_remainders(em.target, acc, A.type.element, b.type.element)):
         return 0
     most = DOT_COLUMNS
     if not em.same_in_every_group(A):
