@@ -76,6 +76,42 @@ def test_the_copy_has_static_types_and_static_views():
     assert "subview %A[0:8,0:8,%i] : memref<f64x8x8>" in lowered, lowered
 
 
+#: C_i = A_i B_i with the sizes given as index parameters, as a Fortran code passes them
+SIZES_AS_PARAMETERS = """
+func @gemm(%m: index, %n: index, %k: index, %A: memref<f64x?x?x?>, %B: memref<f64x?x?x?>,
+           %C: memref<f64x?x?x?>) {
+    %i = group_id.x : index
+    %a = subview %A[0:%m,0:%k,%i] : memref<f64x?x?>
+    %b = subview %B[0:%k,0:%n,%i] : memref<f64x?x?>
+    %c = subview %C[0:%m,0:%n,%i] : memref<f64x?x?>
+    %one = constant 1.0 : f64
+    %zero = constant 0.0 : f64
+    gemm %one, %a, %b, %zero, %c
+}
+"""
+
+
+def test_sizes_given_as_parameters_are_constants_in_the_copy():
+    """The index parameters that views take sizes from are part of the key: the copy
+    has them as constants, so its views are static; other values get copies of their
+    own (the views of a larger array: m = 4 of A's 6 rows)."""
+    kernel = ttlc.compile(SIZES_AS_PARAMETERS, target="cpu")["gemm"]
+    rng = np.random.default_rng(10)
+    A, B, _ = _operands(rng, 6, 5, 3, 200, np.float64)
+    for m in (6, 4):
+        want = np.einsum("mkb,knb->mnb", A[:m], B)
+        for _ in range(specialize.SPECIALIZE_AFTER + 1):
+            C = np.zeros((6, 5, 200), order="F")
+            kernel(m, 5, 3, A, B, C, grid=(200,))
+            np.testing.assert_allclose(C[:m], want, rtol=1e-12, atol=1e-12)
+            assert not C[m:].any()
+    copies = _copies(kernel)
+    assert sorted(k[3:] for k in copies.copies) == [(4, 5, 3), (6, 5, 3)]
+    key = next(k for k in copies.copies if k[3] == 4)
+    lowered = str(ttlc.backends.cpu.module.lower(copies.program_for(key)))
+    assert "subview %A[0:4,0:3,%i] : memref<f64x4x3,strided<1,6>>" in lowered, lowered
+
+
 def test_strided_arrays_get_copies_of_their_own():
     """Views with other strides (the first rows of a larger array) are a new key: the
     copy for packed arrays is never run on them."""

@@ -19,7 +19,7 @@ view's type reaches only instructions that read it.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 from ..ir.core import Function, Instruction, Value
 from ..ir.ops import VIEW_OPS
@@ -43,6 +43,16 @@ def known_size(v: Value) -> Optional[int]:
     else:
         return None
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
+def size_operands(inst: Instruction) -> List[Value]:
+    """The values a view takes its sizes from (none for ``fuse`` and other instructions)."""
+    slot = SIZED_VIEWS.get(inst.opcode)
+    if slot is None:
+        return []
+    entries = inst.slots[slot]
+    sizes = [size for _, size in entries] if inst.opcode == "subview" else entries
+    return [v for v in sizes if isinstance(v, Value)]
 
 
 def _literal_sizes(inst: Instruction) -> None:

@@ -9,7 +9,10 @@ a launch whose arrays have the sizes and strides of SPECIALIZE_AFTER - 1 earlier
 launches runs a copy of the function compiled for them: in the copy's types the
 parameters' dynamic sizes of at most SPECIALIZED_SIZE (the sizes whose tiles are chosen
 one by one; a batch of thousands stays dynamic) and all their strides are static, and
-static-views carries them into the views taken of the parameters.
+static-views carries them into the views taken of the parameters.  So are the values of
+integer parameters that views take sizes from (``func @k(%m: index, ..., %A: ...)`` with
+``subview %A[0:%m, ...]``), when at most SPECIALIZED_SIZE: the copy uses a constant
+instead (the parameter stays, unused, so that the copy is called as the kernel is).
 
 Earlier launches, launches after MAX_VARIANTS copies and launches with an argument that
 does not fit its memref parameter's type as declared (a null memref, another dtype or
@@ -28,9 +31,12 @@ from __future__ import annotations
 import threading
 from typing import Dict, List, Optional, Tuple
 
-from ...ir.core import Argument, Function, Program
-from ...ir.rewrite import clone_program, set_function_attributes
-from ...ir.types import DYNAMIC, MemrefType
+import numpy as np
+
+from ...ir.builder import Builder
+from ...ir.core import Argument, Function, Program, Region
+from ...ir.rewrite import clone_program, replace_all_uses, set_function_attributes
+from ...ir.types import DYNAMIC, MemrefType, ScalarType
 from ...runtime import switches
 
 #: launches with the same sizes and strides before the copy for them is compiled (a shape
@@ -54,14 +60,26 @@ def _params(func: Function) -> List[Tuple[int, MemrefType]]:
             if isinstance(a.value.type, MemrefType) and DYNAMIC in a.value.type.shape]
 
 
+def _size_scalars(func: Function) -> List[int]:
+    """The positions of the integer parameters a view takes a size from
+    (``subview %A[0:%m, ...]``)."""
+    from ...passes.static_views import size_operands
+
+    used = {v for inst in func.body.walk() for v in size_operands(inst)}
+    return [i for i, a in enumerate(func.args)
+            if isinstance(a.value.type, ScalarType) and a.value.type.is_int and a.value in used]
+
+
 class Specializer:
     """The copies of one kernel (``CpuModule.launcher`` asks ``launcher(args)`` at each
     launch)."""
 
-    def __init__(self, module, func: Function, params: List[Tuple[int, MemrefType]]):
+    def __init__(self, module, func: Function, params: List[Tuple[int, MemrefType]],
+                 scalars: List[int]):
         self.module = module
         self.func = func
         self.params = params
+        self.scalars = scalars
         self.counts: Dict[tuple, int] = {}
         #: the launcher of each key's copy, None where the copy could not be made
         self.copies: Dict[tuple, object] = {}
@@ -71,12 +89,12 @@ class Specializer:
     def of(cls, module, func: Function) -> Optional["Specializer"]:
         if not module.specializes or not enabled():
             return None
-        params = _params(func)
-        return cls(module, func, params) if params else None
+        params, scalars = _params(func), _size_scalars(func)
+        return cls(module, func, params, scalars) if params or scalars else None
 
     def key(self, args) -> Optional[tuple]:
-        """Each parameter's (sizes made static, or None; strides), or None: the launch
-        runs the kernel as compiled."""
+        """Each memref parameter's (sizes made static, or None; strides), then each size
+        scalar's value (or None), or None: the launch runs the kernel as compiled."""
         from ...runtime.args import as_array, element_strides
         from ...runtime.values import DTYPES
 
@@ -103,7 +121,13 @@ class Specializer:
                           for want, n in zip(t.shape, arr.shape))
             strides = tuple(st if want is DYNAMIC else want for want, st in zip(t.stride, got))
             parts.append((sizes, strides))
-        if all(s is None for sizes, _ in parts for s in sizes):
+        for i in self.scalars:
+            x = args[i]
+            small = type(x) is not bool and isinstance(x, (int, np.integer)) \
+                and 0 < x <= SPECIALIZED_SIZE
+            parts.append(int(x) if small else None)
+        if all(s is None for sizes, _ in parts[:len(self.params)] for s in sizes) \
+                and all(v is None for v in parts[len(self.params):]):
             return None
         return tuple(parts)
 
@@ -148,6 +172,13 @@ class Specializer:
             shape = tuple(s if s is not None else n for s, n in zip(sizes, t.shape))
             arg: Argument = func.args[i]
             arg.value.type = MemrefType(t.element, shape, strides, t.space)
+        constants = Region()
+        for i, value in zip(self.scalars, key[len(self.params):]):
+            if value is not None:  # the parameter stays, unused: the copy's ABI is the kernel's
+                param = func.args[i].value
+                constant = Builder(constants).op("constant", value, result=param.type)
+                replace_all_uses(func.body, param, constant)
+        func.body.instructions[:0] = constants.instructions
         return program
 
     def _compile(self, key: tuple):
