@@ -225,6 +225,27 @@ func @g(%A: memref<f64x?x4,strided<1,8>>, %B: memref<f64x4x?>, %C: memref<f64x?x
     assert len(_copies(kernel).copies) == 1
 
 
+def test_modes_of_one_entry_keep_dynamic_strides():
+    """A mode of one entry addresses nothing, and the packed stride NumPy's layout gives
+    it (8 here, after the 1 x 8 of mode 1) would break the order of the declared static
+    strides around it: the copy keeps it dynamic, and is made."""
+    kernel = ttlc.compile("""
+func @k(%A: memref<f64x6x1x?x?,strided<1,8,?,8>>, %y: memref<f64x6>) {
+    %z = constant 0 : index
+    %a = subview %A[0:6,%z,%z,%z] : memref<f64x6>
+    %one = constant 1.0 : f64
+    axpby %one, %a, %one, %y
+}""", target="cpu")["k"]
+    memory = np.arange(16, dtype=np.float64)
+    A = np.lib.stride_tricks.as_strided(memory, shape=(6, 1, 1, 2), strides=(8, 64, 48, 64))
+    y = np.zeros(6)
+    for _ in range(specialize.SPECIALIZE_AFTER):
+        kernel(A, y)
+    np.testing.assert_array_equal(y, specialize.SPECIALIZE_AFTER * memory[:6])
+    (launcher,) = _copies(kernel).copies.values()
+    assert launcher is not None
+
+
 def test_at_most_max_variants_copies():
     kernel = ttlc.compile(DYNAMIC_GEMM.format(t="f32"), target="cpu")["gemm"]
     rng = np.random.default_rng(5)

@@ -119,7 +119,10 @@ class Specializer:
                 return None
             sizes = tuple(n if want is DYNAMIC and n <= SPECIALIZED_SIZE else None
                           for want, n in zip(t.shape, arr.shape))
-            strides = tuple(st if want is DYNAMIC else want for want, st in zip(t.stride, got))
+            # (a mode of one entry keeps a dynamic stride: it addresses nothing, and the
+            # packed stride element_strides gives it may break a static one's order)
+            strides = tuple(st if want is DYNAMIC and n > 1 else want
+                            for want, st, n in zip(t.stride, got, arr.shape))
             parts.append((sizes, strides))
         for i in self.scalars:
             x = args[i]
