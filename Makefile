@@ -78,7 +78,8 @@ $(GPU_TOOLS_STAMP): $(STAMP)
 # The long counts that make test samples: front-end fuzzing, thousands of differential
 # programs, the pass-meaning tests over 500 generated seeds with every GPU target,
 # spirv-val over the SPIR-V of 2,000 generated programs, the iree-vector export of 1000
-# generated programs through iree-opt, 1000 faulty launches and 1000 kernels sharing local
+# generated programs through iree-opt, 1000 generated programs run by the copies cpu
+# compiles for their arguments, 1000 faulty launches and 1000 kernels sharing local
 # memory (data races) reported alike by checked interp and cpu (300 faulty launches on
 # opencl), and target cuda-tile
 # (NVIDIA's tools, the Tile IR interpreter) over 500 generated programs and every checked
@@ -91,6 +92,7 @@ fuzz: $(GPU_TOOLS_STAMP)
 	TTLC_LONG=1 $(PY) -m pytest -q -n auto tests/python/test_pass_meaning.py
 	TTLC_SPIRV_SEEDS=2000 $(PY) -m pytest -q -n auto tests/python/test_spirv.py -k generated
 	TTLC_IREE_PROGRAMS=1000 $(PY) -m pytest -q tests/python/test_iree_vector.py
+	TTLC_COPY_SEEDS=1000 $(PY) -m pytest -q -n auto tests/python/test_differential.py -k copies
 	TTLC_FAULT_SEEDS=1000 TTLC_RACE_SEEDS=1000 TTLC_OPENCL_FAULT_SEEDS=300 TTLC_OPENCL_RACE_SEEDS=300 $(PY) -m pytest -q -n auto tests/python/test_differential.py -k faulty
 	TTLC_TILE_SEEDS=500 $(PY) -m pytest -q -s tests/python/test_tile_backend.py -k corpus_counts
 	TTLC_TILE_SEEDS=500 TTLC_TILE_OPT=3 TTLC_TILE_ARCHS=all $(PY) -m pytest -q -n auto tests/python/test_tile_backend.py -k corpus_emitted

@@ -9,7 +9,9 @@ seeds; ``make fuzz`` (fuzz/fuzz_differential.py) runs thousands.  Faulty launche
 on both targets; ``TTLC_FAULT_SEEDS=N`` sets how many.  So must data races on local memory
 in generated kernels that share it (``compare_races``); ``TTLC_RACE_SEEDS=N``.  Faulty
 launches and data races are reported alike on target opencl too, where its runtime is
-installed (``TTLC_OPENCL_FAULT_SEEDS=N``, ``TTLC_OPENCL_RACE_SEEDS=N``).
+installed (``TTLC_OPENCL_FAULT_SEEDS=N``, ``TTLC_OPENCL_RACE_SEEDS=N``).  Run by the
+copies target cpu compiles for the arguments of a launch, they agree as well
+(``TTLC_COPY_SEEDS=N``).
 """
 from __future__ import annotations
 
@@ -36,6 +38,10 @@ N_RACES = int(os.environ.get("TTLC_RACE_SEEDS", "40"))
 N_OPENCL_FAULTS = int(os.environ.get("TTLC_OPENCL_FAULT_SEEDS", "4"))
 #: generated kernels sharing local memory on target opencl (make fuzz: more)
 N_OPENCL_RACES = int(os.environ.get("TTLC_OPENCL_RACE_SEEDS", "10"))
+#: generated programs run by copies compiled for their arguments, from seed
+#: COPY_SEEDS_FROM on (make fuzz: more)
+N_COPY_SEEDS = int(os.environ.get("TTLC_COPY_SEEDS", "32"))
+COPY_SEEDS_FROM = 400
 FIRST_SEED = int(os.environ.get("TTLC_DIFF_FIRST_SEED", "0"))
 CHUNKS = 24
 
@@ -52,6 +58,31 @@ def test_generated_programs_agree(chunk):
     failures = [o for o in map(compare_seed, seeds) if not o.ok]
     assert not failures, (f"{len(failures)} of {len(seeds)} seeds differ between interp "
                           f"and cpu; the first:\n{failures[0].report()}")
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_copies_compiled_for_the_arrays_agree(chunk, monkeypatch):
+    """Generated programs run by the copies compiled for their arguments
+    (``backends.cpu.specialize``, made at the first launch here) agree with the
+    interpreter as the kernels do; copies are made for most of them."""
+    from ttlc.backends.cpu import specialize
+
+    made = []
+    compile_copy = specialize.Specializer._compile
+
+    def counted(self, key):
+        launcher = compile_copy(self, key)
+        made.append(launcher is not None)
+        return launcher
+
+    monkeypatch.setattr(specialize, "SPECIALIZE_AFTER", 1)
+    monkeypatch.setattr(specialize.Specializer, "_compile", counted)
+    seeds = range(FIRST_SEED + COPY_SEEDS_FROM + chunk,
+                  FIRST_SEED + COPY_SEEDS_FROM + N_COPY_SEEDS, 4)
+    failures = [o for o in map(compare_seed, seeds) if not o.ok]
+    assert not failures, (f"{len(failures)} of {len(seeds)} seeds differ between interp "
+                          f"and cpu's copies; the first:\n{failures[0].report()}")
+    assert made and all(made), f"{made.count(False)} of {len(made)} copies not compiled"
 
 
 @pytest.mark.parametrize("chunk", range(4))
