@@ -17,8 +17,7 @@ instead (the parameter stays, unused, so that the copy is called as the kernel i
 Earlier launches, launches after MAX_VARIANTS copies and launches with an argument that
 does not fit its memref parameter's type as declared (a null memref, another dtype or
 order, a static size or stride of another value: the kernel reports it) run the kernel
-as compiled; groups and scalars are passed on as
-they are.  A copy chooses its subgroup and work-group sizes for its sizes, as a kernel
+as compiled; groups and other scalars are passed on as they are.  A copy chooses its subgroup and work-group sizes for its sizes, as a kernel
 compiled for them would, unless the function may observe them
 (``config.observed_sizes``: a builtin such as ``subgroup_size``, SPMD code): then it
 runs with those of the kernel as compiled, so that it computes what the kernel does.  A
@@ -39,8 +38,8 @@ from ...ir.rewrite import clone_program, replace_all_uses, set_function_attribut
 from ...ir.types import DYNAMIC, MemrefType, ScalarType
 from ...runtime import switches
 
-#: launches with the same sizes and strides before the copy for them is compiled (a shape
-#: used once or twice does not pay for a compile)
+#: the launch with the same sizes, strides and size values that compiles the copy for
+#: them (the third: a shape used once or twice does not pay for a compile)
 SPECIALIZE_AFTER = 3
 #: the largest dynamic size that becomes static in a copy
 SPECIALIZED_SIZE = 128
