@@ -411,10 +411,25 @@ FOREACH_OPS = ("foreach", "foreach_tile")
 YIELDING_OPS = ("for", "if", "cooperative_matrix_apply")
 #: views of a memref operand's memory
 VIEW_OPS = ("subview", "expand", "fuse")
+#: the views whose sizes may be operands, and the slot holding them (a subview's slices
+#: are (offset, size) pairs, expand's shape entries are sizes)
+SIZED_VIEWS = {"subview": "slices", "expand": "shape"}
 #: ttlc's own instructions, not the language's: what passes insert for checked code
 INTERNAL_OPS = ("check_shapes", "check_iteration")
 #: instructions with regions; their effects are those of their regions (none of their own)
 REGION_OPS = tuple(name for name, d in OPS.items() if d.regions)
+
+
+
+def view_sizes(inst: Instruction) -> list:
+    """The values a view takes its sizes from (none for ``fuse`` and other instructions)."""
+    slot = SIZED_VIEWS.get(inst.opcode)
+    if slot is None:
+        return []
+    entries = inst.slots[slot]
+    sizes = [size for _, size in entries] if inst.opcode == "subview" else entries
+    return [v for v in sizes if not isinstance(v, int)]
+
 
 assert all((d.effects is None) == (not d.memory_slots) for d in OPS.values()), \
     "an instruction takes a memref operand exactly when it declares its memory effects"

@@ -19,15 +19,11 @@ view's type reaches only instructions that read it.
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Optional
 
 from ..ir.core import Function, Instruction, Value
-from ..ir.ops import VIEW_OPS
+from ..ir.ops import SIZED_VIEWS, VIEW_OPS
 from ..ir.types import MemrefType
-
-#: the views whose sizes are operands, and the slot holding them (a subview's slices are
-#: (offset, size) pairs, expand's shape entries are sizes)
-SIZED_VIEWS = {"subview": "slices", "expand": "shape"}
 
 
 def known_size(v: Value) -> Optional[int]:
@@ -43,16 +39,6 @@ def known_size(v: Value) -> Optional[int]:
     else:
         return None
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
-
-
-def size_operands(inst: Instruction) -> List[Value]:
-    """The values a view takes its sizes from (none for ``fuse`` and other instructions)."""
-    slot = SIZED_VIEWS.get(inst.opcode)
-    if slot is None:
-        return []
-    entries = inst.slots[slot]
-    sizes = [size for _, size in entries] if inst.opcode == "subview" else entries
-    return [v for v in sizes if isinstance(v, Value)]
 
 
 def _literal_sizes(inst: Instruction) -> None:

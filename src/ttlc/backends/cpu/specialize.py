@@ -34,6 +34,7 @@ import numpy as np
 
 from ...ir.builder import Builder
 from ...ir.core import Argument, Function, Program, Region
+from ...ir.ops import view_sizes
 from ...ir.rewrite import clone_program, replace_all_uses, set_function_attributes
 from ...ir.types import DYNAMIC, MemrefType, ScalarType
 from ...runtime import switches
@@ -62,9 +63,7 @@ def _params(func: Function) -> List[Tuple[int, MemrefType]]:
 def _size_scalars(func: Function) -> List[int]:
     """The positions of the integer parameters a view takes a size from
     (``subview %A[0:%m, ...]``)."""
-    from ...passes.static_views import size_operands
-
-    used = {v for inst in func.body.walk() for v in size_operands(inst)}
+    used = {v for inst in func.body.walk() for v in view_sizes(inst)}
     return [i for i, a in enumerate(func.args)
             if isinstance(a.value.type, ScalarType) and a.value.type.is_int and a.value in used]
 
