@@ -14,14 +14,14 @@ result type (``ttlc.ir.infer``).  The sets of opcodes that several parts treat a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
 
 from . import infer
 from . import syntax as S
 from .core import Instruction
 from .traits import BlasOperands, MemoryEffect, reads, writes
-from .types import BOOL, INDEX, SCALAR_TYPES, CoopMatrixType, I32, Type
+from .types import BOOL, INDEX, SCALAR_TYPES, CoopMatrixType, GroupType, I32, MemrefType, Type
 
 COLLECTIVE, SPMD, MIXED = "collective", "spmd", "mixed"
 
@@ -420,7 +420,6 @@ INTERNAL_OPS = ("check_shapes", "check_iteration")
 REGION_OPS = tuple(name for name, d in OPS.items() if d.regions)
 
 
-
 def view_sizes(inst: Instruction) -> list:
     """The values a view takes its sizes from (none for ``fuse`` and other instructions)."""
     slot = SIZED_VIEWS.get(inst.opcode)
@@ -429,6 +428,16 @@ def view_sizes(inst: Instruction) -> list:
     entries = inst.slots[slot]
     sizes = [size for _, size in entries] if inst.opcode == "subview" else entries
     return [v for v in sizes if not isinstance(v, int)]
+
+
+def static_size(inst: Instruction) -> Optional[int]:
+    """The value a ``size`` instruction has at compile time: a static mode of its memref
+    or the static size of its group; None when the operand's type leaves it open (or the
+    mode is out of range, which the verifier reports)."""
+    t, mode = inst.slots["tensor"].type, inst.attrs["mode"]
+    if isinstance(t, MemrefType):
+        return t.shape[mode] if 0 <= mode < t.order else None
+    return t.size if isinstance(t, GroupType) else None
 
 
 assert all((d.effects is None) == (not d.memory_slots) for d in OPS.values()), \

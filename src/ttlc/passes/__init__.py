@@ -160,7 +160,9 @@ def lower_copy(program: Program, names: Sequence[str], target: Target,
             if config != ExecConfig(f.subgroup_size, tuple(f.work_group_size or ())):
                 set_function_attributes(f, config.attributes(),
                                         first=("subgroup_size", "work_group_size"))
-        names, ctx, start = expand(names), PassContext(target=target), 0
+        # the views are static already: the pipelines' own static-views would find nothing
+        names = [n for n in expand(names) if n != "static-views"]
+        ctx, start = PassContext(target=target), 0
         for at, name in enumerate(names):
             if before and name in before:
                 run_passes(lowered, names[start:at], ctx)

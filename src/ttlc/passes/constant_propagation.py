@@ -41,7 +41,8 @@ from ..ir import rewrite
 from ..ir.builder import Builder
 from ..ir.core import Function, Instruction, Region, Value
 from ..ir.numerics import shift_amount, wrap
-from ..ir.types import BoolType, CoopMatrixType, GroupType, MemrefType, ScalarType, Type
+from ..ir.ops import static_size
+from ..ir.types import BoolType, CoopMatrixType, ScalarType, Type
 
 INT64_MIN = -(2 ** 63)  # not writable as a constant (the grammar's range starts at -2^63+1)
 
@@ -361,13 +362,7 @@ class _Folder:
         return None
 
     def size(self, inst: Instruction) -> Optional[_Fold]:
-        t = inst.slots["tensor"].type
-        if isinstance(t, MemrefType):
-            n = t.shape[inst.attrs["mode"]] if 0 <= inst.attrs["mode"] < t.order else None
-        elif isinstance(t, GroupType):
-            n = t.size
-        else:
-            n = None
+        n = static_size(inst)
         return None if n is None else _Fold(const=n)
 
     # ---- control flow ---------------------------------------------------------------------

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..ir.core import Function, Instruction, Value
-from ..ir.ops import SIZED_VIEWS, VIEW_OPS
+from ..ir.ops import SIZED_VIEWS, VIEW_OPS, static_size
 from ..ir.types import MemrefType
 
 
@@ -33,9 +33,8 @@ def known_size(v: Value) -> Optional[int]:
         return None
     if owner.opcode == "constant":
         n = owner.attrs["value"]
-    elif owner.opcode == "size" and isinstance(owner.slots["tensor"].type, MemrefType):
-        t, mode = owner.slots["tensor"].type, owner.attrs["mode"]
-        n = t.shape[mode] if 0 <= mode < t.order else None
+    elif owner.opcode == "size":
+        n = static_size(owner)
     else:
         return None
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None

@@ -125,13 +125,15 @@ def lower(program: Program, checked: bool = False, machine: Optional[Target] = N
         at = names.index("lower-linalg")
         names[at:at] = ["insert-shape-checks", "insert-iteration-marks"]
         names = [n for n in names if n != "dead-code-elimination"]
-    return lower_copy(program, names, described(_this_cpu(machine or _machine())))
+    return lower_copy(program, names, description(machine or _machine()))
 
 
-def described(machine: Target) -> Target:
-    """machine with this CPU's matrix or dot-product unit (``mul_add.matrix_unit``: what
-    the CPU features give, ``jit.versions`` being part of the cache key), unless it names
-    one itself."""
+def description(machine: Target) -> Target:
+    """The target description code for machine is lowered for: its registers cut to this
+    CPU's (``_this_cpu``) and, unless machine names a matrix or dot-product unit itself,
+    this CPU's (``mul_add.matrix_unit``: what the CPU features give, ``jit.versions`` being
+    part of the cache key)."""
+    machine = _this_cpu(machine)
     if machine.matrix.instructions:
         return machine
     from .mul_add import matrix_unit
@@ -210,7 +212,7 @@ class Artifacts:
 
     def description(self) -> Target:
         """The target description the program is lowered for (``lower``)."""
-        return described(_this_cpu(self.machine))
+        return description(self.machine)
 
     @property
     def lowered(self) -> Program:
