@@ -34,7 +34,8 @@ from ttlc.passes import PassContext, get_pass, run_passes
 from ttlc.passes.linalg import choose_tiles
 from ttlc.passes.linalg.tiles import (ACC_SHARE, FEW_COLUMN_TILES, MIN_A_STEP_BYTES,
                                       REREAD_A_BYTES, SPLIT_MAX_K, STREAM_A_BYTES,
-                                      STREAM_ROW_BYTES, TALL_ACC_SHARE, Tiles, computed_rows,
+                                      STREAM_ROW_BYTES, TALL_ACC_SHARE, WHOLE_K_BUDGET,
+                                      WHOLE_K_MAX, WHOLE_K_TILES, Tiles, computed_rows,
                                       k_steps, row_pieces, subgroup_registers)
 from ttlc.testing.kernels import member_kernel
 from ttlc.ir.types import SCALAR_TYPES
@@ -853,6 +854,45 @@ def test_choose_tiles_cpu_remainders_get_smaller_tiles():
     assert all(sum(e for e, _ in columns) == 9 for columns in t.row_n_pieces)
     gpu = choose_tiles(TARGETS["pvc"], 16, 1, 35, 9, 35, f64, f64, f64)
     assert (gpu.m_pieces, gpu.n_pieces, gpu.k_rest) == ((), (), ())
+
+
+def test_short_k_over_enough_tiles_is_one_step():
+    """AVX-512 (the cpu description), one subgroup: a K of at most WHOLE_K_MAX (6) is one
+    straight-line step, no loop, where C has WHOLE_K_TILES (3) tiles or more and the
+    accumulator and K's operands fit WHOLE_K_BUDGET of the 32 zmm: f64 49x18x3 in 32x6
+    tiles (rows 32 + 17, three column tiles: 6 tiles) holds 24 zmm of accumulator and
+    3 x 4 of A's columns, 36 zmm = 1.125 x 32; f32 11x70x5 in 16x14 (5 tiles) 14 + 5.
+    K loops stay for K = 7 (f64 74x2x7), one tile (f64 20x5x3) and GPU targets."""
+    f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
+    cpu = TARGETS["cpu"]
+    t = choose_tiles(cpu, 8, 1, 49, 18, 3, f64, f64, f64)
+    assert (t.m, t.n, t.k, t.k_rest) == (32, 6, 3, ()) and t.count() == 2 * 3
+    assert (t.m * t.n + 3 * t.m) * 8 == 36 * 64 == WHOLE_K_BUDGET * cpu.register_budget
+    t = choose_tiles(cpu, 16, 1, 11, 70, 5, f32, f32, f32)
+    assert (t.m, t.n, t.k, t.k_rest, t.count()) == (16, 14, 5, (), 5)
+    assert choose_tiles(cpu, 8, 1, 74, 2, 7, f64, f64, f64).k < 7 == WHOLE_K_MAX + 1
+    one = choose_tiles(cpu, 8, 1, 20, 5, 3, f64, f64, f64)
+    assert one.count() == 1 < WHOLE_K_TILES and one.k < 3
+    assert choose_tiles(TARGETS["pvc"], 16, 1, 49, 18, 3, f64, f64, f64).k != 3
+
+
+@pytest.mark.parametrize("ty,M,N,K,operand", [("f64", 49, 18, 3, ""), ("f32", 11, 70, 5, "B"),
+                                              ("f64", 53, 10, 4, "A"), ("f32", 7, 66, 5, "")])
+def test_short_k_in_one_step_agrees_with_numpy(ty, M, N, K, operand):
+    """K in one step of 3, 4 or 5 (``whole_k``), batched or with A or B shared, on the
+    cpu with default attributes: each member's C = A B against NumPy."""
+    batch = 6
+    A = rand((M, K) if operand == "A" else (M, K, batch), ty, 1)
+    B = rand((K, N) if operand == "B" else (K, N, batch), ty, 2)
+    C = np.zeros((M, N, batch), DTYPES[ty], order="F")
+    poison(C)
+    src = member_kernel(ty, "gemm", [("a", (M, K), operand == "A"), ("b", (K, N), operand == "B"),
+                                     ("c", (M, N), False)])
+    ttlc.compile(src, target="cpu")["member"](A, B, C, grid=(batch,))
+    want = np.einsum(("mk" if operand == "A" else "mkb") + "," +
+                     ("kn" if operand == "B" else "knb") + "->mnb",
+                     A.astype(np.float64), B.astype(np.float64))
+    close(C, want, ty)
 
 
 #: the cpu description as a CPU without AVX-512 gives it (``backends.cpu.module._this_cpu``):

@@ -42,7 +42,8 @@ The rule (documented in ``choose_tiles``):
   tile of the remaining columns (``column_pieces``), each as narrow as their number
   allows (13 as 7 + 6, not 8 + 5: f64 24x13x11 with the members from L3 7-13% faster),
   K into the loop's steps and smaller power-of-two steps (``k_steps``, which also
-  prefers a step dividing K) -- and the cost above is summed over the pieces, each piece
+  prefers a step dividing K), or a short K with enough tiles into one step (``whole_k``)
+  -- and the cost above is summed over the pieces, each piece
   adding PIECE_COST (its code is compiled too), and an accumulator of fewer than
   MIN_ACC_BYTES counting as that many (its FMAs wait for each other).  With one
   subgroup, whose partial tiles the CPU stores at rows known at compile time, a partial
@@ -117,6 +118,23 @@ PIECE_COST = 0.1
 #: compile (k = 2 against 32: 40% less LLVM IR for the shapes of benchmarks/small_gemm.py,
 #: the same speed)
 SPLIT_MAX_K = 2
+#: A static K of at most WHOLE_K_MAX is one straight-line step (``whole_k``) where C has
+#: WHOLE_K_TILES tiles or more and the accumulator and all of K's operands take at most
+#: WHOLE_K_BUDGET of the register budget: a loop of a few K steps costs each tile its exit
+#: branch, and its steps do not overlap the next tile's.  Against LIBXSMM (AVX-512, batched
+#: or with a shared operand, each A offset; loop -> one step): f64 49x18x3 0.81 -> 1.13,
+#: f64 59x73x2 0.78 -> 1.14, f64 53x10x4 with A shared 0.83 -> 1.11, f64 48x35x3 with B
+#: shared 0.94 -> 1.42, f64 11x46x4 B shared 0.95 -> 1.26, f32 11x70x5 B shared 0.90 ->
+#: 1.06, f32 48x19x5 A shared 0.97 -> 1.14; 46 random shapes of K <= 6 whose tiles it
+#: changes: geometric mean 1.12x, the least 0.97x (f64 4x57x3 0.96 -> 0.89 in a second
+#: run).  Longer K, fewer tiles or more registers lose: f64 10x5x9 with B shared
+#: 1.14 -> 1.00, f32 13x16x7 A shared 0.96 -> 0.91 (one column's K FMAs in a row: the
+#: core holds too few columns' chains at once), f64 20x5x3 (one tile) 1.02 -> 0.91,
+#: f64 74x2x7 B shared (its broadcasts kept in registers across the members: spills)
+#: 1.12 -> 0.84
+WHOLE_K_MAX = 6
+WHOLE_K_TILES = 3
+WHOLE_K_BUDGET = 1.125
 #: the least accumulator bytes that keep the FMA units busy: 2 FMA pipes x 32 bytes x 4
 #: cycles of latency (Zen 4, and AVX2 CPUs alike); 16x3 f32 tiles on AVX2 (6 ymm) ran
 #: at three quarters of the speed of 16x5 ones
@@ -262,6 +280,12 @@ class Tiles:
     #: where the pieces of M take column counts of their own (``register_tiles``,
     #: ``tall_rows``): N's pieces for each of ``m_pieces``; empty: ``n_pieces`` for all
     row_n_pieces: Tuple[Pieces, ...] = ()
+
+    def count(self) -> int:
+        """The tiles of C, counted over the static pieces (0 where M or N is dynamic)."""
+        columns = self.row_n_pieces or (self.n_pieces,) * len(self.m_pieces)
+        return sum(_ceil_div(me, mt) * sum(_ceil_div(ne, nt) for ne, nt in ns)
+                   for (me, mt), ns in zip(self.m_pieces, columns))
 
 
 #: the types whose remainders get smaller tiles (A, B and the accumulator alike): the FMA
@@ -510,17 +534,18 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
                 best = (key, m, n)
         m *= 2
     _, m, n = best
+    # where subgroups are SIMD lanes (the CPU), mul_add takes B's entries from memory one
+    # broadcast at a time (FMA memory operands) when they are real and need no
+    # conversion: then only A's columns take registers
+    from_memory = bool(target.vector_bytes) and b == acc and not b.is_complex
     # tall rows and the rest apart where the cost picks shorter tiles, or tiles that tall
     # but narrower than two column tiles of them would take N (f64 56x9x56: 32x6 and 32x3,
     # not 32x3 three times; f64 105x16x35 keeps 32x4 four times, not 6 + 6 + 4)
     if (tall and not wide and N is not None and G == 1 and tall <= M
             and (m < tall or (m == tall and N <= 2 * (acc_elems // tall) and n < N))):
-        return tall_rows(tall, acc_elems, M, N, S)
-
-    # where subgroups are SIMD lanes (the CPU), mul_add takes B's entries from memory one
-    # broadcast at a time (FMA memory operands) when they are real and need no
-    # conversion: then only A's columns take registers
-    from_memory = bool(target.vector_bytes) and b == acc and not b.is_complex
+        tiles = tall_rows(tall, acc_elems, M, N, S)
+        return whole_k(tiles, K, rows(tall) * tiles.n * acc.size, rows(tall) * a.size, budget,
+                       from_memory and G == 1)
     operand_bytes = rows(m) * a.size + (0 if from_memory else n * b.size)
     k = _k_step(SPLIT_MAX_K if split else MAX_K, operand_bytes, operands)
     if idle or (tall and m >= tall):  # a K step loads at most STREAM_ROW_BYTES of A
@@ -532,8 +557,23 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     k_rest: Tuple[int, ...] = ()
     if K is not None:
         k, k_rest = k_steps(K, k)
-    return Tiles(m, n, k, row_pieces(M, m, S, idle) if M is not None else (),
-                 column_pieces(N, n) if N is not None else (), k_rest)
+    return whole_k(Tiles(m, n, k, row_pieces(M, m, S, idle) if M is not None else (),
+                         column_pieces(N, n) if N is not None else (), k_rest),
+                   K, rows(m) * n * acc.size, operand_bytes, budget, from_memory and G == 1)
+
+
+def whole_k(tiles: Tiles, K: Optional[int], acc_bytes: int, step_bytes: int,
+            budget: int, broadcasts: bool) -> Tiles:
+    """tiles with all of a static K one straight-line step (no K loop) where one
+    subgroup's FMAs take B's entries from memory (`broadcasts`: no coopmatrix of K's rows
+    distributed over subgroups, which would need a power of two) and WHOLE_K_MAX,
+    WHOLE_K_TILES and WHOLE_K_BUDGET allow (`acc_bytes`: the accumulator, `step_bytes`:
+    a K step's operands); else tiles as they are."""
+    if (not broadcasts or K is None or tiles.k >= K or K > WHOLE_K_MAX
+            or tiles.count() < WHOLE_K_TILES
+            or acc_bytes + K * step_bytes > WHOLE_K_BUDGET * budget):
+        return tiles
+    return dataclasses.replace(tiles, k=K, k_rest=())
 
 
 def far_column_tiles(target: Target, S: int, M: int, N: int,
