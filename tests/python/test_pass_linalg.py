@@ -876,23 +876,30 @@ def test_short_k_over_enough_tiles_is_one_step():
     assert choose_tiles(TARGETS["pvc"], 16, 1, 49, 18, 3, f64, f64, f64).k != 3
 
 
-@pytest.mark.parametrize("ty,M,N,K,operand", [("f64", 49, 18, 3, ""), ("f32", 11, 70, 5, "B"),
-                                              ("f64", 53, 10, 4, "A"), ("f32", 7, 66, 5, "")])
+def test_short_k_in_one_step_is_computed_a_few_columns_at_a_time():
+    """With K one step (f32 11x70x5, B shared; the cpu description, AVX-512 anywhere), C
+    is computed columns at a time (``matmul.fused_columns``): A's 16x5 block loaded once,
+    each column one product of it and B's column, STEP_COLUMN_FMAS // K = 4 columns a
+    loop step, then the 2 columns left (70 = 17 x 4 + 2)."""
+    from ttlc.passes import expand, lower_copy
+    from ttlc.passes.linalg.matmul import STEP_COLUMN_FMAS
+
+    src = member_kernel("f32", "gemm", [("a", (11, 5), False), ("b", (5, 70), True),
+                                        ("c", (11, 70), False)])
+    lowered = str(lower_copy(ttlc.check(src), expand(["lower"]), TARGETS["cpu"]))
+    loops = lowered.split("for %j=")[1:]
+    assert len(loops) == 2 and STEP_COLUMN_FMAS // 5 == 4
+    assert [loop.count("cooperative_matrix_mul_add") for loop in loops] == [4, 2]
+    a_block = "coopmatrix<f32x16x5,matrix_a>"  # loaded before the loops, not in them
+    assert a_block in lowered.split("for %j=")[0] and not any(a_block in x for x in loops)
+
+
+@pytest.mark.parametrize("ty,M,N,K,operand", [("f64", 49, 18, 3, "batched"), ("f32", 11, 70, 5, "B"),
+                                              ("f64", 53, 10, 4, "A"), ("f32", 7, 66, 5, "batched")])
 def test_short_k_in_one_step_agrees_with_numpy(ty, M, N, K, operand):
     """K in one step of 3, 4 or 5 (``whole_k``), batched or with A or B shared, on the
     cpu with default attributes: each member's C = A B against NumPy."""
-    batch = 6
-    A = rand((M, K) if operand == "A" else (M, K, batch), ty, 1)
-    B = rand((K, N) if operand == "B" else (K, N, batch), ty, 2)
-    C = np.zeros((M, N, batch), DTYPES[ty], order="F")
-    poison(C)
-    src = member_kernel(ty, "gemm", [("a", (M, K), operand == "A"), ("b", (K, N), operand == "B"),
-                                     ("c", (M, N), False)])
-    ttlc.compile(src, target="cpu")["member"](A, B, C, grid=(batch,))
-    want = np.einsum(("mk" if operand == "A" else "mkb") + "," +
-                     ("kn" if operand == "B" else "knb") + "->mnb",
-                     A.astype(np.float64), B.astype(np.float64))
-    close(C, want, ty)
+    member_gemm_agrees(ty, M, N, K, operand)
 
 
 #: the cpu description as a CPU without AVX-512 gives it (``backends.cpu.module._this_cpu``):
@@ -1256,7 +1263,12 @@ def test_one_tile_of_all_of_m_agrees_with_numpy(ty, M, N, K, operand):
     the last whole register in narrower FMAs with AVX-512, ``mul_add.narrow_last``)
     compiled for the cpu with default attributes, one gemm per batch member (A or B
     shared by all, or neither): C_i = A_i B_i against NumPy for every member."""
-    batch = 5
+    member_gemm_agrees(ty, M, N, K, operand)
+
+
+def member_gemm_agrees(ty: str, M: int, N: int, K: int, operand: str, batch: int = 5) -> None:
+    """One gemm per batch member, A or B shared by all (`operand`) or neither, compiled
+    for the cpu with default attributes: C_i = A_i B_i against NumPy for every member."""
     A = rand((M, K) if operand == "A" else (M, K, batch), ty, 1)
     B = rand((K, N) if operand == "B" else (K, N, batch), ty, 2)
     C = np.zeros((M, N, batch), DTYPES[ty], order="F")

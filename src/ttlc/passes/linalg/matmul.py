@@ -193,18 +193,26 @@ def column_bytes(m_pieces: list, acc: ScalarType) -> int:
     return sum(MT for _, MT, _ in row_blocks(m_pieces)) * acc.size
 
 
+#: the most FMAs per register of rows in a loop step over C's columns where K is a single
+#: step of three or more (``fused_columns``): K FMAs per column
+STEP_COLUMN_FMAS = 24
+
+
 def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_step: bool,
-                  split: bool, ta: str) -> int:
+                  split: bool, ta: str, k_step: int = 1) -> int:
     """The columns of a tile made of all the row blocks of M (``row_blocks``), or 0 where
     C keeps its tiles.  One such tile runs one K loop for all rows, B's tile loaded once
     per step; with a single K step (ger), the columns are a step of the loop over C's
     columns (``matmul``'s ``rank_one``).  Only where remainders are split (``split``:
     the FMA microkernel), one subgroup does all the work and M and N are static, and then:
 
-    * K a single step: as many columns as fit the accumulators' part of the register
-      budget (``accumulator_bytes``, as in ``choose_tiles``), at least one (ger: f64
-      56x56 as 16x8 tiles reloaded A's column for each and wrote the last 8 rows in a
-      pass of their own);
+    * K a single step (`k_step`): as many columns as fit the accumulators' part of the
+      register budget (``accumulator_bytes``, as in ``choose_tiles``), at least one (ger:
+      f64 56x56 as 16x8 tiles reloaded A's column for each and wrote the last 8 rows in a
+      pass of their own), and where the step is three or more at most
+      STEP_COLUMN_FMAS // k_step (``tiles.whole_k``: f32 11x70x5 with B shared in loop
+      steps of 4 columns, not 24, ran 1.02x as fast and compiled cold in 28 ms, not
+      112; f64 49x18x3 1.04x as fast; with steps of 2 the bound cost 2-4%);
     * else a single column, A not transposed, and the accumulators fitting (gemv: f32
       56 rows as tiles of 32, 16 and 8 rows loaded b three times and were three chains
       of dependent FMAs; gemm's tiles of more columns are ``choose_tiles``' business; the
@@ -215,7 +223,7 @@ def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_s
         return 0
     fit = accumulator_bytes(em.target.register_budget) // column_bytes(m_pieces, acc)
     if single_step:
-        return max(1, min(fit, n))
+        return max(1, min(fit, n, STEP_COLUMN_FMAS // k_step if k_step > 2 else n))
     return 1 if n == 1 and ta == "n" and fit and len(m_pieces) > 1 else 0
 
 
@@ -557,7 +565,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     m_pieces = _pieces(M, tiles.m, tiles.m_pieces)
     single_step = known(K) == KT and not tiles.k_rest
     NT = fused_columns(em, m_pieces, N, acc, single_step, split_remainders(em.target, acc, ea, eb),
-                       ta)
+                       ta, KT)
     if NT:  # one subgroup: a parallel region is its work
         with b.parallel():
             rows = [(em.index(m0), MT, checked) for m0, MT, checked in row_blocks(m_pieces)]

@@ -42,8 +42,8 @@ The rule (documented in ``choose_tiles``):
   tile of the remaining columns (``column_pieces``), each as narrow as their number
   allows (13 as 7 + 6, not 8 + 5: f64 24x13x11 with the members from L3 7-13% faster),
   K into the loop's steps and smaller power-of-two steps (``k_steps``, which also
-  prefers a step dividing K), or a short K with enough tiles into one step (``whole_k``)
-  -- and the cost above is summed over the pieces, each piece
+  prefers a step dividing K), or a short K over enough tiles one step (``whole_k``),
+  C then computed a few columns at a time -- and the cost above is summed over the pieces, each piece
   adding PIECE_COST (its code is compiled too), and an accumulator of fewer than
   MIN_ACC_BYTES counting as that many (its FMAs wait for each other).  With one
   subgroup, whose partial tiles the CPU stores at rows known at compile time, a partial
@@ -118,20 +118,21 @@ PIECE_COST = 0.1
 #: compile (k = 2 against 32: 40% less LLVM IR for the shapes of benchmarks/small_gemm.py,
 #: the same speed)
 SPLIT_MAX_K = 2
-#: A static K of at most WHOLE_K_MAX is one straight-line step (``whole_k``) where C has
-#: WHOLE_K_TILES tiles or more and the accumulator and all of K's operands take at most
-#: WHOLE_K_BUDGET of the register budget: a loop of a few K steps costs each tile its exit
-#: branch, and its steps do not overlap the next tile's.  Against LIBXSMM (AVX-512, batched
-#: or with a shared operand, each A offset; loop -> one step): f64 49x18x3 0.81 -> 1.13,
-#: f64 59x73x2 0.78 -> 1.14, f64 53x10x4 with A shared 0.83 -> 1.11, f64 48x35x3 with B
-#: shared 0.94 -> 1.42, f64 11x46x4 B shared 0.95 -> 1.26, f32 11x70x5 B shared 0.90 ->
-#: 1.06, f32 48x19x5 A shared 0.97 -> 1.14; 46 random shapes of K <= 6 whose tiles it
-#: changes: geometric mean 1.12x, the least 0.97x (f64 4x57x3 0.96 -> 0.89 in a second
-#: run).  Longer K, fewer tiles or more registers lose: f64 10x5x9 with B shared
-#: 1.14 -> 1.00, f32 13x16x7 A shared 0.96 -> 0.91 (one column's K FMAs in a row: the
-#: core holds too few columns' chains at once), f64 20x5x3 (one tile) 1.02 -> 0.91,
-#: f64 74x2x7 B shared (its broadcasts kept in registers across the members: spills)
-#: 1.12 -> 0.84
+#: A static K of at most WHOLE_K_MAX is one step (``whole_k``) where C has WHOLE_K_TILES
+#: tiles or more and the tile's accumulator and all of K's operands take at most
+#: WHOLE_K_BUDGET of the register budget.  With K one step, matmul computes C a few
+#: columns at a time (``matmul.fused_columns``): each row block of A (M x K) loaded once
+#: per loop step, each column K FMAs per register of rows, C written in the order of its
+#: addresses -- no K loop, no tiles.  The bounds are measured, not derived.  Against
+#: LIBXSMM (AVX-512, batched or with a shared operand, each A offset; K loop -> one step):
+#: f64 49x18x3 0.81 -> 1.13, f64 59x73x2 0.78 -> 1.14, f64 53x10x4 with A shared 0.83 ->
+#: 1.11, f64 48x35x3 with B shared 0.94 -> 1.42, f64 11x46x4 B shared 0.95 -> 1.26, f32
+#: 11x70x5 B shared 0.90 -> 1.06, f32 48x19x5 A shared 0.97 -> 1.14; 23 random shapes of
+#: K <= 6 whose tiles it changes: geometric mean 1.12x, the least 0.97x (f64 4x57x3
+#: 0.96 -> 0.89 in a second run).  Longer K, fewer tiles or more registers lost: f64
+#: 10x5x9 with B shared 1.14 -> 1.00, f32 13x16x7 A shared 0.96 -> 0.91, f64 20x5x3 (one
+#: tile) 1.02 -> 0.91, f64 61x2x3 B shared (two tiles) 0.98 -> 0.84, f64 74x2x7 B shared
+#: (B's entries kept in registers across the members: spills) 1.12 -> 0.84
 WHOLE_K_MAX = 6
 WHOLE_K_TILES = 3
 WHOLE_K_BUDGET = 1.125
