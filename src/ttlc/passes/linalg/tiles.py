@@ -125,11 +125,11 @@ SPLIT_MAX_K = 2
 #: per loop step, each column K FMAs per register of rows, C written in the order of its
 #: addresses -- no K loop, no tiles.  The bounds are measured, not derived.  Against
 #: LIBXSMM (AVX-512, batched or with a shared operand, each A offset; K loop -> one step):
-#: f64 49x18x3 0.81 -> 1.13, f64 59x73x2 0.78 -> 1.14, f64 53x10x4 with A shared 0.83 ->
-#: 1.11, f64 48x35x3 with B shared 0.94 -> 1.42, f64 11x46x4 B shared 0.95 -> 1.26, f32
-#: 11x70x5 B shared 0.90 -> 1.06, f32 48x19x5 A shared 0.97 -> 1.14; 23 random shapes of
-#: K <= 6 whose tiles it changes: geometric mean 1.12x, the least 0.97x (f64 4x57x3
-#: 0.96 -> 0.89 in a second run).  Longer K, fewer tiles or more registers lost: f64
+#: f64 49x18x3 0.81 -> 1.13, f64 59x73x2 0.78 -> 1.14, f64 48x35x3 with B shared 0.94 ->
+#: 1.42, f64 11x46x4 B shared 0.95 -> 1.26, f32 11x70x5 B shared 0.90 -> 1.06, f32
+#: 48x19x5 A shared 0.97 -> 1.14 (docs/performance.md, "Short K in one step"); 23 random
+#: shapes of K <= 6 whose tiles it changes: geometric mean 1.12x, the least 0.97x (f64
+#: 4x57x3 0.96 -> 0.89 in a second run).  Longer K, fewer tiles or more registers lost: f64
 #: 10x5x9 with B shared 1.14 -> 1.00, f32 13x16x7 A shared 0.96 -> 0.91, f64 20x5x3 (one
 #: tile) 1.02 -> 0.91, f64 61x2x3 B shared (two tiles) 0.98 -> 0.84, f64 74x2x7 B shared
 #: (B's entries kept in registers across the members: spills) 1.12 -> 0.84
