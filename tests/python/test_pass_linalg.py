@@ -862,7 +862,8 @@ def test_short_k_over_enough_tiles_is_one_step():
     accumulator and K's operands fit WHOLE_K_BUDGET of the 32 zmm: f64 49x18x3 in 32x6
     tiles (rows 32 + 17, three column tiles: 6 tiles) holds 24 zmm of accumulator and
     3 x 4 of A's columns, 36 zmm = 1.125 x 32; f32 11x70x5 in 16x14 (5 tiles) 14 + 5.
-    K loops stay for K = 7 (f64 74x2x7), one tile (f64 20x5x3) and GPU targets."""
+    K loops stay for K = 7 (f64 74x2x7), one tile (f64 20x5x3) and GPU targets.  Without
+    AVX-512 the register budget does not bound it."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
     t = choose_tiles(cpu, 8, 1, 49, 18, 3, f64, f64, f64)
@@ -874,6 +875,10 @@ def test_short_k_over_enough_tiles_is_one_step():
     one = choose_tiles(cpu, 8, 1, 20, 5, 3, f64, f64, f64)
     assert one.count() == 1 < WHOLE_K_TILES and one.k < 3
     assert choose_tiles(TARGETS["pvc"], 16, 1, 49, 18, 3, f64, f64, f64).k != 3
+    # without AVX-512 (``register_tiles``) whatever the registers of the tile
+    t = choose_tiles(AVX2, 4, 1, 49, 18, 3, f64, f64, f64)
+    assert (t.k, t.k_rest) == (3, ()) and t.count() >= WHOLE_K_TILES
+    assert choose_tiles(AVX2, 4, 1, 49, 18, 7, f64, f64, f64).k < 7
 
 
 def test_short_k_in_one_step_is_computed_a_few_columns_at_a_time():

@@ -132,7 +132,11 @@ SPLIT_MAX_K = 2
 #: 4x57x3 0.96 -> 0.89 in a second run).  Longer K, fewer tiles or more registers lost: f64
 #: 10x5x9 with B shared 1.14 -> 1.00, f32 13x16x7 A shared 0.96 -> 0.91, f64 20x5x3 (one
 #: tile) 1.02 -> 0.91, f64 61x2x3 B shared (two tiles) 0.98 -> 0.84, f64 74x2x7 B shared
-#: (B's entries kept in registers across the members: spills) 1.12 -> 0.84
+#: (B's entries kept in registers across the members: spills) 1.12 -> 0.84.  Without
+#: AVX-512 (``register_tiles``, 16 ymm) the budget does not apply: 27 random shapes of
+#: K <= 6 and three tiles or more ran 1.17x as fast in one step (geometric mean; f64
+#: 44x54x4 with B shared 0.73 -> 1.39 of LIBXSMM, f64 81x16x3 A shared 0.94 -> 1.58),
+#: though none of them would pass it; four lost (the least f32 60x4x5 0.94 -> 0.75)
 WHOLE_K_MAX = 6
 WHOLE_K_TILES = 3
 WHOLE_K_BUDGET = 1.125
@@ -788,6 +792,8 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         k = 1
     if K is not None:
         k, k_rest = k_steps(K, k)
-    return Tiles(m, ns[0], k, rows, column_pieces(N, ns[0]), k_rest,
-                 tuple(column_pieces(N, n) for n in ns))
+    # a short K in one step as with AVX-512 (``whole_k``), whatever the registers of the
+    # tile: C is computed columns at a time then, the tile's accumulator unused
+    return whole_k(Tiles(m, ns[0], k, rows, column_pieces(N, ns[0]), k_rest,
+                         tuple(column_pieces(N, n) for n in ns)), K, 0, 0, operands, True)
 
