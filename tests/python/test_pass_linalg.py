@@ -899,8 +899,9 @@ def test_short_k_in_one_step_is_computed_a_few_columns_at_a_time():
     assert a_block in lowered.split("for %j=")[0] and not any(a_block in x for x in loops)
 
 
-@pytest.mark.parametrize("ty,M,N,K,operand", [("f64", 49, 18, 3, "batched"), ("f32", 11, 70, 5, "B"),
-                                              ("f64", 53, 10, 4, "A"), ("f32", 7, 66, 5, "batched")])
+@pytest.mark.parametrize("ty,M,N,K,operand", [
+    ("f64", 49, 18, 3, "batched"), ("f32", 11, 70, 5, "B"), ("f64", 53, 10, 4, "A"),
+    ("f32", 7, 66, 5, "batched")])
 def test_short_k_in_one_step_agrees_with_numpy(ty, M, N, K, operand):
     """K in one step of 3, 4 or 5 (``whole_k``), batched or with A or B shared, on the
     cpu with default attributes: each member's C = A B against NumPy."""

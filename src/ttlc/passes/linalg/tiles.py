@@ -42,10 +42,10 @@ The rule (documented in ``choose_tiles``):
   tile of the remaining columns (``column_pieces``), each as narrow as their number
   allows (13 as 7 + 6, not 8 + 5: f64 24x13x11 with the members from L3 7-13% faster),
   K into the loop's steps and smaller power-of-two steps (``k_steps``, which also
-  prefers a step dividing K), or a short K over enough tiles one step (``whole_k``),
-  C then computed a few columns at a time -- and the cost above is summed over the pieces, each piece
-  adding PIECE_COST (its code is compiled too), and an accumulator of fewer than
-  MIN_ACC_BYTES counting as that many (its FMAs wait for each other).  With one
+  prefers a step dividing K), or a short K over enough tiles one step (``whole_k``,
+  C then computed a few columns at a time) -- and the cost above is summed over the
+  pieces, each piece adding PIECE_COST (its code is compiled too), and an accumulator
+  of fewer than MIN_ACC_BYTES counting as that many (its FMAs wait for each other).  With one
   subgroup, whose partial tiles the CPU stores at rows known at compile time, a partial
   tile costs and takes registers for the rows it computes, the registers holding M's
   rows (``computed_rows``: 24 rows of f64 in a tile of 32 are three zmm, LIBXSMM's
@@ -569,11 +569,12 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
 
 def whole_k(tiles: Tiles, K: Optional[int], acc_bytes: int, step_bytes: int,
             budget: int, broadcasts: bool) -> Tiles:
-    """tiles with all of a static K one straight-line step (no K loop) where one
-    subgroup's FMAs take B's entries from memory (`broadcasts`: no coopmatrix of K's rows
-    distributed over subgroups, which would need a power of two) and WHOLE_K_MAX,
-    WHOLE_K_TILES and WHOLE_K_BUDGET allow (`acc_bytes`: the accumulator, `step_bytes`:
-    a K step's operands); else tiles as they are."""
+    """tiles with all of a static K one step (no K loop: matmul then computes C a few
+    columns at a time, ``matmul.fused_columns``) where one subgroup's FMAs take B's
+    entries from memory (`broadcasts`: no coopmatrix of K's rows distributed over
+    subgroups, which would need a power of two) and WHOLE_K_MAX, WHOLE_K_TILES and
+    WHOLE_K_BUDGET allow (`acc_bytes`: the accumulator, `step_bytes`: a K step's
+    operands); else tiles as they are."""
     if (not broadcasts or K is None or tiles.k >= K or K > WHOLE_K_MAX
             or tiles.count() < WHOLE_K_TILES
             or acc_bytes + K * step_bytes > WHOLE_K_BUDGET * budget):
