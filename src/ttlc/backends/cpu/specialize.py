@@ -17,13 +17,14 @@ instead (the parameter stays, unused, so that the copy is called as the kernel i
 Earlier launches, launches after MAX_VARIANTS copies and launches with an argument that
 does not fit its memref parameter's type as declared (a null memref, another dtype or
 order, a static size or stride of another value: the kernel reports it) run the kernel
-as compiled; groups and other scalars are passed on as they are.  A copy chooses its subgroup and work-group sizes for its sizes, as a kernel
-compiled for them would, unless the function may observe them
-(``config.observed_sizes``: a builtin such as ``subgroup_size``, SPMD code): then it
-runs with those of the kernel as compiled, so that it computes what the kernel does.  A
-copy's arguments are checked as the kernel's (same parameters, same messages).  Checked
-kernels are not specialised.  ``TTLC_SPECIALIZE=0`` turns copies off (read when a
-kernel is first called); the copies are kept in the disk cache as any program.
+as compiled; groups and other scalars are passed on as they are.  A copy chooses its
+subgroup and work-group sizes for its sizes, as a kernel compiled for them would, unless
+the function may observe them (``config.observed_sizes``: a builtin such as
+``subgroup_size``, SPMD code): then it runs with those of the kernel as compiled, so
+that it computes what the kernel does.  A copy's arguments are checked as the kernel's
+(same parameters, same messages).  Checked kernels are not specialised.
+``TTLC_SPECIALIZE=0`` turns copies off (read when a kernel is first called); the copies
+are kept in the disk cache as any program.
 """
 from __future__ import annotations
 

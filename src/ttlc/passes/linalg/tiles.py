@@ -568,16 +568,17 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
 
 
 def whole_k(tiles: Tiles, K: Optional[int], acc_bytes: int, step_bytes: int,
-            budget: int, broadcasts: bool) -> Tiles:
+            budget: Optional[int], broadcasts: bool) -> Tiles:
     """tiles with all of a static K one step (no K loop: matmul then computes C a few
     columns at a time, ``matmul.fused_columns``) where one subgroup's FMAs take B's
     entries from memory (`broadcasts`: no coopmatrix of K's rows distributed over
     subgroups, which would need a power of two) and WHOLE_K_MAX, WHOLE_K_TILES and
     WHOLE_K_BUDGET allow (`acc_bytes`: the accumulator, `step_bytes`: a K step's
-    operands); else tiles as they are."""
+    operands; `budget` None: no register bound, as for ``register_tiles``); else tiles as
+    they are."""
     if (not broadcasts or K is None or tiles.k >= K or K > WHOLE_K_MAX
             or tiles.count() < WHOLE_K_TILES
-            or acc_bytes + K * step_bytes > WHOLE_K_BUDGET * budget):
+            or (budget is not None and acc_bytes + K * step_bytes > WHOLE_K_BUDGET * budget)):
         return tiles
     return dataclasses.replace(tiles, k=K, k_rest=())
 
@@ -796,5 +797,5 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     # a short K in one step as with AVX-512 (``whole_k``), whatever the registers of the
     # tile: C is computed columns at a time then, the tile's accumulator unused
     return whole_k(Tiles(m, ns[0], k, rows, column_pieces(N, ns[0]), k_rest,
-                         tuple(column_pieces(N, n) for n in ns)), K, 0, 0, operands, True)
+                         tuple(column_pieces(N, n) for n in ns)), K, 0, 0, None, True)
 
