@@ -35,7 +35,7 @@ from ttlc.passes.linalg import choose_tiles
 from ttlc.passes.linalg.tiles import (ACC_SHARE, FEW_COLUMN_TILES, MIN_A_STEP_BYTES,
                                       REREAD_A_BYTES, SPLIT_MAX_K, STREAM_A_BYTES,
                                       STREAM_ROW_BYTES, TALL_ACC_SHARE, WHOLE_K_BUDGET,
-                                      WHOLE_K_MAX, WHOLE_K_TILES, Tiles, computed_rows,
+                                      WHOLE_K_HELD, WHOLE_K_MAX, WHOLE_K_TILES, Tiles, computed_rows,
                                       k_steps, row_pieces, subgroup_registers)
 from ttlc.testing.kernels import member_kernel
 from ttlc.ir.types import SCALAR_TYPES
@@ -863,7 +863,10 @@ def test_short_k_over_enough_tiles_is_one_step():
     tiles (rows 32 + 17, three column tiles: 6 tiles) holds 24 zmm of accumulator and
     3 x 4 of A's columns, 36 zmm = 1.125 x 32; f32 11x70x5 in 16x14 (5 tiles) 14 + 5.
     K loops stay for K = 7 (f64 74x2x7), one tile (f64 20x5x3) and GPU targets.  Without
-    AVX-512 the register budget does not bound it."""
+    AVX-512 (a budget of 15 ymm) K <= WHOLE_K_HELD (3) is one step whatever the
+    registers, a longer K where A's M x K block, a column of C and a broadcast fit: f64
+    8x40x4 (2 ymm of rows: 2 x 4 + 2 + 1 = 11) but not f64 9x40x4 (3 x 4 + 3 + 1 = 16)
+    nor f32 60x4x5 (8 x 5 + 8 + 1)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
     t = choose_tiles(cpu, 8, 1, 49, 18, 3, f64, f64, f64)
@@ -875,10 +878,17 @@ def test_short_k_over_enough_tiles_is_one_step():
     one = choose_tiles(cpu, 8, 1, 20, 5, 3, f64, f64, f64)
     assert one.count() == 1 < WHOLE_K_TILES and one.k < 3
     assert choose_tiles(TARGETS["pvc"], 16, 1, 49, 18, 3, f64, f64, f64).k != 3
-    # without AVX-512 (``register_tiles``) whatever the registers of the tile
+    # without AVX-512 (``register_tiles``): K of 3 whatever the registers (49 rows: 13 ymm)
     t = choose_tiles(AVX2, 4, 1, 49, 18, 3, f64, f64, f64)
-    assert (t.k, t.k_rest) == (3, ()) and t.count() >= WHOLE_K_TILES
+    assert (t.k, t.k_rest) == (3, ()) and t.count() >= WHOLE_K_TILES and WHOLE_K_HELD == 3
     assert choose_tiles(AVX2, 4, 1, 49, 18, 7, f64, f64, f64).k < 7
+    # longer K only where A's block fits beside a column of C and a broadcast
+    assert AVX2.register_budget == 15 * AVX2.vector_bytes
+    t = choose_tiles(AVX2, 4, 1, 8, 40, 4, f64, f64, f64)
+    assert (t.k, t.k_rest) == (4, ()) and t.count() >= WHOLE_K_TILES
+    for S, M, N, K, ty in ((4, 9, 40, 4, f64), (8, 60, 4, 5, f32)):
+        t = choose_tiles(AVX2, S, 1, M, N, K, ty, ty, ty)
+        assert t.count() >= WHOLE_K_TILES and t.k < K, (M, N, K, t)
 
 
 def test_short_k_in_one_step_is_computed_a_few_columns_at_a_time():

@@ -132,14 +132,23 @@ SPLIT_MAX_K = 2
 #: 4x57x3 0.96 -> 0.89 in a second run).  Longer K, fewer tiles or more registers lost: f64
 #: 10x5x9 with B shared 1.14 -> 1.00, f32 13x16x7 A shared 0.96 -> 0.91, f64 20x5x3 (one
 #: tile) 1.02 -> 0.91, f64 61x2x3 B shared (two tiles) 0.98 -> 0.84, f64 74x2x7 B shared
-#: (B's entries kept in registers across the members: spills) 1.12 -> 0.84.  Without
-#: AVX-512 (``register_tiles``, 16 ymm) the budget does not apply: 27 random shapes of
-#: K <= 6 and three tiles or more ran 1.17x as fast in one step (geometric mean; f64
-#: 44x54x4 with B shared 0.73 -> 1.39 of LIBXSMM, f64 81x16x3 A shared 0.94 -> 1.58),
-#: though none of them would pass it; four lost (the least f32 60x4x5 0.94 -> 0.75)
+#: (B's entries kept in registers across the members: spills) 1.12 -> 0.84.
 WHOLE_K_MAX = 6
 WHOLE_K_TILES = 3
 WHOLE_K_BUDGET = 1.125
+#: Without AVX-512 (``register_tiles``, 16 ymm) the bound is in the one-step code's own
+#: terms: a K of at most WHOLE_K_HELD is one step whatever the registers (A's block then
+#: reloaded from L1 for each column: f64 81x16x3 A shared 0.95 -> 1.48 of LIBXSMM, f32
+#: 94x67x3 A shared 0.87 -> 1.09, f64 49x18x3 0.97 -> 1.37), a longer one only where
+#: A's M x K block, a column of C and B's broadcast fit the register budget (M of at most
+#: two registers for K from 4 to 6).  33 shapes with K from 4 to 6 whose blocks do not
+#: fit ran 1.01x as fast in one step (geometric mean of three runs), scattered from 0.67x
+#: (f32 39x4x6 with B shared, 1.31 -> 0.88 of LIBXSMM; f32 60x4x5 0.94 -> 0.75) to 1.83x
+#: (f64 44x54x4 with B shared, 0.88 -> 1.61; the f64 ones 1.10x, the f32 ones 0.94x).
+#: With the bound, 35 random shapes of K <= 6 whose tiles a short K in one step changes
+#: ran 1.11x as fast as with K loops (the least f32 49x4x3, 0.97 -> 0.84 of LIBXSMM);
+#: without it 1.11x too, the least 0.67x
+WHOLE_K_HELD = 3
 #: the least accumulator bytes that keep the FMA units busy: 2 FMA pipes x 32 bytes x 4
 #: cycles of latency (Zen 4, and AVX2 CPUs alike); 16x3 f32 tiles on AVX2 (6 ymm) ran
 #: at three quarters of the speed of 16x5 ones
@@ -568,17 +577,17 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
 
 
 def whole_k(tiles: Tiles, K: Optional[int], acc_bytes: int, step_bytes: int,
-            budget: Optional[int], broadcasts: bool) -> Tiles:
+            budget: Optional[int], broadcasts: bool, share: float = WHOLE_K_BUDGET) -> Tiles:
     """tiles with all of a static K one step (no K loop: matmul then computes C a few
     columns at a time, ``matmul.fused_columns``) where one subgroup's FMAs take B's
     entries from memory (`broadcasts`: no coopmatrix of K's rows distributed over
     subgroups, which would need a power of two) and WHOLE_K_MAX, WHOLE_K_TILES and
-    WHOLE_K_BUDGET allow (`acc_bytes`: the accumulator, `step_bytes`: a K step's
-    operands; `budget` None: no register bound, as for ``register_tiles``); else tiles as
-    they are."""
+    the register bound allow (`acc_bytes`: the accumulator, `step_bytes`: a K step's
+    operands, together at most `share` of `budget`; `budget` None: no register bound);
+    else tiles as they are."""
     if (not broadcasts or K is None or tiles.k >= K or K > WHOLE_K_MAX
             or tiles.count() < WHOLE_K_TILES
-            or (budget is not None and acc_bytes + K * step_bytes > WHOLE_K_BUDGET * budget)):
+            or (budget is not None and acc_bytes + K * step_bytes > share * budget)):
         return tiles
     return dataclasses.replace(tiles, k=K, k_rest=())
 
@@ -794,8 +803,15 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         k = 1
     if K is not None:
         k, k_rest = k_steps(K, k)
-    # a short K in one step as with AVX-512 (``whole_k``), whatever the registers of the
-    # tile: C is computed columns at a time then, the tile's accumulator unused
-    return whole_k(Tiles(m, ns[0], k, rows, column_pieces(N, ns[0]), k_rest,
-                         tuple(column_pieces(N, n) for n in ns)), K, 0, 0, None, True)
+    # a short K in one step as with AVX-512 (``whole_k``), bounded in the terms of the
+    # code it gets: C computed a column at a time, each of M's registers K FMAs, A's
+    # M x K block held in registers where it fits beside a column and B's broadcast
+    # (WHOLE_K_HELD), else reloaded for each column
+    tiles = Tiles(m, ns[0], k, rows, column_pieces(N, ns[0]), k_rest,
+                  tuple(column_pieces(N, n) for n in ns))
+    if M is None or K is None or K <= WHOLE_K_HELD:
+        return whole_k(tiles, K, 0, 0, None, True)
+    column = _ceil_div(M, lanes) * target.vector_bytes
+    return whole_k(tiles, K, column, column, target.register_budget - target.vector_bytes,
+                   True, 1.0)
 
