@@ -188,6 +188,32 @@ def test_a_copy_that_does_not_observe_its_sizes_chooses_them():
     assert lower(module.program).functions[0].attrs["subgroup_size"] != sizes
 
 
+def test_key_parts_are_remembered_per_array_layout():
+    """``Specializer.key`` computes a NumPy array's part once per (parameter, dtype,
+    shape, byte strides): arrays of one layout share it, another dtype of the same shape
+    and byte strides (int64 for f64) is its own layout and still refused by the kernel's
+    own message, and the memory starts again after LAYOUTS layouts."""
+    kernel = ttlc.compile(DYNAMIC_GEMM.format(t="f64"), target="cpu")["gemm"]
+    rng = np.random.default_rng(3)
+    A, B, want = _operands(rng, 5, 4, 3, 6, np.float64)
+    A2, B2, want2 = _operands(rng, 5, 4, 3, 6, np.float64)
+    for a, b, w in ((A, B, want), (A2, B2, want2)) * specialize.SPECIALIZE_AFTER:
+        C = np.zeros((5, 4, 6), order="F")
+        kernel(a, b, C, grid=(6,))
+        np.testing.assert_allclose(C, w, rtol=1e-12, atol=1e-12)
+    copies = _copies(kernel)
+    assert len(copies.copies) == 1 and len(copies.layouts) == 3  # A, B and C
+    ((sizes, strides), _, _), = copies.copies
+    assert sizes == (5, 3, 6) and strides == (1, 5, 15)  # A: 5 x 3 x 6, column-major
+    with pytest.raises(TypeError, match="dtype"):
+        kernel(A.astype(np.int64), B, np.zeros((5, 4, 6), order="F"), grid=(6,))
+    assert len(copies.layouts) == 4 and copies.layouts[(0, np.dtype(np.int64), A.shape,
+                                                        A.strides)] is None
+    for batch in range(1, specialize.LAYOUTS):
+        copies.key((np.zeros((2, 2, batch), order="F"), B, C))
+    assert len(copies.layouts) <= specialize.LAYOUTS
+
+
 def test_arguments_that_are_no_arrays_of_the_order_run_the_kernel_as_compiled():
     kernel = ttlc.compile(DYNAMIC_GEMM.format(t="f64"), target="cpu")["gemm"]
     A, B, _ = _operands(np.random.default_rng(4), 4, 4, 4, 3, np.float64)
