@@ -35,7 +35,8 @@ from ttlc.passes.linalg import choose_tiles
 from ttlc.passes.linalg.tiles import (ACC_SHARE, FEW_COLUMN_TILES, MIN_A_STEP_BYTES,
                                       REREAD_A_BYTES, SPLIT_MAX_K, STREAM_A_BYTES,
                                       STREAM_ROW_BYTES, TALL_ACC_SHARE, WHOLE_K_BUDGET,
-                                      WHOLE_K_HELD, WHOLE_K_MAX, WHOLE_K_TILES, Tiles, computed_rows,
+                                      WHOLE_K_C_BYTES, WHOLE_K_HELD, WHOLE_K_MAX,
+                                      WHOLE_K_TILES, Tiles, computed_rows,
                                       k_steps, row_pieces, subgroup_registers)
 from ttlc.testing.kernels import member_kernel
 from ttlc.ir.types import SCALAR_TYPES
@@ -866,7 +867,9 @@ def test_short_k_over_enough_tiles_is_one_step():
     AVX-512 (a budget of 15 ymm) K <= WHOLE_K_HELD (3) is one step whatever the
     registers, a longer K where A's M x K block, a column of C and a broadcast fit: f64
     8x40x4 (2 ymm of rows: 2 x 4 + 2 + 1 = 11) but not f64 9x40x4 (3 x 4 + 3 + 1 = 16)
-    nor f32 60x4x5 (8 x 5 + 8 + 1)."""
+    nor f32 60x4x5 (8 x 5 + 8 + 1), or where C has WHOLE_K_C_BYTES (12 KiB) or more over
+    several row tiles: f64 49x93x5 (36456 bytes, 16-row tiles), not f64 15x126x5 (15120
+    bytes in one row tile) nor f64 47x26x4 (9776 bytes)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
     t = choose_tiles(cpu, 8, 1, 49, 18, 3, f64, f64, f64)
@@ -886,9 +889,13 @@ def test_short_k_over_enough_tiles_is_one_step():
     assert AVX2.register_budget == 15 * AVX2.vector_bytes
     t = choose_tiles(AVX2, 4, 1, 8, 40, 4, f64, f64, f64)
     assert (t.k, t.k_rest) == (4, ()) and t.count() >= WHOLE_K_TILES
-    for S, M, N, K, ty in ((4, 9, 40, 4, f64), (8, 60, 4, 5, f32)):
+    for S, M, N, K, ty in ((4, 9, 40, 4, f64), (8, 60, 4, 5, f32), (4, 15, 126, 5, f64),
+                           (4, 47, 26, 4, f64)):
         t = choose_tiles(AVX2, S, 1, M, N, K, ty, ty, ty)
         assert t.count() >= WHOLE_K_TILES and t.k < K, (M, N, K, t)
+    # ... or where a large C would be written in passes of row tiles
+    t = choose_tiles(AVX2, 4, 1, 49, 93, 5, f64, f64, f64)
+    assert (t.k, t.k_rest, t.m) == (5, (), 16) and 49 * 93 * 8 >= WHOLE_K_C_BYTES == 12288
 
 
 def test_short_k_in_one_step_is_computed_a_few_columns_at_a_time():
@@ -911,10 +918,12 @@ def test_short_k_in_one_step_is_computed_a_few_columns_at_a_time():
 
 @pytest.mark.parametrize("ty,M,N,K,operand", [
     ("f64", 49, 18, 3, "batched"), ("f32", 11, 70, 5, "B"), ("f64", 53, 10, 4, "A"),
-    ("f32", 7, 66, 5, "batched")])
+    ("f32", 7, 66, 5, "batched"), ("f64", 49, 93, 5, "B"), ("f32", 60, 4, 5, "batched")])
 def test_short_k_in_one_step_agrees_with_numpy(ty, M, N, K, operand):
     """K in one step of 3, 4 or 5 (``whole_k``), batched or with A or B shared, on the
-    cpu with default attributes: each member's C = A B against NumPy."""
+    cpu with default attributes: each member's C = A B against NumPy.  Also run with
+    TTLC_CPU=x86-64-v3 (``make test-cpu-models``), where f64 49x93x5 is one step for its
+    large C and f32 60x4x5 keeps its K loop."""
     member_gemm_agrees(ty, M, N, K, operand)
 
 

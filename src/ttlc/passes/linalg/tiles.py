@@ -149,6 +149,17 @@ WHOLE_K_BUDGET = 1.125
 #: ran 1.11x as fast as with K loops (the least f32 49x4x3, 0.97 -> 0.84 of LIBXSMM);
 #: without it 1.11x too, the least 0.67x
 WHOLE_K_HELD = 3
+#: ... except where C has at least WHOLE_K_C_BYTES and M more rows than a tile: the K
+#: loop's tiles then write each column of C in a pass per row tile, from L2 once C
+#: outgrows L1 beside A and B, where one step writes C in the order of its addresses.
+#: Of 26 shapes of K from 4 to 6 whose A's block does not fit, those with C of 12 KiB or
+#: more ran 1.18x as fast in one step (16 shapes, geometric mean; f32 92x121x6 0.95 ->
+#: 1.49 of LIBXSMM, f64 49x93x5 0.93 -> 1.38; the least f64 96x23x5 with B shared 1.01
+#: -> 0.82), those with C of 4-12 KiB 1.01x (0.82x to 1.47x), and all of M in one tile
+#: row (C written in one pass either way) mostly lost (f64 9x70x5 with B shared 0.87x,
+#: f32 32x49x5 A shared 0.82x).  16 further shapes it changes (C of 13-60 KiB): 1.28x,
+#: the least 1.08x, all 1.03-1.44 of LIBXSMM
+WHOLE_K_C_BYTES = 12 * 1024
 #: the least accumulator bytes that keep the FMA units busy: 2 FMA pipes x 32 bytes x 4
 #: cycles of latency (Zen 4, and AVX2 CPUs alike); 16x3 f32 tiles on AVX2 (6 ymm) ran
 #: at three quarters of the speed of 16x5 ones
@@ -806,10 +817,12 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     # a short K in one step as with AVX-512 (``whole_k``), bounded in the terms of the
     # code it gets: C computed a column at a time, each of M's registers K FMAs, A's
     # M x K block held in registers where it fits beside a column and B's broadcast
-    # (WHOLE_K_HELD), else reloaded for each column
+    # (WHOLE_K_HELD), else reloaded for each column -- which pays where the tiles would
+    # write a large C in passes of row tiles (WHOLE_K_C_BYTES)
     tiles = Tiles(m, ns[0], k, rows, column_pieces(N, ns[0]), k_rest,
                   tuple(column_pieces(N, n) for n in ns))
-    if M is None or K is None or K <= WHOLE_K_HELD:
+    if (M is None or K is None or K <= WHOLE_K_HELD
+            or (m < M and N is not None and M * N * acc.size >= WHOLE_K_C_BYTES)):
         return whole_k(tiles, K, 0, 0, None, True)
     column = _ceil_div(M, lanes) * target.vector_bytes
     return whole_k(tiles, K, column, column, target.register_budget - target.vector_bytes,
