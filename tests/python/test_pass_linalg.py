@@ -863,7 +863,8 @@ def test_short_k_over_enough_tiles_is_one_step():
     accumulator and K's operands fit WHOLE_K_BUDGET of the 32 zmm: f64 49x18x3 in 32x6
     tiles (rows 32 + 17, three column tiles: 6 tiles) holds 24 zmm of accumulator and
     3 x 4 of A's columns, 36 zmm = 1.125 x 32; f32 11x70x5 in 16x14 (5 tiles) 14 + 5.
-    K loops stay for K = 7 (f64 74x2x7), one tile (f64 20x5x3) and GPU targets.  Without
+    K loops stay for K = 7 (f64 74x2x7), one tile (f64 20x5x3) and GPU targets; beyond the
+    budget where C has WHOLE_K_C_BYTES or more over several row tiles.  Without
     AVX-512 (a budget of 15 ymm) K <= WHOLE_K_HELD (3) is one step whatever the
     registers, a longer K where A's M x K block, a column of C and a broadcast fit: f64
     8x40x4 (2 ymm of rows: 2 x 4 + 2 + 1 = 11) but not f64 9x40x4 (3 x 4 + 3 + 1 = 16)
@@ -881,6 +882,11 @@ def test_short_k_over_enough_tiles_is_one_step():
     one = choose_tiles(cpu, 8, 1, 20, 5, 3, f64, f64, f64)
     assert one.count() == 1 < WHOLE_K_TILES and one.k < 3
     assert choose_tiles(TARGETS["pvc"], 16, 1, 49, 18, 3, f64, f64, f64).k != 3
+    # beyond the budget where C of WHOLE_K_C_BYTES spans several row tiles: f64 120x31x5
+    # in 32x6 tiles (29760 bytes of C; 24 zmm of accumulator + 5 x 4 of A > 36)
+    t = choose_tiles(cpu, 8, 1, 120, 31, 5, f64, f64, f64)
+    assert (t.m, t.n, t.k, t.k_rest) == (32, 6, 5, ()) and 120 * 31 * 8 >= WHOLE_K_C_BYTES
+    assert (t.m * t.n + 5 * t.m) * 8 > WHOLE_K_BUDGET * cpu.register_budget
     # without AVX-512 (``register_tiles``): K of 3 whatever the registers (49 rows: 13 ymm)
     t = choose_tiles(AVX2, 4, 1, 49, 18, 3, f64, f64, f64)
     assert (t.k, t.k_rest) == (3, ()) and t.count() >= WHOLE_K_TILES and WHOLE_K_HELD == 3

@@ -149,16 +149,20 @@ WHOLE_K_BUDGET = 1.125
 #: ran 1.11x as fast as with K loops (the least f32 49x4x3, 0.97 -> 0.84 of LIBXSMM);
 #: without it 1.11x too, the least 0.67x
 WHOLE_K_HELD = 3
-#: ... except where C has at least WHOLE_K_C_BYTES and M more rows than a tile: the K
-#: loop's tiles then write each column of C in a pass per row tile, from L2 once C
-#: outgrows L1 beside A and B, where one step writes C in the order of its addresses.
+#: With or without AVX-512, the register bound does not apply where C has at least
+#: WHOLE_K_C_BYTES and M more rows than a tile: the K loop's tiles then write each column
+#: of C in a pass per row tile, from L2 once C outgrows L1 beside A and B, where one step
+#: writes C in the order of its addresses.
 #: Of 26 shapes of K from 4 to 6 whose A's block does not fit, those with C of 12 KiB or
 #: more ran 1.18x as fast in one step (16 shapes, geometric mean; f32 92x121x6 0.95 ->
 #: 1.49 of LIBXSMM, f64 49x93x5 0.93 -> 1.38; the least f64 96x23x5 with B shared 1.01
 #: -> 0.82), those with C of 4-12 KiB 1.01x (0.82x to 1.47x), and all of M in one tile
 #: row (C written in one pass either way) mostly lost (f64 9x70x5 with B shared 0.87x,
 #: f32 32x49x5 A shared 0.82x).  16 further shapes it changes (C of 13-60 KiB): 1.28x,
-#: the least 1.08x, all 1.03-1.44 of LIBXSMM
+#: the least 1.08x, all 1.03-1.44 of LIBXSMM.  With AVX-512, 16 shapes of K from 2 to 6
+#: beyond WHOLE_K_BUDGET with such a C: 1.33x (0.94x to 1.63x; f64 120x31x5 A shared
+#: 0.89 -> 1.41 of LIBXSMM, f32 107x35x5 0.87 -> 1.21; the least f64 78x41x5 B shared
+#: 0.96 -> 0.90)
 WHOLE_K_C_BYTES = 12 * 1024
 #: the least accumulator bytes that keep the FMA units busy: 2 FMA pipes x 32 bytes x 4
 #: cycles of latency (Zen 4, and AVX2 CPUs alike); 16x3 f32 tiles on AVX2 (6 ymm) ran
@@ -569,8 +573,8 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     if (tall and not wide and N is not None and G == 1 and tall <= M
             and (m < tall or (m == tall and N <= 2 * (acc_elems // tall) and n < N))):
         tiles = tall_rows(tall, acc_elems, M, N, S)
-        return whole_k(tiles, K, rows(tall) * tiles.n * acc.size, rows(tall) * a.size, budget,
-                       from_memory and G == 1)
+        return whole_k(tiles, M, N, K, acc, rows(tall) * tiles.n * acc.size,
+                       rows(tall) * a.size, budget, from_memory and G == 1)
     operand_bytes = rows(m) * a.size + (0 if from_memory else n * b.size)
     k = _k_step(SPLIT_MAX_K if split else MAX_K, operand_bytes, operands)
     if idle or (tall and m >= tall):  # a K step loads at most STREAM_ROW_BYTES of A
@@ -584,21 +588,28 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         k, k_rest = k_steps(K, k)
     return whole_k(Tiles(m, n, k, row_pieces(M, m, S, idle) if M is not None else (),
                          column_pieces(N, n) if N is not None else (), k_rest),
-                   K, rows(m) * n * acc.size, operand_bytes, budget, from_memory and G == 1)
+                   M, N, K, acc, rows(m) * n * acc.size, operand_bytes, budget,
+                   from_memory and G == 1)
 
 
-def whole_k(tiles: Tiles, K: Optional[int], acc_bytes: int, step_bytes: int,
-            budget: Optional[int], broadcasts: bool, share: float = WHOLE_K_BUDGET) -> Tiles:
+def whole_k(tiles: Tiles, M: Optional[int], N: Optional[int], K: Optional[int],
+            acc: ScalarType, acc_bytes: int, step_bytes: int, budget: Optional[int],
+            broadcasts: bool, share: Optional[float] = None) -> Tiles:
     """tiles with all of a static K one step (no K loop: matmul then computes C a few
     columns at a time, ``matmul.fused_columns``) where one subgroup's FMAs take B's
     entries from memory (`broadcasts`: no coopmatrix of K's rows distributed over
     subgroups, which would need a power of two) and WHOLE_K_MAX, WHOLE_K_TILES and
     the register bound allow (`acc_bytes`: the accumulator, `step_bytes`: a K step's
-    operands, together at most `share` of `budget`; `budget` None: no register bound);
-    else tiles as they are."""
+    operands, together at most `share` of `budget`, WHOLE_K_BUDGET unless given; `budget`
+    None: no register bound; none either where C of WHOLE_K_C_BYTES or more spans
+    several row tiles); else tiles as they are."""
+    share = WHOLE_K_BUDGET if share is None else share
+    large_c = (M is not None and N is not None and tiles.m < M
+               and M * N * acc.size >= WHOLE_K_C_BYTES)
     if (not broadcasts or K is None or tiles.k >= K or K > WHOLE_K_MAX
             or tiles.count() < WHOLE_K_TILES
-            or (budget is not None and acc_bytes + K * step_bytes > share * budget)):
+            or (budget is not None and not large_c
+                and acc_bytes + K * step_bytes > share * budget)):
         return tiles
     return dataclasses.replace(tiles, k=K, k_rest=())
 
@@ -821,10 +832,9 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     # write a large C in passes of row tiles (WHOLE_K_C_BYTES)
     tiles = Tiles(m, ns[0], k, rows, column_pieces(N, ns[0]), k_rest,
                   tuple(column_pieces(N, n) for n in ns))
-    if (M is None or K is None or K <= WHOLE_K_HELD
-            or (m < M and N is not None and M * N * acc.size >= WHOLE_K_C_BYTES)):
-        return whole_k(tiles, K, 0, 0, None, True)
+    if M is None or K is None or K <= WHOLE_K_HELD:
+        return whole_k(tiles, M, N, K, acc, 0, 0, None, True)
     column = _ceil_div(M, lanes) * target.vector_bytes
-    return whole_k(tiles, K, column, column, target.register_budget - target.vector_bytes,
-                   True, 1.0)
+    return whole_k(tiles, M, N, K, acc, column, column,
+                   target.register_budget - target.vector_bytes, True, 1.0)
 
