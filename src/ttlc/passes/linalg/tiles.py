@@ -574,7 +574,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
             and (m < tall or (m == tall and N <= 2 * (acc_elems // tall) and n < N))):
         tiles = tall_rows(tall, acc_elems, M, N, S)
         return whole_k(tiles, M, N, K, acc, rows(tall) * tiles.n * acc.size,
-                       rows(tall) * a.size, budget, from_memory and G == 1)
+                       rows(tall) * a.size, WHOLE_K_BUDGET * budget, from_memory and G == 1)
     operand_bytes = rows(m) * a.size + (0 if from_memory else n * b.size)
     k = _k_step(SPLIT_MAX_K if split else MAX_K, operand_bytes, operands)
     if idle or (tall and m >= tall):  # a K step loads at most STREAM_ROW_BYTES of A
@@ -588,28 +588,26 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         k, k_rest = k_steps(K, k)
     return whole_k(Tiles(m, n, k, row_pieces(M, m, S, idle) if M is not None else (),
                          column_pieces(N, n) if N is not None else (), k_rest),
-                   M, N, K, acc, rows(m) * n * acc.size, operand_bytes, budget,
-                   from_memory and G == 1)
+                   M, N, K, acc, rows(m) * n * acc.size, operand_bytes,
+                   WHOLE_K_BUDGET * budget, from_memory and G == 1)
 
 
 def whole_k(tiles: Tiles, M: Optional[int], N: Optional[int], K: Optional[int],
-            acc: ScalarType, acc_bytes: int, step_bytes: int, budget: Optional[int],
-            broadcasts: bool, share: Optional[float] = None) -> Tiles:
+            acc: ScalarType, acc_bytes: int, step_bytes: int, limit: Optional[float],
+            broadcasts: bool) -> Tiles:
     """tiles with all of a static K one step (no K loop: matmul then computes C a few
     columns at a time, ``matmul.fused_columns``) where one subgroup's FMAs take B's
     entries from memory (`broadcasts`: no coopmatrix of K's rows distributed over
     subgroups, which would need a power of two) and WHOLE_K_MAX, WHOLE_K_TILES and
     the register bound allow (`acc_bytes`: the accumulator, `step_bytes`: a K step's
-    operands, together at most `share` of `budget`, WHOLE_K_BUDGET unless given; `budget`
-    None: no register bound; none either where C of WHOLE_K_C_BYTES or more spans
-    several row tiles); else tiles as they are."""
-    share = WHOLE_K_BUDGET if share is None else share
+    operands, together at most `limit` bytes; `limit` None: no register bound; none
+    either where C of WHOLE_K_C_BYTES or more spans several row tiles); else tiles as
+    they are."""
     large_c = (M is not None and N is not None and tiles.m < M
                and M * N * acc.size >= WHOLE_K_C_BYTES)
     if (not broadcasts or K is None or tiles.k >= K or K > WHOLE_K_MAX
             or tiles.count() < WHOLE_K_TILES
-            or (budget is not None and not large_c
-                and acc_bytes + K * step_bytes > share * budget)):
+            or (limit is not None and not large_c and acc_bytes + K * step_bytes > limit)):
         return tiles
     return dataclasses.replace(tiles, k=K, k_rest=())
 
@@ -836,5 +834,5 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         return whole_k(tiles, M, N, K, acc, 0, 0, None, True)
     column = _ceil_div(M, lanes) * target.vector_bytes
     return whole_k(tiles, M, N, K, acc, column, column,
-                   target.register_budget - target.vector_bytes, True, 1.0)
+                   target.register_budget - target.vector_bytes, True)
 
