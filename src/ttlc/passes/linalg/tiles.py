@@ -212,12 +212,13 @@ LOAD_COST = {4: 2.5, 8: 1.5}
 
 
 #: the registers a K step of two of an AVX2 register tile leaves free beside its own
-#: (``register_tiles``): in a step of two LLVM carries each column's first sum in a
-#: register of its own, and where the accumulators, two of A's columns and their mask
-#: took all 15 ymm it spilled (f64 2x85x12 with B shared, 4x13 tiles with rows checked:
-#: 0.72 of LIBXSMM in steps of two, 1.27 in steps of one; f64 4x51x29, 4x13 tiles, 0.92
-#: against 1.68); a tile with room to spare ran faster in steps of two (f32 8x27x8 in 8x9
-#: tiles: 1.33 against 1.15; 6x9x4 2.65 against 2.45)
+#: (``register_tiles``).  In steps of two computed step by step LLVM kept each column's
+#: first sum in a register of its own and spilled where the accumulators, two of A's
+#: columns and their mask took all 15 ymm (f64 4x51x29 with B shared, 4x13 tiles: 0.85
+#: of LIBXSMM, 1.33 in steps of one); each column's steps one after the other
+#: (``coop.update_pieces``) do not spill, and a spare register or none then ran alike (16
+#: random shapes whose tiles it changes: 1.006x, 0.88-1.07); a tile with room to spare
+#: runs faster in steps of two (f32 8x27x8 in 8x9 tiles: 1.18 against 1.14)
 K2_SPARE = 1
 
 
