@@ -820,6 +820,20 @@ def column_of(cg: FunctionCodegen, value: CoopVal, g: int, c: int):
     return _joined_column(cg, value.kernel, value.pieces[g], M, c)
 
 
+#: the most K steps of a mul_add computed column by column (``update_pieces``), each
+#: column's steps one after the other; longer ones step by step.  A's operands of all
+#: steps are made first either way.  Step by step, in K steps of two, LLVM kept each
+#: column's first sums in registers of their own and spilled accumulators into the K
+#: loop's chain where the tile took most of the 16 ymm (f32 8x17x79 with B shared, 8x9
+#: tiles: three on the stack, 0.71 of LIBXSMM's speed; column by column none, 1.77).
+#: Column by column, longer steps hold A's operands of every step across all the columns
+#: and spilled them (hand-written mul_adds with AVX-512: f32 32x8x8, 16 accumulators and
+#: 16 registers of A of 32 zmm, 25 stack accesses, 104 against 164 GFLOP/s; bf16 16x8x32
+#: on vdpbf16ps 146 against 166); making A's operands step by step instead spilled bf16
+#: 16x8x32 too (20 stack accesses, 81-111 against 104-156)
+COLUMN_BY_COLUMN_STEPS = 2
+
+
 def update_pieces(cg: FunctionCodegen, kernel: Microkernel, A: CoopVal, B: CoopVal, g: int,
                   acc: dict, cd: ScalarType) -> None:
     """acc += A B for subgroup g, in place (``accumulator_pieces``)."""
@@ -827,6 +841,7 @@ def update_pieces(cg: FunctionCodegen, kernel: Microkernel, A: CoopVal, B: CoopV
     a = kernel.prepare(cg, A.mats[g], A.type.component, cd)
     pieces = kernel.pieces(M)
     steps = range(0, K, kernel.k_step)
+
     for n, (ps, cols) in enumerate(kernel.blocks(len(pieces), N)):
         if n:  # LLVM's scheduler would interleave the blocks again (and spill)
             scheduling_barrier(cg)
@@ -839,18 +854,15 @@ def update_pieces(cg: FunctionCodegen, kernel: Microkernel, A: CoopVal, B: CoopV
                     for j in cols:
                         acc[p, j] = kernel.step(cg, cd, acc[p, j], a_op, b_ops[j], pieces[p][1])
             continue
-        # A's operands of all steps, then each column's steps one after the other: in
-        # the order step by step LLVM kept each column's partial sums of a step in
-        # registers of their own, and where A's columns and the accumulators took most
-        # of the 16 ymm spilled accumulators into the K loop's chain (f32 8x17x79 with B
-        # shared, 8x9 tiles in steps of two: three on the stack, 0.71 of LIBXSMM's speed;
-        # column by column none, 1.77)
         a_ops = {(p, k): kernel.a_operand(cg, a, M, K, k, *pieces[p]) for k in steps for p in ps}
-        for j in cols:
-            for k in steps:
-                b_op = kernel.b_operand(cg, B.mats[g], B.type.component, K, k, j, cd)
-                for p in ps:
-                    acc[p, j] = kernel.step(cg, cd, acc[p, j], a_ops[p, k], b_op, pieces[p][1])
+        if len(steps) <= COLUMN_BY_COLUMN_STEPS:
+            order = [(j, k) for j in cols for k in steps]
+        else:
+            order = [(j, k) for k in steps for j in cols]
+        for j, k in order:
+            b_op = kernel.b_operand(cg, B.mats[g], B.type.component, K, k, j, cd)
+            for p in ps:
+                acc[p, j] = kernel.step(cg, cd, acc[p, j], a_ops[p, k], b_op, pieces[p][1])
 
 
 class StreamedA(Microkernel):
