@@ -14,36 +14,7 @@ import pytest
 
 import ttlc
 
-#: C = A B for 64 x 64 x 64 members, tiles of m x n in K steps of k, f32 accumulators
-TILED = """
-func @tiled(%A: memref<{t}x64x64x?>, %B: memref<{t}x64x64x?>, %C: memref<f32x64x64x?>)
-        attributes{{subgroup_size=16, work_group_size=[16,1]}} {{
-    %g = group_id.x : index
-    %a = subview %A[0:64,0:64,%g] : memref<{t}x64x64>
-    %b = subview %B[0:64,0:64,%g] : memref<{t}x64x64>
-    %c = subview %C[0:64,0:64,%g] : memref<f32x64x64>
-    parallel {{
-        %c0 = constant 0 : index
-        %cm = constant {m} : index
-        %cn = constant {n} : index
-        %ck = constant {k} : index
-        %size = constant 64 : index
-        %zero = constant 0.0 : coopmatrix<f32x{m}x{n},matrix_acc>
-        for %j = %c0, %size, %cn {{
-            for %i = %c0, %size, %cm {{
-                %acc = for %kk = %c0, %size, %ck init(%x=%zero)
-                        -> (coopmatrix<f32x{m}x{n},matrix_acc>) {{
-                    %ta = cooperative_matrix_load %a[%i,%kk] : coopmatrix<{t}x{m}x{k},matrix_a>
-                    %tb = cooperative_matrix_load %b[%kk,%j] : coopmatrix<{t}x{k}x{n},matrix_b>
-                    %y = cooperative_matrix_mul_add %ta, %tb, %x : coopmatrix<f32x{m}x{n},matrix_acc>
-                    yield (%y)
-                }}
-                cooperative_matrix_store %acc, %c[%i,%j]
-            }}
-        }}
-    }}
-}}
-"""
+import test_cpu_amx_loop as loop  # noqa: E402  (its K-loop kernels)
 
 #: (operand type, m, n, k): K steps of two and of 8 and 32, where the order matters
 CASES = [("f32", 32, 8, 2), ("f32", 32, 8, 8), ("f32", 16, 8, 32), ("bf16", 16, 8, 32),
@@ -64,7 +35,8 @@ print(json.dumps(out))
 
 
 def _text(t, m, n, k):
-    return TILED.format(t=t, m=m, n=n, k=k)
+    """C = A B of 64 x 64 x 64 in tiles of m x n, K steps of k, f32 accumulators."""
+    return loop._kernel(64, 64, 64, m, k, n, ab=t)
 
 
 def test_mul_adds_keep_accumulators_and_operands_in_registers():
@@ -89,8 +61,8 @@ def test_mul_adds_match_numpy(t, m, n, k):
     import ml_dtypes
     dt = {"f32": np.float32, "bf16": ml_dtypes.bfloat16}[t]
     rng = np.random.default_rng(m + n + k)
-    A, B = (np.asfortranarray(rng.standard_normal((64, 64, 3)).astype(dt)) for _ in range(2))
-    C = np.full((64, 64, 3), np.nan, np.float32, order="F")
-    ttlc.compile(_text(t, m, n, k), target="cpu")["tiled"](A, B, C, grid=(3,))
-    want = np.einsum("ikb,kjb->ijb", A.astype(np.float64), B.astype(np.float64))
+    A, B = (np.asfortranarray(rng.standard_normal((64, 64)).astype(dt)) for _ in range(2))
+    C = np.full((64, 64), np.nan, np.float32, order="F")
+    ttlc.compile(_text(t, m, n, k), target="cpu")["mm"](A, B, C)
+    want = A.astype(np.float64) @ B.astype(np.float64)
     assert np.abs(C - want).max() <= 1e-5 * np.abs(want).max()
