@@ -1,9 +1,9 @@
-"""Loads of a small local temporary on the CPU (backends/cpu/coop.py, ``pieces_of``): a
-column of a static number of rows that is not a whole tile is loaded in the pieces its
-store wrote (f32 9 rows: 8 + 1), so that the CPU forwards the stores still in flight to
-the loads; a masked load across both waits until they reach the cache (f32 chain
-9x1x3x2: 0.65 of LIBXSMM's speed, 1.5-1.9 in pieces).  Spec: cooperative_matrix_load,
-cooperative_matrix_store (rows_checked), alloca (local memory)."""
+"""Loads of a small local temporary on the CPU (backends/cpu/coop_memory.py,
+``pieces_of``): a column of a static number of rows that is not a whole tile is loaded in
+the pieces its store wrote (f32 9 rows: 8 + 1), so that the CPU forwards the stores still
+in flight to the loads; a masked load across both waits until they reach the cache (f32
+chain 9x1x3x2: 0.65 of LIBXSMM's speed, 1.5-1.9 in pieces).  Spec:
+cooperative_matrix_load, cooperative_matrix_store (rows_checked), alloca (local memory)."""
 import numpy as np
 import pytest
 

@@ -3,7 +3,7 @@
 Language reference, "GEMM": C := alpha op1(A) op2(B) + beta C with bf16 or f16 A and B, C
 in f32 or in the operands' type, summed in f32.  The cpu back end loads the rows of a
 transposed 16-bit tile (a K step of two or four values) as one word each, and the rows
-cut by K's remainder in a loop (``coop._row_words``); these tests run that code with odd
+cut by K's remainder in a loop (``coop_memory._row_words``); these tests run that code with odd
 M, N and K (edge tiles, a K remainder, K below one step), every size and column stride
 known only at run time on views of larger arrays, and in checked mode.  A's last column
 ends where readable memory ends (the next page is inaccessible): a read of a row or

@@ -8,8 +8,9 @@ each kind of instruction, and generates a program's module (``generate``):
 * ``function``: ``FunctionCodegen``, the state of one kernel and the walk over its regions;
   ``phases``: a parallel region run subgroup after subgroup, split at its barriers;
 * ``arith`` (numbers), ``memory`` (elements and memref descriptors), ``control`` (parallel,
-  for, if, barrier), ``subgroup`` (scans, reductions, broadcasts), ``coop`` (coopmatrices)
-  and ``mul_add`` (which unit computes a coopmatrix product: ``amx``, ``dpbf16`` or FMAs).
+  for, if, barrier), ``subgroup`` (scans, reductions, broadcasts), ``coop`` (coopmatrices),
+  ``coop_memory`` (their loads, stores and atomics) and ``mul_add`` (which unit computes
+  a coopmatrix product: ``amx``, ``dpbf16`` or FMAs).
 
 Each imports only the modules below it; none imports this one.
 
@@ -82,7 +83,8 @@ from ...diagnostics import CompileError, Diagnostic
 from ...ir.core import Instruction, Program
 from ...ir.ops import FOREACH_OPS, OPS, compose_tables
 from ...ir.types import CoopMatrixType
-from . import amx, arith, columns, control, coop, coop_items, memory, mul_add, subgroup
+from . import (amx, arith, columns, control, coop, coop_items, coop_memory, memory, mul_add,
+               subgroup)
 from .abi import KernelInfo
 from .function import FunctionCodegen
 from .values import Unsupported
@@ -133,7 +135,8 @@ def _through_amx(table: Dict[str, Callable]) -> None:
 
 def _table() -> Dict[str, Callable]:
     table = compose_tables(arith.EMITTERS, memory.EMITTERS, control.EMITTERS, subgroup.EMITTERS,
-                     coop.EMITTERS, coop_items.EMITTERS, mul_add.EMITTERS)
+                     coop.EMITTERS, coop_memory.EMITTERS, coop_items.EMITTERS,
+                     mul_add.EMITTERS)
     for op, fn in coop.ELEMENTWISE.items():
         table[op] = _on_matrices(table[op], fn)
     _through_amx(table)

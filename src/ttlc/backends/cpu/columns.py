@@ -36,7 +36,8 @@ from ...ir.types import CoopMatrixType
 from . import jit
 from .amx_products import runs_on_amx
 from .arith import binary, convert
-from .coop import concat, emit_store, first_lane, memref_in, uniform_in
+from .coop import concat, first_lane, memref_in, uniform_in
+from .coop_memory import emit_store
 from .memory import _masked_store
 from .scratch import at, column_loop, private_scratch
 from .values import I1, I8, I32, I64, LLTYPE, CoopVal, HeldMatrix, VectorConstant, zero_of
@@ -168,10 +169,10 @@ def in_memory(cg, access: Instruction, elem: str, g: int,
               transposed: bool = False) -> Optional[Place]:
     """Where subgroup g's matrix of the cooperative_matrix_load/store ``access`` is in
     memory (a ``Place``): when every work-item is active, the kernel is not in checked
-    mode (there every access goes through ``coop._access``, which checks it), the access
-    is on ``elem`` components, untransposed (or ``transposed`` allowed), through a memref
-    with unit row stride (its columns are contiguous: the rows of their transpose, a
-    tile's rows).  None otherwise."""
+    mode (there every access goes through ``coop_memory._access``, which checks it), the
+    access is on ``elem`` components, untransposed (or ``transposed`` allowed), through a
+    memref with unit row stride (its columns are contiguous: the rows of their transpose,
+    a tile's rows).  None otherwise."""
     component = access.slots["tensor"].type.element
     is_t = access.modifier("ta") == "t"
     checked = access.modifier("checked")

@@ -16,7 +16,7 @@ from ...ir.core import Instruction, Value
 from ...ir.numerics import accumulate_type
 from ...ir.types import CoopMatrixType, ScalarType
 from ...target import MatrixInstruction, MatrixUnit
-from . import amx, amx_products, coop, dpbf16, jit
+from . import amx, amx_products, coop, coop_memory, dpbf16, jit
 from .arith import convert
 from .columns import owner_of, users_of
 from .function import FunctionCodegen, LoopCarrier
@@ -161,7 +161,7 @@ def rolled(carried: List[Any]) -> bool:
 def observed_rows(cg: FunctionCodegen, value: Value) -> int:
     """How many of a coopmatrix's first rows anything observes: a tile that is only
     stored with its rows checked at a constant position in static rows -- lower-linalg's
-    partial tile, f64 24 rows of M in a tile of 32 -- observes those (``coop.stored_rows``);
+    partial tile, f64 24 rows of M in a tile of 32 -- observes those (``coop_memory.stored_rows``);
     mul_add's result observes its A's and C's rows (row r of the product is row r of A
     times B plus row r of C); a yield of a ``for`` or ``if`` passes on what the result
     (and the loop's next iteration) observes, a loop's init what its body does; any other
@@ -188,7 +188,7 @@ def _observed_rows(cg: FunctionCodegen) -> Dict[Value, int]:
         """The rows of v its use by `user` observes."""
         op, every = user.opcode, v.type.rows
         if op == "cooperative_matrix_store" and user.slots["value"] is v:
-            return coop.stored_rows(user, every) or every
+            return coop_memory.stored_rows(user, every) or every
         if op == "cooperative_matrix_mul_add" and v is not user.slots["b"]:
             return seen[user.results[0]]
         if op == "for":  # the loop's init: what the body observes of the carried value

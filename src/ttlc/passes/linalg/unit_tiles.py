@@ -69,7 +69,7 @@ BUSY_BLOCKS = 0.75
 #: column of blocks: one): two loads and a shuffle into pairs for vdpbf16ps
 A_OPERAND = 2
 #: the same for a transposed A: its 16 rows are one load and one insert each
-#: (``cpu/coop._row_words``).  bf16 64^3 gemm.t.n on Zen 4: 32x8 tiles ran in 121 us, 64x4
+#: (``cpu/coop_memory._row_words``).  bf16 64^3 gemm.t.n on Zen 4: 32x8 tiles ran in 121 us, 64x4
 #: (A_OPERAND's choice) in 165, 16x16 in 146-157; gemm.t.t (B's pairs transposed too, two
 #: loads each): 125, 171, 303-835.  With 4 or more, 100x70x50 took 16x14 tiles: t.t
 #: 915-1021 us against 190 in 32x7 (3 and 2 choose those)
