@@ -35,7 +35,8 @@ from ttlc.passes.linalg import choose_tiles
 from ttlc.passes.linalg.tiles import (ACC_SHARE, FEW_COLUMN_TILES, MIN_A_STEP_BYTES,
                                       REREAD_A_BYTES, SPLIT_MAX_K, STREAM_A_BYTES,
                                       STREAM_ROW_BYTES, TALL_ACC_SHARE, WHOLE_K_BUDGET,
-                                      WHOLE_K_C_BYTES, WHOLE_K_HELD, WHOLE_K_MAX,
+                                      WHOLE_K_C_BYTES, WHOLE_K_HELD, WHOLE_K_LARGE_C,
+                                      WHOLE_K_LARGE_C_YMM, WHOLE_K_MAX,
                                       WHOLE_K_TILES, Tiles, computed_rows,
                                       k_steps, row_pieces, subgroup_registers)
 from ttlc.testing.kernels import member_kernel
@@ -904,6 +905,26 @@ def test_short_k_over_enough_tiles_is_one_step():
     assert (t.k, t.k_rest, t.m) == (5, (), 16) and 49 * 93 * 8 >= WHOLE_K_C_BYTES == 12288
 
 
+def test_longer_k_over_a_large_c_is_one_step():
+    """Where C has WHOLE_K_C_BYTES (12 KiB) or more over several row tiles, a K beyond
+    WHOLE_K_MAX is one step too: up to WHOLE_K_LARGE_C (10) with AVX-512 (f64 115x59x7,
+    54280 bytes of C in 32-row tiles; f64 103x64x9; f32 117x31x10), not K = 11 (f64
+    61x105x11) nor a C of one row tile (f64 40x30x9: 9600 bytes, 40 rows in one tile of
+    64); without AVX-512 up to WHOLE_K_LARGE_C_YMM (7: f32 101x51x7, not f64 92x59x8)."""
+    f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
+    cpu = TARGETS["cpu"]
+    assert (WHOLE_K_MAX, WHOLE_K_LARGE_C, WHOLE_K_LARGE_C_YMM) == (6, 10, 7)
+    for M, N, K, ty in ((115, 59, 7, f64), (103, 64, 9, f64), (117, 31, 10, f32)):
+        t = choose_tiles(cpu, 64 // ty.size, 1, M, N, K, ty, ty, ty)
+        assert (t.k, t.k_rest) == (K, ()) and t.m < M, (M, N, K, t)
+        assert M * N * ty.size >= WHOLE_K_C_BYTES
+    for M, N, K in ((61, 105, 11), (40, 30, 9)):
+        assert choose_tiles(cpu, 8, 1, M, N, K, f64, f64, f64).k < K, (M, N, K)
+    t = choose_tiles(AVX2, 8, 1, 101, 51, 7, f32, f32, f32)
+    assert (t.k, t.k_rest) == (7, ()) and 101 * 51 * 4 >= WHOLE_K_C_BYTES
+    assert choose_tiles(AVX2, 4, 1, 92, 59, 8, f64, f64, f64).k < 8
+
+
 def test_short_k_in_one_step_is_computed_a_few_columns_at_a_time():
     """With K one step (f32 11x70x5, B shared; the cpu description, AVX-512 anywhere), C
     is computed columns at a time (``matmul.fused_columns``): A's 16x5 block loaded once,
@@ -924,12 +945,13 @@ def test_short_k_in_one_step_is_computed_a_few_columns_at_a_time():
 
 @pytest.mark.parametrize("ty,M,N,K,operand", [
     ("f64", 49, 18, 3, "batched"), ("f32", 11, 70, 5, "B"), ("f64", 53, 10, 4, "A"),
-    ("f32", 7, 66, 5, "batched"), ("f64", 49, 93, 5, "B"), ("f32", 60, 4, 5, "batched")])
+    ("f32", 7, 66, 5, "batched"), ("f64", 49, 93, 5, "B"), ("f32", 60, 4, 5, "batched"),
+    ("f32", 101, 51, 7, "A"), ("f64", 103, 64, 9, "batched")])
 def test_short_k_in_one_step_agrees_with_numpy(ty, M, N, K, operand):
-    """K in one step of 3, 4 or 5 (``whole_k``), batched or with A or B shared, on the
+    """K in one step of 3 to 9 (``whole_k``), batched or with A or B shared, on the
     cpu with default attributes: each member's C = A B against NumPy.  Also run with
-    TTLC_CPU=x86-64-v3 (``make test-cpu-models``), where f64 49x93x5 is one step for its
-    large C and f32 60x4x5 keeps its K loop."""
+    TTLC_CPU=x86-64-v3 (``make test-cpu-models``), where f64 49x93x5 and f32 101x51x7
+    are one step for their large C, f32 60x4x5 and f64 103x64x9 keep their K loops."""
     member_gemm_agrees(ty, M, N, K, operand)
 
 

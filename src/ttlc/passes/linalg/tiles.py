@@ -164,6 +164,16 @@ WHOLE_K_HELD = 3
 #: 0.89 -> 1.41 of LIBXSMM, f32 107x35x5 0.87 -> 1.21; the least f64 78x41x5 B shared
 #: 0.96 -> 0.90)
 WHOLE_K_C_BYTES = 12 * 1024
+#: With such a C, a K beyond WHOLE_K_MAX is one step up to WHOLE_K_LARGE_C (AVX-512) or
+#: WHOLE_K_LARGE_C_YMM (``register_tiles``).  Against the K loop's tiles, over random
+#: batched shapes whose tiles it changes (AVX-512): K of 7-10 1.22x and 1.30x as fast
+#: (geometric means of 16 and 14 shapes; f64 115x59x7 1.00 -> 1.78 of LIBXSMM, f64
+#: 103x64x9 1.04 -> 1.89; the least f64 66x75x8, 0.89x), K of 11-12 0.89x, 13-24 0.82x;
+#: with A or B shared, K of 7-12: 1.16x and 1.06x.  Without AVX-512: K = 7 1.18x (16
+#: shapes; f32 101x51x7 0.90 -> 1.72, the least f32 35x120x7, 0.84x), with A shared 1.07x,
+#: B shared 1.20x; K = 8 (a loop of whole steps) mixed, 0.75x to 1.07x; K of 9-12 1.03x
+WHOLE_K_LARGE_C = 10
+WHOLE_K_LARGE_C_YMM = 7
 #: the least accumulator bytes that keep the FMA units busy: 2 FMA pipes x 32 bytes x 4
 #: cycles of latency (Zen 4, and AVX2 CPUs alike); 16x3 f32 tiles on AVX2 (6 ymm) ran
 #: at three quarters of the speed of 16x5 ones
@@ -595,18 +605,19 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
 
 def whole_k(tiles: Tiles, M: Optional[int], N: Optional[int], K: Optional[int],
             acc: ScalarType, acc_bytes: int, step_bytes: int, limit: Optional[float],
-            broadcasts: bool) -> Tiles:
+            broadcasts: bool, large_c_max: int = WHOLE_K_LARGE_C) -> Tiles:
     """tiles with all of a static K one step (no K loop: matmul then computes C a few
     columns at a time, ``matmul.fused_columns``) where one subgroup's FMAs take B's
     entries from memory (`broadcasts`: no coopmatrix of K's rows distributed over
     subgroups, which would need a power of two) and WHOLE_K_MAX, WHOLE_K_TILES and
     the register bound allow (`acc_bytes`: the accumulator, `step_bytes`: a K step's
     operands, together at most `limit` bytes; `limit` None: no register bound; none
-    either where C of WHOLE_K_C_BYTES or more spans several row tiles); else tiles as
-    they are."""
+    either where C of WHOLE_K_C_BYTES or more spans several row tiles, whose K may be
+    up to `large_c_max`); else tiles as they are."""
     large_c = (M is not None and N is not None and tiles.m < M
                and M * N * acc.size >= WHOLE_K_C_BYTES)
-    if (not broadcasts or K is None or tiles.k >= K or K > WHOLE_K_MAX
+    if (not broadcasts or K is None or tiles.k >= K
+            or K > (max(large_c_max, WHOLE_K_MAX) if large_c else WHOLE_K_MAX)
             or tiles.count() < WHOLE_K_TILES
             or (limit is not None and not large_c and acc_bytes + K * step_bytes > limit)):
         return tiles
@@ -835,5 +846,5 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         return whole_k(tiles, M, N, K, acc, 0, 0, None, True)
     column = _ceil_div(M, lanes) * target.vector_bytes
     return whole_k(tiles, M, N, K, acc, column, column,
-                   target.register_budget - target.vector_bytes, True)
+                   target.register_budget - target.vector_bytes, True, WHOLE_K_LARGE_C_YMM)
 
