@@ -24,8 +24,8 @@ from . import jit, races
 from .coop import (_consts, _map, _rows, column_of, first_lane, memref_in, pinned, shuffle,
                    subgroup_active, subgroups, uniform_in, whole_subgroups)
 from .function import FunctionCodegen, lane_loop
-from .memory import (_align, _component_ptrs, _masked_store, _note_write, _store_atomic,
-                     atomic_update, check_alive, elem_type, is_null, lt_size, prefetch_block)
+from .memory import (_align, _masked_store, _note_write, atomic_store_element, atomic_update,
+                     check_alive, elem_type, is_null, lt_size, prefetch_block)
 from .scratch import column_loop, shared_scratch
 from .values import I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, MemVal, VectorConstant, \
     parts, undef_of, zero_of
@@ -469,12 +469,7 @@ def emit_atomic(cg: FunctionCodegen, inst: Instruction):
                 p = b.extract_element(ptrs, e)
                 v = _map(lambda x: b.extract_element(x, e), mat)
                 if op == "store":
-                    if comp.is_complex:
-                        pr, pi = _component_ptrs(cg, comp, p)
-                        _store_atomic(b, v.re, pr, ordering, _align(comp))
-                        _store_atomic(b, v.im, pi, ordering, _align(comp))
-                    else:
-                        _store_atomic(b, v, p, ordering, _align(comp))
+                    atomic_store_element(cg, comp, p, v, ordering)
                     return []
                 return parts(atomic_update(cg, op, comp, p, v, ordering))
             types = [] if op == "store" else [LLTYPE[comp.name]] * (2 if comp.is_complex else 1)

@@ -513,19 +513,24 @@ def _store_atomic(b: ir.IRBuilder, value, ptr, ordering: str, align: int) -> Non
     b._insert(instructions.StoreAtomicInstr(b.block, value, ptr, ordering, align))
 
 
+def atomic_store_element(cg: FunctionCodegen, t: ScalarType, p, v, ordering: str) -> None:
+    """An element v of type t stored atomically at p (a complex one component by
+    component: each part is atomic, the pair is not)."""
+    if t.is_complex:
+        pr, pi = _component_ptrs(cg, t, p)
+        _store_atomic(cg.b, v.re, pr, ordering, _align(t))
+        _store_atomic(cg.b, v.im, pi, ordering, _align(t))
+    else:
+        _store_atomic(cg.b, v, p, ordering, _align(t))
+
+
 def emit_atomic_store(cg: FunctionCodegen, inst: Instruction):
     t, ptrs = _atomic_pointers(cg, inst, writes=True)
     ordering = _ordering(inst)
     value = cg.get(inst.slots["value"])
-    b = cg.b
 
     def store(p, v):
-        if t.is_complex:
-            pr, pi = _component_ptrs(cg, t, p)
-            _store_atomic(b, v.re, pr, ordering, _align(t))
-            _store_atomic(b, v.im, pi, ordering, _align(t))
-        else:
-            _store_atomic(b, v, p, ordering, _align(t))
+        atomic_store_element(cg, t, p, v, ordering)
 
     if not is_vec(ptrs) and not cg.varying_repr(value):
         store(ptrs, value)
