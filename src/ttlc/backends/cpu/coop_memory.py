@@ -12,7 +12,7 @@ themselves: ``coop.py``.
 """
 from __future__ import annotations
 
-import itertools
+import math
 from typing import Callable, Dict, List, Optional, Tuple
 
 from llvmlite import ir
@@ -29,7 +29,8 @@ from .memory import (_align, _masked_store, _note_write, atomic_store_element, a
 from .scratch import column_loop, shared_scratch
 from .values import I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, MemVal, VectorConstant, \
     parts, undef_of, zero_of
-from .vectors import (Valid, concat, gather, in_range, inside, masked_load, narrow, splat_n)
+from .vectors import (Valid, concat, constant_prefix, gather, in_range, inside, masked_load,
+                      narrow, splat_n)
 
 
 def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, fn) -> None:
@@ -192,7 +193,7 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
                 cols = []
                 for c in range(N):
                     p, mask = at(0, c), valid.column(c)
-                    rows = pieces_of(m.type, mask, lt)
+                    rows = pieces_of(m.type, mask, M, lt)
                     cols.append(masked_load(cg, lt, p, mask, M) if rows is None
                                 else _load_pieces(cg, lt, p, rows, M))
                 result["v"] = concat(cg, cols)
@@ -376,9 +377,9 @@ def stored_rows(inst: Instruction, M: int) -> Optional[int]:
 LOCAL_STORES = 32
 
 
-def pieces_of(t: MemrefType, mask, lt: ir.Type) -> Optional[int]:
+def pieces_of(t: MemrefType, mask, M: int, lt: ir.Type) -> Optional[int]:
     """k where a column of local memref t whose rows a load's constant `mask` takes (its
-    first k, not all of the tile's) is loaded in the pieces ``emit_store`` stores k rows
+    first k, not all M of the tile's) is loaded in the pieces ``emit_store`` stores k rows
     in (``_load_pieces``); else None.  A work-group's temporary (a chain A B C through
     local memory) is read right after it is written: a register loaded across two
     stores still in the store queue (one masked load of 9 f32 rows written as 8 + 1) is
@@ -389,16 +390,12 @@ def pieces_of(t: MemrefType, mask, lt: ir.Type) -> Optional[int]:
     random chains 1.07x.  A temporary of many stores has reached the cache before it is
     read, and the pieces then only add loads and shuffles: beyond LOCAL_STORES, f64
     3x9x18x5 (36 stores) 0.95x, f32 23x4x27x1 (108) 0.92x."""
-    bits = getattr(mask, "ints", None)
-    if t.space != "local" or bits is None or not all(isinstance(d, int) for d in t.shape):
+    if t.space != "local" or not all(isinstance(d, int) for d in t.shape):
         return None
-    k = sum(1 for _ in itertools.takewhile(lambda v: v & 1, bits))
-    if not 0 < k < len(bits) or any(v & 1 for v in bits[k:]):
+    k = constant_prefix(mask)
+    if k is None or not 0 < k < M:
         return None
-    columns = 1
-    for d in t.shape[1:]:
-        columns *= d
-    if columns * len(_store_pieces(k, register_lanes(lt))) > LOCAL_STORES:
+    if math.prod(t.shape[1:]) * len(_store_pieces(k, register_lanes(lt))) > LOCAL_STORES:
         return None
     return k
 

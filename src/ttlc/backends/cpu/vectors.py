@@ -36,6 +36,15 @@ def splat_n(cg, x, n: int):
     return cg.b.shuffle_vector(v, undef_of(vt), VectorConstant(I32, [0] * n))
 
 
+def constant_prefix(mask) -> Optional[int]:
+    """k where `mask` is a constant of its first k lanes on and the rest off; else None."""
+    bits = getattr(mask, "ints", None)
+    if bits is None:
+        return None
+    k = sum(1 for _ in itertools.takewhile(lambda v: v & 1, bits))
+    return None if any(v & 1 for v in bits[k:]) else k
+
+
 def masked_load(cg, lt: ir.Type, p: ir.Value, mask, n: int) -> ir.Value:
     """n components of type lt at p: a plain load (mask None) or llvm.masked.load (zeros
     where the mask is off).  Without mask registers (AVX2), a constant mask of the first
@@ -46,10 +55,9 @@ def masked_load(cg, lt: ir.Type, p: ir.Value, mask, n: int) -> ir.Value:
     vt = ir.VectorType(lt, n)
     if mask is None:
         return cg.b.load(p, typ=vt, align=lt_size(lt))
-    bits = getattr(mask, "ints", None)
-    if bits is not None and not jit.mask_registers():
-        k = sum(1 for _ in itertools.takewhile(lambda v: v & 1, bits))
-        if not any(v & 1 for v in bits[k:]) and k & (k - 1) == 0:
+    if not jit.mask_registers():
+        k = constant_prefix(mask)
+        if k is not None and k & (k - 1) == 0:
             if k == n:
                 return cg.b.load(p, typ=vt, align=lt_size(lt))
             if k == 0:

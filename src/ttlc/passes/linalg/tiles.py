@@ -617,7 +617,7 @@ def whole_k(tiles: Tiles, M: Optional[int], N: Optional[int], K: Optional[int],
     large_c = (M is not None and N is not None and tiles.m < M
                and M * N * acc.size >= WHOLE_K_C_BYTES)
     if (not broadcasts or K is None or tiles.k >= K
-            or K > (max(large_c_max, WHOLE_K_MAX) if large_c else WHOLE_K_MAX)
+            or K > (large_c_max if large_c else WHOLE_K_MAX)
             or tiles.count() < WHOLE_K_TILES
             or (limit is not None and not large_c and acc_bytes + K * step_bytes > limit)):
         return tiles
