@@ -80,7 +80,7 @@ import recipes  # noqa: E402
 from recipes import check, timed  # noqa: E402
 from suite import GEMM_SUBVIEW, environment, write_summary  # noqa: E402
 from ttlc.backends.cpu.specialize import SPECIALIZE_AFTER  # noqa: E402
-from ttlc.testing.kernels import DYNAMIC_GEMM, member_kernel, tall_kernel  # noqa: E402
+from ttlc.testing.kernels import DYNAMIC_GEMM, chain_kernel, member_kernel, tall_kernel  # noqa: E402
 
 DTYPES = {"f32": np.float32, "f64": np.float64}
 TOLERANCE = {"f32": 1e-5, "f64": 1e-12}
@@ -106,23 +106,6 @@ SHARED_OPERAND = {"batched": "", "shared": "A", "shared-b": "B"}
 COLD_MS, WARM_MS = 150, 5
 #: the 16-bit cases, measured by their own section (against hand-written kernels and torch)
 SIXTEEN_BIT = {"bf16/f16 64x64x64": "benchmarks/gemm16.py"}
-
-CHAIN = """
-func @chain(%A: memref<{t}x{m}x{k}>, %B: memref<{t}x{k}x{n}x?>, %C: memref<{t}x{n}x{p}x?>,
-            %D: memref<{t}x{m}x{p}x?>) {{
-    %i = group_id.x : index
-    %b = subview %B[0:{k},0:{n},%i] : memref<{t}x{k}x{n}>
-    %c = subview %C[0:{n},0:{p},%i] : memref<{t}x{n}x{p}>
-    %d = subview %D[0:{m},0:{p},%i] : memref<{t}x{m}x{p}>
-    %tmp = alloca : memref<{t}x{m}x{n},local>
-    %one = constant 1.0 : {t}
-    %zero = constant 0.0 : {t}
-    gemm %one, %A, %b, %zero, %tmp
-    gemm %one, %tmp, %c, %zero, %d
-    lifetime_stop %tmp
-}}
-"""
-
 
 def warm_up() -> None:
     """Pay the process's one-time costs of compiling -- LLVM's start (target machine,
@@ -411,7 +394,7 @@ class Run(recipes.Run):
                 shape = f"{m}x{k}.{k}x{n}.{n}x{p} b{batch}"
                 A = fortran(rng, (m, k), DTYPES[t])
                 B, C = fortran(rng, (k, n, batch), DTYPES[t]), fortran(rng, (n, p, batch), DTYPES[t])
-                text = CHAIN.format(t=t, m=m, k=k, n=n, p=p)
+                text = chain_kernel(t, m, k, n, p)
                 kernel = self.compile(f"chain {t} {shape}", text, "chain")
                 out = {name: np.zeros((m, p, batch), DTYPES[t], order="F")
                        for name in ("ttlc", "numpy", "torch", "libxsmm")}

@@ -8,33 +8,9 @@ import numpy as np
 import pytest
 
 import ttlc
+from ttlc.testing.kernels import chain_kernel
 
 pytest.importorskip("llvmlite", reason="target cpu needs llvmlite")
-
-#: D_i = A B_i C_i through a temporary of m x n; `temporary` allocates it in local memory
-#: or takes it from a global operand %T (one per member), all else equal
-CHAIN = """
-func @chain(%A: memref<{t}x{m}x{k}>, %B: memref<{t}x{k}x{n}x?>, %C: memref<{t}x{n}x{p}x?>,
-            %D: memref<{t}x{m}x{p}x?>{extra}) {{
-    %i = group_id.x : index
-    %b = subview %B[0:{k},0:{n},%i] : memref<{t}x{k}x{n}>
-    %c = subview %C[0:{n},0:{p},%i] : memref<{t}x{n}x{p}>
-    %d = subview %D[0:{m},0:{p},%i] : memref<{t}x{m}x{p}>
-    {temporary}
-    %one = constant 1.0 : {t}
-    %zero = constant 0.0 : {t}
-    gemm %one, %A, %b, %zero, %tmp
-    gemm %one, %tmp, %c, %zero, %d
-}}
-"""
-LOCAL = ("", "%tmp = alloca : memref<{t}x{m}x{n},local>")
-GLOBAL = (", %T: memref<{t}x{m}x{n}x?>", "%tmp = subview %T[0:{m},0:{n},%i] : memref<{t}x{m}x{n}>")
-
-
-def chain(where, t, m, k, n, p):
-    extra, temporary = (s.format(t=t, m=m, n=n) for s in where)
-    return CHAIN.format(t=t, m=m, k=k, n=n, p=p, extra=extra, temporary=temporary)
-
 
 #: (m, k, n, p): temporaries of 8 + 1, 2 + 1, 4 + 1, 16 + 4 and 16 + 8 + 4 + 1 rows (f32
 #: on AVX-512), and f64 3x18, 36 stores (beyond ``LOCAL_STORES``: masked loads)
@@ -52,7 +28,7 @@ def test_local_loads_in_pieces_match_numpy(t, shape):
     B = np.asfortranarray(rng.standard_normal((k, n, batch)).astype(dt))
     C = np.asfortranarray(rng.standard_normal((n, p, batch)).astype(dt))
     D = np.full((m, p, batch), np.nan, dt, order="F")
-    ttlc.compile(chain(LOCAL, t, *shape), target="cpu")["chain"](A, B, C, D, grid=(batch,))
+    ttlc.compile(chain_kernel(t, *shape), target="cpu")["chain"](A, B, C, D, grid=(batch,))
     want = np.einsum("ik,kjb,jlb->ilb", *(x.astype(np.float64) for x in (A, B, C)))
     tol = 1e-5 if t == "f32" else 1e-13
     np.testing.assert_allclose(D, want, rtol=tol, atol=tol * np.abs(want).max())
@@ -73,5 +49,6 @@ def test_local_temporary_loads_in_its_stores_pieces(t, shape, in_pieces):
     9x1x3x2: A's column masked in both, the temporary's three columns in the global one
     only); f64 3x9x18x5 writes its temporary in 36 stores (AVX-512), beyond
     ``LOCAL_STORES``: masked in both."""
-    local, global_ = (masked_loads(chain(where, t, *shape)) for where in (LOCAL, GLOBAL))
+    local, global_ = (masked_loads(chain_kernel(t, *shape, temporary=where))
+                      for where in ("local", "global"))
     assert (local < global_ if in_pieces else local == global_ > 0), (local, global_)

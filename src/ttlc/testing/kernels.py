@@ -72,3 +72,29 @@ def tall_kernel(t: str, rows: Union[int, str], block: int, N: int, K: int,
     gemm %one, %a, %B, %beta, %c
 }}
 """
+
+
+def chain_kernel(t: str, m: int, k: int, n: int, p: int, temporary: str = "local") -> str:
+    """``func @chain``: D_i = A B_i C_i for every member i (A of m x k shared, B_i of
+    k x n, C_i of n x p) through a temporary of m x n: allocated in local memory
+    (`temporary` "local"), as a DG code writes it, or taken from a global operand %T of
+    one temporary per member ("global"), all else equal."""
+    extra, tmp = {
+        "local": ("", f"%tmp = alloca : memref<{t}x{m}x{n},local>"),
+        "global": (f", %T: memref<{t}x{m}x{n}x?>",
+                   f"%tmp = subview %T[0:{m},0:{n},%i] : memref<{t}x{m}x{n}>"),
+    }[temporary]
+    stop = "\n    lifetime_stop %tmp" if temporary == "local" else ""
+    return f"""func @chain(%A: memref<{t}x{m}x{k}>, %B: memref<{t}x{k}x{n}x?>, %C: memref<{t}x{n}x{p}x?>,
+            %D: memref<{t}x{m}x{p}x?>{extra}) {{
+    %i = group_id.x : index
+    %b = subview %B[0:{k},0:{n},%i] : memref<{t}x{k}x{n}>
+    %c = subview %C[0:{n},0:{p},%i] : memref<{t}x{n}x{p}>
+    %d = subview %D[0:{m},0:{p},%i] : memref<{t}x{m}x{p}>
+    {tmp}
+    %one = constant 1.0 : {t}
+    %zero = constant 0.0 : {t}
+    gemm %one, %A, %b, %zero, %tmp
+    gemm %one, %tmp, %c, %zero, %d{stop}
+}}
+"""

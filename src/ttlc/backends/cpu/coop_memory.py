@@ -20,7 +20,7 @@ from llvmlite import ir
 from ...ir.core import Instruction
 from ...ir.types import CoopMatrixType, MemrefType
 from ...runtime.findings import E_COOP_BOUNDS, E_NULL
-from . import jit, races
+from . import races
 from .coop import (_consts, _map, _rows, column_of, first_lane, memref_in, pinned, shuffle,
                    subgroup_active, subgroups, uniform_in, whole_subgroups)
 from .function import FunctionCodegen, lane_loop
@@ -30,7 +30,7 @@ from .scratch import column_loop, shared_scratch
 from .values import I1, I32, I64, LLTYPE, CoopVal, Cplx, HeldMatrix, MemVal, VectorConstant, \
     parts, undef_of, zero_of
 from .vectors import (Valid, concat, constant_prefix, gather, in_range, inside, masked_load,
-                      narrow, splat_n)
+                      narrow, register_lanes, splat_n)
 
 
 def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, fn) -> None:
@@ -255,7 +255,7 @@ def _row_words(cg: FunctionCodegen, m: MemVal, lt: ir.Type, at, valid: Valid, M:
         return None
     b = cg.b
     word = ir.IntType(8 * width)
-    per = max(1, jit.vector_bits() // 8 // width)  # rows of a register
+    per = register_lanes(width)  # rows of a register
     parts = [(r0, min(per, M - r0)) for r0 in range(0, M, per)]
     origin, stride = at(0, 0), cg.ival(m.stride[1])
     # the word of zeros rows outside read, or the rows of the rolled loop below
@@ -324,7 +324,7 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
     M, N = t.rows, t.cols
     _note_write(cg, inst)
     rows = None if cg.mask is not None else stored_rows(inst, M)  # (else a masked store)
-    width = register_lanes(lt)
+    width = register_lanes(lt_size(lt))
     for g in range(subgroups(cg)):
 
         def store(m: MemVal, offsets, valid, contiguous, at):
@@ -395,7 +395,7 @@ def pieces_of(t: MemrefType, mask, M: int, lt: ir.Type) -> Optional[int]:
     k = constant_prefix(mask)
     if k is None or not 0 < k < M:
         return None
-    if math.prod(t.shape[1:]) * len(_store_pieces(k, register_lanes(lt))) > LOCAL_STORES:
+    if math.prod(t.shape[1:]) * len(_store_pieces(k, register_lanes(lt_size(lt)))) > LOCAL_STORES:
         return None
     return k
 
@@ -404,17 +404,12 @@ def _load_pieces(cg: FunctionCodegen, lt: ir.Type, p: ir.Value, k: int, M: int):
     """The first k of M rows of the column at p, loaded in ``_store_pieces`` (the rest 0)."""
     b = cg.b
     v = zero_of(ir.VectorType(lt, M))
-    for r0, lanes in _store_pieces(k, register_lanes(lt)):
+    for r0, lanes in _store_pieces(k, register_lanes(lt_size(lt))):
         piece = b.load(b.gep(p, [ir.Constant(I64, r0)], source_etype=lt),
                        typ=ir.VectorType(lt, lanes), align=lt_size(lt))
         wide = shuffle(cg, piece, piece, [min(r, lanes - 1) for r in range(M)])
         v = shuffle(cg, v, wide, [M + r - r0 if r0 <= r < r0 + lanes else r for r in range(M)])
     return v
-
-
-def register_lanes(lt: ir.Type) -> int:
-    """Components of type lt in one vector register."""
-    return max(1, jit.vector_bits() // 8 // lt_size(lt))
 
 
 def _store_pieces(n: int, width: int) -> List[Tuple[int, int]]:

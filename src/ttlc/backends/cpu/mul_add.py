@@ -21,7 +21,7 @@ from .arith import convert
 from .columns import owner_of, users_of
 from .function import FunctionCodegen, LoopCarrier
 from .values import LLTYPE, CoopVal, VectorConstant
-from .vectors import column_group, concat, narrow
+from .vectors import column_group, concat, narrow, register_lanes
 
 
 def mul_add_path(a_type: str, b_type: str, acc_type: str) -> str:
@@ -120,7 +120,7 @@ def fma_kernel(M: int, N: int, cd: ScalarType, observed: Optional[int] = None) -
     (``mul_add.observed_rows``: f64 24 rows of a 32-row tile in three zmm, not four), the
     rows past the last whole register in fewer lanes where ``narrow_last`` allows (f64 9
     rows: a zmm and one f64)."""
-    lanes = max(1, jit.vector_bits() // 8 // cd.size)
+    lanes = register_lanes(cd.size)
     rows = None if observed is None or cd.is_complex else -(-max(1, observed) // lanes) * lanes
     if jit.broadcast_operands() or cd.is_complex or N >= -(-M // lanes):
         if rows is not None and narrow_last(rows // lanes, observed % lanes, N):

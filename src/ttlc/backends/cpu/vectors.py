@@ -106,6 +106,11 @@ def widest() -> int:
     return jit.vector_bits() // 8
 
 
+def register_lanes(size: int) -> int:
+    """Components of `size` bytes in one of the machine's vector registers (at least one)."""
+    return max(1, jit.vector_bits() // 8 // size)
+
+
 def narrow(cg) -> bool:
     """Whether the kernel has coopmatrices of 16-bit floats: then its elementwise updates
     go by groups of columns (``coop.by_columns``) and its checked accesses take masks by
