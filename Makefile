@@ -35,9 +35,10 @@ CPU_MODEL_TESTS := tests/python/test_cpu_rtlib.py tests/python/test_cpu_backend.
 	tests/python/test_interp_semantics.py tests/python/test_interp_coop.py \
 	tests/python/test_differential.py tests/python/test_interp_gemm16.py \
 	tests/python/test_cpu_transposed16.py tests/python/test_pass_linalg.py \
-	tests/python/test_cpu_local_pieces.py
+	tests/python/test_cpu_local_pieces.py tests/python/test_cpu_prefetch.py
 CPU_MODEL_SELECT := scalar_ops or cast or math or subgroup_operations or coopmatrix or \
-	mul_add or load or store or rtlib or generated or gemm16 or short_k_in_one_step_agrees
+	mul_add or load or store or rtlib or generated or gemm16 or short_k_in_one_step_agrees or \
+	reread_in_several_passes
 
 test-cpu-models: $(STAMP)
 	set -e; for model in $(CPU_MODELS); do \

@@ -1,5 +1,6 @@
-"""Prefetches on the CPU (backends/cpu/memory.py ``prefetch_block``) and the prefetch
-lower-linalg adds for far-apart columns (passes/linalg/matmul.py ``far_operands``).
+"""Prefetches on the CPU (backends/cpu/memory.py ``prefetch_block``) and the prefetches
+lower-linalg adds for far-apart columns and for a batch member's A that the tiles read
+several times (passes/linalg/matmul.py ``far_operands``, ``prefetched_a``).
 
 Language reference, "Cooperative matrix prefetch": the block M[(x + i) S_1 + (y + j) S_2]
 for i < X, j < Y is prefetched into cache level L ("0" the closest), a level the device
@@ -20,7 +21,7 @@ import ttlc
 pytest.importorskip("llvmlite")
 
 from ttlc.backends.cpu.module import Artifacts  # noqa: E402
-from ttlc.testing.kernels import tall_kernel  # noqa: E402
+from ttlc.testing.kernels import member_kernel, tall_kernel  # noqa: E402
 
 PREFETCH = """func @k(%A: memref<f32x1000x16>, %R: memref<f32x8x8,strided<2,16>>, %C: memref<f32x4>) {{
     parallel {{
@@ -188,3 +189,32 @@ def test_gemv_and_ger_on_blocks_of_a_tall_matrix_agree_with_numpy(kind, t, M, K)
     ttlc.compile(text)["k"](A, x, y, grid=(blocks,))
     np.testing.assert_allclose(got, want, rtol=1e-5 if t == "f32" else 1e-12,
                                atol=1e-5 if t == "f32" else 1e-12)
+
+
+@pytest.mark.parametrize("t, M, N, K, shared, prefetched", [
+    ("f64", 106, 17, 63, False, True),   # 53 KiB, 3 passes of 4 or more row tiles
+    ("f64", 122, 24, 61, False, True),
+    ("f32", 106, 17, 63, False, False),  # f32: twice the FMAs per byte of A
+    ("f64", 106, 17, 63, True, False),   # one A for all members: in the caches
+    ("f64", 41, 2, 57, False, False),    # one pass over A
+    ("f64", 24, 48, 53, False, False),   # 10 KiB
+])
+def test_a_members_a_reread_in_several_passes_is_prefetched(t, M, N, K, shared, prefetched):
+    """A batch member's A of f64, 16-64 KiB, which the tiles read in three or more
+    passes of four or more row tiles, is prefetched into L2 before the tiles
+    (``matmul.prefetched_a``; the tiles on either CPU kind, AVX-512 or AVX2, make the
+    passes: f64 106x17x63 in 32x6 or 8x6 tiles); C_i = A_i B_i as NumPy computes it."""
+    dtype = {"f32": np.float32, "f64": np.float64}[t]
+    text = member_kernel(t, "gemm", [("A", (M, K), shared), ("B", (K, N), False),
+                                     ("C", (M, N), False)])
+    lowered = Artifacts(ttlc.check(text), False).stage("lowered")
+    assert len(re.findall(r"cooperative_matrix_prefetch 1, %A\[", lowered)) == prefetched
+    batch = 3
+    rng = np.random.default_rng(9)
+    A = np.asfortranarray(rng.standard_normal((M, K) if shared else (M, K, batch)).astype(dtype))
+    B = np.asfortranarray(rng.standard_normal((K, N, batch)).astype(dtype))
+    C = np.full((M, N, batch), np.nan, dtype, order="F")
+    ttlc.compile(text)["member"](A, B, C, grid=(batch,))
+    want = np.einsum("mk" + ("" if shared else "b") + ",knb->mnb", A.astype(np.float64), B)
+    np.testing.assert_allclose(C, want, rtol=1e-5 if t == "f32" else 1e-12,
+                               atol=1e-4 if t == "f32" else 1e-11)

@@ -43,7 +43,8 @@ mul_add takes A and B in their own element types (promotion happens inside it), 
 accumulates in the output's type (f32 for 16-bit float outputs).
 Operands whose columns lie a page or more apart, each a stream of its own (a
 work-group's block of rows of a tall matrix), are prefetched into L2 before the tiles
-(``far_operands``).
+(``far_operands``), and so is a batch member's A of f64 that the tiles read in several
+passes (``prefetched_a``).
 """
 from __future__ import annotations
 
@@ -81,6 +82,10 @@ PAGE_BYTES = 4096
 PREFETCH_BYTES, PREFETCH_LEVEL = 64 * 1024, 1
 #: the fewest columns of far-apart operands that are prefetched (``far_operands``)
 FAR_STREAMS = 16
+#: a batch member's A that ``prefetched_a`` prefetches: its bytes (from, to), its
+#: entries' bytes, the fewest passes over it (column tiles) and row tiles in a pass
+PREFETCH_A_BYTES, PREFETCH_A_ENTRY_BYTES = (16 * 1024, PREFETCH_BYTES), 8
+PREFETCH_A_PASSES, PREFETCH_A_ROW_TILES = 3, 4
 
 
 def _status(size: Int, tile: int) -> str:
@@ -387,6 +392,33 @@ def far_operands(em: Emitter, *operands: Value) -> List[Tuple[Value, Union[int, 
     return far if sum(V.type.shape[1] for V, _ in far) >= FAR_STREAMS else []
 
 
+def prefetched_a(em: Emitter, A: Value, ta: str, tiles: Tiles, M: Int, N: Int) -> bool:
+    """Whether A is prefetched into L2 before the tiles (``prefetch``): on the CPU, a
+    batch member's A (a different block in each work-group, new to the caches) of f64
+    (PREFETCH_A_ENTRY_BYTES) and PREFETCH_A_BYTES, with contiguous columns a static
+    stride apart, which the tiles read in PREFETCH_A_PASSES or more passes (column
+    tiles) of PREFETCH_A_ROW_TILES or more row tiles each.  The first pass misses on
+    every line of A: a row tile reads one or two lines of each column, lines a column
+    apart, and the hardware prefetchers run little ahead of such strides; prefetched,
+    the misses overlap.  With the members from L3 (two threads, random shapes whose
+    code it changes): without AVX-512 f64 1.05-1.08x as fast (106x17x63 in 8x6 tiles
+    0.79 -> 1.05 of LIBXSMM; the least 0.95 -> 1.02), with AVX-512 1.02x (122x24x61
+    0.90 -> 1.00); f32, twice the FMAs per byte of A, lost 2-5%, and so did A read in
+    one or two passes (f64 41x2x57 0.92 -> 0.76 of LIBXSMM) or in two or three row tiles
+    (f64 32x48x101 0.95x)."""
+    t = A.type
+    rows, cols, n = known(M), t.shape[1], known(N)
+    if not (em.target.vector_bytes and ta == "n" and t.space == "global"
+            and t.stride[0] == 1 and isinstance(t.stride[1], int)
+            and None not in (rows, cols, n) and t.element.size == PREFETCH_A_ENTRY_BYTES
+            and not em.same_in_every_group(A)):
+        return False
+    least, most = PREFETCH_A_BYTES
+    return (least <= rows * cols * t.element.size <= most
+            and -(-n // tiles.n) >= PREFETCH_A_PASSES
+            and -(-rows // tiles.m) >= PREFETCH_A_ROW_TILES)
+
+
 def prefetch(em: Emitter, operands: List[Tuple[Value, Union[int, Value]]]) -> None:
     """Prefetches of the whole of each operand (``far_operands``) into L2, before the
     tiles, those whose column stride is known only at run time where its bound (the
@@ -467,6 +499,8 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     tiles = fit_to_unit(em.target, tiles, em.sgs, em.subgroups, known(M), known(N), known(K),
                         acc, ea, eb, tb == "t", ta == "t")
     KT = tiles.k
+    if not far and prefetched_a(em, A, ta, tiles, M, N):
+        far = [(A, A.type.stride[1])]
     prefetch(em, far)
     edges_step_k = staged_edges(em.target, ea, eb, acc) and not tiles.k_rest
 
