@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import ttlc
+from ttlc.testing.kernels import chain_kernel
 
 pytest.importorskip("llvmlite", reason="target cpu needs llvmlite")
 
@@ -224,15 +225,13 @@ def test_application_shapes_batched_and_shared(t, M, N, K):
 def test_chain_through_local_memory(t):
     """D_i = A B_i C_i (56x56, 56x9, 9x9) through a local temporary, against NumPy: the
     kernel benchmarks/small_gemm.py times."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    from small_gemm import CHAIN
     m, k, n, p, batch = 56, 56, 9, 9, 4
     rng = np.random.default_rng(11)
     A = np.asfortranarray(rng.standard_normal((m, k)).astype(DTYPES[t]))
     B = np.asfortranarray(rng.standard_normal((k, n, batch)).astype(DTYPES[t]))
     C = np.asfortranarray(rng.standard_normal((n, p, batch)).astype(DTYPES[t]))
     D = np.asfortranarray(np.full((m, p, batch), np.nan, DTYPES[t]))
-    ttlc.compile(CHAIN.format(t=t, m=m, k=k, n=n, p=p), target="cpu")["chain"](
+    ttlc.compile(chain_kernel(t, m, k, n, p), target="cpu")["chain"](
         A, B, C, D, grid=(batch,))
     want = np.einsum("ik,kjb,jlb->ilb", A.astype(np.float64), B.astype(np.float64),
                      C.astype(np.float64))
@@ -294,11 +293,11 @@ import ttlc
 from ttlc.backends.cpu import jit
 from ttlc.backends.cpu.module import Artifacts
 sys.path.insert(0, sys.argv[1])
-from small_gemm import CHAIN, GEMM_SUBVIEW
-from ttlc.testing.kernels import member_kernel
+from small_gemm import GEMM_SUBVIEW
+from ttlc.testing.kernels import chain_kernel, member_kernel
 cases = {}
 for t, dt in (("f32", np.float32), ("f64", np.float64)):
-    cases[f"chain {t}"] = ("chain", dt, CHAIN.format(t=t, m=56, k=56, n=9, p=9),
+    cases[f"chain {t}"] = ("chain", dt, chain_kernel(t, 56, 56, 9, 9),
                            ((56, 56), (56, 9, 3), (9, 9, 3)), (56, 9, 3), "ik,kjb,jlb->ilb")
     for M, N, K in ((56, 9, 9), (2, 85, 12), (8, 85, 12), (4, 51, 29), (124, 11, 94),
                     (76, 6, 118), (88, 23, 62), (9, 9, 56), (12, 13, 56), (20, 9, 20)):
