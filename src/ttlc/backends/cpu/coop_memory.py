@@ -193,9 +193,9 @@ def load_matrix(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType) -> Co
                 cols = []
                 for c in range(N):
                     p, mask = at(0, c), valid.column(c)
-                    rows = pieces_of(m.type, mask, M, lt)
-                    cols.append(masked_load(cg, lt, p, mask, M) if rows is None
-                                else _load_pieces(cg, lt, p, rows, M))
+                    pieces = pieces_of(m.type, mask, M, lt)
+                    cols.append(masked_load(cg, lt, p, mask, M) if pieces is None
+                                else _load_pieces(cg, lt, p, pieces, M))
                 result["v"] = concat(cg, cols)
                 return
             if contiguous == "rows" and not comp.is_complex:
@@ -324,7 +324,7 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
     M, N = t.rows, t.cols
     _note_write(cg, inst)
     rows = None if cg.mask is not None else stored_rows(inst, M)  # (else a masked store)
-    width = register_lanes(lt_size(lt))
+    pieces = _store_pieces(rows or 0, lt)
     for g in range(subgroups(cg)):
 
         def store(m: MemVal, offsets, valid, contiguous, at):
@@ -333,7 +333,7 @@ def emit_store(cg: FunctionCodegen, inst: Instruction):
                     column = column_of(cg, value, g, c)
                     if rows is None:
                         _masked_store(cg, column, at(0, c), valid.column(c))
-                    for r0, lanes in _store_pieces(rows or 0, width):
+                    for r0, lanes in pieces:
                         _masked_store(cg, _rows(cg, column, 0, M, r0, lanes), at(r0, c), None)
                 return
             mat = value.mats[g]
@@ -377,10 +377,10 @@ def stored_rows(inst: Instruction, M: int) -> Optional[int]:
 LOCAL_STORES = 32
 
 
-def pieces_of(t: MemrefType, mask, M: int, lt: ir.Type) -> Optional[int]:
-    """k where a column of local memref t whose rows a load's constant `mask` takes (its
-    first k, not all M of the tile's) is loaded in the pieces ``emit_store`` stores k rows
-    in (``_load_pieces``); else None.  A work-group's temporary (a chain A B C through
+def pieces_of(t: MemrefType, mask, M: int, lt: ir.Type) -> Optional[List[Tuple[int, int]]]:
+    """The pieces (``_store_pieces``) in which ``emit_store`` stores the rows of a column
+    of local memref t that a load's constant `mask` takes (its first k, not all M of the
+    tile's), where the load takes them in those pieces (``_load_pieces``); else None.  A work-group's temporary (a chain A B C through
     local memory) is read right after it is written: a register loaded across two
     stores still in the store queue (one masked load of 9 f32 rows written as 8 + 1) is
     not forwarded from them and waits until both reach the cache.  Against LIBXSMM on
@@ -395,16 +395,16 @@ def pieces_of(t: MemrefType, mask, M: int, lt: ir.Type) -> Optional[int]:
     k = constant_prefix(mask)
     if k is None or not 0 < k < M:
         return None
-    if math.prod(t.shape[1:]) * len(_store_pieces(k, register_lanes(lt_size(lt)))) > LOCAL_STORES:
-        return None
-    return k
+    pieces = _store_pieces(k, lt)
+    return None if math.prod(t.shape[1:]) * len(pieces) > LOCAL_STORES else pieces
 
 
-def _load_pieces(cg: FunctionCodegen, lt: ir.Type, p: ir.Value, k: int, M: int):
-    """The first k of M rows of the column at p, loaded in ``_store_pieces`` (the rest 0)."""
+def _load_pieces(cg: FunctionCodegen, lt: ir.Type, p: ir.Value, pieces: List[Tuple[int, int]],
+                 M: int):
+    """The rows of the column at p in `pieces` (first, length), the rest of M rows 0."""
     b = cg.b
     v = zero_of(ir.VectorType(lt, M))
-    for r0, lanes in _store_pieces(k, register_lanes(lt_size(lt))):
+    for r0, lanes in pieces:
         piece = b.load(b.gep(p, [ir.Constant(I64, r0)], source_etype=lt),
                        typ=ir.VectorType(lt, lanes), align=lt_size(lt))
         wide = shuffle(cg, piece, piece, [min(r, lanes - 1) for r in range(M)])
@@ -412,13 +412,14 @@ def _load_pieces(cg: FunctionCodegen, lt: ir.Type, p: ir.Value, k: int, M: int):
     return v
 
 
-def _store_pieces(n: int, width: int) -> List[Tuple[int, int]]:
-    """(first, length) of the plain stores of n rows of a column, in the order of their
-    addresses: powers of two, largest first, each at most `width` lanes (one register),
+def _store_pieces(n: int, lt: ir.Type) -> List[Tuple[int, int]]:
+    """(first, length) of the plain stores of n rows of a column of type lt, in the order
+    of their addresses: powers of two, largest first, each at most one register's lanes,
     so that no store returns to a cache line an earlier one left: 11 rows -> 8, 2, 1; 16
     rows of f64 on AVX-512 -> 8, 8 (LLVM stored a vector of 16 as its high register,
     then its low one: in a loop writing f64 56x56 matrices 16 bytes off a cache line, as
     NumPy allocates them, that order took 1.2x the time of address order)."""
+    width = register_lanes(lt_size(lt))
     out, first = [], 0
     for bit in reversed(range(n.bit_length())):
         if n >> bit & 1:
