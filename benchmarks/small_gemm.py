@@ -80,7 +80,8 @@ import recipes  # noqa: E402
 from recipes import check, timed  # noqa: E402
 from suite import GEMM_SUBVIEW, environment, write_summary  # noqa: E402
 from ttlc.backends.cpu.specialize import SPECIALIZE_AFTER  # noqa: E402
-from ttlc.testing.kernels import DYNAMIC_GEMM, chain_kernel, member_kernel, tall_kernel  # noqa: E402
+from ttlc.testing.kernels import (DYNAMIC_GEMM, chain_kernel, member_kernel,  # noqa: E402
+                                  tall_kernel)
 
 DTYPES = {"f32": np.float32, "f64": np.float64}
 TOLERANCE = {"f32": 1e-5, "f64": 1e-12}
