@@ -1162,6 +1162,67 @@ def test_a_member_b_is_read_in_few_columns(kind, S, wide, member, K, streamed):
     close(C, want, "f64")
 
 
+def _foreach_tiles(text: str):
+    """The column-block loop of lowered text ((end, step) or None) and each foreach_tile's
+    tile shape, with whether it lies in that loop, in the order of the text."""
+    constants = dict(re.findall(r"(%\w+) = constant (\d+) : index", text))
+    loop, tiles, inside = None, [], False
+    for line in text.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if m := re.match(r"\s*for %jb=%\w+,(%\w+),(%\w+) \{", line):
+            loop, inside = (int(constants[m[1]]), int(constants[m[2]])), True
+        elif inside and line.strip() == "}" and indent == 4:
+            inside = False
+        elif m := re.search(r"foreach_tile .*<=\((\d+),(\d+)\)", line):
+            tiles.append(((int(m[1]), int(m[2])), inside))
+    return loop, tiles
+
+
+@pytest.mark.parametrize("kind,M,N,K,loop,tiles", [
+    # 16x3 and 8x6: blocks of 6 columns over all of N
+    ("avx2", 24, 48, 53, (48, 6), [((16, 3), True), ((8, 6), True)]),
+    # 32 rows by 16x3 over 48 columns and 16x2 over 2, 8 rows by 8x5: blocks of 15 over
+    # 45 columns, then each piece's columns from 45 on
+    ("avx2", 40, 50, 30, (45, 15), [((16, 3), True), ((8, 5), True), ((16, 3), False),
+                                    ((16, 2), False), ((8, 5), False)]),
+    # 16x3 and 8x5 + 8x4: a block of 15 columns is wider than N
+    ("avx2", 56, 9, 56, None, [((16, 3), False), ((8, 5), False), ((8, 4), False)]),
+    # AVX-512, both pieces of rows in tiles of 4 columns: one piece after the other
+    ("avx512", 69, 55, 49, None, None)])
+def test_pieces_of_rows_take_c_in_column_blocks(kind, M, N, K, loop, tiles):
+    """lower-linalg where one subgroup computes pieces of M with column tiles of their
+    own (``matmul.column_blocks``): C's columns a block at a time, the block the least
+    common multiple of the pieces' first column tiles, every piece's tiles in a block
+    before the next, as far as whole blocks fit all pieces' first column pieces, the
+    columns left piece by piece; pieces of the same column tiles keep one piece after
+    another.  (Blocks, tile order) worked out by hand from the tiles; the lowered
+    program, run by the interpreter, agrees with NumPy for every member."""
+    S, batch = (4, 3) if kind == "avx2" else (8, 3)
+    operands = [("a", (M, K), False), ("b", (K, N), False), ("c", (M, N), False)]
+    program = ttlc.check(member_kernel("f64", "gemm", operands, attrs=attributes((S, 1), S)))
+    run_passes(program, ["lower-linalg"], PassContext(target=AVX2 if kind == "avx2"
+                                                      else TARGETS["cpu"]))
+    got_loop, got_tiles = _foreach_tiles(str(program))
+    assert got_loop == loop
+    if tiles is not None:
+        assert got_tiles == tiles
+    A, B = rand((M, K, batch), "f64", 1), rand((K, N, batch), "f64", 2)
+    C = np.full((M, N, batch), np.nan, order="F")
+    compiled(ttlc.check(str(program)), False)["member"](A, B, C, grid=(batch,))
+    close(C, np.einsum("mkb,knb->mnb", A, B), "f64")
+
+
+@pytest.mark.parametrize("ty,M,N,K,operand", [
+    ("f64", 24, 48, 53, "batched"), ("f64", 40, 50, 30, "A"), ("f64", 20, 121, 15, "batched"),
+    ("f32", 62, 55, 22, "B"), ("f32", 86, 83, 120, "batched"), ("f64", 58, 82, 113, "A")])
+def test_column_blocks_of_pieces_of_rows_agree_with_numpy(ty, M, N, K, operand):
+    """gemms whose pieces of rows take C in column blocks without AVX-512 (three pieces:
+    f32 86 rows; column pieces left after the blocks: f64 40x50, 20x121, 58x82), compiled
+    for the cpu with default attributes, batched or with A or B shared: each member's
+    C = A B against NumPy.  Also run with TTLC_CPU=x86-64-v3 (``make test-cpu-models``)."""
+    member_gemm_agrees(ty, M, N, K, operand)
+
+
 def test_register_tiles_take_few_rows_in_one_partial_tile():
     """AVX2: all of M fewer than a tile of at most four registers of rows is one partial
     tile, costed and held by the registers of M's rows, which alone the CPU computes:
