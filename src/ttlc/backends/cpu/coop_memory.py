@@ -380,10 +380,11 @@ LOCAL_STORES = 32
 def pieces_of(t: MemrefType, mask, M: int, lt: ir.Type) -> Optional[List[Tuple[int, int]]]:
     """The pieces (``_store_pieces``) in which ``emit_store`` stores the rows of a column
     of local memref t that a load's constant `mask` takes (its first k, not all M of the
-    tile's), where the load takes them in those pieces (``_load_pieces``); else None.  A work-group's temporary (a chain A B C through
-    local memory) is read right after it is written: a register loaded across two
-    stores still in the store queue (one masked load of 9 f32 rows written as 8 + 1) is
-    not forwarded from them and waits until both reach the cache.  Against LIBXSMM on
+    tile's), where the load takes them in those pieces (``_load_pieces``); else None.
+    A work-group's temporary (a chain A B C through local memory) is read right after it
+    is written: a register loaded across two stores still in the store queue (one masked
+    load of 9 f32 rows written as 8 + 1) is not forwarded from them and waits until both
+    reach the cache.  Against LIBXSMM on
     Zen 4, AVX-512: f32 9x1x3x2 0.65 -> 1.5-1.9, f64 3x3x3x1 0.67 -> 1.9, f64 5x1x1x6
     0.75 -> 1.46, 50 random chains with m not a power of two 1.09x as fast (the least
     0.91x, 0.96-1.05x measured again); AVX2 (x86-64-v3): f32 3x1x5x3 1.07 -> 2.14, 40
