@@ -1077,10 +1077,11 @@ def test_register_tiles_weigh_a_load_by_the_type():
     100x100x100 in 32x3 tiles over 96 rows (four ymm by three columns, B's three
     broadcasts and one register of A: 16 registers, 7 loads for 12 FMAs a K step,
     LIBXSMM's AVX2 blocking; with the members from L3 1.10-1.16x as fast as 16x5, 7 for
-    10), the last 4 rows in 8x10; f64 100x100x100 keeps 8x5 (its 16x3 ran at 0.94x)."""
+    10), the last 4 rows in 8x3 beside them (8x10 alone, ``register_tiles``' column blocks);
+    f64 100x100x100 keeps 8x5 (its 16x3 ran at 0.94x)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     t = choose_tiles(AVX2, 8, 1, 100, 100, 100, f32, f32, f32)
-    assert (t.m_pieces, t.row_n_pieces) == (((96, 32), (4, 8)), (((99, 3), (1, 1)), ((100, 10),)))
+    assert (t.m_pieces, t.row_n_pieces) == (((96, 32), (4, 8)), (((99, 3), (1, 1)),) * 2)
     t = choose_tiles(AVX2, 4, 1, 100, 100, 100, f64, f64, f64)
     assert (t.m, t.n, t.m_pieces) == (8, 5, ((96, 8), (4, 4)))
 
@@ -1185,6 +1186,13 @@ def _foreach_tiles(text: str):
     # 45 columns, then each piece's columns from 45 on
     ("avx2", 40, 50, 30, (45, 15), [((16, 3), True), ((8, 5), True), ((16, 3), False),
                                     ((16, 2), False), ((8, 5), False)]),
+    # 16x3, and the last 4 rows, one register, in 4x3 beside them (4x13 alone): blocks of 3
+    ("avx2", 20, 78, 54, (78, 3), [((16, 3), True), ((4, 3), True)]),
+    # 16x3, 8x5, the last 3 rows in 4x3 (4x7 alone): blocks of 15
+    ("avx2", 27, 105, 58, (105, 15), [((16, 3), True), ((8, 5), True), ((4, 3), True)]),
+    # 32 rows by 16x3, 8 rows by 8x6, the last 2 by 4x12, which takes all of N: a block
+    # of 12 columns is all of N
+    ("avx2", 42, 12, 114, None, [((16, 3), False), ((8, 6), False), ((4, 12), False)]),
     # 16x3 and 8x5 + 8x4: a block of 15 columns is wider than N
     ("avx2", 56, 9, 56, None, [((16, 3), False), ((8, 5), False), ((8, 4), False)]),
     # AVX-512, 64 rows by 32x4 and 32x3, the last 5 by 8x4 and 8x3: the same column tiles,
@@ -1196,8 +1204,10 @@ def test_pieces_of_rows_take_c_in_column_blocks(kind, M, N, K, loop, tiles):
     own (``matmul.column_blocks``): C's columns a block at a time, the block the least
     common multiple of the pieces' first column tiles, every piece's tiles in a block
     before the next, as far as whole blocks fit all pieces' first column pieces, the
-    columns left piece by piece; pieces of the same column tiles keep one piece after
-    another.  (Blocks, tile order) worked out by hand from the tiles; the lowered
+    columns left piece by piece; on AVX2 a later piece of one register of rows whose
+    own tiles do not take all of N takes the first piece's column tiles where two blocks
+    fit (``register_tiles``); AVX-512's pieces of the same column tiles keep one piece
+    after another.  (Blocks, tile order) worked out by hand from the tiles; the lowered
     program, run by the interpreter, agrees with NumPy for every member."""
     S, batch = 4 if kind == "avx2" else 8, 3
     operands = [("a", (M, K), False), ("b", (K, N), False), ("c", (M, N), False)]
@@ -1214,12 +1224,15 @@ def test_pieces_of_rows_take_c_in_column_blocks(kind, M, N, K, loop, tiles):
 
 @pytest.mark.parametrize("ty,M,N,K,operand", [
     ("f64", 24, 48, 53, "batched"), ("f64", 40, 50, 30, "A"), ("f64", 20, 121, 15, "batched"),
-    ("f32", 62, 55, 22, "B"), ("f32", 86, 83, 120, "batched"), ("f64", 58, 82, 113, "A")])
+    ("f32", 62, 55, 22, "B"), ("f32", 86, 83, 120, "batched"), ("f64", 58, 82, 113, "A"),
+    ("f64", 20, 78, 54, "A"), ("f64", 68, 18, 8, "A"), ("f32", 99, 113, 40, "B")])
 def test_column_blocks_of_pieces_of_rows_agree_with_numpy(ty, M, N, K, operand):
     """gemms whose pieces of rows take C in column blocks without AVX-512 (three pieces:
-    f32 86 rows; column pieces left after the blocks: f64 40x50, 20x121, 58x82), compiled
-    for the cpu with default attributes, batched or with A or B shared: each member's
-    C = A B against NumPy.  Also run with TTLC_CPU=x86-64-v3 (``make test-cpu-models``)."""
+    f32 86 rows; column pieces left after the blocks: f64 40x50, 20x121, 58x82; a last
+    piece of one register in the first piece's column tiles: f64 20x78, 68x18, f32 99x113
+    with 3 rows masked in a ymm of 8), compiled for the cpu with default attributes,
+    batched or with A or B shared: each member's C = A B against NumPy.  Also run with
+    TTLC_CPU=x86-64-v3 (``make test-cpu-models``)."""
     member_gemm_agrees(ty, M, N, K, operand)
 
 

@@ -44,8 +44,9 @@ accumulates in the output's type (f32 for 16-bit float outputs).
 Operands whose columns lie a page or more apart, each a stream of its own (a
 work-group's block of rows of a tall matrix), are prefetched into L2 before the tiles
 (``far_operands``), and so is a batch member's A of f64 that the tiles read in several
-passes (``prefetched_a``).  Pieces of M with column tiles of their own take C a block of
-columns at a time, every piece's tiles in a block before the next (``column_blocks``).
+passes (``prefetched_a``).  Pieces of M with column tiles of their own (and AVX2's pieces
+always) take C a block of columns at a time, every piece's tiles in a block before the
+next (``column_blocks``).
 """
 from __future__ import annotations
 
@@ -190,25 +191,26 @@ def chains(target, tiles: Tiles, acc: ScalarType, ea: ScalarType, eb: ScalarType
     return register_chains(target, rows, NT, checked, acc, tiles.k, P)
 
 
-def column_blocks(em: Emitter, m_pieces: list, row_columns: List[list]
+def column_blocks(em: Emitter, m_pieces: list, row_columns: List[list], always: bool
                   ) -> Optional[Tuple[int, int]]:
     """(width, end): where one subgroup computes several pieces of a static M whose first
-    column tiles differ (AVX2's ``register_tiles``), C's columns [0, end) are taken a block
-    of `width` (their least common multiple) at a time, the tiles of every piece of rows
-    in a block before the next block, so that all of M reads a block of B while it is in
-    L1; the columns from `end` on piece by piece.  None where fewer than two blocks fit
-    the first column piece of every piece of rows.  Piece after piece, each reading all
-    of B, B came from memory for the first piece and from L2 for the next (AVX2 f64
-    24x48x53 batched, 16x3 and 8x6 tiles: 0.80 of LIBXSMM; in blocks of 6 columns 1.00;
-    C's columns are also written whole, one block after the other).  Pieces of the same
-    column tiles (AVX-512) ran as fast either way on average, and keep their order."""
+    column tiles differ, or `always` (``Tiles.column_blocks``: AVX2's ``register_tiles``),
+    C's columns [0, end) are taken a block of `width` (their least common multiple) at a
+    time, the tiles of every piece of rows in a block before the next block, so that all
+    of M reads a block of B while it is in L1; the columns from `end` on piece by piece.
+    None where fewer than two blocks fit the first column piece of every piece of rows.
+    Piece after piece, each reading all of B, B came from memory for the first piece and
+    from L2 for the next (AVX2 f64 24x48x53 batched, 16x3 and 8x6 tiles: 0.80 of
+    LIBXSMM; in blocks of 6 columns 1.00; C's columns are also written whole, one block
+    after the other).  Pieces of the same column tiles on AVX-512 (``tall_rows``) ran as
+    fast either way on average, and keep their order."""
     if len(m_pieces) < 2 or em.subgroups != (1, 1):  # pieces of M: M is static
         return None
     firsts = [columns[0] for columns in row_columns]
     if any(known(ne) is None for _, ne, _, _ in firsts):
         return None
     widths = {NT for _, _, NT, _ in firsts}
-    if len(widths) < 2:
+    if len(widths) < 2 and not always:
         return None
     width = math.lcm(*widths)
     end = min(ne for _, ne, _, _ in firsts) // width * width
@@ -678,7 +680,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
 
     row_columns = [_pieces(N, tiles.n, tiles.row_n_pieces[row] if tiles.row_n_pieces
                            else tiles.n_pieces) for row in range(len(m_pieces))]
-    blocks = column_blocks(em, m_pieces, row_columns)
+    blocks = column_blocks(em, m_pieces, row_columns, tiles.column_blocks)
     if blocks:
         width, end = blocks
         loop = b.for_(em.index(0), em.index(end), em.index(width), arg_names=["jb"])

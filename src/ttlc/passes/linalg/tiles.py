@@ -79,8 +79,9 @@ The rule (documented in ``choose_tiles``):
   32-row tiles and the last 8 rows, not 8x13).
 * Without broadcast operands (``target.broadcast_operands`` false: AVX2, subgroups of one
   ymm register) and with static M and N and one subgroup, ``register_tiles`` counts
-  registers instead: each piece of M takes its own column count (``Tiles.row_n_pieces``)
-  and the cost weighs loads (the broadcasts of B are loads of their own); where M has
+  registers instead: each piece of M takes its own column count (``Tiles.row_n_pieces``;
+  a last piece of one register short of N the first piece's, for C in blocks of
+  columns) and the cost weighs loads (the broadcasts of B are loads of their own); where M has
   the rows, tiles load MIN_A_STEP_BYTES of A's column per K step unless A is large and
   read by many column tiles (``two_line_rows``).
 * A tile of one register of rows that takes all of M takes at most STREAMED_B_COLUMNS
@@ -95,6 +96,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from dataclasses import dataclass
 from typing import Optional, Tuple, Union
 
@@ -320,6 +322,9 @@ class Tiles:
     #: where the pieces of M take column counts of their own (``register_tiles``,
     #: ``tall_rows``): N's pieces for each of ``m_pieces``; empty: ``n_pieces`` for all
     row_n_pieces: Tuple[Pieces, ...] = ()
+    #: the pieces of M go over C a block of columns at a time even where their column
+    #: tiles agree (``register_tiles``: AVX2; ``matmul.column_blocks``)
+    column_blocks: bool = False
 
     def count(self) -> int:
         """The tiles of C, counted over the static pieces (0 where M or N is dynamic)."""
@@ -777,7 +782,14 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     where B is `streamed_b` (where several pieces read B, one of 16 or 32 rows takes few
     columns anyway and the others read B from the caches; of two registers, 4 columns
     lost where B's columns were long, f64 6x30x100 and 8x36x121: 0.88x); the least total
-    cost wins, each piece adding PIECE_COST."""
+    cost wins, each piece adding PIECE_COST.  A later piece of one register of rows whose
+    own tiles do not take all of N then takes the first piece's column count where it
+    fits and at least two blocks of the pieces' columns fit N: all of M takes C a block
+    of columns at a time (``Tiles.column_blocks``, ``matmul.column_blocks``), as LIBXSMM's
+    AVX2 code does (f64 20x78x54 with A shared: 16x3 and 4x13 in blocks of 39 columns
+    ran at 0.72 of LIBXSMM, 16x3 and 4x3 in blocks of 3 at 1.10; 25x53x45 0.83 -> 1.01;
+    batched 27x105x58, 16x3, 8x5 and 4x7 one piece after the other, 1.15 -> 1.04).  One
+    tile over all of N reads B once anyway (f64 17x13x11 in 4x3: 1.08 -> 0.99)."""
     regs = target.register_budget // target.vector_bytes
     lanes = max(1, target.vector_bytes // acc.size)
     latency = MIN_ACC_BYTES / target.vector_bytes
@@ -828,10 +840,18 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         return Tiles(S, 1, 1, row_pieces(M, S, S), column_pieces(N, 1), k_steps(K, 1)[1]
                      if K is not None else ())
     _, m, rows, ns = best
+    # a later piece of one register of rows whose own tiles do not take all of N takes the
+    # first piece's column count where it fits and all of M then takes C in at least two
+    # blocks of columns
+    registers = [computed_registers(*piece) for piece in rows]
+    shared = [ns[0] if i and r == 1 and n < N and tile_registers(r, ns[0], masked) <= regs
+              else n for i, ((r, masked), n) in enumerate(zip(registers, ns))]
+    if min(column_pieces(N, n)[0][0] for n in shared) >= 2 * math.lcm(*shared):
+        ns = shared
     k = _k_step(SPLIT_MAX_K, m * a.size, operands)
     k_rest: Tuple[int, ...] = ()
     if any(tile_registers(r, n, masked, 1, k) + K2_SPARE > regs
-           for (r, masked), n in zip((computed_registers(*piece) for piece in rows), ns)):
+           for (r, masked), n in zip(registers, ns)):
         k = 1
     if K is not None:
         k, k_rest = k_steps(K, k)
@@ -841,7 +861,7 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     # (WHOLE_K_HELD), else reloaded for each column -- which pays where the tiles would
     # write a large C in passes of row tiles (WHOLE_K_C_BYTES)
     tiles = Tiles(m, ns[0], k, rows, column_pieces(N, ns[0]), k_rest,
-                  tuple(column_pieces(N, n) for n in ns))
+                  tuple(column_pieces(N, n) for n in ns), len(rows) > 1)
     if M is None or K is None or K <= WHOLE_K_HELD:
         return whole_k(tiles, M, N, K, acc, 0, 0, None, True)
     column = _ceil_div(M, lanes) * target.vector_bytes
