@@ -50,7 +50,6 @@ next (``column_blocks``).
 """
 from __future__ import annotations
 
-import math
 from typing import List, Optional, Tuple, Union
 
 from ...ir.builder import coopmatrix
@@ -63,8 +62,8 @@ from ..index_math import Int, known
 from ..lower_foreach import EDGES_IN_ONE_COPY
 from .emit import Emitter, checked_flag
 from .tiles import (MIN_ACC_BYTES, STREAMED_B_COLUMN_BYTES, Tiles, accumulator_bytes,
-                    choose_tiles, column_pieces, register_chains, split_remainders,
-                    widened_floats)
+                    choose_tiles, column_block, column_pieces, register_chains,
+                    split_remainders, widened_floats)
 from .unit_tiles import fit_to_unit, staged_edges
 
 FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
@@ -209,12 +208,9 @@ def column_blocks(em: Emitter, m_pieces: list, row_columns: List[list], always: 
     firsts = [columns[0] for columns in row_columns]
     if any(known(ne) is None for _, ne, _, _ in firsts):
         return None
-    widths = {NT for _, _, NT, _ in firsts}
-    if len(widths) < 2 and not always:
+    if len({NT for _, _, NT, _ in firsts}) < 2 and not always:
         return None
-    width = math.lcm(*widths)
-    end = min(ne for _, ne, _, _ in firsts) // width * width
-    return (width, end) if end >= 2 * width else None
+    return column_block([(ne, NT) for _, ne, NT, _ in firsts])
 
 
 def columns_from(n0: int, columns: list) -> list:

@@ -81,8 +81,8 @@ The rule (documented in ``choose_tiles``):
   ymm register) and with static M and N and one subgroup, ``register_tiles`` counts
   registers instead: each piece of M takes its own column count (``Tiles.row_n_pieces``;
   a last piece of one register short of N the first piece's, for C in blocks of
-  columns) and the cost weighs loads (the broadcasts of B are loads of their own); where M has
-  the rows, tiles load MIN_A_STEP_BYTES of A's column per K step unless A is large and
+  columns) and the cost weighs loads (the broadcasts of B are loads of their own); where
+  M has the rows, tiles load MIN_A_STEP_BYTES of A's column per K step unless A is large and
   read by many column tiles (``two_line_rows``).
 * A tile of one register of rows that takes all of M takes at most STREAMED_B_COLUMNS
   of a batch member's columns of B (``streamed_b``), on both kinds of CPU.
@@ -98,7 +98,7 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 from ...ir.types import ScalarType
 from ...target import Target
@@ -397,6 +397,16 @@ def column_pieces(size: int, tile: int) -> Pieces:
     if size % tile:
         out.append((size % tile, size % tile))
     return tuple(out)
+
+
+def column_block(firsts: Sequence[Tuple[int, int]]) -> Optional[Tuple[int, int]]:
+    """(width, end) of the blocks of C's columns that all pieces of M take together, from
+    each piece's first column piece (extent, tile): the least common multiple of the
+    tiles, up to the last whole block within every extent; None where fewer than two
+    blocks fit (``matmul.column_blocks``)."""
+    width = math.lcm(*(tile for _, tile in firsts))
+    end = min(extent for extent, _ in firsts) // width * width
+    return (width, end) if end >= 2 * width else None
 
 
 def k_steps(K: int, k: int) -> Tuple[int, Tuple[int, ...]]:
@@ -846,7 +856,7 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     registers = [computed_registers(*piece) for piece in rows]
     shared = [ns[0] if i and r == 1 and n < N and tile_registers(r, ns[0], masked) <= regs
               else n for i, ((r, masked), n) in enumerate(zip(registers, ns))]
-    if min(column_pieces(N, n)[0][0] for n in shared) >= 2 * math.lcm(*shared):
+    if column_block([column_pieces(N, n)[0] for n in shared]):
         ns = shared
     k = _k_step(SPLIT_MAX_K, m * a.size, operands)
     k_rest: Tuple[int, ...] = ()
