@@ -1045,15 +1045,16 @@ def test_register_tiles_fit_the_ymm_registers(t, S, M, N, K):
 
 def test_register_tiles_compute_no_row_beyond_a_register():
     """f32 56x9x56 on AVX2 (checked by hand against LIBXSMM's AVX2 kernel: 32x3 and 24x3
-    tiles, 63 FMAs per K step, 7 ymm rows x 9 columns): 32 rows in 32x3 tiles, 16 rows in
-    16x5 and 16x4, the last 8 rows one 8x9 tile, where 16-lane subgroups computed 64 rows;
+    tiles, 63 FMAs per K step, 7 ymm rows x 9 columns): 32 rows in 32x3 tiles, the last
+    24 rows one partial 32-row tile of three ymm by 3 columns, in blocks of 3 columns,
+    where 16-lane subgroups computed 64 rows;
     f32 10x9x10: one 16-row tile (10 rows checked) in 16x5 and 16x4, not 8x9 and a masked
     8x9 (as many FMAs, more loads); f64 56x9x56: 16x3 tiles over 48 rows, then 8x5 and
     8x4 (56 = 14 ymm rows)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     t = choose_tiles(AVX2, 8, 1, 56, 9, 56, f32, f32, f32)
-    assert t.m_pieces == ((32, 32), (16, 16), (8, 8))
-    assert t.row_n_pieces == (((9, 3),), ((5, 5), (4, 4)), ((9, 9),))
+    assert t.m_pieces == ((32, 32), (24, 32))
+    assert (t.row_n_pieces, t.column_blocks) == ((((9, 3),), ((9, 3),)), True)
     assert (t.k, t.k_rest) == (1, ())
     t = choose_tiles(AVX2, 8, 1, 10, 9, 10, f32, f32, f32)
     assert (t.m_pieces, t.row_n_pieces) == (((10, 16),), (((5, 5), (4, 4)),))
@@ -1090,8 +1091,8 @@ def test_register_tiles_load_two_lines_of_a_per_k_step():
     """AVX2: where M has the rows and there is a K loop, tiles of 16 f64 or 32 f32 rows,
     two cache lines of A's column per K step (``two_line_rows``; the cost alone took 8x6
     and 16x6: one line, which with each member's A from memory ran at 0.61-0.76 of
-    LIBXSMM), worked out by hand: f64 42x12x114 as 16x3 over 32 rows, then 8 rows by 6,
-    then the last 2 in 4x12; f32 50x61x84 in 32x3 tiles; f64 76x6x118 (A of 70 KiB, N two
+    LIBXSMM), worked out by hand: f64 42x12x114 as 16x3 over 32 rows, then the last 10
+    rows in one partial tile by 3; f32 50x61x84 in 32x3 tiles; f64 76x6x118 (A of 70 KiB, N two
     column tiles of 3) in 16x3.  Not where A is larger than REREAD_A_BYTES and N takes
     more than FEW_COLUMN_TILES such tiles (f64 100x100x100: 8x5, A 78 KiB read 20 times,
     not 34), nor without a K loop (ger, K = 1), nor where A's columns lie far apart
@@ -1099,8 +1100,8 @@ def test_register_tiles_load_two_lines_of_a_per_k_step():
     (``test_register_tiles_take_few_rows_in_one_partial_tile``), not tiles of 4."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     t = choose_tiles(AVX2, 4, 1, 42, 12, 114, f64, f64, f64)
-    assert (t.m, t.m_pieces) == (16, ((32, 16), (8, 8), (2, 4)))
-    assert t.row_n_pieces == (((12, 3),), ((12, 6),), ((12, 12),))
+    assert (t.m, t.m_pieces) == (16, ((32, 16), (10, 16)))
+    assert t.row_n_pieces == (((12, 3),), ((12, 3),))
     t = choose_tiles(AVX2, 8, 1, 50, 61, 84, f32, f32, f32)
     assert (t.m, t.n, t.m_pieces[0]) == (32, 3, (32, 32))
     t = choose_tiles(AVX2, 4, 1, 76, 6, 118, f64, f64, f64)
@@ -1188,11 +1189,11 @@ def _foreach_tiles(text: str):
                                     ((16, 2), False), ((8, 5), False)]),
     # 16x3, and the last 4 rows, one register, in 4x3 beside them (4x13 alone): blocks of 3
     ("avx2", 20, 78, 54, (78, 3), [((16, 3), True), ((4, 3), True)]),
-    # 16x3, 8x5, the last 3 rows in 4x3 (4x7 alone): blocks of 15
-    ("avx2", 27, 105, 58, (105, 15), [((16, 3), True), ((8, 5), True), ((4, 3), True)]),
-    # 32 rows by 16x3, 8 rows by 8x6, the last 2 by 4x12, which takes all of N: a block
-    # of 12 columns is all of N
-    ("avx2", 42, 12, 114, None, [((16, 3), False), ((8, 6), False), ((4, 12), False)]),
+    # 16x3, the last 11 rows one partial 16-row tile in the first piece's 3 columns:
+    # blocks of 3
+    ("avx2", 27, 105, 58, (105, 3), [((16, 3), True), ((16, 3), True)]),
+    # 32 rows by 16x3, the last 10 rows one partial tile by 3: blocks of 3 over all of N
+    ("avx2", 42, 12, 114, (12, 3), [((16, 3), True), ((16, 3), True)]),
     # 16x3 and 8x5 + 8x4: a block of 15 columns is wider than N
     ("avx2", 56, 9, 56, None, [((16, 3), False), ((8, 5), False), ((8, 4), False)]),
     # AVX-512, 64 rows by 32x4 and 32x3, the last 5 by 8x4 and 8x3: the same column tiles,
@@ -1204,11 +1205,12 @@ def test_pieces_of_rows_take_c_in_column_blocks(kind, M, N, K, loop, tiles):
     own (``matmul.column_blocks``): C's columns a block at a time, the block the least
     common multiple of the pieces' first column tiles, every piece's tiles in a block
     before the next, as far as whole blocks fit all pieces' first column pieces, the
-    columns left piece by piece; on AVX2 a later piece of one register of rows whose
-    own tiles do not take all of N takes the first piece's column tiles where two blocks
-    fit (``register_tiles``); AVX-512's pieces of the same column tiles keep one piece
-    after another.  (Blocks, tile order) worked out by hand from the tiles; the lowered
-    program, run by the interpreter, agrees with NumPy for every member."""
+    columns left piece by piece; on AVX2 a later piece of one register of rows, or the
+    partial tile of the first piece's rows, whose own tiles do not take all of N takes
+    the first piece's column tiles where two blocks fit (``register_tiles``); AVX-512's
+    pieces of the same column tiles keep one piece after another.  (Blocks, tile order)
+    worked out by hand from the tiles; the lowered program, run by the interpreter,
+    agrees with NumPy for every member."""
     S, batch = 4 if kind == "avx2" else 8, 3
     operands = [("a", (M, K), False), ("b", (K, N), False), ("c", (M, N), False)]
     program = ttlc.check(member_kernel("f64", "gemm", operands, attrs=attributes((S, 1), S)))
@@ -1225,15 +1227,40 @@ def test_pieces_of_rows_take_c_in_column_blocks(kind, M, N, K, loop, tiles):
 @pytest.mark.parametrize("ty,M,N,K,operand", [
     ("f64", 24, 48, 53, "batched"), ("f64", 40, 50, 30, "A"), ("f64", 20, 121, 15, "batched"),
     ("f32", 62, 55, 22, "B"), ("f32", 86, 83, 120, "batched"), ("f64", 58, 82, 113, "A"),
-    ("f64", 20, 78, 54, "A"), ("f64", 68, 18, 8, "A"), ("f32", 99, 113, 40, "B")])
+    ("f64", 20, 78, 54, "A"), ("f64", 68, 18, 8, "A"), ("f32", 99, 113, 40, "B"),
+    ("f32", 88, 116, 56, "batched"), ("f32", 82, 85, 44, "A"), ("f64", 25, 81, 120, "B")])
 def test_column_blocks_of_pieces_of_rows_agree_with_numpy(ty, M, N, K, operand):
-    """gemms whose pieces of rows take C in column blocks without AVX-512 (three pieces:
-    f32 86 rows; column pieces left after the blocks: f64 40x50, 20x121, 58x82; a last
-    piece of one register in the first piece's column tiles: f64 20x78, 68x18, f32 99x113
-    with 3 rows masked in a ymm of 8), compiled for the cpu with default attributes,
+    """gemms whose pieces of rows take C in column blocks without AVX-512 (column pieces
+    left after the blocks: f64 40x50, 20x121, 58x82; a last piece of one register in the
+    first piece's column tiles: f64 20x78, 68x18, f32 99x113 with 3 rows masked in a ymm
+    of 8; the rest of M one partial tile, its last register masked but in f32 88 rows:
+    f32 62, 86, 88 and 82 rows, f64 25), compiled for the cpu with default attributes,
     batched or with A or B shared: each member's C = A B against NumPy.  Also run with
     TTLC_CPU=x86-64-v3 (``make test-cpu-models``)."""
     member_gemm_agrees(ty, M, N, K, operand)
+
+
+def test_register_tiles_take_the_rest_of_m_in_one_partial_tile():
+    """AVX2: the rows left after the full tiles of two_line_rows' height are one partial
+    tile of that height (the registers of those rows, the last masked where partial) in
+    the first piece's column tiles, as LIBXSMM's AVX2 code takes them; worked out by hand:
+    f32 88x116x56 as 32x3 over 64 rows and 24 rows in three ymm by 3 (not 16x4 and 8x3
+    pieces; 3 x 3 + 3 of 15 registers), blocks of 3 columns up to 114; f32 82x85x44 the
+    last 18 rows in three ymm, the third masked (9 + 3 + 1); f64 25x81x120 16x3 and 9
+    rows in three ymm (4 + 4 + 1 rows).  Not for taller tiles than two_line_rows' (f64
+    89x41x99, A of 70 KiB in 14 column tiles of 3: 8x6 over 88 rows), nor without a K loop
+    (f32 115x62x1: 16x6)."""
+    f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
+    t = choose_tiles(AVX2, 8, 1, 88, 116, 56, f32, f32, f32)
+    assert (t.m_pieces, t.row_n_pieces) == (((64, 32), (24, 32)), (((114, 3), (2, 2)),) * 2)
+    assert t.column_blocks
+    t = choose_tiles(AVX2, 8, 1, 82, 85, 44, f32, f32, f32)
+    assert (t.m_pieces, t.row_n_pieces) == (((64, 32), (18, 32)), (((84, 3), (1, 1)),) * 2)
+    t = choose_tiles(AVX2, 4, 1, 25, 81, 120, f64, f64, f64)
+    assert (t.m_pieces, t.row_n_pieces) == (((16, 16), (9, 16)), (((81, 3),),) * 2)
+    t = choose_tiles(AVX2, 4, 1, 89, 41, 99, f64, f64, f64)
+    assert (t.m, t.n, t.m_pieces) == (8, 6, ((88, 8), (1, 4)))
+    assert choose_tiles(AVX2, 8, 1, 115, 62, 1, f32, f32, f32).m_pieces == ((112, 16), (3, 8))
 
 
 def test_register_tiles_take_few_rows_in_one_partial_tile():

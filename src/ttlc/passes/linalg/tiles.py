@@ -785,21 +785,29 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     loads; f64 9 rows: three ymm by 3 columns, not 8x5 + 8x4 and a masked 4x9, with the
     members from L3 1.45x as fast; f32 20 rows: three ymm by 3, not 16x5 + 16x4 and 8x9,
     1.06x; a gemv's one column kept its pieces, 0.93x with A shared; larger partial tiles,
-    f64 22 rows in 32, leave two columns beside their registers and were not measured),
-    and each piece of rows takes the column count that costs it least
-    (f32 56x9: 32x3, then 16 rows in 16x5 and 16x4, the last 8 in one 8x9: LIBXSMM's 63
-    FMAs per K step), M's only piece of rows, of one register, at most STREAMED_B_COLUMNS
-    where B is `streamed_b` (where several pieces read B, one of 16 or 32 rows takes few
-    columns anyway and the others read B from the caches; of two registers, 4 columns
-    lost where B's columns were long, f64 6x30x100 and 8x36x121: 0.88x); the least total
-    cost wins, each piece adding PIECE_COST.  A later piece of one register of rows whose
-    own tiles do not take all of N then takes the first piece's column count where it
-    fits and at least two blocks of the pieces' columns fit N: all of M takes C a block
-    of columns at a time (``Tiles.column_blocks``, ``matmul.column_blocks``), as LIBXSMM's
-    AVX2 code does (f64 20x78x54 with A shared: 16x3 and 4x13 in blocks of 39 columns
-    ran at 0.72 of LIBXSMM, 16x3 and 4x3 in blocks of 3 at 1.10; 25x53x45 0.83 -> 1.01;
-    batched 27x105x58, 16x3, 8x5 and 4x7 one piece after the other, 1.15 -> 1.04).  One
-    tile over all of N reads B once anyway (f64 17x13x11 in 4x3: 1.08 -> 0.99)."""
+    f64 22 rows in 32, leave two columns beside their registers and were not measured);
+    for the first m (``two_line_rows``' rows) also as its full tiles and the rest in one
+    partial tile of m rows (``row_pieces``' `idle` cut: f32 56 rows as 32x3 and 24x3,
+    LIBXSMM's AVX2 blocking, not 16 and 8 rows in pieces of their own).  Each piece of
+    rows takes the column count that costs it least, M's only piece of rows, of one
+    register, at most STREAMED_B_COLUMNS where B is `streamed_b` (where several pieces
+    read B, one of 16 or 32 rows takes few columns anyway and the others read B from the
+    caches; of two registers, 4 columns lost where B's columns were long, f64 6x30x100
+    and 8x36x121: 0.88x); the least total cost wins, each piece adding PIECE_COST.  A
+    later piece of one register of rows, or the partial tile of m rows, whose own tiles
+    do not take all of N then takes the first piece's column count where it fits and at
+    least two blocks of the pieces' columns fit N: all of M takes C a block of columns at
+    a time (``Tiles.column_blocks``, ``matmul.column_blocks``), as LIBXSMM's AVX2 code
+    does (f64 20x78x54 with A shared: 16x3 and 4x13 in blocks of 39 columns ran at 0.72
+    of LIBXSMM, 16x3 and 4x3 in blocks of 3 at 1.10; 25x53x45 0.83 -> 1.01; batched
+    27x105x58 in 16x3, 8x5 and 4x3 in blocks of 15 0.96, in 16x3 and its last 11 rows in
+    three ymm by 3, blocks of 3, 1.24; f32 88x116x56, 32x3, 16x4 and 8x3 in blocks of 12
+    0.80, 32x3 and 24x3 in blocks of 3 0.92, 24x4 -- the cost's own choice for the
+    partial tile -- 0.84).  One tile over all of N reads B once anyway (f64 17x13x11 in
+    4x3: 1.08 -> 0.99).  The partial tile only for the first m: for a larger one it made
+    tiles the rule of ``two_line_rows`` had left out (f64 89x41x99, A of 70 KiB read by 14
+    column tiles of 16x3 instead of 7 of 8x6: 1.00 -> 0.93; the ger-like f32 115x62x1 in
+    32x3 instead of 16x6: 1.59 -> 1.48)."""
     regs = target.register_budget // target.vector_bytes
     lanes = max(1, target.vector_bytes // acc.size)
     latency = MIN_ACC_BYTES / target.vector_bytes
@@ -832,10 +840,12 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         return best
 
     best = None
-    m = S if far_a else two_line_rows(target, S, M, N, K, acc, a)
+    first = m = S if far_a else two_line_rows(target, S, M, N, K, acc, a)
     while m <= min(max(S, _next_pow2(M)), S * MAX_M_BLOCKS):
         full, rest = M - M % m, M % m
         cuts = {row_pieces(M, m, S)}
+        if full and m == first:  # the rest one partial tile of m rows
+            cuts.add(row_pieces(M, m, S, idle=True))
         if not full and S < rest and m <= 4 * S and (N > 1 or rest <= 2 * S):
             cuts.add(((rest, m),))  # all of M one partial tile
         for rows in cuts:
@@ -850,12 +860,13 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         return Tiles(S, 1, 1, row_pieces(M, S, S), column_pieces(N, 1), k_steps(K, 1)[1]
                      if K is not None else ())
     _, m, rows, ns = best
-    # a later piece of one register of rows whose own tiles do not take all of N takes the
-    # first piece's column count where it fits and all of M then takes C in at least two
-    # blocks of columns
+    # a later piece of one register of rows, or the partial tile of m rows, whose own tiles
+    # do not take all of N takes the first piece's column count where it fits and all of M
+    # then takes C in at least two blocks of columns
     registers = [computed_registers(*piece) for piece in rows]
-    shared = [ns[0] if i and r == 1 and n < N and tile_registers(r, ns[0], masked) <= regs
-              else n for i, ((r, masked), n) in enumerate(zip(registers, ns))]
+    shared = [ns[0] if i and (r == 1 or tile == m) and n < N
+              and tile_registers(r, ns[0], masked) <= regs else n
+              for i, ((r, masked), (_, tile), n) in enumerate(zip(registers, rows, ns))]
     if column_block([column_pieces(N, n)[0] for n in shared]):
         ns = shared
     k = _k_step(SPLIT_MAX_K, m * a.size, operands)
