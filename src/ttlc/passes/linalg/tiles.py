@@ -83,7 +83,9 @@ The rule (documented in ``choose_tiles``):
   a last piece of one register short of N the first piece's, for C in blocks of
   columns) and the cost weighs loads (the broadcasts of B are loads of their own); where
   M has the rows, tiles load MIN_A_STEP_BYTES of A's column per K step unless A is large and
-  read by many column tiles (``two_line_rows``).
+  read by many column tiles (``two_line_rows``), and the rows after their full tiles may
+  be one partial tile of as many registers in the same column tiles (f32 56 as 32x3 and
+  24x3).
 * A tile of one register of rows that takes all of M takes at most STREAMED_B_COLUMNS
   of a batch member's columns of B (``streamed_b``), on both kinds of CPU.
 * Far-apart columns: where A's columns lie a page or more apart and lower-linalg
