@@ -1092,10 +1092,10 @@ def test_register_tiles_load_two_lines_of_a_per_k_step():
     two cache lines of A's column per K step (``two_line_rows``; the cost alone took 8x6
     and 16x6: one line, which with each member's A from memory ran at 0.61-0.76 of
     LIBXSMM), worked out by hand: f64 42x12x114 as 16x3 over 32 rows, then the last 10
-    rows in one partial tile by 3; f32 50x61x84 in 32x3 tiles; f64 76x6x118 (A of 70 KiB, N two
-    column tiles of 3) in 16x3.  Not where A is larger than REREAD_A_BYTES and N takes
-    more than FEW_COLUMN_TILES such tiles (f64 100x100x100: 8x5, A 78 KiB read 20 times,
-    not 34), nor without a K loop (ger, K = 1), nor where A's columns lie far apart
+    rows in one partial tile by 3; f32 50x61x84 in 32x3 tiles; f64 76x6x118 (A of 70
+    KiB, N two column tiles of 3) in 16x3.  Not where A is larger than REREAD_A_BYTES and
+    N takes more than FEW_COLUMN_TILES such tiles (f64 100x100x100: 8x5, A 78 KiB read 20
+    times, not 34), nor without a K loop (ger, K = 1), nor where A's columns lie far apart
     (``far_a``: a prefetched block).  Fewer rows than 16 f64 are one partial tile of 16
     (``test_register_tiles_take_few_rows_in_one_partial_tile``), not tiles of 4."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
