@@ -39,7 +39,7 @@ CPU_MODEL_TESTS := tests/python/test_cpu_rtlib.py tests/python/test_cpu_backend.
 	tests/python/test_cpu_local_pieces.py tests/python/test_cpu_prefetch.py
 CPU_MODEL_SELECT := scalar_ops or cast or math or subgroup_operations or coopmatrix or \
 	mul_add or load or store or rtlib or generated or gemm16 or short_k_in_one_step_agrees or \
-	reread_in_several_passes or column_blocks
+	reread_in_several_passes or column_blocks or rounds_of_k_steps
 
 test-cpu-models: $(STAMP)
 	set -e; for model in $(CPU_MODELS); do \

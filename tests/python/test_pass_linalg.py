@@ -1240,6 +1240,62 @@ def test_column_blocks_of_pieces_of_rows_agree_with_numpy(ty, M, N, K, operand):
     member_gemm_agrees(ty, M, N, K, operand)
 
 
+def k_loops(text: str) -> List[tuple]:
+    """(K a loop step, mul_adds a loop step) of each ``for %k`` of a lowered program."""
+    index = dict(re.findall(r"(%\w+) = constant (\d+) : index", text))
+    return [(int(index[m[1]]), m[2].count("cooperative_matrix_mul_add"))
+            for m in re.finditer(r"for %k=%\w+,%\w+,(%\w+) .*?\n(.*?)\n\s*yield", text, re.S)]
+
+
+@pytest.mark.parametrize("target,ty,M,N,K,loops", [
+    ("avx2", "f64", 76, 2, 43, [(4, 4), (1, 1)] * 2),
+    ("avx2", "f64", 56, 9, 56, [(3, 3), (1, 1), (1, 1), (1, 1)]),
+    ("avx2", "f64", 9, 12, 40, [(1, 1)]), ("avx2", "f32", 2, 85, 40, [(4, 2), (16, 8)]),
+    ("cpu", "f64", 76, 2, 43, [(4, 4), (1, 1), (1, 1)])])
+def test_k_loops_of_few_fmas_take_rounds_of_k_steps(target, ty, M, N, K, loops):
+    """The K loop of a full tile takes enough K steps a loop step for ROUND_FMAS (32) vector
+    FMAs, at most ROUND_SETS (4), where its registers allow (``rounds_of_sets``); the
+    rounds left are a loop of one step a loop step; the pieces of the remainders keep one.
+    Worked out by hand (AVX2: 15 ymm of tiles; the cpu: 32 zmm, B's entries FMA operands),
+    as (K, mul_adds) a loop step of each K loop in order: AVX2 f64 76x2x43 in 16x2 tiles
+    over 64 rows, then the 12 left in one partial 16x2 tile (A a register at a time: 8
+    accumulators and 1 + 2 registers, the partial tile a mask more): 8 FMAs a step, so 4
+    steps a loop step over 40 of K and a loop of one for the 3 left, in both; f64
+    56x9x56 in 16x3 over 48 rows (12 + 3 registers, 12 FMAs a step): 3 steps over 54, a
+    loop of one for 2, and the last 8 rows' pieces 8x5 and 8x4, one; f64 9x12x40, all of
+    M in three ymm by 4 columns, A's column whole and a broadcast of B for each column
+    (AVX2 keeps such tiles at one round), one; f32 2x85x40 in 8x4 tiles, A's register
+    and a broadcast for each column too, K steps of 2 in two sets of accumulators as before (4 of K a loop step),
+    the last column in 8 sets (16 of K).  The cpu:
+    f64 76x2x43 in 32x2 over 64 rows (8 zmm of accumulators, 8 FMAs a step): 4 steps,
+    a loop of one for 3, and the last 12 rows' piece one.  The lowered program, run by
+    the interpreter, agrees with NumPy."""
+    tgt = AVX2 if target == "avx2" else TARGETS["cpu"]
+    S = tgt.vector_bytes // SCALAR_TYPES[ty].size
+    src = member_kernel(ty, "gemm", [("a", (M, K), False), ("b", (K, N), False),
+                                     ("c", (M, N), False)], attrs=attributes((S, 1), S))
+    program = ttlc.check(src)
+    run_passes(program, ["lower-linalg"], PassContext(target=tgt))
+    assert k_loops(str(program)) == loops
+    batch = 3
+    A, B = rand((M, K, batch), ty, 1), rand((K, N, batch), ty, 2)
+    C = np.full((M, N, batch), np.nan, DTYPES[ty], order="F")
+    compiled(ttlc.check(str(program)), False)["member"](A, B, C, grid=(batch,))
+    close(C, np.einsum("mkb,knb->mnb", A.astype(np.float64), B), ty)
+
+
+@pytest.mark.parametrize("ty,M,N,K,operand", [
+    ("f64", 76, 2, 43, "batched"), ("f64", 14, 97, 43, "B"), ("f64", 123, 2, 40, "B"),
+    ("f64", 56, 9, 56, "A"), ("f32", 100, 4, 63, "batched"), ("f32", 20, 34, 41, "batched"),
+    ("f64", 87, 3, 15, "batched"), ("f32", 3, 117, 44, "A")])
+def test_rounds_of_k_steps_agree_with_numpy(ty, M, N, K, operand):
+    """gemms whose full tiles' K loops take several K steps a loop step
+    (``rounds_of_sets``), with rounds and steps left over, compiled for the cpu with
+    default attributes, batched or with A or B shared: each member's C = A B against
+    NumPy.  Also run with TTLC_CPU=x86-64-v3 (``make test-cpu-models``)."""
+    member_gemm_agrees(ty, M, N, K, operand)
+
+
 def test_register_tiles_take_the_rest_of_m_in_one_partial_tile():
     """AVX2: the rows left after the full tiles of two_line_rows' height are one partial
     tile of that height (the registers of those rows, the last masked where partial) in

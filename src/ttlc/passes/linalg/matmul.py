@@ -190,6 +190,49 @@ def chains(target, tiles: Tiles, acc: ScalarType, ea: ScalarType, eb: ScalarType
     return register_chains(target, rows, NT, checked, acc, tiles.k, P)
 
 
+#: a loop step of a K loop (``k_loop``) takes K steps for at least ROUND_FMAS vector
+#: FMAs, in at most ROUND_SETS rounds of its sets of accumulators (``rounds_of_sets``)
+ROUND_FMAS, ROUND_SETS, ROUND_SPARE = 32, 4, 2
+
+
+def rounds_of_sets(em: Emitter, tiles: Tiles, split: bool, rows: List[Rows], NT: int,
+                   P: int) -> int:
+    """How many rounds of its P sets of accumulators a loop step of the K loop of a full
+    tile (`rows` x NT; `split`: remainders split, the FMA microkernel) takes: enough for
+    ROUND_FMAS vector FMAs, at most ROUND_SETS, where the accumulators, A's registers of
+    a step and ROUND_SPARE more fit the registers.  A step of few FMAs -- AVX2 f64 16x2:
+    8 FMAs beside 4 loads of A and 2 broadcasts of B -- spent 5-6 more instructions on the
+    loop (its counter, addresses, compare and branch), and where the members come from
+    L3 or memory the loads of A fell behind: LIBXSMM's K loop takes four steps.  Against
+    one round, in one process (operands at random offsets; 24 MiB batches on two
+    threads): 16 random AVX2 f64 shapes of N = 2-4, M >= 40 0.86 -> 0.99 of LIBXSMM
+    batched, 0.94 -> 1.00 with B shared, 1.06 -> 1.10 with A shared; 24 random shapes of
+    M, N, K in 1-128 a kind, with AVX-512 f64 1.01-1.03 -> 1.02-1.04, f32 0.98-1.12 ->
+    1.02-1.10, without f64 1.12-1.14 -> 1.12-1.16, f32 1.50-1.62 -> 1.54-1.64; from L2
+    (512 KiB, one thread) as fast as before.  Only full tiles: the pieces of the
+    remainders run far less often, and theirs grew cold compile by a tenth more (the
+    kernels of ``make bench``: 22 -> 28 ms median with AVX-512, 23 -> 29 without).  Not
+    AVX2's tiles that load A's column whole and broadcast B's entry for each column (few
+    rows, many columns): LLVM took the next steps' broadcasts early and spilled (f64
+    3x117x81: 20 vector stack accesses), and none ran faster (f32 3x117x44 2.04 -> 1.81
+    of LIBXSMM)."""
+    if not split or sum(MT for _, MT, _ in rows) < tiles.m or NT < tiles.n:
+        return 1
+    column = sum(-(-MT // em.sgs) for _, MT, _ in rows)  # registers of a column
+    accumulators = column * NT * P
+    if em.target.broadcast_operands:  # B's entries FMA operands from memory
+        operands = column + ROUND_SPARE
+    elif NT < column:  # A a register at a time (``mul_add.fma_kernel``'s StreamedA)
+        operands = 1 + ROUND_SPARE
+    else:  # A's column whole, a broadcast of B's entry for each column (see above)
+        return 1
+    # a mask for the rows of a partial tile, in a vector register without mask registers
+    mask = any(checked for _, _, checked in rows) and not em.target.mask_registers
+    if accumulators + operands + mask > em.target.register_budget // em.target.vector_bytes:
+        return 1
+    return max(1, min(ROUND_SETS, -(-ROUND_FMAS // (accumulators * tiles.k))))
+
+
 def column_blocks(em: Emitter, m_pieces: list, row_columns: List[list], always: bool
                   ) -> Optional[Tuple[int, int]]:
     """(width, end): where one subgroup computes several pieces of a static M whose first
@@ -481,36 +524,54 @@ def prefetch(em: Emitter, operands: List[Tuple[Value, Union[int, Value]]]) -> No
                 fetch(V)
 
 
-def k_loop(em: Emitter, step, zeros: List[Value], k_full: Int, KT: int, P: int) -> List[Value]:
+def k_loop(em: Emitter, step, zeros: List[Value], k_full: Int, KT: int, P: int,
+           U: int = 1) -> List[Value]:
     """The accumulators over the K steps [0, k_full) of KT, in P sets, step s updating set
-    s mod P: a loop of P steps a round (straight-line for one round), the steps left
-    (static k_full), then the sets added pairwise.  ``step(k, xs)`` is one step from xs."""
+    s mod P: a loop of U rounds of P steps a loop step (U only for a static k_full), then
+    a loop of one round a step for the rounds left, each straight-line where it would
+    take one step, the steps left (static k_full), then the sets added pairwise.
+    ``step(k, xs)`` is one step from xs.  (The rounds left after the first loop are a
+    loop of their own: straight-line, LLVM interleaved their steps and spilled, f64
+    14x97x43 without AVX-512.)"""
     b = em.b
     kf = known(k_full)
     if kf == 0:
         return zeros
-    n = len(zeros)
     sets = [list(zeros) for _ in range(P)]
-    rounds = kf // (KT * P) if kf is not None else None
-    if rounds == 1:
-        sets = [step(p * KT, xs) for p, xs in enumerate(sets)]
+    if kf is None:
+        sets = _k_rounds(em, step, sets, 0, k_full, KT, P)
     else:
-        end = k_full if rounds is None else rounds * P * KT
-        names = ["acc"] if n * P == 1 else [f"acc{q}" for q in range(n * P)]
-        loop = b.for_(em.index(0), em.index(end), em.index(P * KT),
-                      init=[x for xs in sets for x in xs], arg_names=["k"] + names, names=names)
-        with loop as (k, *carried):
-            b.yield_([x for p in range(P)
-                      for x in step(em.m.add(k, p * KT, INDEX), carried[p * n:(p + 1) * n])])
-        sets = [list(loop.results[p * n:(p + 1) * n]) for p in range(P)]
-    if rounds is not None:
-        first = rounds * P * KT
+        first = 0
+        for size in sorted({U * P, P}, reverse=True):
+            rounds = (kf - first) // (KT * size)
+            if rounds == 1:
+                for q in range(size):
+                    sets[q % P] = step(first + q * KT, sets[q % P])
+            elif rounds:
+                sets = _k_rounds(em, step, sets, first, first + rounds * size * KT, KT, size)
+            first += rounds * size * KT
         for q in range((kf - first) // KT):
-            sets[q] = step(first + q * KT, sets[q])
+            sets[q % P] = step(first + q * KT, sets[q % P])
     while len(sets) > 1:
         sets = [[b.add(x, y) for x, y in zip(*sets[p:p + 2])] if p + 1 < len(sets) else sets[p]
                 for p in range(0, len(sets), 2)]
     return sets[0]
+
+
+def _k_rounds(em: Emitter, step, sets: List[List[Value]], first: int, end: Int, KT: int,
+              size: int) -> List[List[Value]]:
+    """``k_loop``'s loop over the K steps [first, end) of KT, `size` steps a loop step,
+    step s updating set s mod len(sets)."""
+    P, n = len(sets), len(sets[0])
+    names = ["acc"] if n * P == 1 else [f"acc{q}" for q in range(n * P)]
+    loop = em.b.for_(em.index(first), em.index(end), em.index(size * KT),
+                     init=[x for xs in sets for x in xs], arg_names=["k"] + names, names=names)
+    with loop as (k, *carried):
+        inner = [carried[p * n:(p + 1) * n] for p in range(P)]
+        for q in range(size):
+            inner[q % P] = step(em.m.add(k, q * KT, INDEX), inner[q % P])
+        em.b.yield_([x for xs in inner for x in xs])
+    return [list(loop.results[p * n:(p + 1) * n]) for p in range(P)]
 
 
 def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
@@ -590,8 +651,9 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
         acc_ts = [x.type for x in xs]
         P = chains(em.target, tiles, acc, ea, eb, sum(MT for _, MT, _ in rows),
                    any(check_m for _, _, check_m in rows), NT, known(k_full))
+        U = rounds_of_sets(em, tiles, split_remainders(em.target, acc, ea, eb), rows, NT, P)
         xs = k_loop(em, lambda k, xs: step(rows, j, k, xs, NT, KT, check_n, False), xs,
-                    k_full, KT, P)
+                    k_full, KT, P, U)
         k = known(k_full)
         for ks in tiles.k_rest:
             xs = step(rows, j, k, xs, NT, ks, check_n, False)
