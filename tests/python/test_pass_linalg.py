@@ -1116,35 +1116,17 @@ def test_register_tiles_load_two_lines_of_a_per_k_step():
     assert far.m == 8
 
 
-@pytest.mark.parametrize("t,S,M,N,K,wide,narrow", [
-    ("f64", 4, 4, 62, 28, (13, 1), (4, 2)), ("f64", 4, 2, 32, 30, (8, 2), (4, 2)),
-    ("f32", 8, 4, 12, 53, (12, 1), (4, 2)), ("f64", 4, 8, 62, 28, (6, 1), (6, 1)),
-    ("f64", 4, 56, 9, 56, (3, 1), (3, 1)), ("f64", 4, 100, 100, 100, (5, 1), (5, 1))])
-def test_register_tiles_take_few_of_a_streamed_bs_columns(t, S, M, N, K, wide, narrow):
-    """AVX2: where B is a batch member new to the caches (``streamed_b``), M's only piece
-    of rows, of one register, takes at most STREAMED_B_COLUMNS columns, each a stream
-    through memory (f64 4 rows: 4x13 by the cost, one A register for 13 FMAs; a 4x4 tile,
-    4 accumulators and A's registers of two K steps, takes steps of two); a piece of two
-    registers (f64 8 rows) and tiles of several pieces of rows keep theirs (f64 56x9:
-    16x3 reads B first; 100x100: 8x5).  (columns, K step) of the
-    first piece, worked out by hand from the rule."""
-    ty = SCALAR_TYPES[t]
-    got = [choose_tiles(AVX2, S, 1, M, N, K, ty, ty, ty, streamed_b=streamed)
-           for streamed in (False, True)]
-    assert [(x.row_n_pieces[0][0][1], x.k) for x in got] == [wide, narrow]
-
-
 @pytest.mark.parametrize("kind,S,wide", [("avx2", 4, 13), ("avx512", 8, 21)])
-@pytest.mark.parametrize("member,K,streamed", [("group", 28, True), ("loop", 28, True),
-                                               ("group", 64, True), ("shared", 28, False),
-                                               ("group", 16, False), ("group", 65, False)])
-def test_a_member_b_is_read_in_few_columns(kind, S, wide, member, K, streamed):
-    """lower-linalg on the AVX2 and the cpu (AVX-512) description: a gemm 4x62xK of a
-    member B (by group_id or a loop variable) whose columns are longer than two cache
-    lines and at most eight (K 28: 224 bytes, K 64: 512) has accumulator tiles of 4
-    columns; of a shared B, or of columns of two lines (K 16) or more than eight (K 65),
-    the widest the cost picks (AVX2 13, AVX-512 21).  The lowered program, run by the
-    interpreter, agrees with NumPy for every member."""
+@pytest.mark.parametrize("member,K", [("group", 28), ("loop", 28), ("group", 64),
+                                      ("shared", 28), ("group", 16), ("group", 65)])
+def test_a_member_b_takes_the_columns_of_a_shared_one(kind, S, wide, member, K):
+    """lower-linalg on the AVX2 and the cpu (AVX-512) description: a gemm 4x62xK of one
+    register of rows takes the widest accumulator tiles the cost picks (AVX2 13 columns:
+    13 + 1 + 1 of 15 ymm; AVX-512 21), whether B is a member's (by group_id or a loop
+    variable; columns of 128 to 520 bytes) or shared.  (At most four columns of a
+    member's B, once the rule for columns of three to eight cache lines, ran slower:
+    docs/performance.md, "A member's B in the columns of a shared one".)  The lowered
+    program, run by the interpreter, agrees with NumPy for every member."""
     batch = 4
     operands = [("a", (4, K), False), ("b", (K, 62), member == "shared"),
                 ("c", (4, 62), False)]
@@ -1154,7 +1136,7 @@ def test_a_member_b_is_read_in_few_columns(kind, S, wide, member, K, streamed):
     run_passes(program, ["lower-linalg"], PassContext(target=target))
     tiles = re.findall(rf"coopmatrix<f64x{S}x(\d+),matrix_acc>", str(program))
     widths = {int(w) for w in tiles}
-    assert max(widths) == (4 if streamed else wide), widths
+    assert max(widths) == wide, widths
     A = rand((4, K, batch), "f64", 1)
     B = rand((K, 62) if member == "shared" else (K, 62, batch), "f64", 2)
     C = np.full((4, 62, batch), np.nan, order="F")
@@ -1250,7 +1232,7 @@ def k_loops(text: str) -> List[tuple]:
 @pytest.mark.parametrize("target,ty,M,N,K,loops", [
     ("avx2", "f64", 76, 2, 43, [(4, 4), (1, 1)] * 2),
     ("avx2", "f64", 56, 9, 56, [(3, 3), (1, 1), (1, 1), (1, 1)]),
-    ("avx2", "f64", 9, 12, 40, [(1, 1)]), ("avx2", "f32", 2, 85, 40, [(4, 2), (16, 8)]),
+    ("avx2", "f64", 9, 12, 40, [(1, 1)]), ("avx2", "f32", 2, 85, 40, [(1, 1), (1, 1)]),
     ("cpu", "f64", 76, 2, 43, [(4, 4), (1, 1), (1, 1)])])
 def test_k_loops_of_few_fmas_take_rounds_of_k_steps(target, ty, M, N, K, loops):
     """The K loop of a full tile takes enough K steps a loop step for ROUND_FMAS (32) vector
@@ -1264,11 +1246,10 @@ def test_k_loops_of_few_fmas_take_rounds_of_k_steps(target, ty, M, N, K, loops):
     56x9x56 in 16x3 over 48 rows (12 + 3 registers, 12 FMAs a step): 3 steps over 54, a
     loop of one for 2, and the last 8 rows' pieces 8x5 and 8x4, one; f64 9x12x40, all of
     M in three ymm by 4 columns, A's column whole and a broadcast of B for each column
-    (AVX2 keeps such tiles at one round), one; f32 2x85x40 in 8x4 tiles, A's register
-    and a broadcast for each column too, K steps of 2 in two sets of accumulators as before (4 of K a loop step),
-    the last column in 8 sets (16 of K).  The cpu:
-    f64 76x2x43 in 32x2 over 64 rows (8 zmm of accumulators, 8 FMAs a step): 4 steps,
-    a loop of one for 3, and the last 12 rows' piece one.  The lowered program, run by
+    (AVX2 keeps such tiles at one round), one; f32 2x85x40 in 8x13 tiles and the last 7
+    columns in 8x7, A's register and a broadcast for each column too, one.  The cpu: f64
+    76x2x43 in 32x2 over 64 rows (8 zmm of accumulators, 8 FMAs a step): 4 steps, a loop
+    of one for 3, and the last 12 rows' piece one.  The lowered program, run by
     the interpreter, agrees with NumPy."""
     tgt = AVX2 if target == "avx2" else TARGETS["cpu"]
     S = tgt.vector_bytes // SCALAR_TYPES[ty].size

@@ -61,9 +61,8 @@ from ...ir.types import INDEX, ScalarType
 from ..index_math import Int, known
 from ..lower_foreach import EDGES_IN_ONE_COPY
 from .emit import Emitter, checked_flag
-from .tiles import (MIN_ACC_BYTES, STREAMED_B_COLUMN_BYTES, Tiles, accumulator_bytes,
-                    choose_tiles, column_block, column_pieces, register_chains,
-                    split_remainders, widened_floats)
+from .tiles import (MIN_ACC_BYTES, Tiles, accumulator_bytes, choose_tiles, column_block,
+                    column_pieces, register_chains, split_remainders, widened_floats)
 from .unit_tiles import fit_to_unit, staged_edges
 
 FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
@@ -581,14 +580,8 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     acc = accumulate_type(C.type.element)
     ea, eb = A.type.element, B.type.element
     far = far_operands(em, A, B, C)
-    # a K step reads an entry of each of the tile's columns of B: streams through memory
-    # where B is a batch's member
-    shortest, longest = STREAMED_B_COLUMN_BYTES
-    streamed_b = (tb == "n" and shortest < (known(K) or 0) * eb.size <= longest
-                  and not em.same_in_every_group(B))
     tiles = choose_tiles(em.target, em.sgs, em.subgroups, known(M), known(N), known(K),
-                         acc, ea, eb, far_a=ta == "n" and any(V is A for V, _ in far),
-                         streamed_b=streamed_b)
+                         acc, ea, eb, far_a=ta == "n" and any(V is A for V, _ in far))
     # 16-bit products a matrix or dot-product unit computes: tiles of its grain
     tiles = fit_to_unit(em.target, tiles, em.sgs, em.subgroups, known(M), known(N), known(K),
                         acc, ea, eb, tb == "t", ta == "t")

@@ -86,8 +86,6 @@ The rule (documented in ``choose_tiles``):
   read by many column tiles (``two_line_rows``), and the rows after their full tiles may
   be one partial tile of as many registers in the same column tiles (f32 56 as 32x3 and
   24x3).
-* A tile of one register of rows that takes all of M takes at most STREAMED_B_COLUMNS
-  of a batch member's columns of B (``streamed_b``), on both kinds of CPU.
 * Far-apart columns: where A's columns lie a page or more apart and lower-linalg
   prefetches A's block (``matmul.far_operands``: a work-group's block of rows of a tall
   matrix) and the block is smaller than STREAM_A_BYTES, one subgroup's tiles are one
@@ -442,18 +440,13 @@ def _ceil_div(a: int, b: int) -> int:
 @functools.lru_cache(maxsize=1024)
 def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, Tuple[int, int]],
                  M: Optional[int], N: Optional[int], K: Optional[int],
-                 acc: ScalarType, a: ScalarType, b: ScalarType, far_a: bool = False,
-                 streamed_b: bool = False) -> Tiles:
+                 acc: ScalarType, a: ScalarType, b: ScalarType, far_a: bool = False) -> Tiles:
     """The tile shape for C (M x N) += A (M x K) B (K x N) accumulating in ``acc``.
 
     ``num_subgroups`` is the number of subgroups of the work-group, or their grid
     ``(gx, gy)``; ``M``, ``N``, ``K`` are static sizes or None (dynamic); ``a`` and ``b``
     are the element types of A and B as loaded; ``far_a``: A's columns lie far apart
-    (``far_column_tiles``); ``streamed_b``: each K step of a tile reads one entry of each
-    of its columns of B, a batch member's columns of a length in STREAMED_B_COLUMN_BYTES
-    new to the caches: a tile of one register of rows, M's only piece, takes at most
-    STREAMED_B_COLUMNS columns (here, and in ``register_tiles``).
-    See the module docstring for the rule.
+    (``far_column_tiles``).  See the module docstring for the rule.
     """
     S = subgroup_size
     grid = num_subgroups if isinstance(num_subgroups, tuple) else None
@@ -488,7 +481,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
             one_tile = whole[0][1]
     m_cap = min(m_cap, S * MAX_M_BLOCKS)
     if split and not target.broadcast_operands and G == 1 and M is not None and N is not None:
-        return register_tiles(target, S, M, N, K, acc, a, operands, far_a, streamed_b)
+        return register_tiles(target, S, M, N, K, acc, a, operands, far_a)
     Mm = M if M is not None else ASSUMED_SIZE
     Nm = N if N is not None else ASSUMED_SIZE
 
@@ -578,8 +571,6 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
             n_max = max(1, int(budget * TALL_ACC_SHARE) // (rows(m) * acc.size))
         if N is not None:
             n_max = min(n_max, N)
-        if streamed_b and split and M is not None and M <= S:  # all of M, one register
-            n_max = min(n_max, STREAMED_B_COLUMNS)
         widths = range(1, n_max + 1)
         if wide and idle:
             widths = range(n_max, n_max + 1)
@@ -743,24 +734,10 @@ def two_line_rows(target: Target, S: int, M: int, N: int, K: Optional[int],
     return m
 
 
-#: the most columns of a tile of one register of rows where each of its K steps reads an
-#: entry of each of B's columns and B is a batch's member, new to the caches
-#: (``choose_tiles``' ``streamed_b``): n columns are n streams through memory, an entry of
-#: B for each FMA.  Such tiles chose up to 21 columns (one A register loaded for 21
-#: FMAs): with the members from L3, without AVX-512 f64 4x62x28, 2x32x30, 3x40x20, f32
-#: 4x12x53, 8x30x40 ran at 0.82-1.16 of LIBXSMM's speed, in 4 columns at 1.08-1.40; with
-#: AVX-512 f64 4x62x28, 2x32x30, f32 8x63x92, 4x12x53 at 0.99-1.14, in 4 columns at
-#: 1.32-1.72 (docs/performance.md, "At most four of a member's columns of B").  With B
-#: shared (in the caches) wide tiles stay faster.  Only where B's columns are longer than
-#: two cache lines and at most eight (STREAMED_B_COLUMN_BYTES): shorter ones lost up to
-#: 16% (f64 3x5x7 and 4x62x6, f32 10x9x10 without AVX-512), longer ones up to 17% (f64
-#: 8x36x121 and 4x30x128 with AVX-512: streams long enough for the prefetchers)
-STREAMED_B_COLUMNS, STREAMED_B_COLUMN_BYTES = 4, (128, 512)
 
 
 def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
-                   acc: ScalarType, a: ScalarType, operands: int, far_a: bool = False,
-                   streamed_b: bool = False) -> Tiles:
+                   acc: ScalarType, a: ScalarType, operands: int, far_a: bool = False) -> Tiles:
     """Tiles of static M and N for one subgroup of one vector register of lanes whose FMAs
     take no broadcast operand (``target.broadcast_operands`` false: AVX2), where each of
     B's broadcasts takes a register and a tile that does not fit the register file spills
@@ -791,11 +768,8 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     for the first m (``two_line_rows``' rows) also as its full tiles and the rest in one
     partial tile of m rows (``row_pieces``' `idle` cut: f32 56 rows as 32x3 and 24x3,
     LIBXSMM's AVX2 blocking, not 16 and 8 rows in pieces of their own).  Each piece of
-    rows takes the column count that costs it least, M's only piece of rows, of one
-    register, at most STREAMED_B_COLUMNS where B is `streamed_b` (where several pieces
-    read B, one of 16 or 32 rows takes few columns anyway and the others read B from the
-    caches; of two registers, 4 columns lost where B's columns were long, f64 6x30x100
-    and 8x36x121: 0.88x); the least total cost wins, each piece adding PIECE_COST.  A
+    rows takes the column count that costs it least; the least total cost wins, each
+    piece adding PIECE_COST.  A
     later piece of one register of rows, or the partial tile of m rows, whose own tiles
     do not take all of N then takes the first piece's column count where it fits and at
     least two blocks of the pieces' columns fit N: all of M takes C a block of columns at
@@ -823,14 +797,12 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         rows = computed_rows(extent, tile, lanes)
         return rows // lanes, extent < tile and extent % lanes != 0
 
-    def columns(extent: int, tile: int, alone: bool) -> Optional[Tuple[float, int]]:
+    def columns(extent: int, tile: int) -> Optional[Tuple[float, int]]:
         """(cost, n) of the best column count for rows `extent` in tiles of `tile`, M's
         only piece of rows where `alone`."""
         r, masked = computed_registers(extent, tile)
         best = None
-        capped = streamed_b and alone and r == 1  # each of B's entries for one FMA
-        widest = min(N, STREAMED_B_COLUMNS) if capped else N
-        for n in range(1, widest + 1):
+        for n in range(1, N + 1):
             if tile_registers(r, n, masked) > regs:
                 break
             pieces = column_pieces(N, n)
@@ -851,7 +823,7 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         if not full and S < rest and m <= 4 * S and (N > 1 or rest <= 2 * S):
             cuts.add(((rest, m),))  # all of M one partial tile
         for rows in cuts:
-            chosen = [columns(extent, tile, len(rows) == 1) for extent, tile in rows]
+            chosen = [columns(extent, tile) for extent, tile in rows]
             if None in chosen:
                 continue
             cost = sum(c for c, _ in chosen) * (1 + PIECE_COST * (len(rows) - 1))
