@@ -1233,7 +1233,7 @@ def k_loops(text: str) -> List[tuple]:
     ("avx2", "f64", 76, 2, 43, [(4, 4), (1, 1)] * 2),
     ("avx2", "f64", 56, 9, 56, [(3, 3), (1, 1), (1, 1), (1, 1)]),
     ("avx2", "f64", 9, 12, 40, [(1, 1)]), ("avx2", "f32", 2, 85, 40, [(1, 1), (1, 1)]),
-    ("cpu", "f64", 76, 2, 43, [(4, 4), (1, 1), (1, 1)])])
+    ("cpu", "f64", 76, 2, 43, [(4, 4), (1, 1), (1, 1)]), ("cpu", "f32", 84, 9, 84, [(2, 2)])])
 def test_k_loops_of_few_fmas_take_rounds_of_k_steps(target, ty, M, N, K, loops):
     """The K loop of a full tile takes enough K steps a loop step for ROUND_FMAS (32) vector
     FMAs, at most ROUND_SETS (4), where its registers allow (``rounds_of_sets``); the
@@ -1249,8 +1249,11 @@ def test_k_loops_of_few_fmas_take_rounds_of_k_steps(target, ty, M, N, K, loops):
     (AVX2 keeps such tiles at one round), one; f32 2x85x40 in 8x13 tiles and the last 7
     columns in 8x7, A's register and a broadcast for each column too, one.  The cpu: f64
     76x2x43 in 32x2 over 64 rows (8 zmm of accumulators, 8 FMAs a step): 4 steps, a loop
-    of one for 3, and the last 12 rows' piece one.  The lowered program, run by
-    the interpreter, agrees with NumPy."""
+    of one for 3, and the last 12 rows' piece one; f32 84x9x84, all of M one partial
+    tile of 128 rows whose 84 the CPU computes in 6 zmm, by 3 columns (18 accumulators +
+    6 + 2 of 32; counted as the tile's 8 zmm they would not fit): 18 FMAs a step, 2
+    steps a loop step over all of K.  The lowered program, run by the interpreter,
+    agrees with NumPy."""
     tgt = AVX2 if target == "avx2" else TARGETS["cpu"]
     S = tgt.vector_bytes // SCALAR_TYPES[ty].size
     src = member_kernel(ty, "gemm", [("a", (M, K), False), ("b", (K, N), False),
