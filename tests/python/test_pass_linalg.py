@@ -1268,6 +1268,23 @@ def test_k_loops_of_few_fmas_take_rounds_of_k_steps(target, ty, M, N, K, loops):
     close(C, np.einsum("mkb,knb->mnb", A.astype(np.float64), B), ty)
 
 
+def test_k_loop_of_a_single_column_takes_one_step():
+    """A gemv's tile of one column keeps one K step a loop step, though its FMAs are few:
+    f64 84x84 with A shared on the cpu, all of M in three blocks of 32 rows (12 zmm, 12
+    FMAs a step; ``rounds_of_sets`` would give three steps by the FMA count), is one
+    loop of one K step and three mul_adds.  The lowered program, run by the interpreter,
+    agrees with NumPy."""
+    src = member_kernel("f64", "gemv", [("A", (84, 84), True), ("b", (84,), False),
+                                        ("c", (84,), False)], attrs=attributes((8, 1), 8))
+    program = ttlc.check(src)
+    run_passes(program, ["lower-linalg"], PassContext(target=TARGETS["cpu"]))
+    assert k_loops(str(program)) == [(1, 3)]
+    A, b = rand((84, 84), "f64", 1), rand((84, 3), "f64", 2)
+    c = np.full((84, 3), np.nan, order="F")
+    compiled(ttlc.check(str(program)), False)["member"](A, b, c, grid=(3,))
+    close(c, A @ b, "f64")
+
+
 @pytest.mark.parametrize("ty,M,N,K,operand", [
     ("f64", 76, 2, 43, "batched"), ("f64", 14, 97, 43, "B"), ("f64", 123, 2, 40, "B"),
     ("f64", 56, 9, 56, "A"), ("f32", 100, 4, 63, "batched"), ("f32", 20, 34, 41, "batched"),

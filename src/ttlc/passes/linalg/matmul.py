@@ -212,14 +212,16 @@ def rounds_of_sets(em: Emitter, tiles: Tiles, split: bool, rows: List[Rows], NT:
     registers of the rows it computes (`computed`): f32 84x9x84 with AVX-512, all of M
     one tile of 128 rows in 6 zmm by 3 columns, counted as 8 zmm stayed one step (0.78
     -> 0.96 of LIBXSMM from L3; the DG shapes of ``make bench`` f32 1.01-1.02 -> 1.05-1.07
-    batched and A shared).  Only full tiles: the pieces of the
-    remainders run far less often, and theirs grew cold compile by a tenth more (the
-    kernels of ``make bench``: 22 -> 28 ms median with AVX-512, 23 -> 29 without).  Not
-    AVX2's tiles that load A's column whole and broadcast B's entry for each column (few
-    rows, many columns): LLVM took the next steps' broadcasts early and spilled (f64
-    3x117x81: 20 vector stack accesses), and none ran faster (f32 3x117x44 2.04 -> 1.81
-    of LIBXSMM)."""
-    if not split or sum(MT for _, MT, _ in rows) < tiles.m or NT < tiles.n:
+    batched and A shared).  Only full tiles: the pieces of the remainders run far less
+    often, and theirs grew cold compile by a tenth more (the kernels of ``make bench``:
+    22 -> 28 ms median with AVX-512, 23 -> 29 without).  Not a tile of one column (a
+    gemv's: each of A's registers feeds one FMA, the loads bound it): f64 gemv with A
+    shared from L3 84x84 1.13 -> 0.71 of LIBXSMM, 100x60 1.22 -> 0.74.  Not AVX2's tiles
+    that load A's column whole and broadcast B's entry for each column (few rows, many
+    columns): LLVM took the next steps' broadcasts early and spilled (f64 3x117x81: 20
+    vector stack accesses), and none ran faster (f32 3x117x44 2.04 -> 1.81 of
+    LIBXSMM)."""
+    if not split or sum(MT for _, MT, _ in rows) < tiles.m or NT < tiles.n or NT == 1:
         return 1
     # registers of a column (of a partial tile, those of the rows it computes)
     column = (-(-computed // em.sgs) if computed is not None
