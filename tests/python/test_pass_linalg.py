@@ -1121,9 +1121,9 @@ def test_register_tiles_load_two_lines_of_a_per_k_step():
                                       ("shared", 28), ("group", 16), ("group", 65)])
 def test_a_member_b_takes_the_columns_of_a_shared_one(kind, S, wide, member, K):
     """lower-linalg on the AVX2 and the cpu (AVX-512) description: a gemm 4x62xK of one
-    register of rows takes the widest accumulator tiles the cost picks (AVX2 13 columns:
-    13 + 1 + 1 of 15 ymm; AVX-512 21), whether B is a member's (by group_id or a loop
-    variable; columns of 128 to 520 bytes) or shared.  (At most four columns of a
+    register of rows takes the widest accumulator tiles the cost picks (AVX2 13 columns,
+    AVX-512 21: one A register for 13 or 21 FMAs), whether B is a member's (by group_id or
+    a loop variable; columns of 128 to 520 bytes) or shared.  (At most four columns of a
     member's B, once the rule for columns of three to eight cache lines, ran slower:
     docs/performance.md, "A member's B in the columns of a shared one".)  The lowered
     program, run by the interpreter, agrees with NumPy for every member."""

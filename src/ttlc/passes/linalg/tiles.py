@@ -734,8 +734,6 @@ def two_line_rows(target: Target, S: int, M: int, N: int, K: Optional[int],
     return m
 
 
-
-
 def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
                    acc: ScalarType, a: ScalarType, operands: int, far_a: bool = False) -> Tiles:
     """Tiles of static M and N for one subgroup of one vector register of lanes whose FMAs
@@ -769,21 +767,20 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     partial tile of m rows (``row_pieces``' `idle` cut: f32 56 rows as 32x3 and 24x3,
     LIBXSMM's AVX2 blocking, not 16 and 8 rows in pieces of their own).  Each piece of
     rows takes the column count that costs it least; the least total cost wins, each
-    piece adding PIECE_COST.  A
-    later piece of one register of rows, or the partial tile of m rows, whose own tiles
-    do not take all of N then takes the first piece's column count where it fits and at
-    least two blocks of the pieces' columns fit N: all of M takes C a block of columns at
-    a time (``Tiles.column_blocks``, ``matmul.column_blocks``), as LIBXSMM's AVX2 code
-    does (f64 20x78x54 with A shared: 16x3 and 4x13 in blocks of 39 columns ran at 0.72
-    of LIBXSMM, 16x3 and 4x3 in blocks of 3 at 1.10; 25x53x45 0.83 -> 1.01; batched
-    27x105x58 in 16x3, 8x5 and 4x3 in blocks of 15 0.96, in 16x3 and its last 11 rows in
-    three ymm by 3, blocks of 3, 1.24; f32 88x116x56, 32x3, 16x4 and 8x3 in blocks of 12
-    0.80, 32x3 and 24x3 in blocks of 3 0.92, 24x4 -- the cost's own choice for the
-    partial tile -- 0.84).  One tile over all of N reads B once anyway (f64 17x13x11 in
-    4x3: 1.08 -> 0.99).  The partial tile only for the first m: for a larger one it made
-    tiles the rule of ``two_line_rows`` had left out (f64 89x41x99, A of 70 KiB read by 14
-    column tiles of 16x3 instead of 7 of 8x6: 1.00 -> 0.93; the ger-like f32 115x62x1 in
-    32x3 instead of 16x6: 1.59 -> 1.48)."""
+    piece adding PIECE_COST.  A later piece of one register of rows, or the partial tile
+    of m rows, whose own tiles do not take all of N then takes the first piece's column
+    count where it fits and at least two blocks of the pieces' columns fit N: all of M
+    takes C a block of columns at a time (``Tiles.column_blocks``,
+    ``matmul.column_blocks``), as LIBXSMM's AVX2 code does (f64 20x78x54 with A shared:
+    16x3 and 4x13 in blocks of 39 columns ran at 0.72 of LIBXSMM, 16x3 and 4x3 in blocks
+    of 3 at 1.10; 25x53x45 0.83 -> 1.01; batched 27x105x58 in 16x3, 8x5 and 4x3 in blocks
+    of 15 0.96, in 16x3 and its last 11 rows in three ymm by 3, blocks of 3, 1.24; f32
+    88x116x56, 32x3, 16x4 and 8x3 in blocks of 12 0.80, 32x3 and 24x3 in blocks of 3
+    0.92, 24x4 -- the cost's own choice for the partial tile -- 0.84).  One tile over all
+    of N reads B once anyway (f64 17x13x11 in 4x3: 1.08 -> 0.99).  The partial tile only
+    for the first m: for a larger one it made tiles the rule of ``two_line_rows`` had left
+    out (f64 89x41x99, A of 70 KiB read by 14 column tiles of 16x3 instead of 7 of 8x6:
+    1.00 -> 0.93; the ger-like f32 115x62x1 in 32x3 instead of 16x6: 1.59 -> 1.48)."""
     regs = target.register_budget // target.vector_bytes
     lanes = max(1, target.vector_bytes // acc.size)
     latency = MIN_ACC_BYTES / target.vector_bytes
@@ -798,8 +795,7 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         return rows // lanes, extent < tile and extent % lanes != 0
 
     def columns(extent: int, tile: int) -> Optional[Tuple[float, int]]:
-        """(cost, n) of the best column count for rows `extent` in tiles of `tile`, M's
-        only piece of rows where `alone`."""
+        """(cost, n) of the best column count for rows `extent` in tiles of `tile`."""
         r, masked = computed_registers(extent, tile)
         best = None
         for n in range(1, N + 1):
