@@ -62,7 +62,8 @@ from ..index_math import Int, known
 from ..lower_foreach import EDGES_IN_ONE_COPY
 from .emit import Emitter, checked_flag
 from .tiles import (MIN_ACC_BYTES, Tiles, accumulator_bytes, choose_tiles, column_block,
-                    column_pieces, register_chains, split_remainders, widened_floats)
+                    column_pieces, computed_rows, register_chains, split_remainders,
+                    widened_floats)
 from .unit_tiles import fit_to_unit, staged_edges
 
 FULL, PARTIAL, MAYBE = "full", "partial", "maybe"
@@ -221,11 +222,12 @@ def rounds_of_sets(em: Emitter, tiles: Tiles, split: bool, rows: List[Rows], NT:
     columns): LLVM took the next steps' broadcasts early and spilled (f64 3x117x81: 20
     vector stack accesses), and none ran faster (f32 3x117x44 2.04 -> 1.81 of
     LIBXSMM)."""
-    if not split or sum(MT for _, MT, _ in rows) < tiles.m or NT < tiles.n or NT == 1:
+    height = sum(MT for _, MT, _ in rows)
+    if not split or height < tiles.m or NT < tiles.n or NT == 1:
         return 1
     # registers of a column (of a partial tile, those of the rows it computes)
-    column = (-(-computed // em.sgs) if computed is not None
-              else sum(-(-MT // em.sgs) for _, MT, _ in rows))
+    computed = computed_rows(computed, height, em.sgs) if computed is not None else height
+    column = -(-computed // em.sgs)
     accumulators = column * NT * P
     if em.target.broadcast_operands:  # B's entries FMA operands from memory
         operands = column + ROUND_SPARE
@@ -588,6 +590,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     acc = accumulate_type(C.type.element)
     ea, eb = A.type.element, B.type.element
     far = far_operands(em, A, B, C)
+    split = split_remainders(em.target, acc, ea, eb)
     tiles = choose_tiles(em.target, em.sgs, em.subgroups, known(M), known(N), known(K),
                          acc, ea, eb, far_a=ta == "n" and any(V is A for V, _ in far))
     # 16-bit products a matrix or dot-product unit computes: tiles of its grain
@@ -655,8 +658,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
         acc_ts = [x.type for x in xs]
         P = chains(em.target, tiles, acc, ea, eb, sum(MT for _, MT, _ in rows),
                    any(check_m for _, _, check_m in rows), NT, known(k_full))
-        U = rounds_of_sets(em, tiles, split_remainders(em.target, acc, ea, eb), rows, NT, P,
-                           computed)
+        U = rounds_of_sets(em, tiles, split, rows, NT, P, computed)
         xs = k_loop(em, lambda k, xs: step(rows, j, k, xs, NT, KT, check_n, False), xs,
                     k_full, KT, P, U)
         k = known(k_full)
@@ -698,8 +700,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
 
     m_pieces = _pieces(M, tiles.m, tiles.m_pieces)
     single_step = known(K) == KT and not tiles.k_rest
-    NT = fused_columns(em, m_pieces, N, acc, single_step, split_remainders(em.target, acc, ea, eb),
-                       ta, KT)
+    NT = fused_columns(em, m_pieces, N, acc, single_step, split, ta, KT)
     if NT:  # one subgroup: a parallel region is its work
         with b.parallel():
             rows = [(em.index(m0), MT, checked) for m0, MT, checked in row_blocks(m_pieces)]
