@@ -1178,10 +1178,10 @@ def _foreach_tiles(text: str):
     ("avx2", 42, 12, 114, (12, 3), [((16, 3), True), ((16, 3), True)]),
     # 16x3 and 8x5 + 8x4: a block of 15 columns is wider than N
     ("avx2", 56, 9, 56, None, [((16, 3), False), ((8, 5), False), ((8, 4), False)]),
-    # AVX-512, 64 rows by 32x4 and 32x3, the last 5 by 8x4 and 8x3: the same column tiles,
-    # one piece after the other
-    ("avx512", 69, 55, 49, None, [((32, 4), False), ((32, 3), False), ((8, 4), False),
-                                  ((8, 3), False)])])
+    # AVX-512, 64 rows by 32x6 (TALL_ACC_SHARE: 24 of the 32 zmm) and 32x1, the last 5 by
+    # 8x6 and 8x1: the same column tiles, one piece after the other
+    ("avx512", 69, 55, 49, None, [((32, 6), False), ((32, 1), False), ((8, 6), False),
+                                  ((8, 1), False)])])
 def test_pieces_of_rows_take_c_in_column_blocks(kind, M, N, K, loop, tiles):
     """lower-linalg where one subgroup computes pieces of M with column tiles of their
     own (``matmul.column_blocks``): C's columns a block at a time, the block the least
@@ -1495,20 +1495,28 @@ def member_gemm_agrees(ty: str, M: int, N: int, K: int, operand: str, batch: int
 
 def test_choose_tiles_cpu_streams_four_lines_of_a_large_a():
     """AVX-512: an A larger than L1 that is read once per column tile several times
-    anyway (N wider than any tile: 100 columns, at most 24 per tile) is loaded at least
-    four cache lines (256 bytes) per K step: f32 100x100x100 in 64-row tiles, not 32x10,
-    of four columns (TALL_ACC_SHARE: the accumulator in 16 of the 32 zmm), the last 36
-    rows one tile of three registers; f64 keeps its 32-row tiles (256 bytes already)."""
+    anyway (N wider than any tile) is loaded at least four cache lines (256 bytes) per K
+    step, and the tiles hold as many columns as TALL_ACC_SHARE of the 32 zmm allows beside
+    A's column and one register more (``tall_columns``): f64 100x100x100 in 32x6 (24 zmm,
+    LIBXSMM's tiles), the last 4 rows a tile of one register; f32 100x100x100 in one tile
+    of all of M (112 rows computed, seven zmm of A's column) by 3 columns (21 zmm: a fourth
+    would need 28 + 7 + 1 > 32); f32 64x64x64 in 64x6."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
-    t = choose_tiles(cpu, 16, 1, 100, 100, 100, f32, f32, f32)
+    zmm = cpu.register_budget // 32
+    t = choose_tiles(cpu, 8, 1, 100, 100, 100, f64, f64, f64)
+    assert (t.m, t.n) == (32, 6) and t.m * 8 == STREAM_ROW_BYTES
+    assert t.m * t.n * 8 == cpu.register_budget * TALL_ACC_SHARE == 24 * zmm
+    assert t.m_pieces == ((96, 32), (4, 8)) and t.n_pieces == ((96, 6), (4, 4))
     assert t.row_n_pieces == ()
-    assert (t.m, t.n) == (64, 4) and t.m * 4 == STREAM_ROW_BYTES
-    assert t.m * t.n * 4 == cpu.register_budget * TALL_ACC_SHARE
-    assert t.m_pieces == ((64, 64), (36, 64)) and t.n_pieces == ((100, 4),)
-    assert choose_tiles(cpu, 8, 1, 100, 100, 100, f64, f64, f64).m == 32
-    # f32 64x64x64 has its 64-row tiles (64x4) already
-    assert choose_tiles(cpu, 16, 1, 64, 64, 64, f32, f32, f32).m == 64
+    t = choose_tiles(cpu, 16, 1, 100, 100, 100, f32, f32, f32)
+    assert (t.m, t.n) == (128, 3) and t.m_pieces == ((100, 128),)
+    assert t.n_pieces == ((99, 3), (1, 1)) and t.row_n_pieces == ()
+    assert computed_rows(100, 128, 16) * 4 == 7 * zmm
+    assert 7 * 3 + 7 + 1 <= 32 < 7 * 4 + 7 + 1
+    t = choose_tiles(cpu, 16, 1, 64, 64, 64, f32, f32, f32)
+    assert (t.m, t.n) == (64, 6) and t.m * 4 == STREAM_ROW_BYTES
+    assert t.n_pieces == ((60, 6), (4, 4))
 
 
 def test_choose_tiles_cpu_tall_tiles_take_a_narrow_n_in_the_fewest_column_tiles():
@@ -1545,8 +1553,8 @@ def test_choose_tiles_cpu_tall_tiles_take_a_narrow_n_in_the_fewest_column_tiles(
 def test_choose_tiles_cpu_tall_tiles_step_k_by_one():
     """AVX-512: tiles of STREAM_ROW_BYTES of A's column take K one step at a time, also
     where the cost picks them or N is wider than any tile (f64 62x4x119 in 32x4 tiles, f32
-    100x100x100 in 64x4: eight lines of A a step ran at 0.71-0.76 of LIBXSMM's speed with
-    the members from L3, four at 0.97-1.08), and so do tiles of three registers (f64
+    100x100x100 in 128x3, seven lines: in 64x4 tiles, eight lines of A a step ran at
+    0.71-0.76 of LIBXSMM's speed with the members from L3, four at 0.97-1.08), and so do tiles of three registers (f64
     24x13x11: six lines a step would pass STREAM_ROW_BYTES); tiles of two registers keep
     their K step of two (f64 16x13x11, 9x13x11)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
@@ -1554,7 +1562,7 @@ def test_choose_tiles_cpu_tall_tiles_step_k_by_one():
     t = choose_tiles(cpu, 8, 1, 62, 4, 119, f64, f64, f64)
     assert (t.m, t.n, t.k, t.k_rest) == (32, 4, 1, ()) and t.m * 8 == STREAM_ROW_BYTES
     t = choose_tiles(cpu, 16, 1, 100, 100, 100, f32, f32, f32)
-    assert (t.m, t.n, t.k, t.k_rest) == (64, 4, 1, ())
+    assert (t.m, t.n, t.k, t.k_rest) == (128, 3, 1, ())
     assert choose_tiles(cpu, 8, 1, 56, 9, 56, f64, f64, f64).k == 1  # tall_rows
     t = choose_tiles(cpu, 8, 1, 24, 13, 11, f64, f64, f64)
     assert (t.m_pieces, t.k, t.k_rest) == (((24, 32),), 1, ())

@@ -58,9 +58,10 @@ The rule (documented in ``choose_tiles``):
   read A fewer times win (rows that tall tiles below leave).
 * Tall tiles: where M has the rows and static M x K of A holds STREAM_A_BYTES or more,
   the tiles load STREAM_ROW_BYTES of A's column per K step (four cache lines: 32 rows of
-  f64, 64 of f32).  Where N is wider than any tile, all tiles are that tall, their
-  accumulator TALL_ACC_SHARE of the registers (f32 100x100x100: 64x4, not 32x10 or
-  64x5); else those rows take N in the fewest column tiles and the rows left one
+  f64, 64 of f32).  Where N is wider than any tile, all tiles are that tall or
+  taller, their accumulator TALL_ACC_SHARE of the registers where A's column and one
+  register more fit beside it (``tall_columns``: f64 100x100x100 in 32x6, LIBXSMM's
+  tiles; f32 in 128x3, 112 rows computed); else those rows take N in the fewest column tiles and the rows left one
   partial tile, N in the fewest column tiles of equal width (``tall_rows``: f64
   56x9x56 as 32x6 and 32x3, then 24 rows in 32 by 5 and 4), also where one tile of S
   rows would take all of N and read A once (f64 128x9x128: 32x6 and 32x3, not 16x9;
@@ -70,7 +71,7 @@ The rule (documented in ``choose_tiles``):
   hold more of A's column than the operands' part allows, with as many columns as leave
   two of A's columns and one register more beside the accumulator
   (``whole_m_columns``: f64 56 rows by 2 columns, 35 by 3; f32 84 rows by 3; where every
-  tile is tall, as many as TALL_ACC_SHARE holds).  With the members from L3 (paired
+  tile is tall, as many as ``tall_columns`` allows).  With the members from L3 (paired
   against the tiles without it), 12 random shapes whose tiles changed: median 1.07x
   batched (1.02-1.21), 1.13x with A shared (1.00-1.33), 1.06x with B shared
   (0.92-1.14); from L2 0.98x (0.94-1.01).
@@ -182,12 +183,15 @@ WHOLE_K_LARGE_C_YMM = 7
 MIN_ACC_BYTES = 256
 #: the accumulator's share of the register budget where N is wider than any tile and all
 #: tiles are tall (STREAM_ROW_BYTES; one subgroup), A read once per column tile many times
-#: anyway: four columns of them.  With the members from L3 (paired rounds against the
-#: tiles of ACC_SHARE the cost picked): f32 120x58x49 in 64x4 tiles 1.10-1.16x as fast as
-#: in 64x6, f64 102x58x41 in 32x4 1.09-1.13x, f32 58x43x58 1.11x, f32 100x100x100
-#: 1.03-1.10x as in 64x5, f64 100x100x100 1.00-1.04x, f64 76x55x105 0.94x (32x5: 1.01x);
-#: from L2 alike (0.98-1.03x)
-TALL_ACC_SHARE = 0.5
+#: anyway: six columns of four registers (``tall_columns``), which read A from L2 a third
+#: fewer times than four.  Four columns (a share of 0.5) had kept A's stream from L2 at
+#: its limit: with A's columns not 64-byte aligned (each 32 rows of f64 in five cache
+#: lines), f64 96x96x96 with A and B shared ran 0.85x of LIBXSMM's 32x6 in 32x4 tiles,
+#: 1.00-1.02x in 32x6.  With the members from L3 (rotated turns), f64 shapes in 96-128:
+#: 0.80-0.87x of LIBXSMM -> 0.93-1.01x, 30 random shapes (M >= 24) 1.00x -> 1.05x
+#: geomean; f32 0.94x -> 1.01x on eight shapes, 30 random 1.04x -> 1.08x; from L2 f64
+#: 0.94x -> 0.99x, f32 1.00x -> 1.02x
+TALL_ACC_SHARE = 0.75
 #: the accumulator's share of the register budget where B's entries come from memory
 #: (f64 x 9 columns on AVX-512: 32x6 tiles, 24 zmm, instead of 32x4 and a lone 32x1)
 ACC_SHARE = 0.75
@@ -532,7 +536,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         computes only M's rows (``idle``) and FMAs take B's entries from memory
         (``target.broadcast_operands``: AVX-512): as many as leave two of A's columns and
         one more register beside the accumulator (f64 56 rows: 2, 35 rows: 3; where every
-        tile is tall, TALL_ACC_SHARE sets the columns instead); 0 for other tiles.  One
+        tile is tall, ``tall_columns`` sets the columns instead); 0 for other tiles.  One
         piece of rows, each of A's columns read whole, in the order of its addresses:
         with the members from L3, f64 56x22x43 in 64x2 tiles ran 1.18x as fast as in
         32x6, 32x4 and 24-row tiles, 1.36x with A shared."""
@@ -540,6 +544,15 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
             return 0
         r = rows(m)
         return (budget - 2 * r * a.size - target.vector_bytes) // (r * acc.size)
+
+    def tall_columns(m: int) -> int:
+        """The columns of a tile of m rows where every tile is tall: as many as
+        TALL_ACC_SHARE of the registers holds, leaving A's column and one more register
+        (f64 32 rows: 6, 24 zmm of accumulators as LIBXSMM's 32x6; f32 128 rows: 2, not
+        3 in all 32 zmm)."""
+        column = rows(m) * acc.size
+        room = budget - rows(m) * a.size - target.vector_bytes
+        return max(1, min(int(budget * TALL_ACC_SHARE), room) // column)
 
     def rows_loading(column_bytes: int) -> int:
         """The rows of a tile that loads `column_bytes` of A's column per K step: S
@@ -567,8 +580,8 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         n_max = max(1, acc_elems // rows(m))
         if split and m != S and not a_columns_fit(m):  # all of M (``fits``)
             n_max = min(n_max, whole_m_columns(m))
-        if wide and idle:  # every tile tall: as many columns as TALL_ACC_SHARE holds
-            n_max = max(1, int(budget * TALL_ACC_SHARE) // (rows(m) * acc.size))
+        if wide and idle:
+            n_max = tall_columns(m)
         if N is not None:
             n_max = min(n_max, N)
         widths = range(1, n_max + 1)
