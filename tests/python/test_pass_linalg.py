@@ -1496,11 +1496,12 @@ def member_gemm_agrees(ty: str, M: int, N: int, K: int, operand: str, batch: int
 def test_choose_tiles_cpu_streams_four_lines_of_a_large_a():
     """AVX-512: an A larger than L1 that is read once per column tile several times
     anyway (N wider than any tile) is loaded at least four cache lines (256 bytes) per K
-    step, and the tiles hold as many columns as TALL_ACC_SHARE of the 32 zmm allows beside
-    A's column and one register more (``tall_columns``): f64 100x100x100 in 32x6 (24 zmm,
-    LIBXSMM's tiles), the last 4 rows a tile of one register; f32 100x100x100 in one tile
-    of all of M (112 rows computed, seven zmm of A's column) by 3 columns (21 zmm: a fourth
-    would need 28 + 7 + 1 > 32); f32 64x64x64 in 64x6."""
+    step, and tiles of those rows hold as many columns as TALL_ACC_SHARE of the 32 zmm
+    allows beside A's column and one register more (``tall_columns``): f64 100x100x100 in
+    32x6 (24 zmm, LIBXSMM's tiles), the last 4 rows a tile of one register; f32 in 64x6,
+    the last 36 rows a tile of three registers; f32 64x64x64 in 64x6.  A taller tile, all
+    of M, leaves two of A's columns: f32 89x72x88 in 96 rows computed (6 zmm) by 3
+    columns, 18 + 12 + 1 zmm (a fourth column would need 37)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
     zmm = cpu.register_budget // 32
@@ -1510,13 +1511,15 @@ def test_choose_tiles_cpu_streams_four_lines_of_a_large_a():
     assert t.m_pieces == ((96, 32), (4, 8)) and t.n_pieces == ((96, 6), (4, 4))
     assert t.row_n_pieces == ()
     t = choose_tiles(cpu, 16, 1, 100, 100, 100, f32, f32, f32)
-    assert (t.m, t.n) == (128, 3) and t.m_pieces == ((100, 128),)
-    assert t.n_pieces == ((99, 3), (1, 1)) and t.row_n_pieces == ()
-    assert computed_rows(100, 128, 16) * 4 == 7 * zmm
-    assert 7 * 3 + 7 + 1 <= 32 < 7 * 4 + 7 + 1
-    t = choose_tiles(cpu, 16, 1, 64, 64, 64, f32, f32, f32)
     assert (t.m, t.n) == (64, 6) and t.m * 4 == STREAM_ROW_BYTES
-    assert t.n_pieces == ((60, 6), (4, 4))
+    assert t.m_pieces == ((64, 64), (36, 64)) and t.n_pieces == ((96, 6), (4, 4))
+    assert t.row_n_pieces == ()
+    t = choose_tiles(cpu, 16, 1, 64, 64, 64, f32, f32, f32)
+    assert (t.m, t.n) == (64, 6) and t.n_pieces == ((60, 6), (4, 4))
+    t = choose_tiles(cpu, 16, 1, 89, 72, 88, f32, f32, f32)
+    assert (t.m, t.n) == (128, 3) and t.m_pieces == ((89, 128),)
+    assert computed_rows(89, 128, 16) * 4 == 6 * zmm
+    assert 6 * 3 + 2 * 6 + 1 <= 32 < 6 * 4 + 2 * 6 + 1
 
 
 def test_choose_tiles_cpu_tall_tiles_take_a_narrow_n_in_the_fewest_column_tiles():
@@ -1553,8 +1556,8 @@ def test_choose_tiles_cpu_tall_tiles_take_a_narrow_n_in_the_fewest_column_tiles(
 def test_choose_tiles_cpu_tall_tiles_step_k_by_one():
     """AVX-512: tiles of STREAM_ROW_BYTES of A's column take K one step at a time, also
     where the cost picks them or N is wider than any tile (f64 62x4x119 in 32x4 tiles, f32
-    100x100x100 in 128x3, seven lines: in 64x4 tiles, eight lines of A a step ran at
-    0.71-0.76 of LIBXSMM's speed with the members from L3, four at 0.97-1.08), and so do tiles of three registers (f64
+    100x100x100 in 64x6: in 64x4 tiles, eight lines of A a step ran at 0.71-0.76 of
+    LIBXSMM's speed with the members from L3, four at 0.97-1.08), and so do tiles of three registers (f64
     24x13x11: six lines a step would pass STREAM_ROW_BYTES); tiles of two registers keep
     their K step of two (f64 16x13x11, 9x13x11)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
@@ -1562,7 +1565,7 @@ def test_choose_tiles_cpu_tall_tiles_step_k_by_one():
     t = choose_tiles(cpu, 8, 1, 62, 4, 119, f64, f64, f64)
     assert (t.m, t.n, t.k, t.k_rest) == (32, 4, 1, ()) and t.m * 8 == STREAM_ROW_BYTES
     t = choose_tiles(cpu, 16, 1, 100, 100, 100, f32, f32, f32)
-    assert (t.m, t.n, t.k, t.k_rest) == (128, 3, 1, ())
+    assert (t.m, t.n, t.k, t.k_rest) == (64, 6, 1, ())
     assert choose_tiles(cpu, 8, 1, 56, 9, 56, f64, f64, f64).k == 1  # tall_rows
     t = choose_tiles(cpu, 8, 1, 24, 13, 11, f64, f64, f64)
     assert (t.m_pieces, t.k, t.k_rest) == (((24, 32),), 1, ())

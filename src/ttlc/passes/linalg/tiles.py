@@ -60,8 +60,9 @@ The rule (documented in ``choose_tiles``):
   the tiles load STREAM_ROW_BYTES of A's column per K step (four cache lines: 32 rows of
   f64, 64 of f32).  Where N is wider than any tile, all tiles are that tall or
   taller, their accumulator TALL_ACC_SHARE of the registers where A's column and one
-  register more fit beside it (``tall_columns``: f64 100x100x100 in 32x6, LIBXSMM's
-  tiles; f32 in 128x3, 112 rows computed); else those rows take N in the fewest column tiles and the rows left one
+  register more fit beside it, two of A's columns beside a taller one (``tall_columns``:
+  f64 100x100x100 in 32x6, f32 in 64x6, LIBXSMM's tiles; f32 89x72x88 in one tile of
+  all of M by 3); else those rows take N in the fewest column tiles and the rows left one
   partial tile, N in the fewest column tiles of equal width (``tall_rows``: f64
   56x9x56 as 32x6 and 32x3, then 24 rows in 32 by 5 and 4), also where one tile of S
   rows would take all of N and read A once (f64 128x9x128: 32x6 and 32x3, not 16x9;
@@ -187,10 +188,10 @@ MIN_ACC_BYTES = 256
 #: fewer times than four.  Four columns (a share of 0.5) had kept A's stream from L2 at
 #: its limit: with A's columns not 64-byte aligned (each 32 rows of f64 in five cache
 #: lines), f64 96x96x96 with A and B shared ran 0.85x of LIBXSMM's 32x6 in 32x4 tiles,
-#: 1.00-1.02x in 32x6.  With the members from L3 (rotated turns), f64 shapes in 96-128:
-#: 0.80-0.87x of LIBXSMM -> 0.93-1.01x, 30 random shapes (M >= 24) 1.00x -> 1.05x
-#: geomean; f32 0.94x -> 1.01x on eight shapes, 30 random 1.04x -> 1.08x; from L2 f64
-#: 0.94x -> 0.99x, f32 1.00x -> 1.02x
+#: 1.00-1.02x in 32x6.  With the members from L3 (rotated turns), f64 shapes in 96-128
+#: 0.80-0.87x of LIBXSMM -> 0.93-1.01x; 24 random shapes (M >= 24) batched / A shared /
+#: B shared f64 0.98 / 1.03 / 1.07 -> 1.02 / 1.03 / 1.07, f32 1.03 / 1.04 / 1.01 -> 1.06
+#: / 1.03 / 1.05; from L2 batched f64 0.98 -> 1.03, f32 1.03 -> 1.05
 TALL_ACC_SHARE = 0.75
 #: the accumulator's share of the register budget where B's entries come from memory
 #: (f64 x 9 columns on AVX-512: 32x6 tiles, 24 zmm, instead of 32x4 and a lone 32x1)
@@ -547,11 +548,14 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
 
     def tall_columns(m: int) -> int:
         """The columns of a tile of m rows where every tile is tall: as many as
-        TALL_ACC_SHARE of the registers holds, leaving A's column and one more register
-        (f64 32 rows: 6, 24 zmm of accumulators as LIBXSMM's 32x6; f32 128 rows: 2, not
-        3 in all 32 zmm)."""
+        TALL_ACC_SHARE of the registers holds where A's column and one register more fit
+        beside them (f64 32 rows: 6, 24 zmm as LIBXSMM's 32x6; 5 with room for two of A's
+        columns ran 0.95x as fast over 24 random shapes); a taller tile, all of M, leaves
+        two of A's columns as ``whole_m_columns`` does (f32 89 rows, 6 zmm: 3, not 4; with
+        one, 24 random f32 shapes of M > 64 ran 0.98x as fast with A shared, 0.98x
+        batched)."""
         column = rows(m) * acc.size
-        room = budget - rows(m) * a.size - target.vector_bytes
+        room = budget - (1 if m <= tall else 2) * rows(m) * a.size - target.vector_bytes
         return max(1, min(int(budget * TALL_ACC_SHARE), room) // column)
 
     def rows_loading(column_bytes: int) -> int:
