@@ -1054,7 +1054,7 @@ def test_register_tiles_compute_no_row_beyond_a_register():
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     t = choose_tiles(AVX2, 8, 1, 56, 9, 56, f32, f32, f32)
     assert t.m_pieces == ((32, 32), (24, 32))
-    assert (t.row_n_pieces, t.column_blocks) == ((((9, 3),), ((9, 3),)), True)
+    assert t.row_n_pieces == (((9, 3),), ((9, 3),))
     assert (t.k, t.k_rest) == (1, ())
     t = choose_tiles(AVX2, 8, 1, 10, 9, 10, f32, f32, f32)
     assert (t.m_pieces, t.row_n_pieces) == (((10, 16),), (((5, 5), (4, 4)),))
@@ -1179,18 +1179,17 @@ def _foreach_tiles(text: str):
     # 16x3 and 8x5 + 8x4: a block of 15 columns is wider than N
     ("avx2", 56, 9, 56, None, [((16, 3), False), ((8, 5), False), ((8, 4), False)]),
     # AVX-512, 64 rows by 32x6 (TALL_ACC_SHARE: 24 of the 32 zmm) and 32x1, the last 5 by
-    # 8x6 and 8x1: the same column tiles, one piece after the other
-    ("avx512", 69, 55, 49, None, [((32, 6), False), ((32, 1), False), ((8, 6), False),
-                                  ((8, 1), False)])])
+    # 8x6 and 8x1: blocks of 6 over 54 columns, then each piece's last column
+    ("avx512", 69, 55, 49, (54, 6), [((32, 6), True), ((8, 6), True), ((32, 1), False),
+                                     ((8, 1), False)])])
 def test_pieces_of_rows_take_c_in_column_blocks(kind, M, N, K, loop, tiles):
-    """lower-linalg where one subgroup computes pieces of M with column tiles of their
-    own (``matmul.column_blocks``): C's columns a block at a time, the block the least
-    common multiple of the pieces' first column tiles, every piece's tiles in a block
+    """lower-linalg where one subgroup computes pieces of M (``matmul.column_blocks``):
+    C's columns a block at a time, the block the least common multiple of the pieces' first column tiles, every piece's tiles in a block
     before the next, as far as whole blocks fit all pieces' first column pieces, the
     columns left piece by piece; on AVX2 a later piece of one register of rows, or the
     partial tile of the first piece's rows, whose own tiles do not take all of N takes
-    the first piece's column tiles where two blocks fit (``register_tiles``); AVX-512's
-    pieces of the same column tiles keep one piece after another.  (Blocks, tile order)
+    the first piece's column tiles where two blocks fit (``register_tiles``); so do
+    AVX-512's pieces of the same column tiles.  (Blocks, tile order)
     worked out by hand from the tiles; the lowered program, run by the interpreter,
     agrees with NumPy for every member."""
     S, batch = 4 if kind == "avx2" else 8, 3
@@ -1310,7 +1309,6 @@ def test_register_tiles_take_the_rest_of_m_in_one_partial_tile():
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     t = choose_tiles(AVX2, 8, 1, 88, 116, 56, f32, f32, f32)
     assert (t.m_pieces, t.row_n_pieces) == (((64, 32), (24, 32)), (((114, 3), (2, 2)),) * 2)
-    assert t.column_blocks
     t = choose_tiles(AVX2, 8, 1, 82, 85, 44, f32, f32, f32)
     assert (t.m_pieces, t.row_n_pieces) == (((64, 32), (18, 32)), (((84, 3), (1, 1)),) * 2)
     t = choose_tiles(AVX2, 4, 1, 25, 81, 120, f64, f64, f64)

@@ -44,9 +44,8 @@ accumulates in the output's type (f32 for 16-bit float outputs).
 Operands whose columns lie a page or more apart, each a stream of its own (a
 work-group's block of rows of a tall matrix), are prefetched into L2 before the tiles
 (``far_operands``), and so is a batch member's A of f64 that the tiles read in several
-passes (``prefetched_a``).  Pieces of M with column tiles of their own (and AVX2's pieces
-always) take C a block of columns at a time, every piece's tiles in a block before the
-next (``column_blocks``).
+passes (``prefetched_a``).  Pieces of M take C a block of columns at a time, every
+piece's tiles in a block before the next (``column_blocks``).
 """
 from __future__ import annotations
 
@@ -242,25 +241,25 @@ def rounds_of_sets(em: Emitter, tiles: Tiles, split: bool, rows: List[Rows], NT:
     return max(1, min(ROUND_SETS, -(-ROUND_FMAS // (accumulators * tiles.k))))
 
 
-def column_blocks(em: Emitter, m_pieces: list, row_columns: List[list], always: bool
+def column_blocks(em: Emitter, m_pieces: list, row_columns: List[list]
                   ) -> Optional[Tuple[int, int]]:
-    """(width, end): where one subgroup computes several pieces of a static M whose first
-    column tiles differ, or `always` (``Tiles.column_blocks``: AVX2's ``register_tiles``),
-    C's columns [0, end) are taken a block of `width` (their least common multiple) at a
-    time, the tiles of every piece of rows in a block before the next block, so that all
-    of M reads a block of B while it is in L1; the columns from `end` on piece by piece.
-    None where fewer than two blocks fit the first column piece of every piece of rows.
-    Piece after piece, each reading all of B, B came from memory for the first piece and
-    from L2 for the next (AVX2 f64 24x48x53 batched, 16x3 and 8x6 tiles: 0.80 of
-    LIBXSMM; in blocks of 6 columns 1.00; C's columns are also written whole, one block
-    after the other).  Pieces of the same column tiles on AVX-512 (``tall_rows``) ran as
-    fast either way on average, and keep their order."""
+    """(width, end): where one subgroup computes several pieces of a static M, C's columns
+    [0, end) are taken a block of `width` (the least common multiple of the pieces'
+    first column tiles) at a time, the tiles of every piece of rows in a block before the
+    next block, so that all of M reads a block of B while it is in L1; the columns from
+    `end` on piece by piece.  None where fewer than two blocks fit the first column piece
+    of every piece of rows.  Piece after piece, each reading all of B, B came from memory
+    for the first piece and from L2 for the next (AVX2 f64 24x48x53 batched, 16x3 and 8x6
+    tiles: 0.80 of LIBXSMM; in blocks of 6 columns 1.00; C's columns are also written
+    whole, one block after the other).  So also where the pieces' column tiles agree
+    (AVX-512 f64 72x66x56 in 32x6 and 8x6, LIBXSMM's order): with the members from L3,
+    the shapes whose code it changed among 24 random ones (two surveys), ttlc / LIBXSMM
+    batched f64 0.98 / 1.00 -> 1.01 / 1.05, f32 0.99 / 0.92 -> 1.02 / 0.94, A shared f64
+    0.97 -> 0.98, f32 1.04 -> 1.06, B shared 1.01-1.03 -> 1.03; from L2 as before."""
     if len(m_pieces) < 2 or em.subgroups != (1, 1):  # pieces of M: M is static
         return None
     firsts = [columns[0] for columns in row_columns]
     if any(known(ne) is None for _, ne, _, _ in firsts):
-        return None
-    if len({NT for _, _, NT, _ in firsts}) < 2 and not always:
         return None
     return column_block([(ne, NT) for _, ne, NT, _ in firsts])
 
@@ -745,7 +744,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
 
     row_columns = [_pieces(N, tiles.n, tiles.row_n_pieces[row] if tiles.row_n_pieces
                            else tiles.n_pieces) for row in range(len(m_pieces))]
-    blocks = column_blocks(em, m_pieces, row_columns, tiles.column_blocks)
+    blocks = column_blocks(em, m_pieces, row_columns)
     if blocks:
         width, end = blocks
         loop = b.for_(em.index(0), em.index(end), em.index(width), arg_names=["jb"])

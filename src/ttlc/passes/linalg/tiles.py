@@ -327,9 +327,6 @@ class Tiles:
     #: where the pieces of M take column counts of their own (``register_tiles``,
     #: ``tall_rows``): N's pieces for each of ``m_pieces``; empty: ``n_pieces`` for all
     row_n_pieces: Tuple[Pieces, ...] = ()
-    #: the pieces of M go over C a block of columns at a time even where their column
-    #: tiles agree (``register_tiles``: AVX2; ``matmul.column_blocks``)
-    column_blocks: bool = False
 
     def count(self) -> int:
         """The tiles of C, counted over the static pieces (0 where M or N is dynamic)."""
@@ -787,8 +784,8 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     piece adding PIECE_COST.  A later piece of one register of rows, or the partial tile
     of m rows, whose own tiles do not take all of N then takes the first piece's column
     count where it fits and at least two blocks of the pieces' columns fit N: all of M
-    takes C a block of columns at a time (``Tiles.column_blocks``,
-    ``matmul.column_blocks``), as LIBXSMM's AVX2 code does (f64 20x78x54 with A shared:
+    takes C a block of columns at a time (``matmul.column_blocks``), as LIBXSMM's AVX2
+    code does (f64 20x78x54 with A shared:
     16x3 and 4x13 in blocks of 39 columns ran at 0.72 of LIBXSMM, 16x3 and 4x3 in blocks
     of 3 at 1.10; 25x53x45 0.83 -> 1.01; batched 27x105x58 in 16x3, 8x5 and 4x3 in blocks
     of 15 0.96, in 16x3 and its last 11 rows in three ymm by 3, blocks of 3, 1.24; f32
@@ -869,7 +866,7 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     # (WHOLE_K_HELD), else reloaded for each column -- which pays where the tiles would
     # write a large C in passes of row tiles (WHOLE_K_C_BYTES)
     tiles = Tiles(m, ns[0], k, rows, column_pieces(N, ns[0]), k_rest,
-                  tuple(column_pieces(N, n) for n in ns), len(rows) > 1)
+                  tuple(column_pieces(N, n) for n in ns))
     if M is None or K is None or K <= WHOLE_K_HELD:
         return whole_k(tiles, M, N, K, acc, 0, 0, None, True)
     column = _ceil_div(M, lanes) * target.vector_bytes
