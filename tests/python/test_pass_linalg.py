@@ -1184,14 +1184,14 @@ def _foreach_tiles(text: str):
                                      ((8, 1), False)])])
 def test_pieces_of_rows_take_c_in_column_blocks(kind, M, N, K, loop, tiles):
     """lower-linalg where one subgroup computes pieces of M (``matmul.column_blocks``):
-    C's columns a block at a time, the block the least common multiple of the pieces' first column tiles, every piece's tiles in a block
-    before the next, as far as whole blocks fit all pieces' first column pieces, the
-    columns left piece by piece; on AVX2 a later piece of one register of rows, or the
-    partial tile of the first piece's rows, whose own tiles do not take all of N takes
-    the first piece's column tiles where two blocks fit (``register_tiles``); so do
-    AVX-512's pieces of the same column tiles.  (Blocks, tile order)
-    worked out by hand from the tiles; the lowered program, run by the interpreter,
-    agrees with NumPy for every member."""
+    C's columns a block at a time, the block the least common multiple of the pieces'
+    first column tiles, every piece's tiles in a block before the next, as far as whole
+    blocks fit all pieces' first column pieces, the columns left piece by piece; on AVX2
+    a later piece of one register of rows, or the partial tile of the first piece's rows,
+    whose own tiles do not take all of N takes the first piece's column tiles where two
+    blocks fit (``register_tiles``); AVX-512's pieces of the same column tiles take blocks
+    too.  (Blocks, tile order) worked out by hand from the tiles; the lowered program, run
+    by the interpreter, agrees with NumPy for every member."""
     S, batch = 4 if kind == "avx2" else 8, 3
     operands = [("a", (M, K), False), ("b", (K, N), False), ("c", (M, N), False)]
     program = ttlc.check(member_kernel("f64", "gemm", operands, attrs=attributes((S, 1), S)))
@@ -1555,9 +1555,9 @@ def test_choose_tiles_cpu_tall_tiles_step_k_by_one():
     """AVX-512: tiles of STREAM_ROW_BYTES of A's column take K one step at a time, also
     where the cost picks them or N is wider than any tile (f64 62x4x119 in 32x4 tiles, f32
     100x100x100 in 64x6: in 64x4 tiles, eight lines of A a step ran at 0.71-0.76 of
-    LIBXSMM's speed with the members from L3, four at 0.97-1.08), and so do tiles of three registers (f64
-    24x13x11: six lines a step would pass STREAM_ROW_BYTES); tiles of two registers keep
-    their K step of two (f64 16x13x11, 9x13x11)."""
+    LIBXSMM's speed with the members from L3, four at 0.97-1.08), and so do tiles of three
+    registers (f64 24x13x11: six lines a step would pass STREAM_ROW_BYTES); tiles of two
+    registers keep their K step of two (f64 16x13x11, 9x13x11)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
     t = choose_tiles(cpu, 8, 1, 62, 4, 119, f64, f64, f64)

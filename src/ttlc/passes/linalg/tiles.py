@@ -189,7 +189,7 @@ MIN_ACC_BYTES = 256
 #: its limit: with A's columns not 64-byte aligned (each 32 rows of f64 in five cache
 #: lines), f64 96x96x96 with A and B shared ran 0.85x of LIBXSMM's 32x6 in 32x4 tiles,
 #: 1.00-1.02x in 32x6.  With the members from L3 (rotated turns), f64 shapes in 96-128
-#: 0.80-0.87x of LIBXSMM -> 0.93-1.01x; 24 random shapes (M >= 24) batched / A shared /
+#: 0.80-0.94x of LIBXSMM -> 0.93-1.02x; 24 random shapes (M >= 24) batched / A shared /
 #: B shared f64 0.98 / 1.03 / 1.07 -> 1.02 / 1.03 / 1.07, f32 1.03 / 1.04 / 1.01 -> 1.06
 #: / 1.03 / 1.05; from L2 batched f64 0.98 -> 1.03, f32 1.03 -> 1.05
 TALL_ACC_SHARE = 0.75
@@ -785,12 +785,12 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     of m rows, whose own tiles do not take all of N then takes the first piece's column
     count where it fits and at least two blocks of the pieces' columns fit N: all of M
     takes C a block of columns at a time (``matmul.column_blocks``), as LIBXSMM's AVX2
-    code does (f64 20x78x54 with A shared:
-    16x3 and 4x13 in blocks of 39 columns ran at 0.72 of LIBXSMM, 16x3 and 4x3 in blocks
-    of 3 at 1.10; 25x53x45 0.83 -> 1.01; batched 27x105x58 in 16x3, 8x5 and 4x3 in blocks
-    of 15 0.96, in 16x3 and its last 11 rows in three ymm by 3, blocks of 3, 1.24; f32
-    88x116x56, 32x3, 16x4 and 8x3 in blocks of 12 0.80, 32x3 and 24x3 in blocks of 3
-    0.92, 24x4 -- the cost's own choice for the partial tile -- 0.84).  One tile over all
+    code does (f64 20x78x54 with A shared: 16x3 and 4x13 in blocks of 39 columns ran at
+    0.72 of LIBXSMM, 16x3 and 4x3 in blocks of 3 at 1.10; 25x53x45 0.83 -> 1.01; batched
+    27x105x58 in 16x3, 8x5 and 4x3 in blocks of 15 0.96, in 16x3 and its last 11 rows in
+    three ymm by 3, blocks of 3, 1.24; f32 88x116x56, 32x3, 16x4 and 8x3 in blocks of 12
+    0.80, 32x3 and 24x3 in blocks of 3 0.92, 24x4 -- the cost's own choice for the
+    partial tile -- 0.84).  One tile over all
     of N reads B once anyway (f64 17x13x11 in 4x3: 1.08 -> 0.99).  The partial tile only
     for the first m: for a larger one it made tiles the rule of ``two_line_rows`` had left
     out (f64 89x41x99, A of 70 KiB read by 14 column tiles of 16x3 instead of 7 of 8x6:
