@@ -34,8 +34,9 @@ from ttlc.passes import PassContext, get_pass, run_passes
 from ttlc.passes.linalg import choose_tiles
 from ttlc.passes.linalg.tiles import (ACC_SHARE, FEW_COLUMN_TILES, MIN_A_STEP_BYTES,
                                       REREAD_A_BYTES, SPLIT_MAX_K, STREAM_A_BYTES,
-                                      STREAM_ROW_BYTES, TALL_ACC_SHARE, WHOLE_K_BUDGET,
-                                      WHOLE_K_C_BYTES, WHOLE_K_HELD, WHOLE_K_LARGE_C,
+                                      STREAM_ROW_BYTES, TALL_ACC_SHARE, TALLER_MIN_COLUMNS,
+                                      WHOLE_K_BUDGET, WHOLE_K_C_BYTES, WHOLE_K_HELD,
+                                      WHOLE_K_LARGE_C,
                                       WHOLE_K_LARGE_C_YMM, WHOLE_K_MAX,
                                       WHOLE_K_TILES, Tiles, computed_rows,
                                       k_steps, row_pieces, subgroup_registers)
@@ -1518,6 +1519,25 @@ def test_choose_tiles_cpu_streams_four_lines_of_a_large_a():
     assert (t.m, t.n) == (128, 3) and t.m_pieces == ((89, 128),)
     assert computed_rows(89, 128, 16) * 4 == 6 * zmm
     assert 6 * 3 + 2 * 6 + 1 <= 32 < 6 * 4 + 2 * 6 + 1
+
+
+def test_choose_tiles_cpu_taller_tiles_take_at_least_three_columns():
+    """AVX-512, every tile tall: a tile taller than the tall rows (all of M) is a
+    candidate only with TALLER_MIN_COLUMNS or more columns.  f64 55x103x69: all 55 rows
+    are 7 zmm, which leave room for 2 columns beside two of A's columns and a register
+    (7 * 2 + 14 + 1 <= 32 < 7 * 3 + 14 + 1), so the tall rows' 32x6 and the last 23 rows
+    by 6 (3 zmm) take C; f64 40x104x90: 40 rows in 5 zmm take 4 columns (20 + 10 + 1 <=
+    32 < 25 + 10 + 1) and keep their one tile of all of M."""
+    f64 = SCALAR_TYPES["f64"]
+    cpu = TARGETS["cpu"]
+    assert TALLER_MIN_COLUMNS == 3
+    t = choose_tiles(cpu, 8, 1, 55, 103, 69, f64, f64, f64)
+    assert (t.m, t.n) == (32, 6) and t.m * 8 == STREAM_ROW_BYTES
+    assert t.m_pieces == ((32, 32), (23, 32)) and t.n_pieces == ((102, 6), (1, 1))
+    assert 7 * 2 + 14 + 1 <= 32 < 7 * 3 + 14 + 1
+    t = choose_tiles(cpu, 8, 1, 40, 104, 90, f64, f64, f64)
+    assert (t.m, t.n) == (64, 4) and t.m_pieces == ((40, 64),)
+    assert computed_rows(40, 64, 8) == 40 and 20 + 10 + 1 <= 32 < 25 + 10 + 1
 
 
 def test_choose_tiles_cpu_tall_tiles_take_a_narrow_n_in_the_fewest_column_tiles():

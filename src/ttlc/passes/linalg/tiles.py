@@ -58,15 +58,16 @@ The rule (documented in ``choose_tiles``):
   read A fewer times win (rows that tall tiles below leave).
 * Tall tiles: where M has the rows and static M x K of A holds STREAM_A_BYTES or more,
   the tiles load STREAM_ROW_BYTES of A's column per K step (four cache lines: 32 rows of
-  f64, 64 of f32).  Where N is wider than any tile, all tiles are that tall or
-  taller, their accumulator TALL_ACC_SHARE of the registers where A's column and one
-  register more fit beside it, two of A's columns beside a taller one (``tall_columns``:
-  f64 100x100x100 in 32x6, f32 in 64x6, LIBXSMM's tiles; f32 89x72x88 in one tile of
-  all of M by 3); else those rows take N in the fewest column tiles and the rows left one
-  partial tile, N in the fewest column tiles of equal width (``tall_rows``: f64
-  56x9x56 as 32x6 and 32x3, then 24 rows in 32 by 5 and 4), also where one tile of S
-  rows would take all of N and read A once (f64 128x9x128: 32x6 and 32x3, not 16x9;
-  ``STREAM_ROW_BYTES``).  Tall tiles step K by one (STREAM_ROW_BYTES).
+  f64, 64 of f32).  Where N is wider than any tile, all tiles are that tall or taller,
+  their accumulator TALL_ACC_SHARE of the registers where A's column and one register
+  more fit beside it, two of A's columns beside a taller one, which takes at least
+  TALLER_MIN_COLUMNS (``tall_columns``: f64 100x100x100 in 32x6, f32 in 64x6, LIBXSMM's
+  tiles; f32 89x72x88 in one tile of all of M by 3); else those rows take N in the
+  fewest column tiles and the rows left one partial tile, N in the fewest column tiles
+  of equal width (``tall_rows``: f64 56x9x56 as 32x6 and 32x3, then 24 rows in 32 by 5
+  and 4), also where one tile of S rows would take all of N and read A once (f64
+  128x9x128: 32x6 and 32x3, not 16x9; ``STREAM_ROW_BYTES``).  Tall tiles step K by one
+  (STREAM_ROW_BYTES).
 * All of M in one tile: where one subgroup computes only M's rows (``idle``), FMAs take
   B's entries from memory (AVX-512) and M is one tile (``row_pieces``), that tile may
   hold more of A's column than the operands' part allows, with as many columns as leave
@@ -193,6 +194,14 @@ MIN_ACC_BYTES = 256
 #: B shared f64 0.98 / 1.03 / 1.07 -> 1.02 / 1.03 / 1.07, f32 1.03 / 1.04 / 1.01 -> 1.06
 #: / 1.03 / 1.05; from L2 batched f64 0.98 -> 1.03, f32 1.03 -> 1.05
 TALL_ACC_SHARE = 0.75
+#: where every tile is tall, the fewest columns of a tile taller than the tall rows (all
+#: of M): with two (f64 55 rows, 7 zmm by 2) A is read for every two columns of C, and the
+#: tall rows' tiles and a partial one ran faster (32x6 and 24 rows by 6).  The random
+#: shapes whose tiles it changed among 40 (f64 M 33-64, f32 M 65-128), ttlc / LIBXSMM
+#: with the members from L3: f64 batched 0.92-0.96 -> 1.02 (two surveys), A shared 0.94
+#: -> 1.01, B shared 0.92 -> 1.01; f32 0.89-0.91 -> 0.97-1.03, 0.91 -> 1.01, 0.92 ->
+#: 1.04; from L2 f64 0.94 -> 1.03, f32 0.93 -> 1.06
+TALLER_MIN_COLUMNS = 3
 #: the accumulator's share of the register budget where B's entries come from memory
 #: (f64 x 9 columns on AVX-512: 32x6 tiles, 24 zmm, instead of 32x4 and a lone 32x1)
 ACC_SHARE = 0.75
@@ -587,7 +596,8 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
             n_max = min(n_max, N)
         widths = range(1, n_max + 1)
         if wide and idle:
-            widths = range(n_max, n_max + 1)
+            # a taller tile of fewer columns than TALLER_MIN_COLUMNS is not a candidate
+            widths = range(n_max, n_max + 1 if m <= tall or n_max >= TALLER_MIN_COLUMNS else 0)
         elif idle and N is not None:  # as narrow as their number allows (13: 7 + 6)
             widths = [n for n in widths if n == narrowest(N, n)]
         for n in widths:
