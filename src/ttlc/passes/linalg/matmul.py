@@ -195,7 +195,7 @@ ROUND_FMAS, ROUND_SETS, ROUND_SPARE = 32, 4, 2
 
 
 def rounds_of_sets(em: Emitter, tiles: Tiles, split: bool, rows: List[Rows], NT: int,
-                   P: int, computed: Optional[int] = None) -> int:
+                   P: int, extent: Optional[int] = None) -> int:
     """How many rounds of its P sets of accumulators a loop step of the K loop of a full
     tile (`rows` x NT; `split`: remainders split, the FMA microkernel) takes: enough for
     ROUND_FMAS vector FMAs, at most ROUND_SETS, where the accumulators, A's registers of
@@ -209,7 +209,7 @@ def rounds_of_sets(em: Emitter, tiles: Tiles, split: bool, rows: List[Rows], NT:
     M, N, K in 1-128 a kind, with AVX-512 f64 1.01-1.03 -> 1.02-1.04, f32 0.98-1.12 ->
     1.02-1.10, without f64 1.12-1.14 -> 1.12-1.16, f32 1.50-1.62 -> 1.54-1.64; from L2
     (512 KiB, one thread) as fast as before.  A partial tile of a static piece counts the
-    registers of the rows it computes (`computed`): f32 84x9x84 with AVX-512, all of M
+    registers of the rows it computes of its piece's `extent`: f32 84x9x84 with AVX-512, all of M
     one tile of 128 rows in 6 zmm by 3 columns, counted as 8 zmm stayed one step (0.78
     -> 0.96 of LIBXSMM from L3; the DG shapes of ``make bench`` f32 1.01-1.02 -> 1.05-1.07
     batched and A shared).  Only full tiles: the pieces of the remainders run far less
@@ -225,7 +225,7 @@ def rounds_of_sets(em: Emitter, tiles: Tiles, split: bool, rows: List[Rows], NT:
     if not split or height < tiles.m or NT < tiles.n or NT == 1:
         return 1
     # registers of a column (of a partial tile, those of the rows it computes)
-    computed = computed_rows(computed, height, em.sgs) if computed is not None else height
+    computed = computed_rows(extent, height, em.sgs) if extent is not None else height
     column = -(-computed // em.sgs)
     accumulators = column * NT * P
     if em.target.broadcast_operands:  # B's entries FMA operands from memory
@@ -641,10 +641,10 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
             em.update_tile(v, C, i, j, flag, scaled=True)
 
     def tile(rows: List[Rows], j: Value, NT: int, check_n: bool,
-             computed: Optional[int] = None) -> None:
-        """The blocks of rows `rows` of C's columns j .. j + NT - 1; `computed`: the rows
-        of a partial tile of a static piece (``_status`` PARTIAL), which alone the CPU
-        computes."""
+             extent: Optional[int] = None) -> None:
+        """The blocks of rows `rows` of C's columns j .. j + NT - 1; `extent`: the rows
+        of the static piece of a partial tile (``_status`` PARTIAL), whose rows alone the
+        CPU computes (``computed_rows``)."""
         xs = zeros(rows, NT)
         if edges_step_k and (check_n or any(check_m for _, _, check_m in rows)):
             # an edge on a unit that stages its operands: every K step checked, K's
@@ -657,7 +657,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
         acc_ts = [x.type for x in xs]
         P = chains(em.target, tiles, acc, ea, eb, sum(MT for _, MT, _ in rows),
                    any(check_m for _, _, check_m in rows), NT, known(k_full))
-        U = rounds_of_sets(em, tiles, split, rows, NT, P, computed)
+        U = rounds_of_sets(em, tiles, split, rows, NT, P, extent)
         xs = k_loop(em, lambda k, xs: step(rows, j, k, xs, NT, KT, check_n, False), xs,
                     k_full, KT, P, U)
         k = known(k_full)

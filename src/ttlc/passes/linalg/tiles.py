@@ -595,9 +595,8 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         if N is not None:
             n_max = min(n_max, N)
         widths = range(1, n_max + 1)
-        if wide and idle:
-            # a taller tile of fewer columns than TALLER_MIN_COLUMNS is not a candidate
-            widths = range(n_max, n_max + 1 if m <= tall or n_max >= TALLER_MIN_COLUMNS else 0)
+        if wide and idle:  # a taller tile only with TALLER_MIN_COLUMNS or more
+            widths = [n_max] if m <= tall or n_max >= TALLER_MIN_COLUMNS else []
         elif idle and N is not None:  # as narrow as their number allows (13: 7 + 6)
             widths = [n for n in widths if n == narrowest(N, n)]
         for n in widths:
@@ -800,11 +799,11 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     27x105x58 in 16x3, 8x5 and 4x3 in blocks of 15 0.96, in 16x3 and its last 11 rows in
     three ymm by 3, blocks of 3, 1.24; f32 88x116x56, 32x3, 16x4 and 8x3 in blocks of 12
     0.80, 32x3 and 24x3 in blocks of 3 0.92, 24x4 -- the cost's own choice for the
-    partial tile -- 0.84).  One tile over all
-    of N reads B once anyway (f64 17x13x11 in 4x3: 1.08 -> 0.99).  The partial tile only
-    for the first m: for a larger one it made tiles the rule of ``two_line_rows`` had left
-    out (f64 89x41x99, A of 70 KiB read by 14 column tiles of 16x3 instead of 7 of 8x6:
-    1.00 -> 0.93; the ger-like f32 115x62x1 in 32x3 instead of 16x6: 1.59 -> 1.48)."""
+    partial tile -- 0.84).  One tile over all of N reads B once anyway (f64 17x13x11 in
+    4x3: 1.08 -> 0.99).  The partial tile only for the first m: for a larger one it made
+    tiles the rule of ``two_line_rows`` had left out (f64 89x41x99, A of 70 KiB read by 14
+    column tiles of 16x3 instead of 7 of 8x6: 1.00 -> 0.93; the ger-like f32 115x62x1 in
+    32x3 instead of 16x6: 1.59 -> 1.48)."""
     regs = target.register_budget // target.vector_bytes
     lanes = max(1, target.vector_bytes // acc.size)
     latency = MIN_ACC_BYTES / target.vector_bytes
