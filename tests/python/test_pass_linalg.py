@@ -944,7 +944,26 @@ def test_short_k_in_one_step_is_computed_a_few_columns_at_a_time():
     assert a_block in lowered.split("for %j=")[0] and not any(a_block in x for x in loops)
 
 
+def test_short_k_in_one_step_keeps_c_tiles_where_a_overflows_the_registers():
+    """f64 77x24x5, K one step (the cpu description, AVX-512 anywhere): all of M's rows
+    (80 computed) by K = 5 columns of A are 50 zmm registers, more than the 32 there are,
+    so C is computed in its tiles (``choose_tiles``: 32x6, the last 13 rows in a tile of
+    16), A's 32x5 blocks loaded in the tile loops, not as columns of one tile of all rows
+    (``matmul.fused_columns``: 0).  f32 11x70x5 keeps its columns (the test above)."""
+    from ttlc.passes import expand, lower_copy
+
+    src = member_kernel("f64", "gemm", [("a", (77, 5), False), ("b", (5, 24), False),
+                                        ("c", (77, 24), False)])
+    lowered = str(lower_copy(ttlc.check(src), expand(["lower"]), TARGETS["cpu"]))
+    assert "coopmatrix<f64x32x6,matrix_acc>" in lowered
+    assert "coopmatrix<f64x16x6,matrix_acc>" in lowered
+    assert "x1,matrix_acc>" not in lowered  # no tile of one column
+    loads = [line for line in lowered.splitlines() if "matrix_a>" in line]
+    assert loads and all(line.startswith(" " * 16) for line in loads)  # in the tile loops
+
+
 @pytest.mark.parametrize("ty,M,N,K,operand", [
+    ("f64", 77, 24, 5, "batched"), ("f32", 120, 38, 8, "A"), ("f64", 49, 18, 3, "B"),
     ("f64", 49, 18, 3, "batched"), ("f32", 11, 70, 5, "B"), ("f64", 53, 10, 4, "A"),
     ("f32", 7, 66, 5, "batched"), ("f64", 49, 93, 5, "B"), ("f32", 60, 4, 5, "batched"),
     ("f32", 101, 51, 7, "A"), ("f64", 103, 64, 9, "batched")])

@@ -301,7 +301,10 @@ def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_s
       pass of their own), and where the step is three or more at most
       STEP_COLUMN_FMAS // k_step (``tiles.whole_k``: f32 11x70x5 with B shared in loop
       steps of 4 columns, not 24, ran 1.02x as fast and compiled cold in 28 ms, not
-      112; f64 49x18x3 1.04x as fast; with steps of 2 the bound cost 2-4%);
+      112; f64 49x18x3 1.04x as fast; with steps of 2 the bound cost 2-4%) and as many
+      as leave A's k_step columns of all rows in registers, 0 where none does: C keeps
+      its tiles (f64 77x24x5 fused in 80 rows by 2 columns spilled A's 50 registers to
+      the stack, 0.59-0.76x of LIBXSMM's speed; in its 32x6 tiles 1.10-1.24x);
     * else a single column, A not transposed, and the accumulators fitting (gemv: f32
       56 rows as tiles of 32, 16 and 8 rows loaded b three times and were three chains
       of dependent FMAs; gemm's tiles of more columns are ``choose_tiles``' business; the
@@ -310,8 +313,13 @@ def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_s
     n, pieces = known(N), all(known(me) is not None for _, me, _, _ in m_pieces)
     if not split or n is None or not pieces or em.subgroups[0] * em.subgroups[1] != 1:
         return 0
-    fit = accumulator_bytes(em.target.register_budget) // column_bytes(m_pieces, acc)
+    column = column_bytes(m_pieces, acc)
+    fit = accumulator_bytes(em.target.register_budget) // column
     if single_step:
+        if k_step > 2:  # A's k_step columns stay in registers beside the product's
+            fit = min(fit, (em.target.register_budget - k_step * column) // column)
+            if fit < 1:
+                return 0
         return max(1, min(fit, n, STEP_COLUMN_FMAS // k_step if k_step > 2 else n))
     return 1 if n == 1 and ta == "n" and fit and len(m_pieces) > 1 else 0
 
