@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+from typing import List, Tuple
 
 import numpy as np
 import pytest
@@ -390,6 +391,41 @@ def test_kernels_are_optimized_without_the_slp_vectorizer():
     assert "fadd <4 x float>" in with_slp
     kernels = str(module.optimize(jit.parse(FOUR_SCALAR_SUMS)))
     assert "fadd float" in kernels and "<4 x float>" not in kernels
+
+
+def test_spilled_vectors_land_in_aligned_stack_slots():
+    """A vector live across a call is spilled; with ``jit.function_attributes`` (those of
+    every kernel: ``"stackrealign"``) the prologue aligns the stack to the vector's
+    width and the spill and reload are aligned moves, whatever the caller's alignment.
+    Without the attribute LLVM writes such spills with unaligned moves (checked here
+    too: the test shows what the attribute changes)."""
+    lanes = max(2, jit.vector_bits() // 64)
+
+    def spills(attrs) -> Tuple[List[str], bool]:
+        """The mnemonics of the vector moves to and from the stack; whether the prologue
+        aligns the stack to the vector's bytes."""
+        asm = jit.emit_assembly(jit.parse(f"""
+declare void @elsewhere()
+define void @k(ptr %p) #0 {{
+  %v = load <{lanes} x double>, ptr %p, align 8
+  call void @elsewhere()
+  %w = fadd <{lanes} x double> %v, %v
+  store <{lanes} x double> %w, ptr %p, align 8
+  ret void
+}}
+attributes #0 = {{ nounwind {" ".join(attrs)} }}
+"""))
+        moves = [line.split()[0].lstrip("v") for line in asm.splitlines()
+                 if "(%rsp)" in line and "mm" in line]
+        return moves, f"andq\t$-{lanes * 8}, %rsp" in asm
+
+    attrs = jit.function_attributes()
+    moves, realigned = spills(attrs)
+    assert len(moves) >= 2 and all(m.startswith(("movap", "movdqa")) for m in moves), moves
+    if lanes * 8 > 16:  # wider than the ABI's 16-byte alignment
+        assert realigned
+        moves, _ = spills(tuple(a for a in attrs if a != '"stackrealign"'))
+        assert any(m.startswith(("movup", "movdqu")) for m in moves), moves
 
 
 #: a gemm whose A tiles hold 4 static rows of a register of 8 f32 (AVX2), one per member

@@ -13,6 +13,12 @@
   ``"min-legal-vector-width"="512"`` where the machine has AVX-512: the work-items of a
   work-group are SIMD lanes, and without the second attribute LLVM splits 512-bit vectors
   on CPUs tuned for 256-bit code.
+* Generated functions also carry ``"stackrealign"``: registers spilled to the stack
+  (vectors of 32 or 64 bytes) land in aligned slots, whatever the caller's stack
+  alignment.  Without it LLVM, finding the spills only after allocating the frame
+  pointer's register, wrote them unaligned: a kernel spilling A's blocks (f64 77x24x5
+  in one tile of all rows) ran at 0.70x the speed in five processes of six, with the
+  stack realigned at 1.1x LIBXSMM's in every one.
 * Compiled code is an object file (``TargetMachine.emit_object``), loaded into an MCJIT
   execution engine that the module keeps alive as long as it is used.  Object files are
   what the disk cache stores.
@@ -291,8 +297,8 @@ def function_attributes() -> Tuple[str, ...]:
     """String attributes for generated functions (LLVM IR syntax)."""
     bits = vector_bits()
     if bits >= 512:
-        return ('"prefer-vector-width"="512"', '"min-legal-vector-width"="512"')
-    return ()
+        return ('"stackrealign"', '"prefer-vector-width"="512"', '"min-legal-vector-width"="512"')
+    return ('"stackrealign"',)
 
 
 def new_target_machine() -> "llvm.TargetMachine":
