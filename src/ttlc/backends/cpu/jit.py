@@ -17,8 +17,8 @@
   (vectors of 32 or 64 bytes) land in aligned slots, whatever the caller's stack
   alignment.  Without it LLVM, finding the spills only after allocating the frame
   pointer's register, wrote them unaligned: a kernel spilling A's blocks (f64 77x24x5
-  in one tile of all rows) ran at 0.70x the speed in five processes of six, with the
-  stack realigned at 1.1x LIBXSMM's in every one.
+  in one tile of all rows) ran at 0.70-0.72x of LIBXSMM's speed in five processes of
+  six and 1.11x in the sixth; with the stack realigned at 1.10-1.13x in every one.
 * Compiled code is an object file (``TargetMachine.emit_object``), loaded into an MCJIT
   execution engine that the module keeps alive as long as it is used.  Object files are
   what the disk cache stores.
@@ -295,10 +295,10 @@ def register_bytes() -> int:
 
 def function_attributes() -> Tuple[str, ...]:
     """String attributes for generated functions (LLVM IR syntax)."""
-    bits = vector_bits()
-    if bits >= 512:
-        return ('"stackrealign"', '"prefer-vector-width"="512"', '"min-legal-vector-width"="512"')
-    return ('"stackrealign"',)
+    attrs: Tuple[str, ...] = ('"stackrealign"',)
+    if vector_bits() >= 512:
+        attrs += ('"prefer-vector-width"="512"', '"min-legal-vector-width"="512"')
+    return attrs
 
 
 def new_target_machine() -> "llvm.TargetMachine":

@@ -304,7 +304,8 @@ def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_s
       112; f64 49x18x3 1.04x as fast; with steps of 2 the bound cost 2-4%) and as many
       as leave A's k_step columns of all rows in registers, 0 where none does: C keeps
       its tiles (f64 77x24x5 fused in 80 rows by 2 columns spilled A's 50 registers to
-      the stack, 0.59-0.76x of LIBXSMM's speed; in its 32x6 tiles 1.10-1.24x);
+      the stack and ran at 0.70-0.77x of LIBXSMM's speed in most processes; in its 32x6
+      tiles at 1.10-1.24x);
     * else a single column, A not transposed, and the accumulators fitting (gemv: f32
       56 rows as tiles of 32, 16 and 8 rows loaded b three times and were three chains
       of dependent FMAs; gemm's tiles of more columns are ``choose_tiles``' business; the
