@@ -1460,7 +1460,7 @@ def test_choose_tiles_cpu_one_partial_tile_for_all_of_m(ty, M, N, K, pieces):
 
 
 @pytest.mark.parametrize("ty,M,N,K,tile,n", [
-    ("f64", 56, 22, 43, 64, 2), ("f64", 35, 9, 35, 64, 3), ("f32", 84, 9, 84, 128, 3),
+    ("f64", 56, 2, 43, 64, 2), ("f64", 35, 9, 35, 64, 3), ("f32", 84, 9, 84, 128, 3),
     ("f32", 97, 2, 116, 128, 2), ("f64", 40, 13, 11, 64, 4)])
 def test_choose_tiles_cpu_one_tile_takes_all_of_m_where_the_registers_allow(ty, M, N, K,
                                                                            tile, n):
@@ -1468,7 +1468,8 @@ def test_choose_tiles_cpu_one_tile_takes_all_of_m_where_the_registers_allow(ty, 
     more than the operands' part of the registers for A's column, with at most as many
     columns as leave two of A's columns and one register more beside the accumulator
     (``whole_m_columns``; f64 56 rows: seven zmm a column, 14 + 14 + 1 of the 32 for two
-    columns, 21 + 14 + 1 for three would not fit).  Not where M needs more registers
+    columns, 21 + 14 + 1 for three would not fit; with fewer than TALLER_MIN_COLUMNS
+    only where N has no more columns: the next test).  Not where M needs more registers
     than that leaves a column (f64 88 rows: eleven), nor where several subgroups share the
     tiles, nor on a GPU."""
     t = SCALAR_TYPES[ty]
@@ -1486,7 +1487,8 @@ def test_choose_tiles_cpu_one_tile_takes_all_of_m_where_the_registers_allow(ty, 
     ("f64", 56, 22, 43, "batched"), ("f64", 35, 9, 35, "A"), ("f32", 84, 9, 84, "B"),
     ("f32", 97, 2, 116, "batched"), ("f64", 40, 13, 11, "A"), ("f64", 9, 9, 56, "B"),
     ("f32", 17, 13, 11, "batched"), ("f64", 10, 12, 112, "A"), ("f32", 24, 24, 24, "B"),
-    ("f64", 15, 15, 15, "batched"), ("f32", 20, 9, 20, "A")])
+    ("f64", 15, 15, 15, "batched"), ("f32", 20, 9, 20, "A"), ("f64", 56, 2, 43, "A"),
+    ("f32", 107, 17, 76, "batched"), ("f64", 53, 19, 58, "B")])
 def test_one_tile_of_all_of_m_agrees_with_numpy(ty, M, N, K, operand):
     """The tiles of ``whole_m_columns`` and of two registers over all of M (the rows past
     the last whole register in narrower FMAs with AVX-512, ``mul_add.narrow_last``)
@@ -1557,6 +1559,25 @@ def test_choose_tiles_cpu_taller_tiles_take_at_least_three_columns():
     t = choose_tiles(cpu, 8, 1, 40, 104, 90, f64, f64, f64)
     assert (t.m, t.n) == (64, 4) and t.m_pieces == ((40, 64),)
     assert computed_rows(40, 64, 8) == 40 and 20 + 10 + 1 <= 32 < 25 + 10 + 1
+
+
+@pytest.mark.parametrize("ty,M,N,K,pieces,n", [
+    ("f64", 56, 22, 43, ((32, 32), (24, 32)), 6), ("f64", 53, 19, 58, ((32, 32), (21, 32)), 5),
+    ("f32", 107, 17, 76, ((64, 64), (43, 64)), 6)])
+def test_choose_tiles_cpu_taller_tiles_of_two_columns_only_where_n_is_two(ty, M, N, K,
+                                                                          pieces, n):
+    """AVX-512, N narrower than the tall rows' tiles would take at once: all of M in one
+    tile (f64 56 rows or f32 107 rows: 7 zmm) leaves room for 2 columns, fewer than
+    TALLER_MIN_COLUMNS, so the tall rows (32 f64, 64 f32) and a partial tile of the rest
+    take C in tiles of at least TALLER_MIN_COLUMNS (f64 22 columns: 6 + 6 + 6 + 4); with
+    N = 2 the one tile of all of M (the test above)."""
+    t = SCALAR_TYPES[ty]
+    S = 64 // t.size
+    got = choose_tiles(TARGETS["cpu"], S, 1, M, N, K, t, t, t)
+    assert got.m * t.size == STREAM_ROW_BYTES and got.m_pieces == pieces
+    assert got.n == n >= TALLER_MIN_COLUMNS
+    one = choose_tiles(TARGETS["cpu"], S, 1, M, 2, K, t, t, t)
+    assert (one.n, one.m_pieces) == (2, ((M, one.m),)) and one.m * t.size > STREAM_ROW_BYTES
 
 
 def test_choose_tiles_cpu_tall_tiles_take_a_narrow_n_in_the_fewest_column_tiles():

@@ -194,13 +194,19 @@ MIN_ACC_BYTES = 256
 #: B shared f64 0.98 / 1.03 / 1.07 -> 1.02 / 1.03 / 1.07, f32 1.03 / 1.04 / 1.01 -> 1.06
 #: / 1.03 / 1.05; from L2 batched f64 0.98 -> 1.03, f32 1.03 -> 1.05
 TALL_ACC_SHARE = 0.75
-#: where every tile is tall, the fewest columns of a tile taller than the tall rows (all
-#: of M): with two (f64 55 rows, 7 zmm by 2) A is read for every two columns of C, and the
-#: tall rows' tiles and a partial one ran faster (32x6 and 24 rows by 6).  The random
-#: shapes whose tiles it changed among 40 (f64 M 33-64, f32 M 65-128), ttlc / LIBXSMM
-#: with the members from L3: f64 batched 0.92-0.96 -> 1.02 (two surveys), A shared 0.94
-#: -> 1.01, B shared 0.92 -> 1.01; f32 0.89-0.91 -> 0.97-1.03, 0.91 -> 1.01, 0.92 ->
-#: 1.04; from L2 f64 0.94 -> 1.03, f32 0.93 -> 1.06
+#: where there are tall tiles and N has the columns, the fewest columns of a tile taller
+#: than the tall rows (all of M): with two (f64 55 rows, 7 zmm by 2) A is read for every
+#: two columns of C, and the tall rows' tiles and a partial one ran faster (32x6 and 24
+#: rows by 6).  Where every tile is tall, the random shapes whose tiles it changed among
+#: 40 (f64 M 33-64, f32 M 65-128), ttlc / LIBXSMM with the members from L3: f64 batched
+#: 0.92-0.96 -> 1.02 (two surveys), A shared 0.94 -> 1.01, B shared 0.92 -> 1.01; f32
+#: 0.89-0.91 -> 0.97-1.03, 0.91 -> 1.01, 0.92 -> 1.04; from L2 f64 0.94 -> 1.03, f32 0.93
+#: -> 1.06.  Where N is narrower (f32 107x17x76: 128x2 -> 64x6 and 43 rows by 6; f64
+#: 53x19x58: 64x2 -> 32x5 and 21 rows by 5), 16 random shapes each, batched / A shared /
+#: B shared, from L2: f32 0.94 / 0.95 / 0.94 -> 1.09 / 1.06 / 1.10, f64 0.95 / 0.99 /
+#: 0.95 -> 1.08 / 1.07 / 1.09; from L3 f32 0.86-0.92 / 0.94-0.96 / 0.91-0.93 -> 0.99-1.02
+#: / 0.98-0.99 / 0.97-0.98, f64 0.97 / 1.00-1.03 / 0.95-0.96 -> 1.00-1.01 / 1.02-1.05 /
+#: 1.01-1.04 (two runs each)
 TALLER_MIN_COLUMNS = 3
 #: the accumulator's share of the register budget where B's entries come from memory
 #: (f64 x 9 columns on AVX-512: 32x6 tiles, 24 zmm, instead of 32x4 and a lone 32x1)
@@ -544,9 +550,9 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         (``target.broadcast_operands``: AVX-512): as many as leave two of A's columns and
         one more register beside the accumulator (f64 56 rows: 2, 35 rows: 3; where every
         tile is tall, ``tall_columns`` sets the columns instead); 0 for other tiles.  One
-        piece of rows, each of A's columns read whole, in the order of its addresses:
-        with the members from L3, f64 56x22x43 in 64x2 tiles ran 1.18x as fast as in
-        32x6, 32x4 and 24-row tiles, 1.36x with A shared."""
+        piece of rows, each of A's columns read whole, in the order of its addresses
+        (f64 35x22x43: 40 rows by 4); where there are tall tiles, a tile of fewer than
+        TALLER_MIN_COLUMNS is none (f64 56x22x43: 32x6 and 24x6, not 64x2)."""
         if not (idle and m == one_tile and target.broadcast_operands):
             return 0
         r = rows(m)
@@ -595,8 +601,10 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         if N is not None:
             n_max = min(n_max, N)
         widths = range(1, n_max + 1)
-        if wide and idle:  # a taller tile only with TALLER_MIN_COLUMNS or more
-            widths = [n_max] if m <= tall or n_max >= TALLER_MIN_COLUMNS else []
+        if tall and idle and m > tall and n_max < TALLER_MIN_COLUMNS <= Nm:
+            widths = []  # a taller tile only with TALLER_MIN_COLUMNS or more
+        elif wide and idle:
+            widths = [n_max]
         elif idle and N is not None:  # as narrow as their number allows (13: 7 + 6)
             widths = [n for n in widths if n == narrowest(N, n)]
         for n in widths:
