@@ -552,7 +552,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         tile is tall, ``tall_columns`` sets the columns instead); 0 for other tiles.  One
         piece of rows, each of A's columns read whole, in the order of its addresses
         (f64 35x22x43: 40 rows by 4); where there are tall tiles, a tile of fewer than
-        TALLER_MIN_COLUMNS is none (f64 56x22x43: 32x6 and 24x6, not 64x2)."""
+        TALLER_MIN_COLUMNS is none (f64 56x22x43: 32x6, then 24 rows by 8 and 6, not 64x2)."""
         if not (idle and m == one_tile and target.broadcast_operands):
             return 0
         r = rows(m)
