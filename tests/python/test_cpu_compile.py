@@ -420,6 +420,9 @@ attributes #0 = {{ nounwind {" ".join(attrs)} }}
         return moves, f"andq\t$-{lanes * 8}, %rsp" in asm
 
     attrs = jit.function_attributes()
+    kernel = ttlc.compile(member_kernel("f64", "gemm", [("A", (8, 8), False), ("B", (8, 8), False),
+                                                         ("C", (8, 8), False)]), target="cpu")
+    assert '"stackrealign"' in str(kernel.artifacts.stage("llvm-opt"))  # every kernel's
     moves, realigned = spills(attrs)
     assert len(moves) >= 2 and all(m.startswith(("movap", "movdqa")) for m in moves), moves
     if lanes * 8 > 16:  # wider than the ABI's 16-byte alignment
