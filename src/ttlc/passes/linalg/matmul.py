@@ -317,11 +317,11 @@ def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_s
     column = column_bytes(m_pieces, acc)
     fit = accumulator_bytes(em.target.register_budget) // column
     if single_step:
-        if k_step > 2:  # A's k_step columns stay in registers beside the product's
-            fit = min(fit, (em.target.register_budget - k_step * column) // column)
-            if fit < 1:
-                return 0
-        return max(1, min(fit, n, STEP_COLUMN_FMAS // k_step if k_step > 2 else n))
+        if k_step <= 2:
+            return max(1, min(fit, n))
+        # A's k_step columns stay in registers beside the product's
+        fit = min(fit, (em.target.register_budget - k_step * column) // column)
+        return max(1, min(fit, n, STEP_COLUMN_FMAS // k_step)) if fit >= 1 else 0
     return 1 if n == 1 and ta == "n" and fit and len(m_pieces) > 1 else 0
 
 
