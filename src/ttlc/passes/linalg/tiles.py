@@ -457,13 +457,16 @@ def _ceil_div(a: int, b: int) -> int:
 @functools.lru_cache(maxsize=1024)
 def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, Tuple[int, int]],
                  M: Optional[int], N: Optional[int], K: Optional[int],
-                 acc: ScalarType, a: ScalarType, b: ScalarType, far_a: bool = False) -> Tiles:
+                 acc: ScalarType, a: ScalarType, b: ScalarType, far_a: bool = False,
+                 new_a: bool = False) -> Tiles:
     """The tile shape for C (M x N) += A (M x K) B (K x N) accumulating in ``acc``.
 
     ``num_subgroups`` is the number of subgroups of the work-group, or their grid
     ``(gx, gy)``; ``M``, ``N``, ``K`` are static sizes or None (dynamic); ``a`` and ``b``
     are the element types of A and B as loaded; ``far_a``: A's columns lie far apart
-    (``far_column_tiles``).  See the module docstring for the rule.
+    (``far_column_tiles``); ``new_a``: A is a different matrix in each work-group (a batch
+    member's, new to the caches), not one all work-groups share.  See the module
+    docstring for the rule.
     """
     S = subgroup_size
     grid = num_subgroups if isinstance(num_subgroups, tuple) else None
@@ -619,9 +622,14 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     from_memory = bool(target.vector_bytes) and b == acc and not b.is_complex
     # tall rows and the rest apart where the cost picks shorter tiles, or tiles that tall
     # but narrower than two column tiles of them would take N (f64 56x9x56: 32x6 and 32x3,
-    # not 32x3 three times; f64 105x16x35 keeps 32x4 four times, not 6 + 6 + 4)
+    # not 32x3 three times), or, where each work-group's A is new to the caches (`new_a`),
+    # than fewer column tiles of them would: f64 128x16x128 as 32x6, 32x6, 32x4, A read
+    # three times, not as four 32x4 tiles, the one piece the cost prefers (see
+    # "N of 16 and 21: fewer passes over a member's A" in docs/performance.md)
+    widest = acc_elems // tall if tall else 0
     if (tall and not wide and N is not None and G == 1 and tall <= M
-            and (m < tall or (m == tall and N <= 2 * (acc_elems // tall) and n < N))):
+            and (m < tall or (m == tall and n < N and (
+                N <= 2 * widest or (new_a and _ceil_div(N, widest) < _ceil_div(N, n)))))):
         tiles = tall_rows(tall, acc_elems, M, N, S)
         return whole_k(tiles, M, N, K, acc, rows(tall) * tiles.n * acc.size,
                        rows(tall) * a.size, WHOLE_K_BUDGET * budget, from_memory and G == 1)
