@@ -34,7 +34,8 @@ from ttlc.passes import PassContext, get_pass, run_passes
 from ttlc.passes.linalg import choose_tiles
 from ttlc.passes.linalg.tiles import (ACC_SHARE, FEW_COLUMN_TILES, MIN_A_STEP_BYTES,
                                       REREAD_A_BYTES, SPLIT_MAX_K, STREAM_A_BYTES,
-                                      STREAM_ROW_BYTES, TALL_ACC_SHARE, TALLER_MIN_COLUMNS,
+                                      STREAM_ROW_BYTES, TALL_ACC_SHARE, TALL_LAST_COLUMNS,
+                                      TALLER_MIN_COLUMNS,
                                       WHOLE_K_BUDGET, WHOLE_K_C_BYTES, WHOLE_K_HELD,
                                       WHOLE_K_LARGE_C,
                                       WHOLE_K_LARGE_C_YMM, WHOLE_K_MAX,
@@ -852,7 +853,7 @@ def test_choose_tiles_cpu_remainders_get_smaller_tiles():
     assert computed_rows(20, 32, 8) == 24
     t = choose_tiles(TARGETS["cpu"], 8, 1, 56, 9, 56, f64, f64, f64)
     assert (t.m_pieces, t.k, t.k_rest) == (((32, 32), (24, 32)), 1, ())
-    assert t.row_n_pieces == (((6, 6), (3, 3)), ((5, 5), (4, 4)))
+    assert t.row_n_pieces == (((5, 5), (4, 4)), ((5, 5), (4, 4)))
     assert sum(e for e, _ in t.m_pieces) == 56
     assert all(sum(e for e, _ in columns) == 9 for columns in t.row_n_pieces)
     gpu = choose_tiles(TARGETS["pvc"], 16, 1, 35, 9, 35, f64, f64, f64)
@@ -1399,16 +1400,17 @@ def test_choose_tiles_cpu_streams_a_large_a_in_tall_tiles():
     """AVX-512: an A larger than L1 (128x128 f64: 128 KiB) whose N one tile of 9 columns
     could take (f64 16x9, reading A once, two cache lines of a column at a time) is
     loaded four cache lines of a column per K step, N in the fewest column tiles: f64
-    32x6 + 32x3, f32 64x6 + 64x3 (with each batch member's A from memory 16x9 ran at
-    about half of LIBXSMM's speed); an A within L1 (100x16 f64) keeps the tiles of fewer
+    32x5 + 32x4, f32 64x6 + 64x3 (with each batch member's A from memory 16x9 ran at
+    about half of LIBXSMM's speed; f64's of equal width, TALL_LAST_COLUMNS); an A within L1
+    (100x16 f64) keeps the tiles of fewer
     loads (32x4), and AVX2's 15 ymm registers have no tile of 9 columns (8x5 and 8x4: A
     read twice)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
-    big = choose_tiles(cpu, 8, 1, 128, 9, 128, f64, f64, f64)
-    assert big.m_pieces == ((128, 32),) and big.row_n_pieces == (((6, 6), (3, 3)),)
+    big = choose_tiles(cpu, 8, 1, 128, 9, 128, f64, f64, f64, new_a=True)
+    assert big.m_pieces == ((128, 32),) and big.row_n_pieces == (((5, 5), (4, 4)),)
     assert big.m * 8 == STREAM_ROW_BYTES
-    big32 = choose_tiles(cpu, 16, 1, 128, 9, 128, f32, f32, f32)
+    big32 = choose_tiles(cpu, 16, 1, 128, 9, 128, f32, f32, f32, new_a=True)
     assert big32.m_pieces == ((128, 64),) and big32.row_n_pieces == (((6, 6), (3, 3)),)
     small = choose_tiles(cpu, 8, 1, 100, 16, 16, f64, f64, f64)
     assert (small.m, small.n) == (32, 4)
@@ -1583,25 +1585,26 @@ def test_choose_tiles_cpu_taller_tiles_of_two_columns_only_where_n_is_two(ty, M,
 def test_choose_tiles_cpu_tall_tiles_take_a_narrow_n_in_the_fewest_column_tiles():
     """AVX-512: where M has the rows for tiles of four cache lines of A's column
     (STREAM_ROW_BYTES: 32 f64, 64 f32) and N is narrower than a tile of S rows can take,
-    those rows take N in the fewest column tiles (f64 9 columns: 32x6 and 32x3, the
-    accumulator's 24 zmm at most) and the rows left one partial tile, N in the fewest
+    those rows take N in the fewest column tiles (f64 9 columns: 32x5 and 32x4, f32 64x6
+    and 64x3, the accumulator's 24 zmm at most) and the rows left one partial tile, N in
+    the fewest
     column tiles of equal width (f64 24 rows: three registers by 5 and 4 columns, not 16x9
     and 8x9), also where A is beyond L1 (f64 84x9x84); not where M has fewer rows (f64
     17x13x11) or A fewer bytes (STREAM_A_BYTES), nor on a GPU."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
-    t = choose_tiles(cpu, 8, 1, 56, 9, 56, f64, f64, f64)
+    t = choose_tiles(cpu, 8, 1, 56, 9, 56, f64, f64, f64, new_a=True)
     assert t.m_pieces == ((32, 32), (24, 32)) and t.m * 8 == STREAM_ROW_BYTES
-    assert t.row_n_pieces == (((6, 6), (3, 3)), ((5, 5), (4, 4)))
+    assert t.row_n_pieces == (((5, 5), (4, 4)), ((5, 5), (4, 4)))
     for (extent, tile), columns in zip(t.m_pieces, t.row_n_pieces):
         rows = computed_rows(extent, tile, 8)
         assert all(rows * n * 8 <= cpu.register_budget * ACC_SHARE for _, n in columns)
-    t = choose_tiles(cpu, 16, 1, 100, 9, 100, f32, f32, f32)
+    t = choose_tiles(cpu, 16, 1, 100, 9, 100, f32, f32, f32, new_a=True)
     assert t.m_pieces == ((64, 64), (36, 64))  # 36 rows: three registers by 5 and 4
     assert t.row_n_pieces == (((6, 6), (3, 3)), ((5, 5), (4, 4)))
-    t = choose_tiles(cpu, 8, 1, 84, 9, 84, f64, f64, f64)
+    t = choose_tiles(cpu, 8, 1, 84, 9, 84, f64, f64, f64, new_a=True)
     assert t.m_pieces == ((64, 32), (20, 32))
-    assert t.row_n_pieces == (((6, 6), (3, 3)), ((5, 5), (4, 4)))
+    assert t.row_n_pieces == (((5, 5), (4, 4)), ((5, 5), (4, 4)))
     t = choose_tiles(cpu, 8, 1, 17, 13, 11, f64, f64, f64)
     assert (t.m_pieces, t.row_n_pieces) == (((17, 32),), ())
     # an A below STREAM_A_BYTES (56x9 f64: a chain's second product) keeps its tiles
@@ -1657,6 +1660,28 @@ def test_tall_tiles_in_fewer_passes_agree_with_numpy(ty, M, N, K, operand):
     """The tall rows' widest tiles over N of 16 and 21 (the test above), each member's C
     = A B against NumPy."""
     member_gemm_agrees(ty, M, N, K, operand)
+
+
+@pytest.mark.parametrize("ty,M,N,K,new_a,columns", [
+    ("f32", 120, 9, 120, True, ((6, 6), (3, 3))), ("f32", 120, 9, 120, False, ((5, 5), (4, 4))),
+    ("f32", 128, 7, 128, True, ((4, 4), (3, 3))), ("f32", 118, 8, 109, True, ((6, 6), (2, 2))),
+    ("f32", 118, 8, 109, False, ((8, 4),)), ("f64", 110, 7, 80, True, ((4, 4), (3, 3))),
+    ("f64", 120, 10, 115, True, ((10, 5),)), ("f64", 120, 12, 115, True, ((12, 6),))])
+def test_choose_tiles_cpu_tall_rows_widest_or_equal_column_tiles(ty, M, N, K, new_a, columns):
+    """AVX-512: the tall rows take N in the fewest column tiles, the widest (6 columns)
+    where each work-group's A is new and the last tile is at least TALL_LAST_COLUMNS wide
+    (f32: 2; f64: 6, so f64's are always of equal width), else of equal width (f32 7
+    columns: 4 + 3, not 6 + 1); with A shared by all work-groups always of equal width."""
+    t = SCALAR_TYPES[ty]
+    S = 64 // t.size
+    got = choose_tiles(TARGETS["cpu"], S, 1, M, N, K, t, t, t, new_a=new_a)
+    assert got.m * t.size == STREAM_ROW_BYTES and got.row_n_pieces[0] == columns
+    widest = int(TARGETS["cpu"].register_budget * ACC_SHARE) // (got.m * t.size)
+    tiles = sum(-(-extent // n) for extent, n in columns)
+    assert widest == 6 and tiles == -(-N // widest)  # as few column tiles as the widest
+    last = N % widest
+    equal = not new_a or 0 < last < TALL_LAST_COLUMNS[ty]
+    assert (columns[0][1] < widest) == (equal and last != 0)
 
 
 def test_choose_tiles_cpu_tall_tiles_step_k_by_one():

@@ -63,11 +63,14 @@ The rule (documented in ``choose_tiles``):
   more fit beside it, two of A's columns beside a taller one, which takes at least
   TALLER_MIN_COLUMNS (``tall_columns``: f64 100x100x100 in 32x6, f32 in 64x6, LIBXSMM's
   tiles; f32 89x72x88 in one tile of all of M by 3); else those rows take N in the
-  fewest column tiles and the rows left one partial tile, N in the fewest column tiles
-  of equal width (``tall_rows``: f64 56x9x56 as 32x6 and 32x3, then 24 rows in 32 by 5
-  and 4), also where one tile of S rows would take all of N and read A once (f64
-  128x9x128: 32x6 and 32x3, not 16x9; ``STREAM_ROW_BYTES``).  Tall tiles step K by one
-  (STREAM_ROW_BYTES).
+  fewest column tiles (the widest, or of equal width: TALL_LAST_COLUMNS) and the rows
+  left one partial tile, N in the fewest column tiles of equal width (``tall_rows``:
+  f64 56x9x56 as 32x5 and 32x4, then 24 rows in 32 by 5 and 4; f32 120x9x120 as 64x6
+  and 64x3, then 56 rows by 5 and 4), also where one tile of S rows would take all of
+  N and read A once (f64 128x9x128: 32x5 and 32x4, not 16x9; ``STREAM_ROW_BYTES``), and
+  where each work-group's A is new and they take N in fewer column tiles than the cost's
+  choice (f64 128x16x128: 32x6, 32x6, 32x4, not 32x4 four times).  Tall tiles step K by
+  one (STREAM_ROW_BYTES).
 * All of M in one tile: where one subgroup computes only M's rows (``idle``), FMAs take
   B's entries from memory (AVX-512) and M is one tile (``row_pieces``), that tile may
   hold more of A's column than the operands' part allows, with as many columns as leave
@@ -208,6 +211,19 @@ TALL_ACC_SHARE = 0.75
 #: / 0.98-0.99 / 0.97-0.98, f64 0.97 / 1.00-1.03 / 0.95-0.96 -> 1.00-1.01 / 1.02-1.05 /
 #: 1.01-1.04 (two runs each)
 TALLER_MIN_COLUMNS = 3
+#: the narrowest last column tile the tall rows' widest tiles may leave where each
+#: work-group's A is new to the caches (``tall_rows``), by the accumulator's type; where
+#: they would leave a narrower one, or A is shared by all work-groups, N's column tiles
+#: are of equal width (as many).  With A shared both types ran faster in tiles of equal
+#: width (f64 7-10 columns, M of 64 or more, from L2: 0.95 -> 1.04 of LIBXSMM; random
+#: shapes of 7-12 columns, from L2 / L3: f64 1.02 / 0.98 -> 1.06 / 1.03, f32 1.05 / 1.03
+#: -> 1.09 / 1.05); with each member's A f64 did too (f64 110x7x80: 32x4 and 32x3 at 1.00
+#: from L2, 32x6 and 32x1 at 0.92; 128x9x128 as 32x5 and 32x4 1.02, as 32x6 and 32x3
+#: 0.96), f32 in the widest but for a last tile of one column (f32 120x9x120 in 64x6 and
+#: 64x3 at 1.05-1.07 from L3, in 64x5 and 64x4 at 0.97-0.99; 128x7x128 from L2 0.84-0.91
+#: in 64x6 and 64x1, 0.91-0.95 in 64x4 and 64x3).  docs/performance.md, "The tall rows'
+#: column tiles: the widest or of equal width"
+TALL_LAST_COLUMNS = {"f32": 2, "f64": 6}
 #: the accumulator's share of the register budget where B's entries come from memory
 #: (f64 x 9 columns on AVX-512: 32x6 tiles, 24 zmm, instead of 32x4 and a lone 32x1)
 ACC_SHARE = 0.75
@@ -621,7 +637,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     # conversion: then only A's columns take registers
     from_memory = bool(target.vector_bytes) and b == acc and not b.is_complex
     # tall rows and the rest apart where the cost picks shorter tiles, or tiles that tall
-    # but narrower than two column tiles of them would take N (f64 56x9x56: 32x6 and 32x3,
+    # but narrower than two column tiles of them would take N (f64 56x9x56: 32x5 and 32x4,
     # not 32x3 three times), or, where each work-group's A is new to the caches (`new_a`),
     # than fewer column tiles of them would: f64 128x16x128 as 32x6, 32x6, 32x4, A read
     # three times, not as four 32x4 tiles, the one piece the cost prefers (see
@@ -630,7 +646,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     if (tall and not wide and N is not None and G == 1 and tall <= M
             and (m < tall or (m == tall and n < N and (
                 N <= 2 * widest or (new_a and _ceil_div(N, widest) < _ceil_div(N, n)))))):
-        tiles = tall_rows(tall, acc_elems, M, N, S)
+        tiles = tall_rows(tall, acc_elems, M, N, S, acc, new_a)
         return whole_k(tiles, M, N, K, acc, rows(tall) * tiles.n * acc.size,
                        rows(tall) * a.size, WHOLE_K_BUDGET * budget, from_memory and G == 1)
     operand_bytes = rows(m) * a.size + (0 if from_memory else n * b.size)
@@ -691,21 +707,25 @@ def far_column_tiles(target: Target, S: int, M: int, N: int,
     return Tiles(S, N, 1, row_pieces(M, S, S, True), ((N, N),), ())
 
 
-def tall_rows(tall: int, acc_elems: int, M: int, N: int, S: int) -> Tiles:
+def tall_rows(tall: int, acc_elems: int, M: int, N: int, S: int, acc: ScalarType,
+              new_a: bool) -> Tiles:
     """Tiles of `tall` rows over the first ``M - M % tall`` rows, N in the fewest column
-    tiles (the widest that fit `acc_elems`: A is read from L1 once per column tile), the
-    rows left one partial tile (``computed_rows``), N in the fewest column tiles of equal
-    width: f64 56x9x56 on AVX-512 as 32x6 and 32x3, then 24 rows in 32 by 5 and 4
-    (LIBXSMM: 32x5 and 32x4 tiles, then 24-row ones).  With each member's A new to the
+    tiles (those that fit `acc_elems`: A is read once per column tile), the widest, or
+    of equal width where the widest would leave a last tile narrower than
+    TALL_LAST_COLUMNS; the rows left one partial tile (``computed_rows``), N in the
+    fewest column tiles of equal width: f64 56x9x56 on AVX-512 as 32x5 and 32x4, then 24
+    rows in 32 by 5 and 4 (LIBXSMM: 32x5 and 32x4 tiles, then 24-row ones); f32 120x9x120
+    as 64x6 and 64x3, then 56 rows in 64 by 5 and 4.  With each member's A new to the
     caches (a batch from L3), 16x9 and 8x9 tiles ran at 0.92-0.99 of LIBXSMM, 32x6 and
-    32x3 for the first 32 rows at 0.98-1.05 (32x5 and 32x4: 0.97-1.02; 32x3, A read three
-    times, 0.95-0.96), and the last 24 rows as one tile, not 16x9 and 8x9, as fast or up
-    to 9% faster again; with A in L1 or L2 all ran alike.  K steps of one (24
-    FMAs a step of a tall tile beside the loop's few integer instructions): within 1% of
-    steps of two, and a fifth less LLVM IR for the pieces (f32 84x9x84 in a chain: 1562
-    lines against 1742, 1643 before tall tiles; its cold compile as before them)."""
+    32x3 for the first 32 rows at 0.98-1.05, and the last 24 rows as one tile, not 16x9
+    and 8x9, as fast or up to 9% faster again.  K steps of one (24 FMAs a step of a tall
+    tile beside the loop's few integer instructions): within 1% of steps of two, and a
+    fifth less LLVM IR for the pieces (f32 84x9x84 in a chain: 1562 lines against 1742,
+    1643 before tall tiles; its cold compile as before them)."""
     rest = M % tall
     n = min(N, acc_elems // tall)
+    if not new_a or 0 < N % n < TALL_LAST_COLUMNS.get(acc.name, 1):
+        n = narrowest(N, n)
     rows, columns = ((M - rest, tall),), (column_pieces(N, n),)
     if rest:  # one tile of the rows left, N in the fewest column tiles of equal width
         tile = max(S, _next_pow2(rest))
