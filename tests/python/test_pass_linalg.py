@@ -1655,10 +1655,12 @@ def test_a_new_in_each_work_group_takes_n_in_fewer_passes():
 
 @pytest.mark.parametrize("ty,M,N,K,operand", [
     ("f64", 128, 16, 128, "batched"), ("f64", 117, 16, 61, "B"), ("f32", 123, 16, 104, "batched"),
-    ("f64", 128, 21, 30, "B"), ("f32", 98, 21, 51, "batched")])
-def test_tall_tiles_in_fewer_passes_agree_with_numpy(ty, M, N, K, operand):
-    """The tall rows' widest tiles over N of 16 and 21 (the test above), each member's C
-    = A B against NumPy."""
+    ("f64", 128, 21, 30, "B"), ("f32", 98, 21, 51, "batched"), ("f32", 128, 7, 128, "batched"),
+    ("f64", 110, 7, 80, "A"), ("f32", 120, 9, 120, "A"), ("f64", 59, 9, 115, "batched")])
+def test_tall_rows_column_tiles_agree_with_numpy(ty, M, N, K, operand):
+    """The tall rows' widest tiles over N of 16 and 21 (the test above), and column
+    tiles of equal width (TALL_LAST_COLUMNS, A shared): each member's C = A B against
+    NumPy."""
     member_gemm_agrees(ty, M, N, K, operand)
 
 
