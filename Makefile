@@ -27,10 +27,10 @@ pytest: $(STAMP)
 # The executing tests once more with code for older x86-64 models (TTLC_CPU; such code
 # runs on any newer machine), on a representative subset: casts of every pair of types,
 # math, the runtime-library routines, f16/bf16 and coopmatrix mul_add, 16-bit gemm, loads
-# and stores (a local temporary's loads in its stores' pieces), short K in one step and a
-# member's A prefetched (whose tiles differ without AVX-512) and 12 generated programs,
-# so that no path needing AVX-512, FMA or F16C hides behind the host's features.  Target
-# cpu only (the interpreter does not depend on it).
+# and stores (a local temporary's loads in its stores' pieces), short K in one step, K of
+# two in C's tiles and a member's A prefetched (whose tiles differ without AVX-512) and 12
+# generated programs, so that no path needing AVX-512, FMA or F16C hides behind the
+# host's features.  Target cpu only (the interpreter does not depend on it).
 CPU_MODELS := x86-64-v2 x86-64-v3
 CPU_MODEL_TESTS := tests/python/test_cpu_rtlib.py tests/python/test_cpu_backend.py \
 	tests/python/test_interp_semantics.py tests/python/test_interp_coop.py \
@@ -39,7 +39,7 @@ CPU_MODEL_TESTS := tests/python/test_cpu_rtlib.py tests/python/test_cpu_backend.
 	tests/python/test_cpu_local_pieces.py tests/python/test_cpu_prefetch.py
 CPU_MODEL_SELECT := scalar_ops or cast or math or subgroup_operations or coopmatrix or \
 	mul_add or load or store or rtlib or generated or gemm16 or short_k_in_one_step_agrees or \
-	reread_in_several_passes or column_blocks or rounds_of_k_steps
+	reread_in_several_passes or column_blocks or rounds_of_k_steps or k_of_two_in_c_tiles
 
 test-cpu-models: $(STAMP)
 	set -e; for model in $(CPU_MODELS); do \

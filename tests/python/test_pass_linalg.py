@@ -982,6 +982,33 @@ AVX2 = dataclasses.replace(TARGETS["cpu"], register_budget=15 * 32, vector_bytes
                            broadcast_operands=False, mask_registers=False)
 
 
+@pytest.mark.parametrize("ty,fused,tiled", [("f64", 56, 57), ("f32", 112, 113)])
+def test_k_of_two_keeps_c_tiles_where_a_product_column_overflows_the_registers(ty, fused,
+                                                                               tiled):
+    """AVX2, K = 2 in one step: C is computed a column at a time (``fused_columns``) where
+    one column of the product's row blocks fits the 15 ymm (f64 56 rows: 14), in C's
+    tiles where it takes more (f64 57 rows, four blocks of 16: 16 ymm), which spilled
+    every step of the column loop."""
+    from ttlc.passes import expand, lower_copy
+
+    def accumulators(M: int) -> set:
+        src = member_kernel(ty, "gemm", [("a", (M, 2), False), ("b", (2, 122), False),
+                                         ("c", (M, 122), False)])
+        text = str(lower_copy(ttlc.check(src), expand(["lower"]), AVX2))
+        return {int(n) for n in re.findall(rf"coopmatrix<{ty}x\d+x(\d+),matrix_acc>", text)}
+
+    assert accumulators(fused) == {1}
+    assert min(accumulators(tiled)) > 1
+
+
+@pytest.mark.parametrize("ty,M,N,operand", [("f64", 102, 122, "batched"), ("f64", 57, 30, "A"),
+                                            ("f32", 124, 119, "B")])
+def test_k_of_two_in_c_tiles_agrees_with_numpy(ty, M, N, operand):
+    """K = 2 with a product column beyond the registers (C's tiles without AVX-512, run
+    with TTLC_CPU=x86-64-v3 by ``make test-cpu-models``): each member's C against NumPy."""
+    member_gemm_agrees(ty, M, N, 2, operand)
+
+
 def test_avx2_is_the_description_a_cpu_without_avx512_gets():
     """AVX2 above is what ``_this_cpu`` makes of the cpu description for TTLC_CPU=x86-64-v3
     (a fresh process: the CPU is read once)."""

@@ -298,7 +298,11 @@ def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_s
     * K a single step (`k_step`): as many columns as fit the accumulators' part of the
       register budget (``accumulator_bytes``, as in ``choose_tiles``), at least one (ger:
       f64 56x56 as 16x8 tiles reloaded A's column for each and wrote the last 8 rows in a
-      pass of their own), and where the step is three or more at most
+      pass of their own), none where K is two and one column of the product's row blocks
+      takes more than all the registers (AVX2: f64 from 57 rows, f32 from 113; its
+      every step spilled; in
+      C's tiles, the geomean of random shapes from L2 0.80-0.89x of LIBXSMM -> 1.06-1.11x,
+      from L3 0.77-0.90x -> 1.00-1.10x), and where the step is three or more at most
       STEP_COLUMN_FMAS // k_step (``tiles.whole_k``: f32 11x70x5 with B shared in loop
       steps of 4 columns, not 24, ran 1.02x as fast and compiled cold in 28 ms, not
       112; f64 49x18x3 1.04x as fast; with steps of 2 the bound cost 2-4%) and as many
@@ -317,6 +321,8 @@ def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_s
     column = column_bytes(m_pieces, acc)
     fit = accumulator_bytes(em.target.register_budget) // column
     if single_step:
+        if k_step == 2 and column > em.target.register_budget:
+            return 0  # the product's column alone overflows the registers
         if k_step <= 2:
             return max(1, min(fit, n))
         # A's k_step columns stay in registers beside the product's
