@@ -299,14 +299,13 @@ def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_s
       register budget (``accumulator_bytes``, as in ``choose_tiles``), at least one (ger:
       f64 56x56 as 16x8 tiles reloaded A's column for each and wrote the last 8 rows in a
       pass of their own), none where K is two and one column of the product's row blocks
-      takes more than all the registers (AVX2: f64 from 57 rows, f32 from 113; its
-      every step spilled; in
-      C's tiles, the geomean of random shapes from L2 0.80-0.89x of LIBXSMM -> 1.06-1.11x,
-      from L3 0.77-0.90x -> 1.00-1.10x), and where the step is three or more at most
-      STEP_COLUMN_FMAS // k_step (``tiles.whole_k``: f32 11x70x5 with B shared in loop
-      steps of 4 columns, not 24, ran 1.02x as fast and compiled cold in 28 ms, not
-      112; f64 49x18x3 1.04x as fast; with steps of 2 the bound cost 2-4%) and as many
-      as leave A's k_step columns of all rows in registers, 0 where none does: C keeps
+      takes more than all the registers (AVX2: f64 from 57 rows, f32 from 113; its every
+      step spilled; in C's tiles, the geomean of random shapes from L2 0.80-0.89x of
+      LIBXSMM -> 1.06-1.11x, from L3 0.77-0.90x -> 1.00-1.10x), and where the step is three
+      or more at most STEP_COLUMN_FMAS // k_step (``tiles.whole_k``: f32 11x70x5 with B
+      shared in loop steps of 4 columns, not 24, ran 1.02x as fast and compiled cold in 28
+      ms, not 112; f64 49x18x3 1.04x as fast; with steps of 2 the bound cost 2-4%) and as
+      many as leave A's k_step columns of all rows in registers, 0 where none does: C keeps
       its tiles (f64 77x24x5 fused in 80 rows by 2 columns spilled A's 50 registers to
       the stack and ran at 0.70-0.77x of LIBXSMM's speed in most processes; in its 32x6
       tiles at 1.10-1.24x);
