@@ -190,8 +190,13 @@ def chains(target, tiles: Tiles, acc: ScalarType, ea: ScalarType, eb: ScalarType
 
 
 #: a loop step of a K loop (``k_loop``) takes K steps for at least ROUND_FMAS vector
-#: FMAs, in at most ROUND_SETS rounds of its sets of accumulators (``rounds_of_sets``)
-ROUND_FMAS, ROUND_SETS, ROUND_SPARE = 32, 4, 2
+#: FMAs, in at most ROUND_SETS rounds of its sets of accumulators (``rounds_of_sets``).
+#: 48, not 32: AVX2 f32 120x9x120 in 32x3 tiles (12 FMAs a step) then takes four steps a
+#: loop step, as LIBXSMM's K loop does, not three: 0.95-0.96 of LIBXSMM -> 1.00-1.01 from
+#: L2 (128x9x128 0.99-1.01 -> 1.02-1.03); 24 random shapes a type, with and without
+#: AVX-512, from L2 and from L3 within 1% but for AVX2 f64 from L3, 1.01 -> 1.04; cold
+#: compile 3-4 ms longer at the median of the benchmark's gemm kernels
+ROUND_FMAS, ROUND_SETS, ROUND_SPARE = 48, 4, 2
 
 
 def rounds_of_sets(em: Emitter, tiles: Tiles, split: bool, rows: List[Rows], NT: int,
