@@ -39,8 +39,8 @@ from ttlc.passes.linalg.tiles import (ACC_SHARE, FEW_COLUMN_TILES, MIN_A_STEP_BY
                                       WHOLE_K_BUDGET, WHOLE_K_C_BYTES, WHOLE_K_HELD,
                                       WHOLE_K_LARGE_C,
                                       WHOLE_K_LARGE_C_YMM, WHOLE_K_MAX,
-                                      WHOLE_K_TILES, Tiles, computed_rows,
-                                      k_steps, row_pieces, subgroup_registers)
+                                      WHOLE_K_TILES, Tiles, accumulator_bytes,
+                                      computed_rows, k_steps, row_pieces, subgroup_registers)
 from ttlc.testing.kernels import member_kernel
 from ttlc.ir.types import SCALAR_TYPES
 from ttlc.target import TARGETS, get_target
@@ -1424,14 +1424,13 @@ def test_far_apart_columns_of_a_take_one_register_by_all_of_n():
 
 
 def test_choose_tiles_cpu_streams_a_large_a_in_tall_tiles():
-    """AVX-512: an A larger than L1 (128x128 f64: 128 KiB) whose N one tile of 9 columns
-    could take (f64 16x9, reading A once, two cache lines of a column at a time) is
-    loaded four cache lines of a column per K step, N in the fewest column tiles: f64
-    32x5 + 32x4, f32 64x6 + 64x3 (with each batch member's A from memory 16x9 ran at
-    about half of LIBXSMM's speed; f64's of equal width, TALL_LAST_COLUMNS); an A within L1
-    (100x16 f64) keeps the tiles of fewer
-    loads (32x4), and AVX2's 15 ymm registers have no tile of 9 columns (8x5 and 8x4: A
-    read twice)."""
+    """AVX-512: an A larger than L1 (128x128 f64: 128 KiB) whose N one tile of 9 columns could
+    take (f64 16x9, reading A once, two cache lines of a column at a time) is loaded four
+    cache lines of a column per K step, N in the fewest column tiles: f64 32x5 + 32x4, f32
+    64x6 + 64x3 (with each batch member's A from memory 16x9 ran at about half of LIBXSMM's
+    speed; f64's of equal width, TALL_LAST_COLUMNS); an A within L1 (100x16 f64) keeps the
+    tiles of fewer loads (32x4), and AVX2's 15 ymm registers have no tile of 9 columns (8x5
+    and 8x4: A read twice)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
     big = choose_tiles(cpu, 8, 1, 128, 9, 128, f64, f64, f64, new_a=True)
@@ -1612,11 +1611,10 @@ def test_choose_tiles_cpu_taller_tiles_of_two_columns_only_where_n_is_two(ty, M,
 def test_choose_tiles_cpu_tall_tiles_take_a_narrow_n_in_the_fewest_column_tiles():
     """AVX-512: where M has the rows for tiles of four cache lines of A's column
     (STREAM_ROW_BYTES: 32 f64, 64 f32) and N is narrower than a tile of S rows can take,
-    those rows take N in the fewest column tiles (f64 9 columns: 32x5 and 32x4, f32 64x6
-    and 64x3, the accumulator's 24 zmm at most) and the rows left one partial tile, N in
-    the fewest
-    column tiles of equal width (f64 24 rows: three registers by 5 and 4 columns, not 16x9
-    and 8x9), also where A is beyond L1 (f64 84x9x84); not where M has fewer rows (f64
+    those rows take N in the fewest column tiles (f64 9 columns: 32x5 and 32x4, f32 64x6 and
+    64x3, the accumulator's 24 zmm at most) and the rows left one partial tile, N in the
+    fewest column tiles of equal width (f64 24 rows: three registers by 5 and 4 columns, not
+    16x9 and 8x9), also where A is beyond L1 (f64 84x9x84); not where M has fewer rows (f64
     17x13x11) or A fewer bytes (STREAM_A_BYTES), nor on a GPU."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
@@ -1705,7 +1703,7 @@ def test_choose_tiles_cpu_tall_rows_widest_or_equal_column_tiles(ty, M, N, K, ne
     S = 64 // t.size
     got = choose_tiles(TARGETS["cpu"], S, 1, M, N, K, t, t, t, new_a=new_a)
     assert got.m * t.size == STREAM_ROW_BYTES and got.row_n_pieces[0] == columns
-    widest = int(TARGETS["cpu"].register_budget * ACC_SHARE) // (got.m * t.size)
+    widest = accumulator_bytes(TARGETS["cpu"].register_budget) // (got.m * t.size)
     tiles = sum(-(-extent // n) for extent, n in columns)
     assert widest == 6 and tiles == -(-N // widest)  # as few column tiles as the widest
     last = N % widest

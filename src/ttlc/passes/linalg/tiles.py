@@ -709,20 +709,19 @@ def far_column_tiles(target: Target, S: int, M: int, N: int,
 
 def tall_rows(tall: int, acc_elems: int, M: int, N: int, S: int, acc: ScalarType,
               new_a: bool) -> Tiles:
-    """Tiles of `tall` rows over the first ``M - M % tall`` rows, N in the fewest column
-    tiles (those that fit `acc_elems`: A is read once per column tile), the widest, or
-    of equal width where the widest would leave a last tile narrower than
-    TALL_LAST_COLUMNS; the rows left one partial tile (``computed_rows``), N in the
-    fewest column tiles of equal width: f64 56x9x56 on AVX-512 as 32x5 and 32x4, then 24
-    rows in 32 by 5 and 4 (LIBXSMM: 32x5 and 32x4 tiles, then 24-row ones); f32 120x9x120
-    with each member's A (`new_a`) as 64x6 and 64x3, then 56 rows in 64 by 5 and 4, with
-    A shared as 64x5 and 64x4.  With each member's A new to the
-    caches (a batch from L3), 16x9 and 8x9 tiles ran at 0.92-0.99 of LIBXSMM, 32x6 and
-    32x3 for the first 32 rows at 0.98-1.05, and the last 24 rows as one tile, not 16x9
-    and 8x9, as fast or up to 9% faster again.  K steps of one (24 FMAs a step of a tall
-    tile beside the loop's few integer instructions): within 1% of steps of two, and a
-    fifth less LLVM IR for the pieces (f32 84x9x84 in a chain: 1562 lines against 1742,
-    1643 before tall tiles; its cold compile as before them)."""
+    """Tiles of `tall` rows over the first ``M - M % tall`` rows, N in the fewest column tiles
+    (those that fit `acc_elems`: A is read once per column tile), the widest, or of equal
+    width where the widest would leave a last tile narrower than TALL_LAST_COLUMNS; the rows
+    left one partial tile (``computed_rows``), N in the fewest column tiles of equal width:
+    f64 56x9x56 on AVX-512 as 32x5 and 32x4, then 24 rows in 32 by 5 and 4 (LIBXSMM: 32x5
+    and 32x4 tiles, then 24-row ones); f32 120x9x120 with each member's A (`new_a`) as 64x6
+    and 64x3, then 56 rows in 64 by 5 and 4, with A shared as 64x5 and 64x4.  With each
+    member's A new to the caches (a batch from L3), 16x9 and 8x9 tiles ran at 0.92-0.99 of
+    LIBXSMM, 32x6 and 32x3 for the first 32 rows at 0.98-1.05, and the last 24 rows as one
+    tile, not 16x9 and 8x9, as fast or up to 9% faster again.  K steps of one (24 FMAs a step
+    of a tall tile beside the loop's few integer instructions): within 1% of steps of two,
+    and a fifth less LLVM IR for the pieces (f32 84x9x84 in a chain: 1562 lines against
+    1742, 1643 before tall tiles; its cold compile as before them)."""
     rest = M % tall
     n = min(N, acc_elems // tall)
     if not new_a or 0 < N % n < TALL_LAST_COLUMNS.get(acc.name, 1):
