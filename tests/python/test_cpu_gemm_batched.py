@@ -301,7 +301,8 @@ for t, dt in (("f32", np.float32), ("f64", np.float64)):
     cases[f"chain {t}"] = ("chain", dt, chain_kernel(t, 56, 56, 9, 9),
                            ((56, 56), (56, 9, 3), (9, 9, 3)), (56, 9, 3), "ik,kjb,jlb->ilb")
     for M, N, K in ((56, 9, 9), (2, 85, 12), (8, 85, 12), (4, 51, 29), (124, 11, 94),
-                    (76, 6, 118), (88, 23, 62), (9, 9, 56), (12, 13, 56), (20, 9, 20)):
+                    (76, 6, 118), (88, 23, 62), (9, 9, 56), (12, 13, 56), (20, 9, 20),
+                    (100, 100, 100)):
         cases[f"gemm {t} {M}x{N}x{K}"] = ("gemm", dt, GEMM_SUBVIEW.format(t=t, M=M, N=N, K=K),
                                           ((M, K, 3), (K, N, 3)), (M, N, 3), "ikb,kjb->ijb")
     for M, N, K in ((8, 17, 79),):  # B shared by the members
@@ -369,8 +370,11 @@ def test_avx2_few_rows_without_spills():
 def test_avx2_tiles_of_two_lines_of_a_without_spills():
     """Code for a CPU without AVX-512: tiles of two cache lines of A's column per K step
     (f64 16x3, f32 32x3: four ymm by three columns, A taken a register at a time, with
-    remainders of 8 and 4 rows) keep their accumulators in registers and match NumPy."""
-    avx2_kernels(["gemm f64 124x11x94", "gemm f64 76x6x118", "gemm f32 88x23x62"])
+    remainders of 8 and 4 rows; f64 100x100x100, each member's A larger than
+    REREAD_A_BYTES: 16x3 and the last column and rows beside) keep their accumulators in
+    registers and match NumPy."""
+    avx2_kernels(["gemm f64 124x11x94", "gemm f64 76x6x118", "gemm f32 88x23x62",
+                  "gemm f64 100x100x100"])
 
 
 def test_avx2_partial_tiles_of_few_rows_without_spills():

@@ -1127,7 +1127,8 @@ def test_register_tiles_weigh_a_load_by_the_type():
     broadcasts and one register of A: 16 registers, 7 loads for 12 FMAs a K step,
     LIBXSMM's AVX2 blocking; with the members from L3 1.10-1.16x as fast as 16x5, 7 for
     10), the last 4 rows in 8x3 beside them (8x10 alone, ``register_tiles``' column blocks);
-    f64 100x100x100 keeps 8x5 (its 16x3 ran at 0.94x)."""
+    f64 100x100x100 keeps 8x5 where A is shared (its 16x3 ran at 0.94x; with each
+    member's A, from memory, 16x3: ``two_line_rows``)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     t = choose_tiles(AVX2, 8, 1, 100, 100, 100, f32, f32, f32)
     assert (t.m_pieces, t.row_n_pieces) == (((96, 32), (4, 8)), (((99, 3), (1, 1)),) * 2)
@@ -1141,9 +1142,11 @@ def test_register_tiles_load_two_lines_of_a_per_k_step():
     and 16x6: one line, which with each member's A from memory ran at 0.61-0.76 of
     LIBXSMM), worked out by hand: f64 42x12x114 as 16x3 over 32 rows, then the last 10
     rows in one partial tile by 3; f32 50x61x84 in 32x3 tiles; f64 76x6x118 (A of 70
-    KiB, N two column tiles of 3) in 16x3.  Not where A is larger than REREAD_A_BYTES and
-    N takes more than FEW_COLUMN_TILES such tiles (f64 100x100x100: 8x5, A 78 KiB read 20
-    times, not 34), nor without a K loop (ger, K = 1), nor where A's columns lie far apart
+    KiB, N two column tiles of 3) in 16x3; f64 100x100x100 with each member's A (`new_a`)
+    in 16x3 over 96 rows and the last 4 in 4x3, N's last column in a tile of its own.  Not
+    where A is shared, larger than REREAD_A_BYTES and N takes more than FEW_COLUMN_TILES
+    such tiles (f64 100x100x100: 8x5, A 78 KiB read 20 times from L2, not 34), nor without
+    a K loop (ger, K = 1), nor where A's columns lie far apart
     (``far_a``: a prefetched block).  Fewer rows than 16 f64 are one partial tile of 16
     (``test_register_tiles_take_few_rows_in_one_partial_tile``), not tiles of 4."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
@@ -1158,6 +1161,8 @@ def test_register_tiles_load_two_lines_of_a_per_k_step():
     t = choose_tiles(AVX2, 4, 1, 100, 100, 100, f64, f64, f64)
     assert 100 * 100 * 8 > REREAD_A_BYTES[8] and -(-100 // 3) > FEW_COLUMN_TILES
     assert (t.m, t.n) == (8, 5)
+    t = choose_tiles(AVX2, 4, 1, 100, 100, 100, f64, f64, f64, new_a=True)
+    assert (t.m_pieces, t.row_n_pieces) == (((96, 16), (4, 4)), (((99, 3), (1, 1)),) * 2)
     assert choose_tiles(AVX2, 4, 1, 42, 12, 1, f64, f64, f64).m == 8
     assert choose_tiles(AVX2, 4, 1, 12, 12, 114, f64, f64, f64).m_pieces == ((12, 16),)
     far = choose_tiles(AVX2, 4, 1, 42, 12, 114, f64, f64, f64, far_a=True)
@@ -1662,20 +1667,28 @@ def test_choose_tiles_cpu_tall_tiles_pass_over_a_new_a_fewer_times(ty, M, N, K, 
     assert shared.row_n_pieces == () and -(-N // shared.n) > passes
 
 
-def test_a_new_in_each_work_group_takes_n_in_fewer_passes():
-    """lower-linalg on the cpu: f64 128x16x128 with each member's A (``subview`` by
-    ``group_id``) in tiles of 32x6 and 32x4 (``choose_tiles``' ``new_a``), with A shared by
-    all members in 32x4 tiles alone."""
+@pytest.mark.parametrize("kind,M,N,K,new,shared", [
+    ("avx512", 128, 16, 128, {"32x6", "32x4"}, {"32x4"}),
+    ("avx2", 100, 100, 100, {"16x3", "4x3", "16x1", "4x1"}, {"8x5", "4x5"})])
+def test_a_new_in_each_work_group_takes_n_in_fewer_passes(kind, M, N, K, new, shared):
+    """lower-linalg with each member's A (``subview`` by ``group_id``) against A shared by
+    all members (``choose_tiles``' ``new_a``).  AVX-512, f64 128x16x128: 32x6 and 32x4
+    tiles (A read three times), with A shared 32x4 alone.  AVX2, f64 100x100x100: 16x3
+    tiles, two cache lines of A a K step (``two_line_rows``), the last 4 rows in 4x3 in the
+    same blocks of three columns and the last column in 16x1 and 4x1; with A shared, which
+    stays in L2, 8x5 and 4x5 (A read 20 times, not 34)."""
     from ttlc.passes import expand, lower_copy
+    target = AVX2 if kind == "avx2" else TARGETS["cpu"]
+    S = target.vector_bytes // 8
 
     def tiles_of(shared_a: bool) -> set:
-        src = member_kernel("f64", "gemm", [("a", (128, 128), shared_a),
-                                            ("b", (128, 16), False), ("c", (128, 16), False)])
-        text = str(lower_copy(ttlc.check(src), expand(["lower"]), TARGETS["cpu"]))
+        src = member_kernel("f64", "gemm", [("a", (M, K), shared_a), ("b", (K, N), False),
+                                            ("c", (M, N), False)], attrs=attributes((S, 1), S))
+        text = str(lower_copy(ttlc.check(src), expand(["lower"]), target))
         return set(re.findall(r"coopmatrix<f64x(\d+x\d+),matrix_acc>", text))
 
-    assert tiles_of(False) == {"32x6", "32x4"}
-    assert tiles_of(True) == {"32x4"}
+    assert tiles_of(False) == new
+    assert tiles_of(True) == shared
 
 
 @pytest.mark.parametrize("ty,M,N,K,operand", [

@@ -88,10 +88,10 @@ The rule (documented in ``choose_tiles``):
   registers instead: each piece of M takes its own column count (``Tiles.row_n_pieces``;
   a last piece of one register short of N the first piece's, for C in blocks of
   columns) and the cost weighs loads (the broadcasts of B are loads of their own); where
-  M has the rows, tiles load MIN_A_STEP_BYTES of A's column per K step unless A is large and
-  read by many column tiles (``two_line_rows``), and the rows after their full tiles may
-  be one partial tile of as many registers in the same column tiles (f32 56 as 32x3 and
-  24x3).
+  M has the rows, tiles load MIN_A_STEP_BYTES of A's column per K step unless A is shared,
+  large and read by many column tiles (``two_line_rows``), and the rows after their full
+  tiles may be one partial tile of as many registers in the same column tiles (f32 56 as
+  32x3 and 24x3).
 * Far-apart columns: where A's columns lie a page or more apart and lower-linalg
   prefetches A's block (``matmul.far_operands``: a work-group's block of rows of a tall
   matrix) and the block is smaller than STREAM_A_BYTES, one subgroup's tiles are one
@@ -308,16 +308,20 @@ STREAM_ROW_BYTES = 256
 #: where several subgroups share the tiles (fewer rows of tiles would leave one idle)
 MIN_A_STEP_BYTES = 128
 #: where AVX2's register tiles load MIN_A_STEP_BYTES of A's column per K step
-#: (``two_line_rows``): an A of at most REREAD_A_BYTES, by the size of the type, or one
-#: that N's column tiles of those rows read at most FEW_COLUMN_TILES times.  Such tiles
-#: (f64 16x3, f32 32x3) read A more often than the one-line tiles the cost prefers (f64
-#: 8x5, 8x6; f32 16x5, 16x6), from L2 where A passes L1: with the members from L3 (A's
-#: base address at each offset of 16 bytes in a cache line) f64 A of 48-64 KiB ran at
-#: 0.85-1.00x of the one-line tiles where N took more than four column tiles (median
-#: 0.93), larger ones at 0.90-0.98x (7-34 column tiles), both at 0.89-1.74x where N took
-#: 2-4; f64 A up to 48 KiB at 0.94-1.60x (median 1.12); f32 at 0.93-1.89x (median 1.13)
-#: up to A's largest, 64 KiB (a 128 x 128 block).  docs/performance.md, "AVX2: two cache
-#: lines of A per K step"
+#: (``two_line_rows``): an A new in each work-group (a batch member's), or one of at most
+#: REREAD_A_BYTES, by the size of the type, or one that N's column tiles of those rows
+#: read at most FEW_COLUMN_TILES times.  Such tiles (f64 16x3, f32 32x3) read A more
+#: often than the one-line tiles the cost prefers (f64 8x5, 8x6; f32 16x5, 16x6), from
+#: L2 where A passes L1.  An A all work-groups share stays in L2 and is read from there
+#: every pass: with A shared and the members from L3 (A's base address at each offset of
+#: 16 bytes in a cache line) f64 A of 48-64 KiB ran at 0.85-1.00x of the one-line tiles
+#: where N took more than four column tiles (median 0.93), larger ones at 0.90-1.00x
+#: (8 shapes, median 0.96); f64 A up to 48 KiB at 0.94-1.60x (median 1.12); f32 at
+#: 0.93-1.89x (median 1.13) up to A's largest, 64 KiB (a 128 x 128 block).  A member's A
+#: comes from memory on the first pass, which two lines a step speed up: f64 A of 48-125
+#: KiB, batched or with B shared, 0.99-1.51x (30 shapes, median 1.16).
+#: docs/performance.md, "AVX2: two cache lines of A per K step" and "AVX2: a member's
+#: large A in two lines a step"
 REREAD_A_BYTES = {4: 64 << 10, 8: 48 << 10}
 FEW_COLUMN_TILES = 4
 #: the least A (bytes) for STREAM_ROW_BYTES: tall tiles gained from 9.8 KiB (f64
@@ -517,7 +521,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
             one_tile = whole[0][1]
     m_cap = min(m_cap, S * MAX_M_BLOCKS)
     if split and not target.broadcast_operands and G == 1 and M is not None and N is not None:
-        return register_tiles(target, S, M, N, K, acc, a, operands, far_a)
+        return register_tiles(target, S, M, N, K, acc, a, operands, far_a, new_a)
     Mm = M if M is not None else ASSUMED_SIZE
     Nm = N if N is not None else ASSUMED_SIZE
 
@@ -766,12 +770,12 @@ def register_chains(target: Target, rows: int, n: int, masked: bool, acc: Scalar
 
 
 def two_line_rows(target: Target, S: int, M: int, N: int, K: Optional[int],
-                  acc: ScalarType, a: ScalarType) -> int:
+                  acc: ScalarType, a: ScalarType, new_a: bool) -> int:
     """The fewest rows of ``register_tiles``'s tiles: where there is a K loop, as many as
     load MIN_A_STEP_BYTES of A's column per K step (f64 16, f32 32) or, a power of two,
-    as M has (f64 12 rows: tiles of 8 rows or more, not three of 4), unless A is larger than
-    REREAD_A_BYTES and N takes more than FEW_COLUMN_TILES column tiles of those rows;
-    else S.
+    as M has (f64 12 rows: tiles of 8 rows or more, not three of 4), unless A is one all
+    work-groups share (not `new_a`), larger than REREAD_A_BYTES, and N takes more than
+    FEW_COLUMN_TILES column tiles of those rows; else S.
 
     A tile of one cache line a step, reading each member's A from memory, ran at 0.57-0.76
     of LIBXSMM in many shapes (f64 42x12x114 in 8x6 tiles, f32 107x4x72 in 16x4; A's
@@ -787,14 +791,15 @@ def two_line_rows(target: Target, S: int, M: int, N: int, K: Optional[int],
     regs = target.register_budget // target.vector_bytes
     r = _ceil_div(m * acc.size, target.vector_bytes)
     n = max((n for n in range(1, N + 1) if tile_registers(r, n, False) <= regs), default=1)
-    if (M * (K or ASSUMED_SIZE) * a.size > REREAD_A_BYTES[acc.size]
+    if (not new_a and M * (K or ASSUMED_SIZE) * a.size > REREAD_A_BYTES[acc.size]
             and _ceil_div(N, n) > FEW_COLUMN_TILES):
         return S
     return m
 
 
 def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
-                   acc: ScalarType, a: ScalarType, operands: int, far_a: bool = False) -> Tiles:
+                   acc: ScalarType, a: ScalarType, operands: int, far_a: bool = False,
+                   new_a: bool = False) -> Tiles:
     """Tiles of static M and N for one subgroup of one vector register of lanes whose FMAs
     take no broadcast operand (``target.broadcast_operands`` false: AVX2), where each of
     B's broadcasts takes a register and a tile that does not fit the register file spills
@@ -810,36 +815,35 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
     of A's columns fit the operands' part of the budget and every tile's step of two
     leaves K2_SPARE registers free, else of one.  A K step of a tile costs
     ``max(r n, latency) + LOAD_COST (r + n)``, a load weighed by the type (an accumulator
-    of fewer than MIN_ACC_BYTES waits for its FMAs) and its stores ``r n``.  For each
-    power of two m from ``two_line_rows`` (S where A's columns lie far apart, `far_a`: a
-    prefetched block, whose tall kernel ran 7-22% slower in tiles of two lines) up to the
-    next power of two of M, M is cut as ``row_pieces`` does, or, where all of M is less
-    than a tile of at most four registers of rows and there is more than one column (or
+    of fewer than MIN_ACC_BYTES waits for its FMAs) and its stores ``r n``.  For each power
+    of two m from ``two_line_rows`` (which takes `new_a`; S where A's columns lie far apart,
+    `far_a`: a prefetched block, whose tall kernel ran 7-22% slower in tiles of two lines)
+    up to the next power of two of M, M is cut as ``row_pieces`` does, or, where all of M is
+    less than a tile of at most four registers of rows and there is more than one column (or
     M is at most two registers), as one partial tile, which computes and holds only the
-    registers of M's rows (f32 10
-    rows: one 16-row tile in 16x5 and 16x4, not 8x9 and a masked 8x9: as many FMAs, fewer
-    loads; f64 9 rows: three ymm by 3 columns, not 8x5 + 8x4 and a masked 4x9, with the
-    members from L3 1.45x as fast; f32 20 rows: three ymm by 3, not 16x5 + 16x4 and 8x9,
-    1.06x; a gemv's one column kept its pieces, 0.93x with A shared; larger partial tiles,
-    f64 22 rows in 32, leave two columns beside their registers and were not measured);
-    for the first m (``two_line_rows``' rows) also as its full tiles and the rest in one
-    partial tile of m rows (``row_pieces``' `idle` cut: f32 56 rows as 32x3 and 24x3,
-    LIBXSMM's AVX2 blocking, not 16 and 8 rows in pieces of their own).  Each piece of
-    rows takes the column count that costs it least; the least total cost wins, each
-    piece adding PIECE_COST.  A later piece of one register of rows, or the partial tile
-    of m rows, whose own tiles do not take all of N then takes the first piece's column
-    count where it fits and at least two blocks of the pieces' columns fit N: all of M
-    takes C a block of columns at a time (``matmul.column_blocks``), as LIBXSMM's AVX2
-    code does (f64 20x78x54 with A shared: 16x3 and 4x13 in blocks of 39 columns ran at
+    registers of M's rows (f32 10 rows: one 16-row tile in 16x5 and 16x4, not 8x9 and a
+    masked 8x9: as many FMAs, fewer loads; f64 9 rows: three ymm by 3 columns, not 8x5 + 8x4
+    and a masked 4x9, with the members from L3 1.45x as fast; f32 20 rows: three ymm by 3,
+    not 16x5 + 16x4 and 8x9, 1.06x; a gemv's one column kept its pieces, 0.93x with A
+    shared; larger partial tiles, f64 22 rows in 32, leave two columns beside their
+    registers and were not measured); for the first m (``two_line_rows``' rows) also as its
+    full tiles and the rest in one partial tile of m rows (``row_pieces``' `idle` cut: f32
+    56 rows as 32x3 and 24x3, LIBXSMM's AVX2 blocking, not 16 and 8 rows in pieces of their
+    own).  Each piece of rows takes the column count that costs it least; the least total
+    cost wins, each piece adding PIECE_COST.  A later piece of one register of rows, or the
+    partial tile of m rows, whose own tiles do not take all of N then takes the first
+    piece's column count where it fits and at least two blocks of the pieces' columns fit N:
+    all of M takes C a block of columns at a time (``matmul.column_blocks``), as LIBXSMM's
+    AVX2 code does (f64 20x78x54 with A shared: 16x3 and 4x13 in blocks of 39 columns ran at
     0.72 of LIBXSMM, 16x3 and 4x3 in blocks of 3 at 1.10; 25x53x45 0.83 -> 1.01; batched
     27x105x58 in 16x3, 8x5 and 4x3 in blocks of 15 0.96, in 16x3 and its last 11 rows in
     three ymm by 3, blocks of 3, 1.24; f32 88x116x56, 32x3, 16x4 and 8x3 in blocks of 12
-    0.80, 32x3 and 24x3 in blocks of 3 0.92, 24x4 -- the cost's own choice for the
-    partial tile -- 0.84).  One tile over all of N reads B once anyway (f64 17x13x11 in
-    4x3: 1.08 -> 0.99).  The partial tile only for the first m: for a larger one it made
-    tiles the rule of ``two_line_rows`` had left out (f64 89x41x99, A of 70 KiB read by 14
-    column tiles of 16x3 instead of 7 of 8x6: 1.00 -> 0.93; the ger-like f32 115x62x1 in
-    32x3 instead of 16x6: 1.59 -> 1.48)."""
+    0.80, 32x3 and 24x3 in blocks of 3 0.92, 24x4 -- the cost's own choice for the partial
+    tile -- 0.84).  One tile over all of N reads B once anyway (f64 17x13x11 in 4x3: 1.08 ->
+    0.99).  The partial tile only for the first m: for a larger one it made tiles the rule of
+    ``two_line_rows`` had left out (f64 89x41x99, A of 70 KiB read by 14 column tiles of
+    16x3 instead of 7 of 8x6: 1.00 -> 0.93; the ger-like f32 115x62x1 in 32x3 instead of
+    16x6: 1.59 -> 1.48)."""
     regs = target.register_budget // target.vector_bytes
     lanes = max(1, target.vector_bytes // acc.size)
     latency = MIN_ACC_BYTES / target.vector_bytes
@@ -869,7 +873,7 @@ def register_tiles(target: Target, S: int, M: int, N: int, K: Optional[int],
         return best
 
     best = None
-    first = m = S if far_a else two_line_rows(target, S, M, N, K, acc, a)
+    first = m = S if far_a else two_line_rows(target, S, M, N, K, acc, a, new_a)
     while m <= min(max(S, _next_pow2(M)), S * MAX_M_BLOCKS):
         full, rest = M - M % m, M % m
         cuts = {row_pieces(M, m, S)}
