@@ -168,7 +168,7 @@ def test_one_subgroup_gemm_on_strided_views(t, s, ta, tb, checked, M, N, K):
     def view(rows, cols):  # the first rows of a taller column-major array
         full = np.asfortranarray(rng.standard_normal((rows + 3, cols)).astype(dt))
         return full, full[:rows]
-    (Af, A), (Bf, B), (Cf, C) = view(*a), view(*b), view(M, N)
+    (_, A), (_, B), (Cf, C) = view(*a), view(*b), view(M, N)
     below = Cf[M:].copy()
     A64, B64 = A.astype(np.float64), B.astype(np.float64)
     want = 2.0 * ((A64.T if ta == "t" else A64) @ (B64.T if tb == "t" else B64)) \
