@@ -32,8 +32,8 @@ import pytest
 import ttlc
 from ttlc.passes import PassContext, get_pass, run_passes
 from ttlc.passes.linalg import choose_tiles
-from ttlc.passes.linalg.tiles import (ACC_SHARE, FEW_COLUMN_TILES, MIN_A_STEP_BYTES,
-                                      REREAD_A_BYTES, SPLIT_MAX_K, STREAM_A_BYTES,
+from ttlc.passes.linalg.tiles import (ACC_SHARE, FEW_COLUMN_TILES, FEWEST_PASSES_MIN_K,
+                                      MIN_A_STEP_BYTES, REREAD_A_BYTES, SPLIT_MAX_K, STREAM_A_BYTES,
                                       STREAM_ROW_BYTES, TALL_ACC_SHARE, TALL_LAST_COLUMNS,
                                       TALLER_MIN_COLUMNS,
                                       WHOLE_K_BUDGET, WHOLE_K_C_BYTES, WHOLE_K_HELD,
@@ -1700,6 +1700,44 @@ def test_tall_rows_column_tiles_agree_with_numpy(ty, M, N, K, operand):
     tiles of equal width (TALL_LAST_COLUMNS, A shared): each member's C = A B against
     NumPy."""
     member_gemm_agrees(ty, M, N, K, operand)
+
+
+@pytest.mark.parametrize("ty,M,N,K,new_a,shared_b,columns", [
+    ("f32", 35, 9, 35, True, True, ((5, 5), (4, 4))), ("f32", 35, 9, 35, True, False, ((9, 3),)),
+    ("f32", 35, 9, 35, False, True, ((9, 3),)), ("f64", 17, 15, 58, True, True, ((8, 8), (7, 7))),
+    ("f64", 17, 15, 58, False, False, ((15, 5),)), ("f32", 40, 9, 14, True, True, ((9, 3),)),
+    ("f32", 89, 11, 69, True, True, ((9, 3), (2, 2)))])
+def test_choose_tiles_cpu_all_of_m_fewest_passes_over_a_new_a(ty, M, N, K, new_a, shared_b,
+                                                               columns):
+    """AVX-512: a tile of all of M (one piece of rows) over each work-group's own A with B
+    shared takes N in the fewest column tiles its registers allow where two take it and K
+    is at least FEWEST_PASSES_MIN_K, worked out by hand: f32 35 rows are three zmm (48
+    rows computed), at most 8 columns (24 of the 32 zmm, and 8 leave two of A's columns and
+    one more register), 9 as narrow as two tiles allow: 5 + 4 (the cost's own choice, one
+    piece of three 3-column tiles, with A shared or B a member's); f64 17 rows, three zmm,
+    15 columns as 8 + 7, not 5 three times.  Not for a K of 14 (f32 40x9x14), nor where
+    two column tiles cannot take N (f32 89 rows: six zmm by at most 3 columns)."""
+    t = SCALAR_TYPES[ty]
+    got = choose_tiles(TARGETS["cpu"], 64 // t.size, 1, M, N, K, t, t, t, new_a=new_a,
+                       shared_b=shared_b)
+    assert len(got.m_pieces) == 1 and got.m_pieces[0][0] == M
+    assert got.n_pieces == columns
+    assert 14 < FEWEST_PASSES_MIN_K <= 35
+
+
+@pytest.mark.parametrize("shared_b,tiles", [(True, {"64x5", "64x4"}), (False, {"64x3"})])
+def test_all_of_m_over_a_new_a_with_b_shared_lowers_and_agrees(shared_b, tiles):
+    """lower-linalg on the cpu, f32 35x9x35 with each member's A: with B shared a tile of 64
+    rows (35 computed, in three zmm) by 5 and 4 columns (the test above), with B a
+    member's by 3 three times.  The compiled kernel agrees with NumPy, as does f64
+    17x15x58 (8 + 7)."""
+    from ttlc.passes import expand, lower_copy
+    src = member_kernel("f32", "gemm", [("a", (35, 35), False), ("b", (35, 9), shared_b),
+                                        ("c", (35, 9), False)])
+    text = str(lower_copy(ttlc.check(src), expand(["lower"]), TARGETS["cpu"]))
+    assert set(re.findall(r"coopmatrix<f32x(\d+x\d+),matrix_acc>", text)) == tiles
+    member_gemm_agrees("f32", 35, 9, 35, "B" if shared_b else "batched")
+    member_gemm_agrees("f64", 17, 15, 58, "B" if shared_b else "batched")
 
 
 @pytest.mark.parametrize("ty,M,N,K,new_a,columns", [

@@ -611,7 +611,8 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     split = split_remainders(em.target, acc, ea, eb)
     tiles = choose_tiles(em.target, em.sgs, em.subgroups, known(M), known(N), known(K),
                          acc, ea, eb, far_a=ta == "n" and any(V is A for V, _ in far),
-                         new_a=not em.same_in_every_group(A))
+                         new_a=not em.same_in_every_group(A),
+                         shared_b=em.same_in_every_group(B))
     # 16-bit products a matrix or dot-product unit computes: tiles of its grain
     tiles = fit_to_unit(em.target, tiles, em.sgs, em.subgroups, known(M), known(N), known(K),
                         acc, ea, eb, tb == "t", ta == "t")

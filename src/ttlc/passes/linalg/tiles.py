@@ -38,9 +38,10 @@ The rule (documented in ``choose_tiles``):
   register or A has STREAM_A_BYTES (f32 62 as one tile of 64, f64 30 as 32, A's column
   loaded whole where 32 + 30 in 32 read it in halves; f64 9 as 16, not 8 and 1 in 8:
   the last row's FMAs beside the first rows' instead of a second pass over A, with B
-  shared 1.13-1.24x as fast from L3), N into the full tiles and one
-  tile of the remaining columns (``column_pieces``), each as narrow as their number
-  allows (13 as 7 + 6, not 8 + 5: f64 24x13x11 with the members from L3 7-13% faster),
+  shared 1.13-1.24x as fast from L3), N into the full tiles and one tile of the
+  remaining columns (``column_pieces``), each as narrow as their number allows (13 as 7
+  + 6, not 8 + 5: f64 24x13x11 with the members from L3 7-13% faster; a tile of all of M
+  over a member's A with B shared and K of FEWEST_PASSES_MIN_K takes the widest such),
   K into the loop's steps and smaller power-of-two steps (``k_steps``, which also
   prefers a step dividing K), or a short K over enough tiles one step (``whole_k``,
   C then computed a few columns at a time) -- and the cost above is summed over the
@@ -224,6 +225,17 @@ TALLER_MIN_COLUMNS = 3
 #: in 64x6 and 64x1, 0.91-0.95 in 64x4 and 64x3).  docs/performance.md, "The tall rows'
 #: column tiles: the widest or of equal width"
 TALL_LAST_COLUMNS = {"f32": 2, "f64": 6}
+#: the least K for which a tile of all of M takes N in the fewest column tiles its
+#: registers allow where each work-group's A is new to the caches and B is shared
+#: (``choose_tiles``' `new_a`, `shared_b`): A's first pass comes from memory, the others
+#: from L1, and with B in the caches nothing else overlaps that first pass, so fewer
+#: passes over A are faster than the cost's narrower tiles in one piece (AVX-512, members
+#: from L3: f32 35x9x35 in 35 rows by 5 and 4, not by 3 three times, 0.86 -> 0.99-1.05 of
+#: LIBXSMM; 14 random shapes of M 9-64, N 3-24, K 32-128 1.07-1.27x as fast, 0.86 ->
+#: 0.98 at the geometric mean).  A short K makes the first pass short: f32 40x9x14 0.94 -> 0.75,
+#: 29x21x23 1.35-1.64 -> 1.18-1.40 (docs/performance.md, "All of M with B shared: the
+#: fewest passes over a member's A")
+FEWEST_PASSES_MIN_K = 32
 #: the accumulator's share of the register budget where B's entries come from memory
 #: (f64 x 9 columns on AVX-512: 32x6 tiles, 24 zmm, instead of 32x4 and a lone 32x1)
 ACC_SHARE = 0.75
@@ -478,15 +490,15 @@ def _ceil_div(a: int, b: int) -> int:
 def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, Tuple[int, int]],
                  M: Optional[int], N: Optional[int], K: Optional[int],
                  acc: ScalarType, a: ScalarType, b: ScalarType, far_a: bool = False,
-                 new_a: bool = False) -> Tiles:
+                 new_a: bool = False, shared_b: bool = False) -> Tiles:
     """The tile shape for C (M x N) += A (M x K) B (K x N) accumulating in ``acc``.
 
     ``num_subgroups`` is the number of subgroups of the work-group, or their grid
     ``(gx, gy)``; ``M``, ``N``, ``K`` are static sizes or None (dynamic); ``a`` and ``b``
     are the element types of A and B as loaded; ``far_a``: A's columns lie far apart
     (``far_column_tiles``); ``new_a``: A is a different matrix in each work-group (a batch
-    member's, new to the caches), not one all work-groups share.  See the module
-    docstring for the rule.
+    member's, new to the caches), not one all work-groups share; ``shared_b``: B is one
+    matrix all work-groups share.  See the module docstring for the rule.
     """
     S = subgroup_size
     grid = num_subgroups if isinstance(num_subgroups, tuple) else None
@@ -630,6 +642,9 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
             widths = [n_max]
         elif idle and N is not None:  # as narrow as their number allows (13: 7 + 6)
             widths = [n for n in widths if n == narrowest(N, n)]
+            if (new_a and shared_b and m == one_tile and widths and N <= 2 * widths[-1]
+                    and K is not None and K >= FEWEST_PASSES_MIN_K):
+                widths = widths[-1:]  # the fewest passes over A (FEWEST_PASSES_MIN_K)
         for n in widths:
             key = (cost(m, n), -(rows(m) * n), abs(rows(m) / S - n))
             if best is None or key < best[0]:
