@@ -801,12 +801,12 @@ def two_line_rows(target: Target, S: int, M: int, N: int, K: Optional[int],
     m = S
     while K != 1 and m * a.size < MIN_A_STEP_BYTES and m * 2 <= _pow2_at_most(M):
         m *= 2
-    if m == S:
-        return S
+    if m == S or new_a:  # a member's A: two lines a step whatever its size
+        return m
     regs = target.register_budget // target.vector_bytes
     r = _ceil_div(m * acc.size, target.vector_bytes)
     n = max((n for n in range(1, N + 1) if tile_registers(r, n, False) <= regs), default=1)
-    if (not new_a and M * (K or ASSUMED_SIZE) * a.size > REREAD_A_BYTES[acc.size]
+    if (M * (K or ASSUMED_SIZE) * a.size > REREAD_A_BYTES[acc.size]
             and _ceil_div(N, n) > FEW_COLUMN_TILES):
         return S
     return m
