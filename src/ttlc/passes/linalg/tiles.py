@@ -230,11 +230,11 @@ TALL_LAST_COLUMNS = {"f32": 2, "f64": 6}
 #: (``choose_tiles``' `new_a`, `shared_b`): A's first pass comes from memory, the others
 #: from L1, and with B in the caches nothing else overlaps that first pass, so fewer
 #: passes over A are faster than the cost's narrower tiles in one piece (AVX-512, members
-#: from L3: f32 35x9x35 in 35 rows by 5 and 4, not by 3 three times, 0.86 -> 0.99-1.05 of
-#: LIBXSMM; 14 random shapes of M 9-64, N 3-24, K 32-128 1.07-1.27x as fast, 0.86 ->
-#: 0.98 at the geometric mean).  A short K makes the first pass short: f32 40x9x14 0.94 -> 0.75,
-#: 29x21x23 1.35-1.64 -> 1.18-1.40 (docs/performance.md, "All of M with B shared: the
-#: fewest passes over a member's A")
+#: from L3: f32 35x9x35 in 35 rows by 5 and 4, not by 3 three times, 0.80-0.90 ->
+#: 0.92-1.05 of LIBXSMM in four runs; 14 random shapes of M 9-64, N 3-24, K 32-128
+#: 1.07-1.27x as fast, 0.86 -> 0.98 at the geometric mean).  A short K makes the first
+#: pass short: f32 40x9x14 0.94 -> 0.75, 29x21x23 1.35-1.64 -> 1.18-1.40
+#: (docs/performance.md, "All of M with B shared: the fewest passes over a member's A")
 FEWEST_PASSES_MIN_K = 32
 #: the accumulator's share of the register budget where B's entries come from memory
 #: (f64 x 9 columns on AVX-512: 32x6 tiles, 24 zmm, instead of 32x4 and a lone 32x1)
