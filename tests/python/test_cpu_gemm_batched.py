@@ -328,18 +328,24 @@ print(json.dumps(out))
 """
 
 
+def for_cpu_model(cpu: str, script: str, cases) -> dict:
+    """What `script` prints (JSON) for `cases`, run in a fresh process for TTLC_CPU=`cpu`
+    (sys.argv[1]: the benchmarks' directory, sys.argv[2]: the cases as JSON)."""
+    env = dict(os.environ, TTLC_CPU=cpu, TTLC_CACHE="0")
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    proc = subprocess.run([sys.executable, "-c", script, str(bench), json.dumps(cases)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
 def avx2_kernels(cases):
     """AVX2_K_LOOPS's findings for `cases` (TTLC_CPU=x86-64-v3, a fresh process), or a
     skip where this machine cannot run code for x86-64-v3."""
     from ttlc.backends.cpu import jit
     if not {"avx2", "fma", "bmi2"} <= jit.host_features():
         pytest.skip("this machine cannot run code for x86-64-v3")
-    env = dict(os.environ, TTLC_CPU="x86-64-v3", TTLC_CACHE="0")
-    bench = Path(__file__).resolve().parents[2] / "benchmarks"
-    proc = subprocess.run([sys.executable, "-c", AVX2_K_LOOPS, str(bench), json.dumps(cases)],
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout)
+    got = for_cpu_model("x86-64-v3", AVX2_K_LOOPS, cases)
     assert sorted(got) == sorted(cases)
     for name, v in got.items():
         assert v["spills"] == [], (name, v["spills"][:5])
@@ -375,6 +381,38 @@ def test_avx2_tiles_of_two_lines_of_a_without_spills():
     registers and match NumPy."""
     avx2_kernels(["gemm f64 124x11x94", "gemm f64 76x6x118", "gemm f32 88x23x62",
                   "gemm f64 100x100x100"])
+
+
+#: run in a fresh process for TTLC_CPU=skylake-avx512 (compiled, not run): the vector
+#: stack accesses (spills) in the assembly of each batched gemm of sys.argv[2] (t, M, N, K)
+AVX512_SPILLS = """
+import json, re, sys
+import ttlc
+from ttlc.backends.cpu import jit
+from ttlc.backends.cpu.module import Artifacts
+sys.path.insert(0, sys.argv[1])
+from small_gemm import GEMM_SUBVIEW
+out = {}
+for t, M, N, K in json.loads(sys.argv[2]):
+    art = Artifacts(ttlc.check(GEMM_SUBVIEW.format(t=t, M=M, N=N, K=K)), checked=False)
+    asm = jit.emit_assembly(art.optimized())
+    spill = r"%[xyz]mm[0-9]+.*\\(%rsp\\)|\\(%rsp\\).*%[xyz]mm"
+    out[f"{t} {M}x{N}x{K}"] = [line for line in asm.splitlines() if re.search(spill, line)]
+print(json.dumps(out))
+"""
+
+
+def test_avx512_one_pass_tiles_without_spills():
+    """Code for a CPU with AVX-512 (TTLC_CPU=skylake-avx512, compiled in a fresh process):
+    a tile of all of M and all of N beside one of A's columns (``tiles.one_pass``: f32
+    35x9x35 and f64 20x9x20, 27 zmm of accumulators; f64 43x4x86, 24; f32 72x5x77, 25)
+    keeps its accumulators in registers: no vector stack access (the results: the tests
+    of test_pass_linalg.py)."""
+    cases = [["f32", 35, 9, 35], ["f64", 20, 9, 20], ["f64", 43, 4, 86], ["f32", 72, 5, 77]]
+    got = for_cpu_model("skylake-avx512", AVX512_SPILLS, cases)
+    assert sorted(got) == sorted(f"{t} {M}x{N}x{K}" for t, M, N, K in cases)
+    for name, spills in got.items():
+        assert spills == [], (name, spills[:5])
 
 
 def test_avx2_partial_tiles_of_few_rows_without_spills():

@@ -33,7 +33,8 @@ import ttlc
 from ttlc.passes import PassContext, get_pass, run_passes
 from ttlc.passes.linalg import choose_tiles
 from ttlc.passes.linalg.tiles import (ACC_SHARE, FEW_COLUMN_TILES, FEWEST_PASSES_MIN_K,
-                                      MIN_A_STEP_BYTES, REREAD_A_BYTES, SPLIT_MAX_K, STREAM_A_BYTES,
+                                      MIN_A_STEP_BYTES, ONE_PASS_MIN_REGISTERS, REREAD_A_BYTES,
+                                      SPLIT_MAX_K, STREAM_A_BYTES,
                                       STREAM_ROW_BYTES, TALL_ACC_SHARE, TALL_LAST_COLUMNS,
                                       TALLER_MIN_COLUMNS,
                                       WHOLE_K_BUDGET, WHOLE_K_C_BYTES, WHOLE_K_HELD,
@@ -842,15 +843,16 @@ def test_choose_tiles_cpu_remainders_get_smaller_tiles():
     registers computed) by 3 columns, K in steps of 1: its accumulator (15 zmm), two of
     A's columns (10) and one more fit the 32 (``whole_m_columns``); 56x9x56 is rows 32 +
     24, the 24 in 32-row tiles of three registers by 5 and 4 columns; 20x9x19 one 32-row
-    tile of three registers (24 rows computed) by 3 columns, K in steps of 1 (a step of
-    two would load six lines of A); GPU targets keep one piece."""
+    tile of three registers (24 rows computed) by all 9 columns, 27 zmm beside one of A's
+    columns (``one_pass``), K in steps of 1 (a step of two would need 33); GPU targets
+    keep one piece."""
     f64 = SCALAR_TYPES["f64"]
     t = choose_tiles(TARGETS["cpu"], 8, 1, 35, 9, 35, f64, f64, f64)
     assert (t.m_pieces, t.n_pieces, t.k, t.k_rest) == (((35, 64),), ((9, 3),), 1, ())
     assert computed_rows(35, 64, 8) * (t.n + 2) + 8 <= 32 * 8
     t = choose_tiles(TARGETS["cpu"], 8, 1, 20, 9, 19, f64, f64, f64)
-    assert (t.m_pieces, t.n_pieces, t.k, t.k_rest) == (((20, 32),), ((9, 3),), 1, ())
-    assert computed_rows(20, 32, 8) == 24
+    assert (t.m_pieces, t.n_pieces, t.k, t.k_rest) == (((20, 32),), ((9, 9),), 1, ())
+    assert computed_rows(20, 32, 8) == 24 and 3 * 9 + 3 + 1 <= 32 < 3 * 9 + 2 * 3 + 1
     t = choose_tiles(TARGETS["cpu"], 8, 1, 56, 9, 56, f64, f64, f64)
     assert (t.m_pieces, t.k, t.k_rest) == (((32, 32), (24, 32)), 1, ())
     assert t.row_n_pieces == (((5, 5), (4, 4)), ((5, 5), (4, 4)))
@@ -1703,9 +1705,9 @@ def test_tall_rows_column_tiles_agree_with_numpy(ty, M, N, K, operand):
 
 
 @pytest.mark.parametrize("ty,M,N,K,new_a,shared_b,columns", [
-    ("f32", 35, 9, 35, True, True, ((5, 5), (4, 4))), ("f32", 35, 9, 35, True, False, ((9, 3),)),
-    ("f32", 35, 9, 35, False, True, ((9, 3),)), ("f64", 17, 15, 58, True, True, ((8, 8), (7, 7))),
-    ("f64", 17, 15, 58, False, False, ((15, 5),)), ("f32", 40, 9, 14, True, True, ((9, 3),)),
+    ("f32", 35, 15, 35, True, True, ((8, 8), (7, 7))), ("f32", 35, 15, 35, True, False, ((15, 5),)),
+    ("f32", 35, 15, 35, False, True, ((15, 5),)), ("f64", 17, 15, 58, True, True, ((8, 8), (7, 7))),
+    ("f64", 17, 15, 58, False, False, ((15, 5),)), ("f32", 40, 15, 14, True, True, ((15, 5),)),
     ("f32", 89, 11, 69, True, True, ((9, 3), (2, 2)))])
 def test_choose_tiles_cpu_all_of_m_fewest_passes_over_a_new_a(ty, M, N, K, new_a, shared_b,
                                                                columns):
@@ -1713,10 +1715,11 @@ def test_choose_tiles_cpu_all_of_m_fewest_passes_over_a_new_a(ty, M, N, K, new_a
     shared takes N in the fewest column tiles its registers allow where two take it and K
     is at least FEWEST_PASSES_MIN_K, worked out by hand: f32 35 rows are three zmm (48
     rows computed), at most 8 columns (24 of the 32 zmm, and 8 leave two of A's columns and
-    one more register), 9 as narrow as two tiles allow: 5 + 4 (the cost's own choice, one
-    piece of three 3-column tiles, with A shared or B a member's); f64 17 rows, three zmm,
-    15 columns as 8 + 7, not 5 three times.  Not for a K of 14 (f32 40x9x14), nor where
-    two column tiles cannot take N (f32 89 rows: six zmm by at most 3 columns)."""
+    one more register; 15 are more than one pass takes beside one of A's columns, 9), 15
+    as narrow as two tiles allow: 8 + 7 (the cost's own choice, one piece of three
+    5-column tiles, with A shared or B a member's); f64 17 rows, three zmm, the same.
+    Not for a K of 14 (f32 40x15x14), nor where two column tiles cannot take N (f32 89
+    rows: six zmm by at most 3 columns)."""
     t = SCALAR_TYPES[ty]
     got = choose_tiles(TARGETS["cpu"], 64 // t.size, 1, M, N, K, t, t, t, new_a=new_a,
                        shared_b=shared_b)
@@ -1725,19 +1728,67 @@ def test_choose_tiles_cpu_all_of_m_fewest_passes_over_a_new_a(ty, M, N, K, new_a
     assert 14 < FEWEST_PASSES_MIN_K <= 35
 
 
-@pytest.mark.parametrize("shared_b,tiles", [(True, {"64x5", "64x4"}), (False, {"64x3"})])
+@pytest.mark.parametrize("shared_b,tiles", [(True, {"64x8", "64x7"}), (False, {"64x5"})])
 def test_all_of_m_over_a_new_a_with_b_shared_lowers_and_agrees(shared_b, tiles):
-    """lower-linalg on the cpu, f32 35x9x35 with each member's A: with B shared a tile of 64
-    rows (35 computed, in three zmm) by 5 and 4 columns (the test above), with B a
-    member's by 3 three times.  The compiled kernel agrees with NumPy, as does f64
+    """lower-linalg on the cpu, f32 35x15x35 with each member's A: with B shared a tile of
+    64 rows (35 computed, in three zmm) by 8 and 7 columns (the test above), with B a
+    member's by 5 three times.  The compiled kernel agrees with NumPy, as does f64
     17x15x58 (8 + 7)."""
     from ttlc.passes import expand, lower_copy
-    src = member_kernel("f32", "gemm", [("a", (35, 35), False), ("b", (35, 9), shared_b),
-                                        ("c", (35, 9), False)])
+    src = member_kernel("f32", "gemm", [("a", (35, 35), False), ("b", (35, 15), shared_b),
+                                        ("c", (35, 15), False)])
     text = str(lower_copy(ttlc.check(src), expand(["lower"]), TARGETS["cpu"]))
     assert set(re.findall(r"coopmatrix<f32x(\d+x\d+),matrix_acc>", text)) == tiles
-    member_gemm_agrees("f32", 35, 9, 35, "B" if shared_b else "batched")
+    member_gemm_agrees("f32", 35, 15, 35, "B" if shared_b else "batched")
     member_gemm_agrees("f64", 17, 15, 58, "B" if shared_b else "batched")
+
+
+#: (type, M, N, K, C's row pieces, column pieces) of AVX-512 tiles of all of M, by hand:
+#: three zmm of rows (f32 35 rows, 48 computed) by 9 columns is 27 accumulators, one of A's
+#: columns (3) and a register more: 31 of the 32 zmm (two of A's columns would take 34:
+#: K steps of one); six zmm (f64 43 rows) by 4: 24 + 6 + 1; five (f32 72 rows, f64 37) by
+#: 5: 25 + 5 + 1.  Not four zmm by 9 (36 accumulators: f32 56x9x20 by 3), two zmm
+#: (ONE_PASS_MIN_REGISTERS: f32 17x13x11 in 7 + 6, K steps of two), nor N beyond one pass
+#: (f64 51 rows, 7 zmm, by at most 3: the tall rows' 32x6 and 32x5; f32 35x18: by 6)
+ONE_PASS = [("f32", 35, 9, 35, ((35, 64),), ((9, 9),)), ("f64", 20, 9, 20, ((20, 32),), ((9, 9),)),
+            ("f64", 43, 4, 86, ((43, 64),), ((4, 4),)), ("f32", 72, 5, 77, ((72, 128),), ((5, 5),)),
+            ("f64", 37, 5, 75, ((37, 64),), ((5, 5),)), ("f32", 56, 9, 20, ((56, 64),), ((9, 3),)),
+            ("f32", 17, 13, 11, ((17, 32),), ((7, 7), (6, 6))),
+            ("f64", 51, 11, 37, ((32, 32), (19, 32)), ((6, 6), (5, 5))),
+            ("f32", 35, 18, 58, ((35, 64),), ((18, 6),))]
+
+
+@pytest.mark.parametrize("new_a,shared_b", [(True, False), (False, False), (True, True)],
+                         ids=["batched", "A-shared", "B-shared"])
+@pytest.mark.parametrize("ty,M,N,K,rows,columns", ONE_PASS)
+def test_choose_tiles_cpu_all_of_m_and_n_in_one_pass(ty, M, N, K, rows, columns, new_a,
+                                                     shared_b):
+    """AVX-512: a tile of all of M of three registers or more takes all of N where its
+    accumulators fit beside one of A's columns and one register (``one_pass``: C in one
+    pass over A), whatever is shared (ONE_PASS above)."""
+    t = SCALAR_TYPES[ty]
+    got = choose_tiles(TARGETS["cpu"], 64 // t.size, 1, M, N, K, t, t, t, new_a=new_a,
+                       shared_b=shared_b)
+    assert got.m_pieces == rows
+    assert (got.row_n_pieces[0] if got.row_n_pieces else got.n_pieces) == columns
+    if len(columns) == 1 and columns[0][1] == N:
+        zmm = computed_rows(M, rows[0][1], 64 // t.size) * t.size // 64
+        assert zmm >= ONE_PASS_MIN_REGISTERS and zmm * N + zmm + 1 <= 32
+        assert got.k == 1 or zmm * N + 2 * zmm + 1 <= 32
+
+
+@pytest.mark.parametrize("operand", ["batched", "A", "B"])
+def test_all_of_m_and_n_in_one_pass_lowers_and_agrees(operand):
+    """lower-linalg on the cpu: f32 35x9x35 is one 64x9 accumulator tile (the test above)
+    whatever is shared; the compiled kernels of ONE_PASS's one-pass shapes agree with
+    NumPy."""
+    from ttlc.passes import expand, lower_copy
+    src = member_kernel("f32", "gemm", [("a", (35, 35), operand == "A"),
+                                        ("b", (35, 9), operand == "B"), ("c", (35, 9), False)])
+    text = str(lower_copy(ttlc.check(src), expand(["lower"]), TARGETS["cpu"]))
+    assert set(re.findall(r"coopmatrix<f32x(\d+x\d+),matrix_acc>", text)) == {"64x9"}
+    for ty, M, N, K, _, columns in ONE_PASS[:5]:
+        member_gemm_agrees(ty, M, N, K, operand)
 
 
 @pytest.mark.parametrize("ty,M,N,K,new_a,columns", [

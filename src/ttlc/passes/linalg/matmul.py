@@ -225,7 +225,10 @@ def rounds_of_sets(em: Emitter, tiles: Tiles, split: bool, rows: List[Rows], NT:
     that load A's column whole and broadcast B's entry for each column (few rows, many
     columns): LLVM took the next steps' broadcasts early and spilled (f64 3x117x81: 20
     vector stack accesses), and none ran faster (f32 3x117x44 2.04 -> 1.81 of
-    LIBXSMM)."""
+    LIBXSMM).  Not a tile whose accumulators take more than ``accumulator_bytes`` of the
+    registers (``tiles.one_pass``, f32 35x9x35 in 27 zmm): compiled for Skylake-SP
+    (TTLC_CPU=skylake-avx512) LLVM loaded the next step's A early and spilled (82 vector
+    stack accesses), while one step a loop step runs as fast on Zen 5 (0.98-1.03)."""
     height = sum(MT for _, MT, _ in rows)
     if not split or height < tiles.m or NT < tiles.n or NT == 1:
         return 1
@@ -243,6 +246,9 @@ def rounds_of_sets(em: Emitter, tiles: Tiles, split: bool, rows: List[Rows], NT:
     mask = any(checked for _, _, checked in rows) and not em.target.mask_registers
     if accumulators + operands + mask > em.target.register_budget // em.target.vector_bytes:
         return 1
+    if (em.target.broadcast_operands and accumulators * em.target.vector_bytes
+            > accumulator_bytes(em.target.register_budget)):
+        return 1  # a ``tiles.one_pass`` tile (above)
     return max(1, min(ROUND_SETS, -(-ROUND_FMAS // (accumulators * tiles.k))))
 
 

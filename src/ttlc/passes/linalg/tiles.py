@@ -80,7 +80,10 @@ The rule (documented in ``choose_tiles``):
   tile is tall, as many as ``tall_columns`` allows).  With the members from L3 (paired
   against the tiles without it), 12 random shapes whose tiles changed: median 1.07x
   batched (1.02-1.21), 1.13x with A shared (1.00-1.33), 1.06x with B shared
-  (0.92-1.14); from L2 0.98x (0.94-1.01).
+  (0.92-1.14); from L2 0.98x (0.94-1.01).  Where its column of ONE_PASS_MIN_REGISTERS
+  registers or more and all of N fit beside one of A's columns and one register, the
+  tile takes all of N (``one_pass``: f32 35x9 in 27 zmm, C in one pass over A, K steps
+  of one).
 * Where M has the rows, K is not 1, one subgroup takes every tile and no tall tiles are
   chosen, tiles load at least MIN_A_STEP_BYTES of A's column per K step (f64 72x13x11:
   32-row tiles and the last 8 rows, not 8x13).
@@ -236,6 +239,12 @@ TALL_LAST_COLUMNS = {"f32": 2, "f64": 6}
 #: pass short: f32 40x9x14 0.94 -> 0.75, 29x21x23 1.35-1.64 -> 1.18-1.40
 #: (docs/performance.md, "All of M with B shared: the fewest passes over a member's A")
 FEWEST_PASSES_MIN_K = 32
+#: the fewest registers of A's column (of the rows a tile computes) for which a tile of
+#: all of M takes all of N in one pass over A (``choose_tiles``' ``one_pass``).  With two
+#: (f32 17-32 rows by 13 or 14 columns, 26-28 zmm) against 7 + 6 or 7 + 7 columns in K
+#: steps of two: f32 31x14x32 batched 0.78x as fast, 17x13x11 0.95-0.99x, 18x13x109 and
+#: 27x14x54 within 5%, f64 9-16 rows by 13-14 within 1%: not taken
+ONE_PASS_MIN_REGISTERS = 3
 #: the accumulator's share of the register budget where B's entries come from memory
 #: (f64 x 9 columns on AVX-512: 32x6 tiles, 24 zmm, instead of 32x4 and a lone 32x1)
 ACC_SHARE = 0.75
@@ -579,19 +588,38 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         """Whether two of A's columns of a tile of m rows fit the operands' part."""
         return 2 * rows(m) * a.size <= operands
 
-    def whole_m_columns(m: int) -> int:
+    def whole_m_columns(m: int, a_columns: int = 2) -> int:
         """The most columns of a tile of m rows that takes all of M where one subgroup
         computes only M's rows (``idle``) and FMAs take B's entries from memory
-        (``target.broadcast_operands``: AVX-512): as many as leave two of A's columns and
-        one more register beside the accumulator (f64 56 rows: 2, 35 rows: 3; where every
-        tile is tall, ``tall_columns`` sets the columns instead); 0 for other tiles.  One
-        piece of rows, each of A's columns read whole, in the order of its addresses
-        (f64 35x22x43: 40 rows by 4); where there are tall tiles, a tile of fewer than
-        TALLER_MIN_COLUMNS is none (f64 56x22x43: 32x6, then 24 rows by 8 and 6, not 64x2)."""
+        (``target.broadcast_operands``: AVX-512): as many as leave `a_columns` of A's
+        columns and one more register beside the accumulator (two: f64 56 rows: 2, 35
+        rows: 3; where every tile is tall, ``tall_columns`` sets the columns instead); 0
+        for other tiles.  One piece of rows, each of A's columns read whole, in the order
+        of its addresses (f64 35x22x43: 40 rows by 4); where there are tall tiles, a tile
+        of fewer than TALLER_MIN_COLUMNS is none (f64 56x22x43: 32x6, then 24 rows by 8
+        and 6, not 64x2).  Where all of N fits beside one of A's columns, the tile takes
+        it, C in one pass over A (``one_pass``)."""
         if not (idle and m == one_tile and target.broadcast_operands):
             return 0
         r = rows(m)
-        return (budget - 2 * r * a.size - target.vector_bytes) // (r * acc.size)
+        return (budget - a_columns * r * a.size - target.vector_bytes) // (r * acc.size)
+
+    def one_pass(m: int) -> bool:
+        """Whether a tile of m rows that takes all of M takes all of N as well, with one
+        of A's columns beside its accumulators (``whole_m_columns``) where two would not
+        fit: C in one pass over A, as LIBXSMM computes it (f32 35 rows by 9, 27 zmm of
+        accumulators, not by 3 three times: f32 35x9x64 0.73-0.86 of LIBXSMM -> 1.00-1.27;
+        f64 43x4x86, 6 zmm by 4 columns, not by 2 twice: 0.84-0.92 -> 1.06-1.16).  With
+        the members from L3, 12 random shapes a type whose tiles it changes, batched, A
+        shared and B shared, two placements each: f32 1.12x as fast at the geometric mean
+        (0.90-1.33x), f64 1.06x (0.94-1.20x).  Short, dense work lost some: f64 20x9x20
+        with A shared ran 1.19-1.52 of LIBXSMM in 3-column tiles, 1.02-1.12 in one.  Not
+        where N takes several tiles even so: f64 51x11x37 in 3-column tiles of all of M
+        ran 0.91-0.92 of LIBXSMM, its tall rows' 32x6 and 32x5 1.00-1.03
+        (docs/performance.md, "All of M and all of N in one tile")."""
+        registers = rows(m) * acc.size // max(1, target.vector_bytes)
+        return (N is not None and registers >= ONE_PASS_MIN_REGISTERS
+                and 0 < N <= whole_m_columns(m, 1))
 
     def tall_columns(m: int) -> int:
         """The columns of a tile of m rows where every tile is tall: as many as
@@ -631,6 +659,8 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         n_max = max(1, acc_elems // rows(m))
         if split and m != S and not a_columns_fit(m):  # all of M (``fits``)
             n_max = min(n_max, whole_m_columns(m))
+        if one_pass(m):
+            n_max = max(n_max, N)
         if wide and idle:
             n_max = tall_columns(m)
         if N is not None:
@@ -669,7 +699,10 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         return whole_k(tiles, M, N, K, acc, rows(tall) * tiles.n * acc.size,
                        rows(tall) * a.size, WHOLE_K_BUDGET * budget, from_memory and G == 1)
     operand_bytes = rows(m) * a.size + (0 if from_memory else n * b.size)
-    k = _k_step(SPLIT_MAX_K if split else MAX_K, operand_bytes, operands)
+    room = operands  # for a K step's operands: beside a ``one_pass`` tile, what it leaves
+    if rows(m) * n * acc.size > acc_bytes:
+        room = budget - rows(m) * n * acc.size - target.vector_bytes
+    k = _k_step(SPLIT_MAX_K if split else MAX_K, operand_bytes, room)
     if idle or (tall and m >= tall):  # a K step loads at most STREAM_ROW_BYTES of A
         k = min(k, _pow2_at_most(STREAM_ROW_BYTES // (rows(m) * a.size)))
     if not split:
