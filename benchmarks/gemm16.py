@@ -26,11 +26,11 @@ AVX512-BF16 or f32 FMA).  PyTorch is skipped with a printed reason where it is m
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import sys
 from pathlib import Path
 
+import idle_threads  # noqa: F401  (before NumPy: its BLAS threads sleep when idle)
 import ml_dtypes
 import numpy as np
 
@@ -196,5 +196,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     sys.exit(main())

@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+import idle_threads  # noqa: F401  (before NumPy: its BLAS threads sleep when idle)
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
@@ -201,5 +202,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     sys.exit(main())

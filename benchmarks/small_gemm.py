@@ -55,7 +55,6 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 #: where TTLC_CPU names a model without AVX-512, the other libraries are held to the same
 #: instructions (set before they load): LIBXSMM's code generator, PyTorch's kernels and
 #: OpenBLAS (NumPy's and PyTorch's matmul)
@@ -66,6 +65,7 @@ if os.environ.get("TTLC_CPU", "").strip() in ("x86-64-v3", "haswell", "skylake",
     for _name, _value in WITHOUT_AVX512.items():
         os.environ.setdefault(_name, _value)
 
+import idle_threads  # noqa: E402, F401  (before NumPy: its BLAS threads sleep when idle)
 import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

@@ -39,11 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-# Idle OpenMP threads sleep instead of spinning: PyTorch's threads share this process with
-# ttlc's and NumPy's BLAS threads, and on a machine with few cores threads left spinning
-# by one library take the cores the next measurement needs.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
+import idle_threads  # noqa: E402, F401  (before NumPy: its BLAS threads sleep when idle)
 import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
