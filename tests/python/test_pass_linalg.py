@@ -1787,8 +1787,9 @@ def test_all_of_m_and_n_in_one_pass_lowers_and_agrees(operand):
                                         ("b", (35, 9), operand == "B"), ("c", (35, 9), False)])
     text = str(lower_copy(ttlc.check(src), expand(["lower"]), TARGETS["cpu"]))
     assert set(re.findall(r"coopmatrix<f32x(\d+x\d+),matrix_acc>", text)) == {"64x9"}
-    for ty, M, N, K, _, columns in ONE_PASS[:5]:
-        member_gemm_agrees(ty, M, N, K, operand)
+    for ty, M, N, K, _, columns in ONE_PASS:
+        if columns == ((N, N),):
+            member_gemm_agrees(ty, M, N, K, operand)
 
 
 @pytest.mark.parametrize("ty,M,N,K,new_a,columns", [

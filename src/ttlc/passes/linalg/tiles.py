@@ -80,8 +80,8 @@ The rule (documented in ``choose_tiles``):
   tile is tall, as many as ``tall_columns`` allows).  With the members from L3 (paired
   against the tiles without it), 12 random shapes whose tiles changed: median 1.07x
   batched (1.02-1.21), 1.13x with A shared (1.00-1.33), 1.06x with B shared
-  (0.92-1.14); from L2 0.98x (0.94-1.01).  Where its column of ONE_PASS_MIN_REGISTERS
-  registers or more and all of N fit beside one of A's columns and one register, the
+  (0.92-1.14); from L2 0.98x (0.94-1.01).  Where its column is ONE_PASS_MIN_REGISTERS
+  registers or more and all of N fits beside one of A's columns and one register, the
   tile takes all of N (``one_pass``: f32 35x9 in 27 zmm, C in one pass over A, K steps
   of one).
 * Where M has the rows, K is not 1, one subgroup takes every tile and no tall tiles are
@@ -597,8 +597,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         for other tiles.  One piece of rows, each of A's columns read whole, in the order
         of its addresses (f64 35x22x43: 40 rows by 4); where there are tall tiles, a tile
         of fewer than TALLER_MIN_COLUMNS is none (f64 56x22x43: 32x6, then 24 rows by 8
-        and 6, not 64x2).  Where all of N fits beside one of A's columns, the tile takes
-        it, C in one pass over A (``one_pass``)."""
+        and 6, not 64x2).  With one of A's columns: the bound of ``one_pass``."""
         if not (idle and m == one_tile and target.broadcast_operands):
             return 0
         r = rows(m)
