@@ -27,6 +27,7 @@ from llvmlite import ir  # noqa: E402
 from ttlc.backends.cpu.values import (F16, F32, F64, I1, I8, I16, I32, I64,  # noqa: E402
                                      FoldingBuilder, UndefVector, VectorConstant, ZeroVector)
 from ttlc.backends.cpu import jit  # noqa: E402
+from ttlc.testing.cpu_model import run_for_cpu_model  # noqa: E402
 from ttlc.testing.kernels import member_kernel  # noqa: E402
 
 
@@ -442,11 +443,11 @@ FOUR_ROWS_SCRIPT = """
 import json, sys
 import numpy as np
 import ttlc
-from ttlc.backends.cpu import jit
+from ttlc.testing.cpu_model import host_runs_x86_64_v3
 module = ttlc.compile({text!r}, target="cpu")
 ir = module.artifacts.stage("llvm-opt")
 error = None
-if {run!r} and {{"avx2", "fma", "bmi2"}} <= jit.host_features():
+if {run!r} and host_runs_x86_64_v3():
     rng = np.random.default_rng(3)
     A, B = (np.asfortranarray(rng.standard_normal(s)).astype(np.float32)
             for s in ((4, 74, 5), (74, 6, 5)))
@@ -464,17 +465,29 @@ def test_static_rows_are_plain_loads_without_mask_registers(cpu, masked):
     static rows of 8 lanes are plain loads of 4 (``vectors.masked_load``: the masks fold
     to constants in ``FoldingBuilder``), with mask registers they stay masked; the
     results agree with NumPy."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ, TTLC_CPU=cpu, TTLC_CACHE="0")
     script = FOUR_ROWS_SCRIPT.format(text=FOUR_ROWS, run=cpu == "x86-64-v3")
-    proc = subprocess.run([sys.executable, "-c", script],
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = run_for_cpu_model(cpu, script)
     assert got["masked"] == masked
     if got["error"] is not None:
         assert got["error"] < 1e-5
+
+
+def test_code_for_a_cpu_model_in_a_fresh_process():
+    """``ttlc.testing.cpu_model``, which the tests of code for named CPU models share: the
+    script sees the model, its feature changes and the cache off, its last line is the
+    answer, a failing script fails the test with its error, and spills are told apart from
+    other stack accesses and from vector moves to memory elsewhere."""
+    from ttlc.testing.cpu_model import vector_stack_accesses
+
+    script = ("import json, os, sys\nprint('compiling')\nprint(json.dumps([sys.argv[1:], "
+              "sys.stdin.read()] + [os.environ[k] for k in "
+              "('TTLC_CPU', 'TTLC_CPU_FEATURES', 'TTLC_CACHE')]))")
+    assert run_for_cpu_model("znver4", script, "a", "b", stdin="in", features="-avx512f") == \
+        [["a", "b"], "in", "znver4", "-avx512f", "0"]
+    with pytest.raises(AssertionError, match="(?s)TTLC_CPU=x86-64-v3: .*ZeroDivisionError"):
+        run_for_cpu_model("x86-64-v3", "1 / 0")
+    asm = "\n".join(["\tvmovups\t%zmm3, 64(%rsp)", "\tvmovaps\t(%rsp), %ymm1",
+                     "\tvmovups\t%zmm3, (%rdi)", "\tmovq\t%rax, 8(%rsp)",
+                     "\tvfmadd231ps\t128(%rsp), %xmm2, %xmm0"])
+    assert vector_stack_accesses(asm) == ["\tvmovups\t%zmm3, 64(%rsp)", "\tvmovaps\t(%rsp), %ymm1",
+                                          "\tvfmadd231ps\t128(%rsp), %xmm2, %xmm0"]

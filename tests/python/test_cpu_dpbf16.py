@@ -13,15 +13,13 @@ models with the instruction (znver4, cooperlake) is compiled, not run, in a subp
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import ttlc
+from ttlc.testing.cpu_model import run_for_cpu_model
 
 jit = pytest.importorskip("ttlc.backends.cpu.jit")
 import test_cpu_amx_loop as loop  # noqa: E402  (its K-loop kernels)
@@ -294,11 +292,7 @@ MODEL_KERNELS = {"loop": loop._kernel(64, 64, 64, 16, 16, 16), "m8": _kernel(8, 
 
 
 def _inspect(cpu: str, features: str = "") -> dict:
-    env = dict(os.environ, TTLC_CPU=cpu, TTLC_CPU_FEATURES=features, TTLC_CACHE="0")
-    proc = subprocess.run([sys.executable, "-c", INSPECT], input=json.dumps(MODEL_KERNELS),
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+    return run_for_cpu_model(cpu, INSPECT, stdin=json.dumps(MODEL_KERNELS), features=features)
 
 
 @pytest.mark.parametrize("cpu", ["znver4", "cooperlake"])

@@ -12,14 +12,12 @@ here against NumPy with its tile instructions emulated where the CPU has no AMX
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from amx_testing import amx  # noqa: F401 (fixture)
 from test_interp_gemm16 import rand, source
+from ttlc.testing.cpu_model import run_for_cpu_model
 
 pytest.importorskip("llvmlite")
 
@@ -69,12 +67,7 @@ def _lowered(cpu: str, amx: bool = False) -> dict:
     """The CPU's unit and, for each kernel compiled (to an object, not run) in a fresh
     process for the CPU model ``cpu`` (TTLC_CPU): its tile products (m, n, k), whether
     its optimized LLVM IR has f32 FMAs and f16 arithmetic, and the object's size."""
-    env = dict(os.environ, TTLC_CPU=cpu, TTLC_CACHE="0")
-    proc = subprocess.run([sys.executable, "-c", LOWER, "amx" if amx else ""],
-                          input=json.dumps(KERNELS), env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+    return run_for_cpu_model(cpu, LOWER, "amx" if amx else "", stdin=json.dumps(KERNELS))
 
 
 def test_gemm16_tiles_on_amx():

@@ -10,15 +10,13 @@ counted along the chunk).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import ttlc
+from ttlc.testing.cpu_model import host_runs_x86_64_v3, run_for_cpu_model
 from ttlc.testing.kernels import chain_kernel
 
 pytest.importorskip("llvmlite", reason="target cpu needs llvmlite")
@@ -271,14 +269,9 @@ def test_application_shapes_without_avx512():
     lanes) and tiles chosen register by register (f32 56x9x56: 32x3, then the last 24
     rows in one partial 32x3 tile, three ymm; the 32x3 tiles take A's column one register
     at a time)."""
-    from ttlc.backends.cpu import jit
-    if not {"avx2", "fma", "bmi2"} <= jit.host_features():
+    if not host_runs_x86_64_v3():
         pytest.skip("this machine cannot run code for x86-64-v3")
-    env = dict(os.environ, TTLC_CPU="x86-64-v3", TTLC_CACHE="0")
-    proc = subprocess.run([sys.executable, "-c", AVX2_RUN, str(Path(__file__).parent)],
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout)
+    got = run_for_cpu_model("x86-64-v3", AVX2_RUN, str(Path(__file__).parent))
     assert {k: v["subgroup"] for k, v in got.items()} == \
         {f"{t} {M}x{N}x{K}": 8 if t == "f32" else 4 for t in DTYPES for M, N, K in APP_SHAPES}
     assert got["f32 56x9x56"]["tiles"] == [[32, 3]]
@@ -288,13 +281,14 @@ def test_application_shapes_without_avx512():
 #: below), whether its K loops of StreamedA tiles are kept loops (llvm.loop.unroll.disable),
 #: its vector stack accesses (spills) in the assembly, and its result against NumPy
 AVX2_K_LOOPS = """
-import json, re, sys
+import json, sys
 import numpy as np
 import ttlc
 from ttlc.backends.cpu import jit
 from ttlc.backends.cpu.module import Artifacts
 sys.path.insert(0, sys.argv[1])
 from small_gemm import GEMM_SUBVIEW
+from ttlc.testing.cpu_model import vector_stack_accesses
 from ttlc.testing.kernels import chain_kernel, member_kernel
 cases = {}
 for t, dt in (("f32", np.float32), ("f64", np.float64)):
@@ -314,9 +308,7 @@ rng = np.random.default_rng(5)
 for case in json.loads(sys.argv[2]):
     entry, dt, text, shapes, result, spec = cases[case]
     art = Artifacts(ttlc.check(text), checked=False)
-    asm = jit.emit_assembly(art.optimized())
-    spills = [line for line in asm.splitlines()
-              if re.search(r"%[xy]mm[0-9]+.*\\(%rsp\\)|\\(%rsp\\).*%[xy]mm", line)]
+    spills = vector_stack_accesses(jit.emit_assembly(art.optimized()))
     args = [np.asfortranarray(rng.standard_normal(s).astype(dt)) for s in shapes]
     got = np.full(result, np.nan, dt, order="F")
     ttlc.compile(text, target="cpu")[entry](*args, got, grid=(3,))
@@ -331,19 +323,14 @@ print(json.dumps(out))
 def for_cpu_model(cpu: str, script: str, cases) -> dict:
     """What `script` prints (JSON) for `cases`, run in a fresh process for TTLC_CPU=`cpu`
     (sys.argv[1]: the benchmarks' directory, sys.argv[2]: the cases as JSON)."""
-    env = dict(os.environ, TTLC_CPU=cpu, TTLC_CACHE="0")
     bench = Path(__file__).resolve().parents[2] / "benchmarks"
-    proc = subprocess.run([sys.executable, "-c", script, str(bench), json.dumps(cases)],
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+    return run_for_cpu_model(cpu, script, str(bench), json.dumps(cases))
 
 
 def avx2_kernels(cases):
     """AVX2_K_LOOPS's findings for `cases` (TTLC_CPU=x86-64-v3, a fresh process), or a
     skip where this machine cannot run code for x86-64-v3."""
-    from ttlc.backends.cpu import jit
-    if not {"avx2", "fma", "bmi2"} <= jit.host_features():
+    if not host_runs_x86_64_v3():
         pytest.skip("this machine cannot run code for x86-64-v3")
     got = for_cpu_model("x86-64-v3", AVX2_K_LOOPS, cases)
     assert sorted(got) == sorted(cases)
@@ -386,18 +373,17 @@ def test_avx2_tiles_of_two_lines_of_a_without_spills():
 #: run in a fresh process for TTLC_CPU=skylake-avx512 (compiled, not run): the vector
 #: stack accesses (spills) in the assembly of each batched gemm of sys.argv[2] (t, M, N, K)
 AVX512_SPILLS = """
-import json, re, sys
+import json, sys
 import ttlc
 from ttlc.backends.cpu import jit
 from ttlc.backends.cpu.module import Artifacts
+from ttlc.testing.cpu_model import vector_stack_accesses
 sys.path.insert(0, sys.argv[1])
 from small_gemm import GEMM_SUBVIEW
 out = {}
 for t, M, N, K in json.loads(sys.argv[2]):
     art = Artifacts(ttlc.check(GEMM_SUBVIEW.format(t=t, M=M, N=N, K=K)), checked=False)
-    asm = jit.emit_assembly(art.optimized())
-    spill = r"%[xyz]mm[0-9]+.*\\(%rsp\\)|\\(%rsp\\).*%[xyz]mm"
-    out[f"{t} {M}x{N}x{K}"] = [line for line in asm.splitlines() if re.search(spill, line)]
+    out[f"{t} {M}x{N}x{K}"] = vector_stack_accesses(jit.emit_assembly(art.optimized()))
 print(json.dumps(out))
 """
 

@@ -5,14 +5,12 @@ CPU models with AVX-512 (znver4: AVX512-BF16, no AMX) is compiled in a subproces
 run, so that the test holds on any x86-64 host; its results are checked where the host
 runs it (spec: cooperative_matrix_mul_add)."""
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import ttlc
+from ttlc.testing.cpu_model import run_for_cpu_model
 
 import test_cpu_amx_loop as loop  # noqa: E402  (its K-loop kernels)
 
@@ -21,15 +19,15 @@ CASES = [("f32", 32, 8, 2), ("f32", 32, 8, 8), ("f32", 16, 8, 32), ("bf16", 16, 
          ("bf16", 32, 8, 8)]
 
 SPILLS = """
-import json, re, sys
+import json, sys
 import ttlc
 from ttlc.backends.cpu import jit
 from ttlc.backends.cpu.module import Artifacts
-vector_stack = re.compile(r"%[xyz]mm[0-9]+.*\\(%rsp\\)|\\(%rsp\\).*%[xyz]mm")
+from ttlc.testing.cpu_model import vector_stack_accesses
 out = {}
 for name, text in json.loads(sys.stdin.read()).items():
-    asm = jit.emit_assembly(Artifacts(ttlc.check(text), checked=False).optimized())
-    out[name] = [line for line in asm.splitlines() if vector_stack.search(line)]
+    art = Artifacts(ttlc.check(text), checked=False)
+    out[name] = vector_stack_accesses(jit.emit_assembly(art.optimized()))
 print(json.dumps(out))
 """
 
@@ -45,11 +43,7 @@ def test_mul_adds_keep_accumulators_and_operands_in_registers():
     accesses, 0.63x the speed); bf16 16x8x32 on vdpbf16ps spilled with A's operands made
     step by step (20 stack accesses).  Now none."""
     texts = {f"{t} {m}x{n}x{k}": _text(t, m, n, k) for t, m, n, k in CASES}
-    env = dict(os.environ, TTLC_CPU="znver4", TTLC_CACHE="0")
-    proc = subprocess.run([sys.executable, "-c", SPILLS], input=json.dumps(texts), env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout)
+    got = run_for_cpu_model("znver4", SPILLS, stdin=json.dumps(texts))
     assert sorted(got) == sorted(texts)
     for name, spills in got.items():
         assert spills == [], (name, spills[:5])
