@@ -32,8 +32,9 @@ import pytest
 import ttlc
 from ttlc.passes import PassContext, get_pass, run_passes
 from ttlc.passes.linalg import choose_tiles
-from ttlc.passes.linalg.tiles import (ACC_SHARE, FEW_COLUMN_TILES, FEWEST_PASSES_MIN_K,
-                                      MIN_A_STEP_BYTES, ONE_PASS_MIN_REGISTERS, REREAD_A_BYTES,
+from ttlc.passes.linalg.tiles import (ACC_SHARE, FEW_COLUMN_TILES, FEWEST_PASSES_COLUMNS,
+                                      FEWEST_PASSES_MIN_K, MIN_A_STEP_BYTES,
+                                      ONE_PASS_MIN_REGISTERS, REREAD_A_BYTES,
                                       SPLIT_MAX_K, STREAM_A_BYTES,
                                       STREAM_ROW_BYTES, TALL_ACC_SHARE, TALL_LAST_COLUMNS,
                                       TALLER_MIN_COLUMNS,
@@ -1708,7 +1709,13 @@ def test_tall_rows_column_tiles_agree_with_numpy(ty, M, N, K, operand):
     ("f32", 35, 15, 35, True, True, ((8, 8), (7, 7))), ("f32", 35, 15, 35, True, False, ((15, 5),)),
     ("f32", 35, 15, 35, False, True, ((15, 5),)), ("f64", 17, 15, 58, True, True, ((8, 8), (7, 7))),
     ("f64", 17, 15, 58, False, False, ((15, 5),)), ("f32", 40, 15, 14, True, True, ((15, 5),)),
-    ("f32", 89, 11, 69, True, True, ((9, 3), (2, 2)))])
+    ("f32", 89, 11, 69, True, True, ((9, 3), (2, 2))),
+    ("f32", 25, 15, 60, True, False, ((8, 8), (7, 7))),
+    ("f32", 25, 15, 60, False, False, ((8, 8), (7, 7))),
+    ("f64", 12, 15, 60, True, False, ((8, 8), (7, 7))),
+    ("f64", 12, 15, 60, False, True, ((8, 8), (7, 7))),
+    ("f32", 25, 21, 60, True, False, ((21, 7),)), ("f64", 12, 21, 60, False, False, ((21, 7),)),
+    ("f32", 25, 15, 20, True, False, ((15, 5),)), ("f32", 40, 15, 60, False, False, ((15, 5),))])
 def test_choose_tiles_cpu_all_of_m_fewest_passes_over_a_new_a(ty, M, N, K, new_a, shared_b,
                                                                columns):
     """AVX-512: a tile of all of M (one piece of rows) over each work-group's own A with B
@@ -1719,13 +1726,24 @@ def test_choose_tiles_cpu_all_of_m_fewest_passes_over_a_new_a(ty, M, N, K, new_a
     as narrow as two tiles allow: 8 + 7 (the cost's own choice, one piece of three
     5-column tiles, with A shared or B a member's); f64 17 rows, three zmm, the same.
     Not for a K of 14 (f32 40x15x14), nor where two column tiles cannot take N (f32 89
-    rows: six zmm by at most 3 columns)."""
+    rows: six zmm by at most 3 columns).  Whatever is shared where the tile's column is
+    two registers (f32 25 rows, f64 12: two zmm, at most 12 columns) and the two tiles
+    have at most FEWEST_PASSES_COLUMNS (8): 15 as 8 + 7; not 21 (11 + 10: the cost's 7
+    three times), not for a K of 20 nor for three registers (f32 40 rows)."""
     t = SCALAR_TYPES[ty]
     got = choose_tiles(TARGETS["cpu"], 64 // t.size, 1, M, N, K, t, t, t, new_a=new_a,
                        shared_b=shared_b)
     assert len(got.m_pieces) == 1 and got.m_pieces[0][0] == M
     assert got.n_pieces == columns
-    assert 14 < FEWEST_PASSES_MIN_K <= 35
+    assert 20 < FEWEST_PASSES_MIN_K <= 35 and 8 <= FEWEST_PASSES_COLUMNS < 11
+
+
+@pytest.mark.parametrize("ty,M", [("f32", 25), ("f64", 12)])
+@pytest.mark.parametrize("operand", ["batched", "A", "B"])
+def test_two_register_tiles_in_two_passes_agree(ty, M, operand):
+    """The tiles of two registers of rows by 8 and 7 columns (the test above), each
+    member's C = A B against NumPy, whatever is shared."""
+    member_gemm_agrees(ty, M, 15, 60, operand)
 
 
 @pytest.mark.parametrize("shared_b,tiles", [(True, {"64x8", "64x7"}), (False, {"64x5"})])

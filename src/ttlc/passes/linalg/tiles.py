@@ -40,8 +40,10 @@ The rule (documented in ``choose_tiles``):
   the last row's FMAs beside the first rows' instead of a second pass over A, with B
   shared 1.13-1.24x as fast from L3), N into the full tiles and one tile of the
   remaining columns (``column_pieces``), each as narrow as their number allows (13 as 7
-  + 6, not 8 + 5: f64 24x13x11 with the members from L3 7-13% faster; a tile of all of M
-  over a member's A with B shared and K of FEWEST_PASSES_MIN_K takes the widest such),
+  + 6, not 8 + 5: f64 24x13x11 with the members from L3 7-13% faster; with K of
+  FEWEST_PASSES_MIN_K a tile of all of M takes the widest such where two take N, over a
+  member's A with B shared or, whatever is shared, where its column is two registers and
+  those two have at most FEWEST_PASSES_COLUMNS),
   K into the loop's steps and smaller power-of-two steps (``k_steps``, which also
   prefers a step dividing K), or a short K over enough tiles one step (``whole_k``,
   C then computed a few columns at a time) -- and the cost above is summed over the
@@ -239,6 +241,17 @@ TALL_LAST_COLUMNS = {"f32": 2, "f64": 6}
 #: pass short: f32 40x9x14 0.94 -> 0.75, 29x21x23 1.35-1.64 -> 1.18-1.40
 #: (docs/performance.md, "All of M with B shared: the fewest passes over a member's A")
 FEWEST_PASSES_MIN_K = 32
+#: the most columns of the two tiles in which a tile of all of M whose column is two
+#: registers (AVX-512: f32 17-32 rows, f64 9-16) takes N with K of FEWEST_PASSES_MIN_K or
+#: more, whatever is shared: the fewest passes over A where the cost prefers narrower
+#: tiles in one piece.  N of 15 as 8 + 7, not 5 three times: 10 random shapes a type,
+#: batched and A shared, two placements each, from L3: f32 1.14x as fast at the geometric
+#: mean, f64 1.12x (f32 22x15x44 with A shared 0.68-0.75 of LIBXSMM -> 1.00-1.02).  Wider
+#: pairs did not gain: N of 21 as 11 + 10, not 7 three times, f32 1.00x batched and 0.96x
+#: with A shared, f64 0.95x and 0.90x; nor 8 + 7 with three registers (f32 33-48 rows,
+#: f64 17-24: 0.90x with A shared) (docs/performance.md, "Two registers of rows: N of 15
+#: in two passes")
+FEWEST_PASSES_COLUMNS = 8
 #: the fewest registers of A's column (of the rows a tile computes) for which a tile of
 #: all of M takes all of N in one pass over A (``choose_tiles``' ``one_pass``).  With two
 #: (f32 17-32 rows by 13 or 14 columns, 26-28 zmm) against 7 + 6 or 7 + 7 columns in K
@@ -671,8 +684,11 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
             widths = [n_max]
         elif idle and N is not None:  # as narrow as their number allows (13: 7 + 6)
             widths = [n for n in widths if n == narrowest(N, n)]
-            if (new_a and shared_b and m == one_tile and widths and N <= 2 * widths[-1]
-                    and K is not None and K >= FEWEST_PASSES_MIN_K):
+            two_registers = rows(m) * acc.size == 2 * target.vector_bytes
+            if (m == one_tile and widths and N <= 2 * widths[-1]
+                    and K is not None and K >= FEWEST_PASSES_MIN_K
+                    and (new_a and shared_b
+                         or two_registers and widths[-1] <= FEWEST_PASSES_COLUMNS)):
                 widths = widths[-1:]  # the fewest passes over A (FEWEST_PASSES_MIN_K)
         for n in widths:
             key = (cost(m, n), -(rows(m) * n), abs(rows(m) / S - n))
