@@ -34,14 +34,13 @@ def host_runs_x86_64_v3() -> bool:
 
 
 def run_for_cpu_model(cpu: str, script: str, *args: str, stdin: str | None = None,
-                      features: str = "", env: dict | None = None, timeout: float = 600):
+                      features: str = "", timeout: float = 600):
     """What `script` prints as JSON on its last line, run with `args` (its ``sys.argv[1:]``)
     and `stdin` in a fresh Python process that compiles for the CPU model `cpu` with the
     feature changes `features` (``TTLC_CPU_FEATURES``, e.g. ``"-avx512bf16"``) and the disk
-    cache off; `env` adds to the environment.  The process must succeed: else an
-    AssertionError carries the end of its standard error."""
+    cache off.  The process must succeed: else an AssertionError carries the end of its
+    standard error."""
     environment = dict(os.environ, TTLC_CPU=cpu, TTLC_CPU_FEATURES=features, TTLC_CACHE="0")
-    environment.update(env or {})
     proc = subprocess.run([sys.executable, "-c", script, *args], input=stdin,
                           env=environment, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"TTLC_CPU={cpu}: {proc.stderr[-3000:]}"
