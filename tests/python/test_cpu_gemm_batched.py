@@ -391,10 +391,12 @@ print(json.dumps(out))
 def test_avx512_one_pass_tiles_without_spills():
     """Code for a CPU with AVX-512 (TTLC_CPU=skylake-avx512, compiled in a fresh process):
     a tile of all of M and all of N beside one of A's columns (``tiles.one_pass``: f32
-    35x9x35 and f64 20x9x20, 27 zmm of accumulators; f64 43x4x86, 24; f32 72x5x77, 25)
-    keeps its accumulators in registers: no vector stack access (the results: the tests
-    of test_pass_linalg.py)."""
-    cases = [["f32", 35, 9, 35], ["f64", 20, 9, 20], ["f64", 43, 4, 86], ["f32", 72, 5, 77]]
+    35x9x35 and f64 20x9x20, 27 zmm of accumulators; f64 43x4x86, 24; f32 72x5x77, 25),
+    and two zmm of rows by 8 and 7 columns (FEWEST_PASSES_COLUMNS: f32 25x15x60, f64
+    12x15x60) keep their accumulators in registers: no vector stack access (the results:
+    the tests of test_pass_linalg.py)."""
+    cases = [["f32", 35, 9, 35], ["f64", 20, 9, 20], ["f64", 43, 4, 86], ["f32", 72, 5, 77],
+             ["f32", 25, 15, 60], ["f64", 12, 15, 60]]
     got = for_cpu_model("skylake-avx512", AVX512_SPILLS, cases)
     assert sorted(got) == sorted(f"{t} {M}x{N}x{K}" for t, M, N, K in cases)
     for name, spills in got.items():
