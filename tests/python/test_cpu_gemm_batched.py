@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import ttlc
-from ttlc.testing.cpu_model import host_runs_x86_64_v3, run_for_cpu_model
+from ttlc.testing.cpu_model import host_runs, run_for_cpu_model
 from ttlc.testing.kernels import chain_kernel
 
 pytest.importorskip("llvmlite", reason="target cpu needs llvmlite")
@@ -269,7 +269,7 @@ def test_application_shapes_without_avx512():
     lanes) and tiles chosen register by register (f32 56x9x56: 32x3, then the last 24
     rows in one partial 32x3 tile, three ymm; the 32x3 tiles take A's column one register
     at a time)."""
-    if not host_runs_x86_64_v3():
+    if not host_runs("x86-64-v3"):
         pytest.skip("this machine cannot run code for x86-64-v3")
     got = run_for_cpu_model("x86-64-v3", AVX2_RUN, str(Path(__file__).parent))
     assert {k: v["subgroup"] for k, v in got.items()} == \
@@ -330,7 +330,7 @@ def for_cpu_model(cpu: str, script: str, cases) -> dict:
 def avx2_kernels(cases):
     """AVX2_K_LOOPS's findings for `cases` (TTLC_CPU=x86-64-v3, a fresh process), or a
     skip where this machine cannot run code for x86-64-v3."""
-    if not host_runs_x86_64_v3():
+    if not host_runs("x86-64-v3"):
         pytest.skip("this machine cannot run code for x86-64-v3")
     got = for_cpu_model("x86-64-v3", AVX2_K_LOOPS, cases)
     assert sorted(got) == sorted(cases)

@@ -18,19 +18,17 @@ import sys
 #: where a kernel's accumulators and operands are meant to stay in registers
 VECTOR_STACK_ACCESS = re.compile(r"%[xyz]mm[0-9]+.*\(%rsp\)|\(%rsp\).*%[xyz]mm")
 
-#: the features code for ``x86-64-v3`` (AVX2) needs from the machine that runs it
-X86_64_V3_FEATURES = frozenset({"avx2", "fma", "bmi2"})
-
 
 def vector_stack_accesses(assembly: str) -> list[str]:
     """The lines of `assembly` that move a vector register to or from the stack."""
     return [line for line in assembly.splitlines() if VECTOR_STACK_ACCESS.search(line)]
 
 
-def host_runs_x86_64_v3() -> bool:
-    """Whether this machine can run code compiled for ``TTLC_CPU=x86-64-v3``."""
+def host_runs(cpu: str) -> bool:
+    """Whether this machine can run code compiled for ``TTLC_CPU=cpu``: ttlc's own rule
+    (``jit.missing_features``, which ``jit.require_runnable`` applies before a launch)."""
     from ttlc.backends.cpu import jit
-    return X86_64_V3_FEATURES <= jit.host_features()
+    return not jit.missing_features(cpu)
 
 
 def run_for_cpu_model(cpu: str, script: str, *args: str, stdin: str | None = None,

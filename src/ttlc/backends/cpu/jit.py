@@ -202,13 +202,19 @@ class UnrunnableCPU(RuntimeError):
     """TTLC_CPU names a model with instructions this machine lacks."""
 
 
+def missing_features(cpu: str, feature_string: str = "") -> list:
+    """The features of a CPU model (plus a feature string) this machine lacks, but for
+    the system instructions generated code never uses: none where it can run the code."""
+    return sorted(model_features(cpu, feature_string) - host_features() - _SYSTEM_FEATURES)
+
+
 def require_runnable() -> None:
     """Refuse to run code for a CPU model with features this machine lacks (it would die
     of an illegal instruction); emitting such code is fine."""
     m = machine()
     if m.is_host:
         return
-    missing = sorted(m.features - host_features() - _SYSTEM_FEATURES)
+    missing = missing_features(m.cpu, m.feature_string)  # m.features, cached
     if missing:
         raise UnrunnableCPU(f"TTLC_CPU={m.cpu}: this machine ({llvm.get_host_cpu_name()}) cannot "
                             f"run code for {m.cpu}; it lacks {', '.join(missing)}")
