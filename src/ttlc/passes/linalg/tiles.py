@@ -616,6 +616,10 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         r = rows(m)
         return (budget - a_columns * r * a.size - target.vector_bytes) // (r * acc.size)
 
+    def column_registers(m: int) -> int:
+        """The vector registers of a column of the accumulator of a tile of m rows."""
+        return rows(m) * acc.size // max(1, target.vector_bytes)
+
     def one_pass(m: int) -> bool:
         """Whether a tile of m rows that takes all of M takes all of N as well, with one
         of A's columns beside its accumulators (``whole_m_columns``) where two would not
@@ -629,8 +633,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
         where N takes several tiles even so: f64 51x11x37 in 3-column tiles of all of M
         ran 0.91-0.92 of LIBXSMM, its tall rows' 32x6 and 32x5 1.00-1.03
         (docs/performance.md, "All of M and all of N in one tile")."""
-        registers = rows(m) * acc.size // max(1, target.vector_bytes)
-        return (N is not None and registers >= ONE_PASS_MIN_REGISTERS
+        return (N is not None and column_registers(m) >= ONE_PASS_MIN_REGISTERS
                 and 0 < N <= whole_m_columns(m, 1))
 
     def tall_columns(m: int) -> int:
@@ -684,11 +687,10 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
             widths = [n_max]
         elif idle and N is not None:  # as narrow as their number allows (13: 7 + 6)
             widths = [n for n in widths if n == narrowest(N, n)]
-            two_registers = rows(m) * acc.size == 2 * target.vector_bytes
             if (m == one_tile and widths and N <= 2 * widths[-1]
                     and K is not None and K >= FEWEST_PASSES_MIN_K
-                    and (new_a and shared_b
-                         or two_registers and widths[-1] <= FEWEST_PASSES_COLUMNS)):
+                    and (new_a and shared_b or column_registers(m) == 2
+                         and widths[-1] <= FEWEST_PASSES_COLUMNS)):
                 widths = widths[-1:]  # the fewest passes over A (FEWEST_PASSES_MIN_K)
         for n in widths:
             key = (cost(m, n), -(rows(m) * n), abs(rows(m) / S - n))
