@@ -1,6 +1,7 @@
 """Prefetches on the CPU (backends/cpu/memory.py ``prefetch_block``) and the prefetches
 lower-linalg adds for far-apart columns and for a batch member's A that the tiles read
-several times (passes/linalg/matmul.py ``far_operands``, ``prefetched_a``).
+several times (passes/linalg/matmul.py ``far_operands``, ``streams_far_a``,
+``prefetched_a``).
 
 Language reference, "Cooperative matrix prefetch": the block M[(x + i) S_1 + (y + j) S_2]
 for i < X, j < Y is prefetched into cache level L ("0" the closest), a level the device
@@ -84,15 +85,19 @@ def test_a_prefetch_outside_the_memref_changes_nothing(checked):
 
 
 @pytest.mark.parametrize("t, M, N, K, beta, prefetched", [
-    ("f64", 100, 16, 16, 0.0, True), ("f32", 100, 9, 9, 0.0, True), ("f64", 41, 2, 20, 0.0, True),
-    ("f32", 250, 16, 4, 0.5, True), ("f64", 37, 5, 3, 1.0, False)])
+    ("f64", 200, 16, 16, 0.0, True), ("f32", 400, 16, 16, 0.5, True),
+    ("f64", 300, 4, 12, 1.0, True), ("f64", 100, 16, 16, 0.0, False),
+    ("f32", 100, 9, 9, 0.0, False), ("f64", 41, 2, 20, 0.0, False),
+    ("f32", 250, 16, 4, 0.5, False), ("f64", 37, 5, 3, 1.0, False)])
 def test_blocks_of_a_tall_matrix_are_prefetched_and_agree_with_numpy(t, M, N, K, beta,
                                                                      prefetched):
     """Each work-group's blocks of A and C (columns R rows apart, 4096 bytes or more) are
     prefetched before the tiles where they have 16 columns or more together
-    (``far_operands``: 37x5x3 has 8), and A's smaller than STREAM_A_BYTES is read in
-    tiles of one register by all of N (``far_column_tiles``: f32 9 and 16 columns, f64
-    2); C = A B + beta C as NumPy computes it."""
+    (``far_operands``: 37x5x3 has 8) and A's block has FAR_STREAMED_BYTES (24 KiB: f64
+    200x16 25.6 KB, f32 400x16 25.6 KB, f64 300x12 28.8 KB); smaller ones are left to the
+    hardware prefetchers (``streams_far_a``: f64 100x16 12.8 KB, f32 250x4 4 KB), with
+    AVX-512 in tiles of one register by all of N (``far_column_tiles``); C = A B + beta C
+    as NumPy computes it either way."""
     dtype = {"f32": np.float32, "f64": np.float64}[t]
     blocks = 20
     R = M * blocks
@@ -110,15 +115,15 @@ def test_blocks_of_a_tall_matrix_are_prefetched_and_agree_with_numpy(t, M, N, K,
                                atol=1e-4 if t == "f32" else 1e-12)
 
 
-@pytest.mark.parametrize("t, blocks", [("f32", 20), ("f64", 20), ("f64", 2)])
+@pytest.mark.parametrize("t, blocks", [("f32", 20), ("f64", 20), ("f64", 1)])
 def test_blocks_of_a_matrix_of_run_time_rows_agree_with_numpy(t, blocks):
-    """A and C with rows known only at run time (``memref<f64x?x9>``): the blocks are
-    prefetched where A's and C's rows (a bound below the column stride) are a page or
-    more (20 blocks of 100 rows: 2000 rows, 8000 bytes of f32; 2 blocks of f64: 1600
-    bytes, not), the test made when the kernel runs; C = A B as NumPy computes it
-    either way."""
+    """A and C with rows known only at run time (``memref<f64x?x8>``), blocks of A of
+    FAR_STREAMED_BYTES or more (800 rows of f32 by 8, 400 of f64: 25.6 KB): the blocks
+    are prefetched where A's and C's rows (a bound below the column stride) are a page or
+    more (20 blocks: 16000 rows of f32, 8000 of f64; one block of f64: 3200 bytes, not),
+    the test made when the kernel runs; C = A B as NumPy computes it either way."""
     dtype = {"f32": np.float32, "f64": np.float64}[t]
-    M, N, K = 100, 9, 9
+    M, N, K = {"f32": 800, "f64": 400}[t], 9, 8
     text = tall_kernel(t, "?", M, N, K)
     lowered = Artifacts(ttlc.check(text), False).stage("lowered")
     assert re.findall(r"= size %([AC])\[0\]", lowered) == ["A", "C"]
@@ -133,15 +138,18 @@ def test_blocks_of_a_matrix_of_run_time_rows_agree_with_numpy(t, blocks):
                                atol=1e-4 if t == "f32" else 1e-12)
 
 
-def test_the_tall_and_skinny_recipe_prefetches_its_blocks_of_padded_arrays():
+@pytest.mark.parametrize("block, prefetches", [(400, 4), (96, 0)])
+def test_the_tall_and_skinny_recipe_prefetches_its_blocks_of_padded_arrays(block, prefetches):
     """``ttlc.recipes.tall_and_skinny`` (A and C ``strided<1,?>``, the strides taken from
     the arrays): the full blocks of A and C are prefetched where A's and C's rows, a
-    bound below the column stride, are 512 or more; arrays whose columns are padded
-    (stride 2003 for 2000 rows) give NumPy's result, the partial last block too."""
-    recipe = ttlc.recipes.tall_and_skinny("f64", 96, 16, 9)
+    bound below the column stride, are 512 or more and A's block has FAR_STREAMED_BYTES
+    (f64 400x9: 28.8 KB; 96x9, 6.9 KB, is left to the hardware prefetchers); arrays
+    whose columns are padded (stride 2003 for 2000 rows) give NumPy's result, the
+    partial last block too."""
+    recipe = ttlc.recipes.tall_and_skinny("f64", block, 16, 9)
     lowered = Artifacts(ttlc.check(recipe.text), False).stage("lowered")
     # @gemm and @gemm_beta0, each A's and C's full block
-    assert len(re.findall(r"cooperative_matrix_prefetch 1, %[ac]\[", lowered)) == 4
+    assert len(re.findall(r"cooperative_matrix_prefetch 1, %[ac]\[", lowered)) == prefetches
     rng = np.random.default_rng(7)
     R = 2000
     A = np.asfortranarray(rng.standard_normal((R + 3, 9)))[:R]
@@ -170,15 +178,16 @@ INSTRUCTION = {"gemv": "gemv %one, %a, %x, %half, %yv", "ger": "ger %one, %yv, %
 @pytest.mark.parametrize("kind", ["gemv", "ger"])
 @pytest.mark.parametrize("t, M, K", [("f64", 100, 16), ("f32", 37, 24)])
 def test_gemv_and_ger_on_blocks_of_a_tall_matrix_agree_with_numpy(kind, t, M, K):
-    """gemv's A and ger's C, a block of rows of a tall matrix (16 or more columns, a
-    page apart), are prefetched as gemm's are; y_blk = A_blk x + y_blk / 2 and A_blk =
-    y_blk x^T + A_blk / 2 as NumPy computes them."""
+    """ger's C, a block of rows of a tall matrix (16 or more columns, a page apart), is
+    prefetched as gemm's is; gemv's A, such a block of less than FAR_STREAMED_BYTES, is
+    not (``streams_far_a``); y_blk = A_blk x + y_blk / 2 and A_blk = y_blk x^T + A_blk / 2
+    as NumPy computes them."""
     dtype = {"f32": np.float32, "f64": np.float64}[t]
     blocks = 40
     R = M * blocks
     text = GEMV_GER.format(t=t, R=R, M=M, K=K, instruction=INSTRUCTION[kind])
     lowered = Artifacts(ttlc.check(text), False).stage("lowered")
-    assert len(re.findall(r"cooperative_matrix_prefetch 1, %a\[", lowered)) == 1
+    assert len(re.findall(r"cooperative_matrix_prefetch 1, %a\[", lowered)) == (kind == "ger")
     rng = np.random.default_rng(8)
     A = np.asfortranarray(rng.standard_normal((R, K)).astype(dtype))
     x, y = rng.standard_normal(K).astype(dtype), rng.standard_normal(R).astype(dtype)

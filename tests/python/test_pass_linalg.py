@@ -1400,35 +1400,39 @@ def test_register_tiles_take_few_rows_in_one_partial_tile():
 
 
 def test_far_apart_columns_of_a_take_one_register_by_all_of_n():
-    """Where A's columns lie far apart (``far_a``: a work-group's block of a tall matrix,
-    prefetched) and A's block is smaller than STREAM_A_BYTES, one register's rows by all
-    of N, K steps of one: f32 100x16x16 as 16x16 over 96 rows and the last 4 rows in a
-    tile of 16 (one 128-row tile by 2 columns without ``far_a``); f64 100x9x9 as 8x9.
-    Not where N's accumulators, a register of A and a broadcast exceed the 32 zmm
-    (f32 N = 31: 33 registers) or the 16 ymm of AVX2 (N = 16: AVX2's register tiles, one
-    line of A's column per K step, 16x4, not the two of 32x2 that a block without far
-    columns takes), nor where A's block has STREAM_A_BYTES (f64 100x16x16, 12.8 KB: the
-    tall tiles, 32x4)."""
+    """Where A's columns lie far apart and its block is not prefetched (``read_once_a``: a
+    work-group's block of a tall matrix smaller than FAR_STREAMED_BYTES), with AVX-512 one
+    register's rows by all of N, K steps of one: f32 100x16x16 as 16x16 over 96 rows and
+    the last 4 rows in a tile of 16 (one 128-row tile by 2 columns otherwise); f64
+    100x9x9 as 8x9, f64 100x16x16 as 8x16 (32x4 otherwise).  Not where N's accumulators,
+    a register of A and a broadcast exceed the 32 zmm (f32 N = 31: 33 registers), nor for
+    one column (a gemv: one chain of dependent FMAs), nor without broadcast operands
+    (AVX2: the other rules' tiles, f32 100x9x9 as 32x3, not 8x9).  A prefetched block
+    (``far_a``) takes AVX2's register tiles of one register's rows first (f32 100x16x16:
+    16x4, not the 32x2 of a block in the caches)."""
     f32, f64 = SCALAR_TYPES["f32"], SCALAR_TYPES["f64"]
     cpu = TARGETS["cpu"]
-    t = choose_tiles(cpu, 16, 1, 100, 16, 16, f32, f32, f32, far_a=True)
+    t = choose_tiles(cpu, 16, 1, 100, 16, 16, f32, f32, f32, read_once_a=True)
     assert t == Tiles(16, 16, 1, ((96, 16), (4, 16)), ((16, 16),), ())
     near = choose_tiles(cpu, 16, 1, 100, 16, 16, f32, f32, f32)
     assert (near.m, near.n) == (128, 2)
-    t = choose_tiles(cpu, 8, 1, 100, 9, 9, f64, f64, f64, far_a=True)
+    t = choose_tiles(cpu, 8, 1, 100, 9, 9, f64, f64, f64, read_once_a=True)
     assert (t.m, t.n, t.k, t.m_pieces, t.k_rest) == (8, 9, 1, ((96, 8), (4, 8)), ())
+    t = choose_tiles(cpu, 8, 1, 100, 16, 16, f64, f64, f64, read_once_a=True)
+    assert (t.m, t.n, t.k) == (8, 16, 1)
+    assert (choose_tiles(cpu, 8, 1, 100, 16, 16, f64, f64, f64).m,
+            choose_tiles(cpu, 8, 1, 100, 16, 16, f64, f64, f64).n) == (32, 4)
     for S, N, K, e, target in ((16, 31, 4, f32, cpu), (16, 30, 4, f32, cpu),
-                               (8, 16, 16, f64, cpu)):
-        far = choose_tiles(target, S, 1, 100, N, K, e, e, e, far_a=True)
+                               (16, 1, 24, f32, cpu), (8, 9, 9, f32, AVX2)):
+        far = choose_tiles(target, S, 1, 100, N, K, e, e, e, read_once_a=True)
         if N == 30:  # 30 accumulators, A and a broadcast: 32 zmm
             assert (far.m, far.n) == (16, 30)
         else:
             assert far == choose_tiles(target, S, 1, 100, N, K, e, e, e)
+    assert (far.m, far.n) == (32, 3)
     far = choose_tiles(AVX2, 8, 1, 100, 16, 16, f32, f32, f32, far_a=True)
     near = choose_tiles(AVX2, 8, 1, 100, 16, 16, f32, f32, f32)
     assert (far.m, far.n, near.m, near.n) == (16, 4, 32, 2)
-    tall = choose_tiles(cpu, 8, 1, 100, 16, 16, f64, f64, f64, far_a=True)
-    assert (tall.m, tall.n) == (32, 4)
 
 
 def test_choose_tiles_cpu_streams_a_large_a_in_tall_tiles():

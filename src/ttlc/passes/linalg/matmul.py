@@ -43,7 +43,8 @@ mul_add takes A and B in their own element types (promotion happens inside it), 
 accumulates in the output's type (f32 for 16-bit float outputs).
 Operands whose columns lie a page or more apart, each a stream of its own (a
 work-group's block of rows of a tall matrix), are prefetched into L2 before the tiles
-(``far_operands``), and so is a batch member's A of f64 that the tiles read in several
+(``far_operands``), but for a block of A small enough for the hardware prefetchers
+(``streams_far_a``), and so is a batch member's A of f64 that the tiles read in several
 passes (``prefetched_a``).  Pieces of M take C a block of columns at a time, every
 piece's tiles in a block before the next (``column_blocks``).
 """
@@ -83,6 +84,8 @@ PAGE_BYTES = 4096
 PREFETCH_BYTES, PREFETCH_LEVEL = 64 * 1024, 1
 #: the fewest columns of far-apart operands that are prefetched (``far_operands``)
 FAR_STREAMS = 16
+#: a far-apart block of A smaller than this is not prefetched (``streams_far_a``)
+FAR_STREAMED_BYTES = 24 * 1024
 #: a batch member's A that ``prefetched_a`` prefetches: its bytes (from, to), its
 #: entries' bytes, the fewest passes over it (column tiles) and row tiles in a pass
 PREFETCH_A_BYTES, PREFETCH_A_ENTRY_BYTES = (16 * 1024, PREFETCH_BYTES), 8
@@ -470,13 +473,14 @@ def column_stride(V: Value) -> Union[int, Value, None]:
 def far_columns(em: Emitter, V: Value) -> Union[int, Value, None]:
     """The column stride (``column_stride``) of an operand whose columns may be short
     streams the hardware prefetchers follow badly, so that ``prefetch`` asks for them
-    first (and, for A, the tiles read each column once: ``tiles.far_column_tiles``), or
-    None: on the CPU (SIMD-lane subgroups), a different block of global memory in each
-    work-group, whose columns are contiguous and at least PAGE_BYTES apart (a bound
-    known at run time is tested then), PREFETCH_BYTES at most.  Such are the blocks of
-    rows a work-group takes of a tall matrix: f64 1000000x16x16 in blocks of 100 rows, 16
-    columns of A and 16 of C of 800 bytes each a block, read and written at 0.7 of
-    NumPy's speed, whose blocked kernel reads A's columns in long runs."""
+    first (or, for a small block of A, the tiles read each column once:
+    ``streams_far_a``), or None: on the CPU (SIMD-lane subgroups), a different block of
+    global memory in each work-group, whose columns are contiguous and at least
+    PAGE_BYTES apart (a bound known at run time is tested then), PREFETCH_BYTES at most.
+    Such are the blocks of rows a work-group takes of a tall matrix: f64 1000000x16x16
+    in blocks of 100 rows, 16 columns of A and 16 of C of 800 bytes each a block, read
+    and written at 0.7 of NumPy's speed, whose blocked kernel reads A's columns in long
+    runs."""
     t = V.type
     rows, cols = t.shape
     if not (em.target.vector_bytes and t.space == "global" and t.stride[0] == 1
@@ -499,6 +503,20 @@ def far_operands(em: Emitter, *operands: Value) -> List[Tuple[Value, Union[int, 
     far = [(V, far_columns(em, V)) for V in operands]
     far = [(V, stride) for V, stride in far if stride is not None]
     return far if sum(V.type.shape[1] for V, _ in far) >= FAR_STREAMS else []
+
+
+def streams_far_a(A: Value, M: Int, K: Int) -> bool:
+    """Whether a far-apart block of A (``far_operands``) is left to the hardware
+    prefetchers, the far operands not prefetched: a static block smaller than
+    FAR_STREAMED_BYTES, which with AVX-512 the tiles read a column at a time
+    (``tiles.far_column_tiles``).  With blocks of 20-250 rows of a 10^6-row A, N and K
+    of 1-24 (two sets of 14 and 16 shapes, each variant in a process of its own: a
+    kernel that prefetches slows the next one's hardware prefetchers), prefetched and
+    not: AVX-512 0.87-0.92 and 1.03-1.07 of LIBXSMM (geometric means), AVX2 0.80-0.81
+    and 0.90-0.92; blocks of 27-44 KiB (f64 18x22 in 249 rows) ran at 0.76-0.90
+    prefetched, 0.74-0.81 not."""
+    rows, cols = known(M), known(K)
+    return None not in (rows, cols) and rows * cols * A.type.element.size < FAR_STREAMED_BYTES
 
 
 def prefetched_a(em: Emitter, A: Value, ta: str, tiles: Tiles, M: Int, N: Int) -> bool:
@@ -529,14 +547,15 @@ def prefetched_a(em: Emitter, A: Value, ta: str, tiles: Tiles, M: Int, N: Int) -
 
 
 def prefetch(em: Emitter, operands: List[Tuple[Value, Union[int, Value]]]) -> None:
-    """Prefetches of the whole of each operand (``far_operands``) into L2, before the
-    tiles, those whose column stride is known only at run time where its bound (the
-    rows of the matrix it is a block of: ``column_stride``) is PAGE_BYTES or more:
-    their misses then overlap, where the tiles' loads and stores reach one column after
-    the other.  With the benchmark's tall products (2 threads, AVX-512, the tiles as
-    before) f64 16x16 ran 1.22x as fast, 9x9 1.15x, f32 16x16 1.29x, 9x9 1.02x (without
-    AVX-512 f32 16x16 1.5x); without C's prefetch (its stores wait for their lines too)
-    f32 16x16 gained 1.08x."""
+    """Prefetches of the whole of each operand (``far_operands``, ``prefetched_a``) into
+    L2, before the tiles, those whose column stride is known only at run time where its
+    bound (the rows of the matrix it is a block of: ``column_stride``) is PAGE_BYTES or
+    more: their misses then overlap, where the tiles' loads and stores reach one column
+    after the other.  With the benchmark's tall products (2 threads, AVX-512, the tiles as
+    before, the kernels timed in turns in one process) f64 16x16 ran 1.22x as fast, 9x9
+    1.15x, f32 16x16 1.29x, 9x9 1.02x (without AVX-512 f32 16x16 1.5x); timed in
+    processes of their own, blocks of A smaller than FAR_STREAMED_BYTES ran faster without
+    (``streams_far_a``)."""
     if not operands:
         return
     b, zero = em.b, em.index(0)
@@ -614,16 +633,20 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     acc = accumulate_type(C.type.element)
     ea, eb = A.type.element, B.type.element
     far = far_operands(em, A, B, C)
+    far_a = ta == "n" and any(V is A for V, _ in far)
+    streamed_a = far_a and streams_far_a(A, M, K)
     split = split_remainders(em.target, acc, ea, eb)
     tiles = choose_tiles(em.target, em.sgs, em.subgroups, known(M), known(N), known(K),
-                         acc, ea, eb, far_a=ta == "n" and any(V is A for V, _ in far),
+                         acc, ea, eb, far_a=far_a and not streamed_a,
                          new_a=not em.same_in_every_group(A),
-                         shared_b=em.same_in_every_group(B))
+                         shared_b=em.same_in_every_group(B), read_once_a=streamed_a)
     # 16-bit products a matrix or dot-product unit computes: tiles of its grain
     tiles = fit_to_unit(em.target, tiles, em.sgs, em.subgroups, known(M), known(N), known(K),
                         acc, ea, eb, tb == "t", ta == "t")
     KT = tiles.k
-    if not far and prefetched_a(em, A, ta, tiles, M, N):
+    if streamed_a:
+        far = []
+    elif not far and prefetched_a(em, A, ta, tiles, M, N):
         far = [(A, A.type.stride[1])]
     prefetch(em, far)
     edges_step_k = staged_edges(em.target, ea, eb, acc) and not tiles.k_rest

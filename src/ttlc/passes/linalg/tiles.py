@@ -98,11 +98,11 @@ The rule (documented in ``choose_tiles``):
   large and read by many column tiles (``two_line_rows``), and the rows after their full
   tiles may be one partial tile of as many registers in the same column tiles (f32 56 as
   32x3 and 24x3).
-* Far-apart columns: where A's columns lie a page or more apart and lower-linalg
-  prefetches A's block (``matmul.far_operands``: a work-group's block of rows of a tall
-  matrix) and the block is smaller than STREAM_A_BYTES, one subgroup's tiles are one
-  register's rows by all of N where those fit the registers (``far_column_tiles``), so
-  that each of A's columns is read once.
+* Far-apart columns: where A's columns lie a page or more apart (``matmul.far_operands``:
+  a work-group's block of rows of a tall matrix) and lower-linalg leaves the block to the
+  hardware prefetchers (``matmul.streams_far_a``: `read_once_a`), one subgroup's tiles are
+  one register's rows by all of N where FMAs broadcast B's entries and those fit the
+  registers (``far_column_tiles``), so that each of A's columns is read once.
 """
 from __future__ import annotations
 
@@ -512,15 +512,18 @@ def _ceil_div(a: int, b: int) -> int:
 def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, Tuple[int, int]],
                  M: Optional[int], N: Optional[int], K: Optional[int],
                  acc: ScalarType, a: ScalarType, b: ScalarType, far_a: bool = False,
-                 new_a: bool = False, shared_b: bool = False) -> Tiles:
+                 new_a: bool = False, shared_b: bool = False,
+                 read_once_a: bool = False) -> Tiles:
     """The tile shape for C (M x N) += A (M x K) B (K x N) accumulating in ``acc``.
 
     ``num_subgroups`` is the number of subgroups of the work-group, or their grid
     ``(gx, gy)``; ``M``, ``N``, ``K`` are static sizes or None (dynamic); ``a`` and ``b``
-    are the element types of A and B as loaded; ``far_a``: A's columns lie far apart
-    (``far_column_tiles``); ``new_a``: A is a different matrix in each work-group (a batch
-    member's, new to the caches), not one all work-groups share; ``shared_b``: B is one
-    matrix all work-groups share.  See the module docstring for the rule.
+    are the element types of A and B as loaded; ``far_a``: A's columns lie far apart and
+    its block is prefetched (``register_tiles``); ``new_a``: A is a different matrix in
+    each work-group (a batch member's, new to the caches), not one all work-groups share;
+    ``shared_b``: B is one matrix all work-groups share; ``read_once_a``: A's columns lie
+    far apart and its block is not prefetched (``far_column_tiles``).  See the module
+    docstring for the rule.
     """
     S = subgroup_size
     grid = num_subgroups if isinstance(num_subgroups, tuple) else None
@@ -529,8 +532,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     # run in lockstep and hold their tiles in the same register file at the same time
     shared = G if target.vector_bytes else 1
     split = split_remainders(target, acc, a, b)
-    if (far_a and split and G == 1 and None not in (M, N, K)
-            and M * K * a.size < STREAM_A_BYTES):
+    if read_once_a and split and G == 1 and None not in (M, N, K):
         far = far_column_tiles(target, S, M, N, acc)
         if far is not None:
             return far
@@ -760,18 +762,20 @@ def far_column_tiles(target: Target, S: int, M: int, N: int,
                      acc: ScalarType) -> Optional[Tiles]:
     """Tiles of one register's rows by all of N, K in steps of one, where A's columns lie
     far apart (``matmul.far_operands``: the work-group's block of a tall matrix, each
-    column a stream of its own, prefetched into L2), so that each of A's columns is read
-    once: where N accumulators, a register of A and one of B's entries fit the vector
+    column a stream of its own, not prefetched: ``matmul.streams_far_a``), so that each of
+    A's columns is read once: where FMAs take B's entries from memory (AVX-512), N is two
+    or more and N accumulators, a register of A and one of B's entries fit the vector
     registers; None otherwise.  With the benchmark's blocks of 100 rows (2 threads, the
-    blocks prefetched) f32 16x16 in 16x16 tiles ran 1.45x as fast as in one 128-row tile
-    by 2 columns (A read eight times), f32 9x9 in 16x9 1.14x as in 64x3, f64 9x9 in 8x9
-    1.12x as in 16x9 with K steps of two, f64 16x16 in 8x16 as fast as in 32x4; blocks of
-    50 rows f32 16x16 1.26x; without AVX-512 f32 9x9 in 8x9 1.03x, f64 9x9 in 4x9 1.06x
-    (16 columns do not fit 16 ymm: the other rules choose).  ``choose_tiles`` asks only
-    for blocks smaller than STREAM_A_BYTES: larger ones keep the tall tiles (200 rows
-    f64 16x16 in 8x16 ran at 0.81x of 32x4, f32 in 16x16 0.96x of 64x4)."""
+    blocks then prefetched) f32 16x16 in 16x16 tiles ran 1.45x as fast as in one 128-row
+    tile by 2 columns (A read eight times), f32 9x9 in 16x9 1.14x as in 64x3, f64 9x9 in
+    8x9 1.12x as in 16x9 with K steps of two; not prefetched, f64 16x16 in 8x16 at
+    0.98-1.02 of LIBXSMM, in 32x4 at 0.89-0.94.  A gemv's one column is a chain of
+    dependent FMAs (f32 1x12 in 16x1 tiles: 0.54 of LIBXSMM); without AVX-512 a tile of
+    one ymm takes a broadcast of B for each FMA (f32 9x9 in 8x9 at 0.42-0.43 of LIBXSMM,
+    in the other rules' tiles 0.88-0.92)."""
     per_column = -(-S * acc.size // target.vector_bytes)  # registers of S rows
-    if (N + 1) * per_column + 1 > target.register_budget // target.vector_bytes:
+    if (N < 2 or not target.broadcast_operands
+            or (N + 1) * per_column + 1 > target.register_budget // target.vector_bytes):
         return None
     return Tiles(S, N, 1, row_pieces(M, S, S, True), ((N, N),), ())
 
