@@ -510,9 +510,9 @@ def streams_far_a(A: Value, M: Int, K: Int) -> bool:
     prefetchers, the far operands not prefetched: a static block smaller than
     FAR_STREAMED_BYTES, which with AVX-512 the tiles read a column at a time
     (``tiles.far_column_tiles``).  With blocks of 20-250 rows of a 10^6-row A, N and K
-    of 1-24 (two sets of 14 and 16 shapes, each variant in a process of its own: a
-    kernel that prefetches slows the next one's hardware prefetchers), prefetched and
-    not: AVX-512 0.87-0.92 and 1.03-1.07 of LIBXSMM (geometric means), AVX2 0.80-0.81
+    of 1-24 (two sets of 14 and 16 shapes, each variant in a process of its own: in one
+    process a kernel's speed depended on the kernels compiled before it), prefetched
+    and not: AVX-512 0.87-0.92 and 1.03-1.07 of LIBXSMM (geometric means), AVX2 0.80-0.81
     and 0.90-0.92; blocks of 27-44 KiB (f64 18x22 in 249 rows) ran at 0.76-0.90
     prefetched, 0.74-0.81 not."""
     rows, cols = known(M), known(K)
