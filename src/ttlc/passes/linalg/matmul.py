@@ -302,7 +302,7 @@ STEP_COLUMN_FMAS = 24
 
 
 def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_step: bool,
-                  split: bool, ta: str, k_step: int = 1) -> int:
+                  split: bool, ta: str, k_step: int = 1, far_c: bool = False) -> int:
     """The columns of a tile made of all the row blocks of M (``row_blocks``), or 0 where
     C keeps its tiles.  One such tile runs one K loop for all rows, B's tile loaded once
     per step; with a single K step (ger), the columns are a step of the loop over C's
@@ -322,7 +322,12 @@ def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_s
       many as leave A's k_step columns of all rows in registers, 0 where none does: C keeps
       its tiles (f64 77x24x5 fused in 80 rows by 2 columns spilled A's 50 registers to
       the stack and ran at 0.70-0.77x of LIBXSMM's speed in most processes; in its 32x6
-      tiles at 1.10-1.24x);
+      tiles at 1.10-1.24x); none where C's columns lie far apart (`far_c`, ``far_columns``:
+      a block of rows of a tall matrix, whose whole columns, written one after the other,
+      are each a stream of its own: with AVX-512 f64 N of 4-12 by K of 1-3 ran at
+      0.61-0.87 of LIBXSMM, in C's tiles at 0.98-1.13, ten such shapes 0.85-0.86 ->
+      1.01-1.03 (geometric mean; f32 4x2 in blocks of 170 rows 1.16 -> 1.06), with AVX2
+      eleven 0.96-0.98 -> 1.03-1.06);
     * else a single column, A not transposed, and the accumulators fitting (gemv: f32
       56 rows as tiles of 32, 16 and 8 rows loaded b three times and were three chains
       of dependent FMAs; gemm's tiles of more columns are ``choose_tiles``' business; the
@@ -334,6 +339,8 @@ def fused_columns(em: Emitter, m_pieces: list, N: Int, acc: ScalarType, single_s
     column = column_bytes(m_pieces, acc)
     fit = accumulator_bytes(em.target.register_budget) // column
     if single_step:
+        if far_c:
+            return 0
         if k_step == 2 and column > em.target.register_budget:
             return 0  # the product's column alone overflows the registers
         if k_step <= 2:
@@ -749,7 +756,8 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
 
     m_pieces = _pieces(M, tiles.m, tiles.m_pieces)
     single_step = known(K) == KT and not tiles.k_rest
-    NT = fused_columns(em, m_pieces, N, acc, single_step, split, ta, KT)
+    NT = fused_columns(em, m_pieces, N, acc, single_step, split, ta, KT,
+                       far_columns(em, C) is not None)
     if NT:  # one subgroup: a parallel region is its work
         with b.parallel():
             rows = [(em.index(m0), MT, checked) for m0, MT, checked in row_blocks(m_pieces)]
