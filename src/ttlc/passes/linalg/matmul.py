@@ -481,13 +481,13 @@ def far_columns(em: Emitter, V: Value) -> Union[int, Value, None]:
     """The column stride (``column_stride``) of an operand whose columns may be short
     streams the hardware prefetchers follow badly, so that ``prefetch`` asks for them
     first (or, for a small block of A, the tiles read each column once:
-    ``streams_far_a``), or None: on the CPU (SIMD-lane subgroups), a different block of
-    global memory in each work-group, whose columns are contiguous and at least
-    PAGE_BYTES apart (a bound known at run time is tested then), PREFETCH_BYTES at most.
-    Such are the blocks of rows a work-group takes of a tall matrix: f64 1000000x16x16
-    in blocks of 100 rows, 16 columns of A and 16 of C of 800 bytes each a block, read
-    and written at 0.7 of NumPy's speed, whose blocked kernel reads A's columns in long
-    runs."""
+    ``streams_far_a``; C keeps its tiles where K is a single step: ``fused_columns``),
+    or None: on the CPU (SIMD-lane subgroups), a different block of global memory in
+    each work-group, whose columns are contiguous and at least PAGE_BYTES apart (a bound
+    known at run time is tested then), PREFETCH_BYTES at most.  Such are the blocks of
+    rows a work-group takes of a tall matrix: f64 1000000x16x16 in blocks of 100 rows, 16
+    columns of A and 16 of C of 800 bytes each a block, read and written at 0.7 of
+    NumPy's speed, whose blocked kernel reads A's columns in long runs."""
     t = V.type
     rows, cols = t.shape
     if not (em.target.vector_bytes and t.space == "global" and t.stride[0] == 1
