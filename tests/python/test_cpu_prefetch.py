@@ -89,7 +89,8 @@ def test_a_prefetch_outside_the_memref_changes_nothing(checked):
     ("f64", 300, 4, 12, 1.0, True), ("f64", 100, 16, 16, 0.0, False),
     ("f32", 100, 9, 9, 0.0, False), ("f64", 41, 2, 20, 0.0, False),
     ("f32", 250, 16, 4, 0.5, False), ("f64", 37, 5, 3, 1.0, False),
-    ("f64", 100, 4, 2, 0.5, False), ("f32", 170, 8, 1, 1.0, False)])
+    ("f64", 100, 4, 2, 0.5, False), ("f32", 170, 8, 1, 1.0, False),
+    ("f32", 100, 8, 4, 0.5, False)])
 def test_blocks_of_a_tall_matrix_are_prefetched_and_agree_with_numpy(t, M, N, K, beta,
                                                                      prefetched):
     """Each work-group's blocks of A and C (columns R rows apart, 4096 bytes or more) are
@@ -98,8 +99,9 @@ def test_blocks_of_a_tall_matrix_are_prefetched_and_agree_with_numpy(t, M, N, K,
     200x16 25.6 KB, f32 400x16 25.6 KB, f64 300x12 28.8 KB); smaller ones are left to the
     hardware prefetchers (``streams_far_a``: f64 100x16 12.8 KB, f32 250x4 4 KB), with
     AVX-512 in tiles of one register by all of N (``far_column_tiles``); K of one or two,
-    a single step, in C's tiles (``fused_columns``: f64 100x4x2, f32 170x8x1); C = A B +
-    beta C as NumPy computes it either way."""
+    a single step, in C's tiles (``fused_columns``: f64 100x4x2, f32 170x8x1), and no
+    tile of all of M (``far_c``: f32 100x8x4 in 64x4); C = A B + beta C as NumPy computes
+    it either way."""
     dtype = {"f32": np.float32, "f64": np.float64}[t]
     blocks = 20
     R = M * blocks

@@ -1435,6 +1435,27 @@ def test_far_apart_columns_of_a_take_one_register_by_all_of_n():
     assert (far.m, far.n, near.m, near.n) == (16, 4, 32, 2)
 
 
+def test_far_apart_columns_of_c_take_no_tile_of_all_of_m():
+    """Where C's columns lie far apart (``far_c``: a work-group's block of a tall matrix),
+    no tile takes all of M: f32 100x8x4 with B shared in 64x4 tiles, the last 36 rows one
+    partial tile of 64 (not one 128-row tile by 2 columns, C written two whole columns
+    at a time), 100x8x2 likewise with K one step of 2; f32 62 rows, less than a tile of
+    64, keep their one tile."""
+    f32 = SCALAR_TYPES["f32"]
+    cpu = TARGETS["cpu"]
+    near = choose_tiles(cpu, 16, 1, 100, 8, 4, f32, f32, f32, new_a=True, shared_b=True)
+    assert (near.m, near.n, near.m_pieces) == (128, 2, ((100, 128),))
+    far = choose_tiles(cpu, 16, 1, 100, 8, 4, f32, f32, f32, new_a=True, shared_b=True,
+                       far_c=True)
+    assert (far.m, far.n, far.k, far.m_pieces) == (64, 4, 4, ((64, 64), (36, 64)))
+    far = choose_tiles(cpu, 16, 1, 100, 8, 2, f32, f32, f32, new_a=True, shared_b=True,
+                       far_c=True)
+    assert (far.m, far.n, far.k) == (64, 4, 2)
+    small = choose_tiles(cpu, 16, 1, 62, 7, 7, f32, f32, f32, new_a=True, shared_b=True,
+                         far_c=True)
+    assert small.m_pieces == ((62, 64),)
+
+
 def test_choose_tiles_cpu_streams_a_large_a_in_tall_tiles():
     """AVX-512: an A larger than L1 (128x128 f64: 128 KiB) whose N one tile of 9 columns could
     take (f64 16x9, reading A once, two cache lines of a column at a time) is loaded four

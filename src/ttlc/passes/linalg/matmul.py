@@ -642,11 +642,13 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     far = far_operands(em, A, B, C)
     far_a = ta == "n" and any(V is A for V, _ in far)
     streamed_a = far_a and streams_far_a(A, M, K)
+    far_c = far_columns(em, C) is not None
     split = split_remainders(em.target, acc, ea, eb)
     tiles = choose_tiles(em.target, em.sgs, em.subgroups, known(M), known(N), known(K),
                          acc, ea, eb, far_a=far_a and not streamed_a,
                          new_a=not em.same_in_every_group(A),
-                         shared_b=em.same_in_every_group(B), read_once_a=streamed_a)
+                         shared_b=em.same_in_every_group(B), read_once_a=streamed_a,
+                         far_c=far_c)
     # 16-bit products a matrix or dot-product unit computes: tiles of its grain
     tiles = fit_to_unit(em.target, tiles, em.sgs, em.subgroups, known(M), known(N), known(K),
                         acc, ea, eb, tb == "t", ta == "t")
@@ -756,8 +758,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
 
     m_pieces = _pieces(M, tiles.m, tiles.m_pieces)
     single_step = known(K) == KT and not tiles.k_rest
-    NT = fused_columns(em, m_pieces, N, acc, single_step, split, ta, KT,
-                       far_columns(em, C) is not None)
+    NT = fused_columns(em, m_pieces, N, acc, single_step, split, ta, KT, far_c)
     if NT:  # one subgroup: a parallel region is its work
         with b.parallel():
             rows = [(em.index(m0), MT, checked) for m0, MT, checked in row_blocks(m_pieces)]

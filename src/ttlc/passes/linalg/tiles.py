@@ -513,7 +513,7 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
                  M: Optional[int], N: Optional[int], K: Optional[int],
                  acc: ScalarType, a: ScalarType, b: ScalarType, far_a: bool = False,
                  new_a: bool = False, shared_b: bool = False,
-                 read_once_a: bool = False) -> Tiles:
+                 read_once_a: bool = False, far_c: bool = False) -> Tiles:
     """The tile shape for C (M x N) += A (M x K) B (K x N) accumulating in ``acc``.
 
     ``num_subgroups`` is the number of subgroups of the work-group, or their grid
@@ -522,8 +522,10 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     its block is prefetched (``register_tiles``); ``new_a``: A is a different matrix in
     each work-group (a batch member's, new to the caches), not one all work-groups share;
     ``shared_b``: B is one matrix all work-groups share; ``read_once_a``: A's columns lie
-    far apart and its block is not prefetched (``far_column_tiles``).  See the module
-    docstring for the rule.
+    far apart and its block is not prefetched (``far_column_tiles``); ``far_c``: C's
+    columns lie far apart, each a stream of its own, and no tile takes all of M (with it,
+    f32 100x8x4 in 128x2 tiles wrote C two whole columns at a time at 0.40-0.75 of
+    LIBXSMM; in 64x4 1.03-1.11).  See the module docstring for the rule.
     """
     S = subgroup_size
     grid = num_subgroups if isinstance(num_subgroups, tuple) else None
@@ -548,9 +550,11 @@ def choose_tiles(target: Target, subgroup_size: int, num_subgroups: Union[int, T
     m_cap = max(S, _next_pow2(M)) if M is not None else S * MAX_M_BLOCKS
     a_bytes = M * (K or ASSUMED_SIZE) * a.size if M is not None else 0
     one_tile = 0  # the rows of a tile that takes all of M (where one may)
-    if split and M is not None:  # a tile beyond M would only be cut into smaller ones,
+    # a tile beyond M would only be cut into smaller ones, unless row_pieces makes M one
+    # tile (where C's columns lie far apart, ``far_c``, neither cap nor tile)
+    if split and M is not None and not far_c:
         m_cap = max(S, _pow2_at_most(M))
-        whole = row_pieces(M, _next_pow2(M), S, idle)  # unless row_pieces makes M one tile
+        whole = row_pieces(M, _next_pow2(M), S, idle)
         if len(whole) == 1 and (whole[0][1] > (S if idle else 2 * S)
                                 or a_bytes >= STREAM_A_BYTES):
             m_cap = max(m_cap, whole[0][1])
