@@ -1420,8 +1420,8 @@ def test_far_apart_columns_of_a_take_one_register_by_all_of_n():
     assert (t.m, t.n, t.k, t.m_pieces, t.k_rest) == (8, 9, 1, ((96, 8), (4, 8)), ())
     t = choose_tiles(cpu, 8, 1, 100, 16, 16, f64, f64, f64, read_once_a=True)
     assert (t.m, t.n, t.k) == (8, 16, 1)
-    assert (choose_tiles(cpu, 8, 1, 100, 16, 16, f64, f64, f64).m,
-            choose_tiles(cpu, 8, 1, 100, 16, 16, f64, f64, f64).n) == (32, 4)
+    near = choose_tiles(cpu, 8, 1, 100, 16, 16, f64, f64, f64)
+    assert (near.m, near.n) == (32, 4)
     for S, N, K, e, target in ((16, 31, 4, f32, cpu), (16, 30, 4, f32, cpu),
                                (16, 1, 24, f32, cpu), (8, 9, 9, f32, AVX2)):
         far = choose_tiles(target, S, 1, 100, N, K, e, e, e, read_once_a=True)
