@@ -932,9 +932,10 @@ def test_longer_k_over_a_large_c_is_one_step():
 
 def test_short_k_in_one_step_is_computed_a_few_columns_at_a_time():
     """With K one step (f32 11x70x5, B shared; the cpu description, AVX-512 anywhere), C
-    is computed columns at a time (``matmul.fused_columns``): A's 16x5 block loaded once,
-    each column one product of it and B's column, STEP_COLUMN_FMAS // K = 4 columns a
-    loop step, then the 2 columns left (70 = 17 x 4 + 2)."""
+    is computed columns at a time (``matmul.fused_columns``): A's 16x5 block loaded once
+    (as 16x4 and 16x1: a coopmatrix's rows, B's 5 here, are a power of two), each column
+    two products of it and B's column, STEP_COLUMN_FMAS // K = 4 columns a loop step, then
+    the 2 columns left (70 = 17 x 4 + 2)."""
     from ttlc.passes import expand, lower_copy
     from ttlc.passes.linalg.matmul import STEP_COLUMN_FMAS
 
@@ -943,9 +944,12 @@ def test_short_k_in_one_step_is_computed_a_few_columns_at_a_time():
     lowered = str(lower_copy(ttlc.check(src), expand(["lower"]), TARGETS["cpu"]))
     loops = lowered.split("for %j=")[1:]
     assert len(loops) == 2 and STEP_COLUMN_FMAS // 5 == 4
-    assert [loop.count("cooperative_matrix_mul_add") for loop in loops] == [4, 2]
-    a_block = "coopmatrix<f32x16x5,matrix_a>"  # loaded before the loops, not in them
-    assert a_block in lowered.split("for %j=")[0] and not any(a_block in x for x in loops)
+    assert [loop.count("cooperative_matrix_mul_add") for loop in loops] == [4 * 2, 2 * 2]
+    for a_block in ("coopmatrix<f32x16x4,matrix_a>", "coopmatrix<f32x16x1,matrix_a>"):
+        # loaded before the loops, not in them
+        assert a_block in lowered.split("for %j=")[0] and not any(a_block in x for x in loops)
+    assert all(f"coopmatrix<f32x{k}x1,matrix_b>" in loops[0] for k in (4, 1))
+    ttlc.check(lowered)  # rows of every coopmatrix a power of two
 
 
 def test_short_k_in_one_step_keeps_c_tiles_where_a_overflows_the_registers():

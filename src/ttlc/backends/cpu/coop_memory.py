@@ -133,20 +133,19 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
     et = elem_type(t.component)
 
     def at(r: int, c: int) -> ir.Value:
-        """Pointer to component (r, c): the tile's origin (``pinned`` where the
-        work-group has one subgroup) plus an offset that is a constant for static
-        strides, so that the accesses of a tile address memory as register +
-        displacement."""
+        """Pointer to component (r, c): the tile's origin (``_origin``) plus an offset
+        that is a constant for static strides, so that the accesses of a tile address
+        memory as register + displacement."""
         if not origin:
-            start = b.add(b.mul(x, st0), b.mul(y, st1))
-            p = b.gep(m.ptr, [start], source_etype=et)
-            # (with several subgroups, LLVM merges the equal origins of their tiles)
-            origin.append(pinned(cg, p) if subgroups(cg) == 1 else p)
+            origin.append(_origin(cg, m, x, y, st0, st1, et))
+        p, fixed = origin[0]
         i, j = (c, r) if transpose else (r, c)
-        if i == 0 and j == 0:
-            return origin[0]
-        return b.gep(origin[0], [b.add(b.mul(ir.Constant(I64, i), st0),
-                                       b.mul(ir.Constant(I64, j), st1))], source_etype=et)
+        offset = b.add(b.mul(ir.Constant(I64, i), st0), b.mul(ir.Constant(I64, j), st1))
+        if fixed:
+            offset = b.add(ir.Constant(I64, fixed), offset)
+        elif i == 0 and j == 0:
+            return p
+        return b.gep(p, [offset], source_etype=et)
     if cg.races is not None and races.is_local(m.type):
         size = splat_n(cg, ir.Constant(I64, m.type.element.size), n)
         addrs = b.add(splat_n(cg, b.ptrtoint(m.ptr, I64), n), b.mul(offsets(), size))
@@ -154,6 +153,33 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
         races.track(cg, inst, addrs, valid.whole, splat_n(cg, me, n), list(indices()),
                     lambda k: lane)
     fn(m, offsets, valid, contiguous, at)
+
+
+def _origin(cg: FunctionCodegen, m: MemVal, x, y, st0, st1,
+            et: ir.Type) -> Tuple[ir.Value, int]:
+    """(pointer, elements after it) of a tile's component (0, 0) at row x and column y
+    of m (``_access``'s ``at``).  Where the work-group has one subgroup the pointer is
+    ``pinned`` and leaves out the static part of the position (a static row or column
+    times a static stride: the elements after it), and the tiles of one block whose
+    pointers are equal share one (``FunctionCodegen.pinned_origins``): the products of
+    a K step of a static K (``matmul.k_parts``) and a K loop's steps unrolled read each
+    column of B through one register, not one register each."""
+    b = cg.b
+    if subgroups(cg) != 1:  # LLVM merges the equal origins of the subgroups' tiles
+        return b.gep(m.ptr, [b.add(b.mul(x, st0), b.mul(y, st1))], source_etype=et), 0
+    fixed, terms = 0, []
+    for position, stride in ((x, st0), (y, st1)):
+        if isinstance(position, ir.Constant) and isinstance(stride, ir.Constant):
+            fixed += position.constant * stride.constant
+        else:
+            terms.append((position, stride))
+    key = (b.block, m.ptr, *terms)
+    if key not in cg.pinned_origins:
+        start = [b.mul(position, stride) for position, stride in terms]
+        p = b.gep(m.ptr, [b.add(*start) if len(start) == 2 else start[0]],
+                  source_etype=et) if start else m.ptr
+        cg.pinned_origins[key] = pinned(cg, p)
+    return cg.pinned_origins[key], fixed
 
 
 def _row(cg: FunctionCodegen, v, r: int, M: int, N: int):

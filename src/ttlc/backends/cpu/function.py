@@ -150,6 +150,9 @@ class FunctionCodegen:
         #: checked code: index in ``locals`` -> i64 slot holding the lifetime_stop that
         #: ended the alloca's lifetime in this work-group (-1: alive)
         self.lifetimes: Dict[int, ir.Value] = {}
+        #: (block, memref pointer, the non-static terms of a position) -> the pinned
+        #: origin of the tiles there (``coop_memory._origin``)
+        self.pinned_origins: Dict[tuple, ir.Value] = {}
         #: called once the function is complete (e.g. to add set-up code to its entry
         #: block and clean-up before its returns, as the AMX tile configuration needs)
         self.finish_hooks: List[Callable[[], None]] = []

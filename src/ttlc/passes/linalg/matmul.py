@@ -583,6 +583,23 @@ def prefetch(em: Emitter, operands: List[Tuple[Value, Union[int, Value]]]) -> No
                 fetch(V)
 
 
+def k_parts(KS: int) -> List[Tuple[int, int]]:
+    """(first row of B, rows) of the products a K step of KS is: one, or where KS is not
+    a power of two (all of a static K in one step, ``tiles.whole_k``) one for each power
+    of two in it, smallest first, chained through the accumulators.  A coopmatrix's rows
+    are a power of two (the language's distribution over a subgroup: the verifier's
+    rule); the FMAs are the same, for KS of 5, 9 or 17 in the order of one product's
+    (``backends.cpu.coop.update_pieces``: B's rows one after the other, each for all
+    columns), and B's tiles of a column are read through one register
+    (``backends.cpu.coop_memory._origin``)."""
+    parts, first = [], 0
+    for bit in range(KS.bit_length()):
+        if KS >> bit & 1:
+            parts.append((first, 1 << bit))
+            first += 1 << bit
+    return parts
+
+
 def k_loop(em: Emitter, step, zeros: List[Value], k_full: Int, KT: int, P: int,
            U: int = 1) -> List[Value]:
     """The accumulators over the K steps [0, k_full) of KT, in P sets, step s updating set
@@ -667,11 +684,15 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
 
     def step(rows: List[Rows], j: Value, k: Int, xs: List[Value], NT: int, KS: int,
              check_n: bool, check_k: bool) -> List[Value]:
-        """One K step of KS for each block of rows: their A tiles, B's tile (once)."""
-        kv = em.index(k)
-        As = [load_a(i, kv, MT, KS, check_m, check_k) for i, MT, check_m in rows]
-        bm = load_b(j, kv, NT, KS, check_n, check_k)
-        return [b.cooperative_matrix_mul_add(a, bm, x, name="ab") for a, x in zip(As, xs)]
+        """One K step of KS for each block of rows: their A tiles, B's tile (once), for
+        each of the step's products (``k_parts``)."""
+        for first, ks in k_parts(KS):
+            assert isinstance(k, int) or not first  # parts: a static K's single step
+            kv = em.index(k + first if first else k)
+            As = [load_a(i, kv, MT, ks, check_m, check_k) for i, MT, check_m in rows]
+            bm = load_b(j, kv, NT, ks, check_n, check_k)
+            xs = [b.cooperative_matrix_mul_add(a, bm, x, name="ab") for a, x in zip(As, xs)]
+        return xs
 
     def load_b(j: Value, kv: Value, NT: int, KS: int, check_n: bool, check_k: bool) -> Value:
         b_t = coopmatrix(eb, KS, NT, "matrix_b")
@@ -734,26 +755,28 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
             xs = list(branch.results)
         update(rows, j, xs, check_n)
 
-    def rank_one(rows: List[Rows], As: List[Optional[Value]], n0: int, ne: int,
+    def rank_one(rows: List[Rows], As: List[Optional[List[Value]]], n0: int, ne: int,
                  NT: int) -> None:
         """Columns n0 .. n0 + ne - 1 of C, K a single step, NT columns a loop step: each
-        column is B's entry times A's blocks (`As`, loaded once, or None: loaded for the
-        column), each block multiplied and stored before the next.  C is written in the
-        order of its addresses, one whole column after the other: a ger is bound by its
-        stores, and stores that return to a cache line written earlier cost more (f64
-        56x56 with NumPy's arrays, 16 bytes off a line: tiles of 16x3, each column's
-        lines written in four passes, took 1.1x as long as LIBXSMM, whole columns 0.98x)."""
-        zero = em.index(0)
+        column is B's entries times A's blocks (`As`: each block's tiles of the step's
+        products, ``k_parts``, loaded once, or None: loaded for the column), each block
+        multiplied and stored before the next.  C is written in the order of its
+        addresses, one whole column after the other: a ger is bound by its stores, and
+        stores that return to a cache line written earlier cost more (f64 56x56 with
+        NumPy's arrays, 16 bytes off a line: tiles of 16x3, each column's lines written in
+        four passes, took 1.1x as long as LIBXSMM, whole columns 0.98x)."""
+        parts = k_parts(KT)
         loop = b.for_(em.index(n0), em.index(n0 + ne), em.index(NT), arg_names=["j"])
         with loop as (j,):
             zs = zeros(rows, 1)
             for q in range(NT):
                 jq = m.add(j, q, INDEX) if q else j
-                bm = load_b(jq, zero, 1, KT, False, False)
-                for (i, MT, check_m), a, z in zip(rows, As, zs):
-                    if a is None:
-                        a = load_a(i, zero, MT, KT, check_m, False)
-                    x = b.cooperative_matrix_mul_add(a, bm, z, name="ab")
+                bms = [load_b(jq, em.index(k0), 1, ks, False, False) for k0, ks in parts]
+                for (i, MT, check_m), a_parts, x in zip(rows, As, zs):
+                    for (k0, ks), a, bm in zip(parts, a_parts or [None] * len(parts), bms):
+                        if a is None:
+                            a = load_a(i, em.index(k0), MT, ks, check_m, False)
+                        x = b.cooperative_matrix_mul_add(a, bm, x, name="ab")
                     update([(i, MT, check_m)], jq, [x], False)
 
     m_pieces = _pieces(M, tiles.m, tiles.m_pieces)
@@ -768,9 +791,10 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
             # A's blocks stay in registers where they fit beside a product (f32 120 rows
             # without AVX-512, 15 ymm, do not: they are loaded again for each column, from
             # L1, as a spill would be)
-            As: List[Optional[Value]] = [None] * len(rows)
+            As: List[Optional[List[Value]]] = [None] * len(rows)
             if column_bytes(m_pieces, acc) <= em.target.register_budget - em.target.vector_bytes:
-                As = [load_a(i, em.index(0), MT, KT, check_m, False) for i, MT, check_m in rows]
+                As = [[load_a(i, em.index(k0), MT, ks, check_m, False) for k0, ks in k_parts(KT)]
+                      for i, MT, check_m in rows]
             n0 = 0
             for ne, nt in column_pieces(known(N), NT):
                 rank_one(rows, As, n0, ne, nt)

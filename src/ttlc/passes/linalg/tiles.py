@@ -745,9 +745,10 @@ def whole_k(tiles: Tiles, M: Optional[int], N: Optional[int], K: Optional[int],
             acc: ScalarType, acc_bytes: int, step_bytes: int, limit: Optional[float],
             broadcasts: bool, large_c_max: int = WHOLE_K_LARGE_C) -> Tiles:
     """tiles with all of a static K one step (no K loop: matmul then computes C a few
-    columns at a time, ``matmul.fused_columns``) where one subgroup's FMAs take B's
-    entries from memory (`broadcasts`: no coopmatrix of K's rows distributed over
-    subgroups, which would need a power of two) and WHOLE_K_MAX, WHOLE_K_TILES and
+    columns at a time, ``matmul.fused_columns``; a K that is not a power of two is a
+    product for each power of two in it, ``matmul.k_parts``) where one subgroup's FMAs
+    take B's entries from memory (`broadcasts`: no coopmatrix of K's rows distributed
+    over subgroups) and WHOLE_K_MAX, WHOLE_K_TILES and
     the register bound allow (`acc_bytes`: the accumulator, `step_bytes`: a K step's
     operands, together at most `limit` bytes; `limit` None: no register bound; none
     either where C of WHOLE_K_C_BYTES or more spans several row tiles, whose K may be
