@@ -10,14 +10,23 @@ Tests that need the verifier to reject invalid-but-parseable programs are marked
 ``@pytest.mark.needs_verifier``; they are skipped (with the reason) while ``ttlc.check``
 still accepts a collective instruction inside an SPMD region, i.e. before the verifier
 lands, so the suite stays green during that window and switches them on by itself.
+
+The suite sets TTLC_VERIFY_EACH (unless the environment does): back ends verify their
+lowered IR after every pass.
 """
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
 
 import ttlc
+
+# every lowering a back end runs in the suite is verified after each of its passes
+# (``ttlc.passes.VERIFY_EACH``): a pass that leaves IR the language rejects fails here
+# even where the back end would compile it
+os.environ.setdefault("TTLC_VERIFY_EACH", "1")
 
 #: parseable but invalid: gemm is collective and must not appear in a parallel region
 VERIFIER_PROBE = """func @probe(%A: memref<f32x4x4>) {

@@ -282,6 +282,26 @@ def test_verify_each_stops_at_the_broken_pass(capsys, write, broken_pass):
     assert f"after pass {broken_pass}" in err
 
 
+@pytest.mark.parametrize("value,caught", [("1", True), ("yes", True), ("0", False),
+                                          ("off", False), ("", False)])
+def test_verify_each_variable_has_back_end_lowerings_verified(monkeypatch, broken_pass, value,
+                                                              caught):
+    """TTLC_VERIFY_EACH (docs/api.md): ``lower_copy``, the lowering every back end runs,
+    verifies the IR after each pass and names the pass that broke it; unset, 0, off or
+    empty, the broken IR comes out of the lowering (the back end would meet it)."""
+    from ttlc.passes import VERIFY_EACH, lower_copy
+
+    monkeypatch.setenv(VERIFY_EACH, value)
+    program = ttlc.check(FOLD)
+    if not caught:
+        lowered = lower_copy(program, [broken_pass], get_target("cpu"))
+        assert "%a = constant" not in str(lowered)
+        return
+    with pytest.raises(ttlc.CompileError) as e:
+        lower_copy(program, [broken_pass], get_target("cpu"))
+    assert f"(IR invalid after pass {broken_pass})" in str(e.value)
+
+
 def test_a_later_check_ir_catches_it_without_naming_the_pass(capsys, write, broken_pass):
     code, out, err = opt(capsys, "-p", broken_pass, "-p", "check-ir", write(FOLD))
     assert code == 1 and "used where it is not defined" in err

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import os
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, TextIO
 
@@ -138,6 +139,18 @@ def run_passes(program: Program, names: Sequence[str], ctx: Optional[PassContext
     return ctx
 
 
+#: the environment variable that has ``lower_copy`` verify the IR after every pass of a
+#: back end's lowering (docs/api.md; the test suite sets it: a pass that leaves IR the
+#: language rejects fails there, not only where the back end happens to object)
+VERIFY_EACH = "TTLC_VERIFY_EACH"
+
+
+def verify_lowerings() -> bool:
+    """Whether VERIFY_EACH is set to anything but nothing, 0, no, off or false."""
+    value = os.environ.get(VERIFY_EACH, "").strip().lower()
+    return value not in ("", "0", "no", "off", "false")
+
+
 def lower_copy(program: Program, names: Sequence[str], target: Target,
                before: Optional[Dict[str, Callable[[Program], None]]] = None) -> Program:
     """A copy of the program (the original stays as it is) lowered for a back end: its
@@ -162,7 +175,7 @@ def lower_copy(program: Program, names: Sequence[str], target: Target,
                                         first=("subgroup_size", "work_group_size"))
         # the views are static already: the pipelines' own static-views would find nothing
         names = [n for n in expand(names) if n != "static-views"]
-        ctx, start = PassContext(target=target), 0
+        ctx, start = PassContext(target=target, verify_each=verify_lowerings()), 0
         for at, name in enumerate(names):
             if before and name in before:
                 run_passes(lowered, names[start:at], ctx)
