@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import os
 import platform
 import sys
@@ -113,9 +114,15 @@ def warm_up() -> None:
     passes) and the import of ttlc's lowering passes -- on a kernel no row measures,
     compiled without the cache: a cache hit runs neither and leaves them to the first
     kernel's cold compile (f64 56x9x56: 185 ms of CPU time instead of 70 where Python
-    writes no bytecode cache)."""
+    writes no bytecode cache).  Then the objects made so far (the imports', PyTorch's
+    above all) are left out of the garbage collector's passes (``gc.freeze``): a full
+    pass over them took 111 ms and fell into whichever compile allocated when it was
+    due (7 of 16 runs had a kernel over COLD_MS, a different one each time); the passes
+    the compiles' own objects cause stay in their times."""
     with environment(TTLC_CACHE="0"):
         ttlc.compile(GEMM_SUBVIEW.format(t="f32", M=2, N=2, K=2), target="cpu")
+    gc.collect()
+    gc.freeze()
 
 
 def compile_time(text: str) -> dict:
