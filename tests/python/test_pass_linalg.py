@@ -952,6 +952,22 @@ def test_short_k_in_one_step_is_computed_a_few_columns_at_a_time():
     ttlc.check(lowered)  # rows of every coopmatrix a power of two
 
 
+def test_a_step_of_k_rows_is_a_product_for_each_power_of_two_in_it():
+    """``matmul.k_parts``: a K step is one product where it is a power of two, else one
+    for each power of two in it, smallest first, covering its rows once in order."""
+    from ttlc.passes.linalg.matmul import k_parts
+
+    assert k_parts(8) == [(0, 8)] and k_parts(1) == [(0, 1)]
+    assert k_parts(9) == [(0, 1), (1, 8)] and k_parts(7) == [(0, 1), (1, 2), (3, 4)]
+    for ks in range(1, 130):
+        parts = k_parts(ks)
+        assert all(rows & (rows - 1) == 0 for _, rows in parts)
+        assert [first for first, _ in parts] == [sum(r for _, r in parts[:i])
+                                                 for i in range(len(parts))]
+        assert sum(rows for _, rows in parts) == ks
+        assert [rows for _, rows in parts] == sorted(rows for _, rows in parts)
+
+
 def test_short_k_in_one_step_keeps_c_tiles_where_a_overflows_the_registers():
     """f64 77x24x5, K one step (the cpu description, AVX-512 anywhere): all of M's rows
     (80 computed) by K = 5 columns of A are 50 zmm registers, more than the 32 there are,

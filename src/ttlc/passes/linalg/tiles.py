@@ -748,11 +748,11 @@ def whole_k(tiles: Tiles, M: Optional[int], N: Optional[int], K: Optional[int],
     columns at a time, ``matmul.fused_columns``; a K that is not a power of two is a
     product for each power of two in it, ``matmul.k_parts``) where one subgroup's FMAs
     take B's entries from memory (`broadcasts`: no coopmatrix of K's rows distributed
-    over subgroups) and WHOLE_K_MAX, WHOLE_K_TILES and
-    the register bound allow (`acc_bytes`: the accumulator, `step_bytes`: a K step's
-    operands, together at most `limit` bytes; `limit` None: no register bound; none
-    either where C of WHOLE_K_C_BYTES or more spans several row tiles, whose K may be
-    up to `large_c_max`); else tiles as they are."""
+    over subgroups) and WHOLE_K_MAX, WHOLE_K_TILES and the register bound allow
+    (`acc_bytes`: the accumulator, `step_bytes`: a K step's operands, together at most
+    `limit` bytes; `limit` None: no register bound; none either where C of
+    WHOLE_K_C_BYTES or more spans several row tiles, whose K may be up to
+    `large_c_max`); else tiles as they are."""
     large_c = (M is not None and N is not None and tiles.m < M
                and M * N * acc.size >= WHOLE_K_C_BYTES)
     if (not broadcasts or K is None or tiles.k >= K
