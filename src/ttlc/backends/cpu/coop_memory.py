@@ -140,11 +140,11 @@ def _access(cg: FunctionCodegen, inst: Instruction, t: CoopMatrixType, g: int, f
             origin.append(_origin(cg, m, x, y, st0, st1, et))
         p, fixed = origin[0]
         i, j = (c, r) if transpose else (r, c)
+        if not fixed and i == 0 and j == 0:
+            return p
         offset = b.add(b.mul(ir.Constant(I64, i), st0), b.mul(ir.Constant(I64, j), st1))
         if fixed:
             offset = b.add(ir.Constant(I64, fixed), offset)
-        elif i == 0 and j == 0:
-            return p
         return b.gep(p, [offset], source_etype=et)
     if cg.races is not None and races.is_local(m.type):
         size = splat_n(cg, ir.Constant(I64, m.type.element.size), n)
@@ -175,9 +175,10 @@ def _origin(cg: FunctionCodegen, m: MemVal, x, y, st0, st1,
             terms.append((position, stride))
     key = (b.block, m.ptr, *terms)
     if key not in cg.pinned_origins:
-        start = [b.mul(position, stride) for position, stride in terms]
-        p = b.gep(m.ptr, [b.add(*start) if len(start) == 2 else start[0]],
-                  source_etype=et) if start else m.ptr
+        p = m.ptr
+        if terms:
+            start = [b.mul(position, stride) for position, stride in terms]
+            p = b.gep(p, [start[0] if len(start) == 1 else b.add(*start)], source_etype=et)
         cg.pinned_origins[key] = pinned(cg, p)
     return cg.pinned_origins[key], fixed
 

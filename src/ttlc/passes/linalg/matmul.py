@@ -670,6 +670,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
     tiles = fit_to_unit(em.target, tiles, em.sgs, em.subgroups, known(M), known(N), known(K),
                         acc, ea, eb, tb == "t", ta == "t")
     KT = tiles.k
+    parts = k_parts(KT)  # the products of a K step of KT (a single step: ``rank_one``)
     if streamed_a:
         far = []
     elif not far and prefetched_a(em, A, ta, tiles, M, N):
@@ -765,7 +766,6 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
         stores that return to a cache line written earlier cost more (f64 56x56 with
         NumPy's arrays, 16 bytes off a line: tiles of 16x3, each column's lines written in
         four passes, took 1.1x as long as LIBXSMM, whole columns 0.98x)."""
-        parts = k_parts(KT)
         loop = b.for_(em.index(n0), em.index(n0 + ne), em.index(NT), arg_names=["j"])
         with loop as (j,):
             zs = zeros(rows, 1)
@@ -793,7 +793,7 @@ def matmul(em: Emitter, A: Value, ta: str, B: Value, tb: str, C: Value,
             # L1, as a spill would be)
             As: List[Optional[List[Value]]] = [None] * len(rows)
             if column_bytes(m_pieces, acc) <= em.target.register_budget - em.target.vector_bytes:
-                As = [[load_a(i, em.index(k0), MT, ks, check_m, False) for k0, ks in k_parts(KT)]
+                As = [[load_a(i, em.index(k0), MT, ks, check_m, False) for k0, ks in parts]
                       for i, MT, check_m in rows]
             n0 = 0
             for ne, nt in column_pieces(known(N), NT):
